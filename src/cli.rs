@@ -1,0 +1,289 @@
+//! The command line: `serve` (the default), `review` and `check-policy`.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::admission::{self, Webhook};
+use crate::certs;
+use crate::policy::Policy;
+use crate::server::{self, AppState, tls};
+
+/// Admission webhook for Numaplane PipelineRollouts: validates and defaults
+/// drain timeouts, and gates the forced re-apply (allow-data-loss).
+#[derive(Debug, Parser)]
+#[command(
+    name = "pipelinerollout-webhook",
+    version,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// What to do; without a command, `serve`.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `serve`'s flags, accepted without the word `serve`.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Log level or filter (e.g. info, debug, pipelinerollout_webhook=debug); RUST_LOG also works.
+    #[arg(long, global = true, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve /validate and /mutate over HTTPS (the default).
+    Serve(ServeArgs),
+    /// Answer one AdmissionReview (JSON or YAML) from a file or stdin, as the webhook would; exit 0 if allowed, 1 if denied, 2 on bad input.
+    Review(ReviewArgs),
+    /// Check a policy file: print the effective policy and exit 0, or print the error and exit 2.
+    CheckPolicy {
+        /// The policy file (YAML or JSON).
+        file: PathBuf,
+    },
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to serve HTTPS on.
+    #[arg(long, env = "WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Policy file (YAML or JSON); without it, the built-in policy.
+    #[arg(long, env = "WEBHOOK_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Serving certificate (PEM chain); with --tls-key.
+    #[arg(long, env = "WEBHOOK_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving certificate's private key (PEM); with --tls-cert.
+    #[arg(long, env = "WEBHOOK_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Where development certificates live when --tls-cert is not given (generated if absent).
+    #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = "certs")]
+    pub dev_certs_dir: PathBuf,
+}
+
+/// Flags of `review`.
+#[derive(Debug, Clone, Args)]
+pub struct ReviewArgs {
+    /// Which webhook answers.
+    #[arg(long, value_enum)]
+    pub webhook: WebhookArg,
+    /// Policy file; without it, the built-in policy.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The AdmissionReview file, or - for stdin (the default).
+    #[arg(default_value = "-")]
+    pub file: String,
+}
+
+/// `--webhook` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WebhookArg {
+    /// The validating webhook.
+    Validate,
+    /// The mutating webhook.
+    Mutate,
+}
+
+impl From<WebhookArg> for Webhook {
+    fn from(arg: WebhookArg) -> Self {
+        match arg {
+            WebhookArg::Validate => Webhook::Validate,
+            WebhookArg::Mutate => Webhook::Mutate,
+        }
+    }
+}
+
+/// Sets up logging to stderr.
+pub fn init_logging(cli: &Cli) {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log_level.clone());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        None => run_serve(cli.serve),
+        Some(Command::Serve(args)) => run_serve(args),
+        Some(Command::Review(args)) => run_review(&args),
+        Some(Command::CheckPolicy { file }) => run_check_policy(&file),
+    }
+}
+
+fn load_policy(path: Option<&Path>) -> Result<Policy, crate::policy::PolicyError> {
+    match path {
+        Some(path) => Policy::from_file(path),
+        None => Ok(Policy::built_in()),
+    }
+}
+
+fn run_check_policy(file: &Path) -> ExitCode {
+    match Policy::from_file(file) {
+        Ok(policy) => {
+            print!("{}", policy.to_yaml());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_review(args: &ReviewArgs) -> ExitCode {
+    let policy = match load_policy(args.policy.as_deref()) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let input = match read_input(&args.file) {
+        Ok(input) => input,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match admission::handle(args.webhook.into(), &policy, &input) {
+        Err(e) => {
+            eprintln!("{}: {e}", args.file);
+            ExitCode::from(2)
+        }
+        Ok((_, outcome)) => {
+            let pretty = serde_json::from_slice::<serde_json::Value>(&outcome.body)
+                .and_then(|v| serde_json::to_string_pretty(&v))
+                .unwrap_or_else(|_| String::from_utf8_lossy(&outcome.body).into_owned());
+            println!("{pretty}");
+            if let Some(message) = &outcome.message {
+                eprintln!("denied: {message}");
+            }
+            if outcome.allowed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Reads an AdmissionReview from a file or stdin; YAML is turned into JSON.
+fn read_input(file: &str) -> Result<Vec<u8>, String> {
+    let mut text = String::new();
+    let read = if file == "-" {
+        std::io::stdin().read_to_string(&mut text)
+    } else {
+        std::fs::File::open(file).and_then(|mut f| f.read_to_string(&mut text))
+    };
+    read.map_err(|e| format!("cannot read {file}: {e}"))?;
+    if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
+        return Ok(text.into_bytes());
+    }
+    let value: serde_json::Value = serde_saphyr::from_str(&text)
+        .map_err(|e| format!("{file} is neither JSON nor YAML: {e}"))?;
+    serde_json::to_vec(&value).map_err(|e| format!("{file}: {e}"))
+}
+
+fn run_serve(args: ServeArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    let policy = load_policy(args.policy.as_deref()).map_err(|e| e.to_string())?;
+    let (cert, key) = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+        _ => {
+            let (paths, generated) =
+                certs::ensure_dev_certs(&args.dev_certs_dir).map_err(|e| e.to_string())?;
+            tracing::warn!(
+                ca = %paths.ca.display(),
+                generated,
+                "no --tls-cert/--tls-key: serving development certificates for localhost; try:\n  curl --cacert {} -H 'Content-Type: application/json' --data @tests/fixtures/admission/01-create-kubectl-apply-validate.json https://localhost:{}/validate",
+                paths.ca.display(),
+                args.listen.port()
+            );
+            (paths.cert, paths.key)
+        }
+    };
+    let certified = tls::load_certified_key(&cert, &key).map_err(|e| e.to_string())?;
+    let resolver = Arc::new(tls::CertResolver::new(certified));
+    let config = tls::server_config(resolver).map_err(|e| format!("TLS configuration: {e}"))?;
+    let listener = server::bind(args.listen).await.map_err(|e| e.to_string())?;
+    tracing::info!(
+        listen = %args.listen,
+        policy = %args.policy.as_ref().map_or_else(|| "built-in".to_owned(), |p| p.display().to_string()),
+        mode = %policy.mode,
+        "serving /validate and /mutate over HTTPS"
+    );
+    let app = server::router(AppState {
+        policy: Arc::new(policy),
+    });
+    server::serve_tls(listener, config, app, shutdown_signal()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = tokio::signal::ctrl_c() => {},
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

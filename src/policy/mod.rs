@@ -1,0 +1,279 @@
+//! The organisation's policy: its file format, the built-in default, the
+//! checks that make a policy sound, and (in [`rules`]) the pure admission
+//! rules. Nothing here does I/O beyond [`Policy::from_file`].
+
+mod file;
+pub mod rules;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+
+pub use file::{PolicyError, format_seconds};
+
+/// Numaflow compares drain deadlines with Go's `time.Duration` (int64
+/// nanoseconds): more seconds than this overflow it.
+pub const MAX_CLOCK_SECONDS: u64 = 9_223_372_036;
+
+/// The largest multiplier Numaplane's recycle path applies (scaleFactor 1%).
+pub const MAX_RECYCLE_MULTIPLIER: u64 = 100;
+
+/// The largest `noTimeoutSeconds` that survives the largest multiplier.
+pub const MAX_NO_TIMEOUT_SECONDS: u64 = MAX_CLOCK_SECONDS / MAX_RECYCLE_MULTIPLIER;
+
+/// The built-in policy, in the file format, exactly as documented.
+pub const BUILT_IN_POLICY: &str = include_str!("builtin-policy.yaml");
+
+/// What happens to violations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Violations deny the request.
+    Enforce,
+    /// Nothing is denied; every violation becomes a warning.
+    Warn,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Enforce => "enforce",
+            Self::Warn => "warn",
+        })
+    }
+}
+
+/// What the mutating webhook writes when a rollout sets no drain timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultTimeout {
+    /// No timeout: write `noTimeoutSeconds`.
+    NoTimeout,
+    /// This many seconds.
+    Seconds(u64),
+}
+
+/// The drain-timeout rules of one scope: the whole cluster, or the
+/// namespaces an override matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeoutRules {
+    /// Written by `/mutate` when the timeout is absent.
+    pub default: DefaultTimeout,
+    /// Whether values at or above `noTimeoutSeconds` are allowed.
+    pub allow_no_timeout: bool,
+    /// The smallest allowed timeout, in seconds (at least 1).
+    pub min: u64,
+    /// The largest allowed timeout, in seconds, short of "no timeout".
+    pub max: u64,
+}
+
+/// An override for the namespaces whose names match one of `patterns`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceRules {
+    /// Namespace names; `*` matches any run of characters.
+    pub patterns: Vec<String>,
+    /// The rules in force there, with keys the override did not give taken
+    /// from the cluster-wide rules.
+    pub rules: TimeoutRules,
+}
+
+/// The drain-timeout part of the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainTimeout {
+    /// Cluster-wide rules.
+    pub rules: TimeoutRules,
+    /// The value that stands for "no timeout"; values at or above it mean no timeout.
+    pub no_timeout_seconds: u64,
+    /// The recycle scale factor (percent) assumed when a rollout sets none.
+    pub default_recycle_scale_factor: u64,
+    /// Overrides, first match wins.
+    pub namespaces: Vec<NamespaceRules>,
+}
+
+/// The rules in force for one namespace, and where they came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// The rules.
+    pub rules: &'a TimeoutRules,
+    /// The pattern of the override that matched, if one did.
+    pub matched: Option<&'a str>,
+}
+
+impl fmt::Display for Scope<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.matched {
+            Some(pattern) => write!(f, "the policy for namespaces \"{pattern}\""),
+            None => f.write_str("the policy"),
+        }
+    }
+}
+
+impl DrainTimeout {
+    /// The rules in force in `namespace`: the first override that matches, or
+    /// the cluster-wide rules.
+    pub fn scope(&self, namespace: &str) -> Scope<'_> {
+        for ns in &self.namespaces {
+            if let Some(pattern) = ns.patterns.iter().find(|p| wildcard_match(p, namespace)) {
+                return Scope {
+                    rules: &ns.rules,
+                    matched: Some(pattern),
+                };
+            }
+        }
+        Scope {
+            rules: &self.rules,
+            matched: None,
+        }
+    }
+
+    /// The value `/mutate` writes for a default.
+    pub fn default_seconds(&self, default: DefaultTimeout) -> u64 {
+        match default {
+            DefaultTimeout::NoTimeout => self.no_timeout_seconds,
+            DefaultTimeout::Seconds(s) => s,
+        }
+    }
+}
+
+/// Who may force a re-apply (and turn on forcePromote), and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForceReapply {
+    /// Usernames allowed.
+    pub users: BTreeSet<String>,
+    /// Groups whose members are allowed.
+    pub groups: BTreeSet<String>,
+    /// Allow `allow-data-loss: "true"` only while the stored object says its
+    /// pipeline is pausing.
+    pub require_pausing: bool,
+    /// Turning on `forcePromote` needs the same permission.
+    pub gate_force_promote: bool,
+}
+
+/// A complete, validated policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// enforce or warn.
+    pub mode: Mode,
+    /// Drain-timeout rules.
+    pub drain_timeout: DrainTimeout,
+    /// Forced re-apply rules.
+    pub force_reapply: ForceReapply,
+}
+
+impl Policy {
+    /// The built-in default policy.
+    pub fn built_in() -> Self {
+        match Self::from_yaml(BUILT_IN_POLICY) {
+            Ok(policy) => policy,
+            // The text is a constant checked by a unit test.
+            Err(e) => unreachable!("the built-in policy is invalid: {e}"),
+        }
+    }
+
+    /// Parses and validates a policy from YAML (JSON is YAML too). Keys the
+    /// text leaves out take the built-in default's values.
+    pub fn from_yaml(text: &str) -> Result<Self, PolicyError> {
+        file::parse(text)
+    }
+
+    /// Reads, parses and validates a policy file.
+    pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|e| e.in_file(path))
+    }
+
+    /// The policy in the file format, every key spelled out.
+    pub fn to_yaml(&self) -> String {
+        file::render(self)
+    }
+}
+
+/// Matches a namespace name against a pattern where `*` stands for any run
+/// of characters (namespace names cannot contain `*`, so no escaping).
+pub fn wildcard_match(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let mut parts: Vec<&str> = parts.collect();
+    let Some(last) = parts.pop() else {
+        // No `*` at all: the whole name must have matched.
+        return rest.is_empty();
+    };
+    for part in parts {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcard_table() {
+        let cases = [
+            ("ledger", "ledger", true),
+            ("ledger", "ledger2", false),
+            ("ledger", "xledger", false),
+            ("payments-*", "payments-eu", true),
+            ("payments-*", "payments-", true),
+            ("payments-*", "payment", false),
+            ("*-prod", "team-a-prod", true),
+            ("*-prod", "prod", false),
+            ("team-*-prod", "team-a-prod", true),
+            ("team-*-prod", "team-prod", false),
+            ("a*a", "a", false),
+            ("a*a", "aa", true),
+            ("*", "anything", true),
+            ("*a*b*", "xxaxxbxx", true),
+            ("*a*b*", "xxbxxaxx", false),
+        ];
+        for (pattern, name, want) in cases {
+            assert_eq!(wildcard_match(pattern, name), want, "{pattern} vs {name}");
+        }
+    }
+
+    #[test]
+    fn built_in_policy_has_the_documented_values() {
+        let p = Policy::built_in();
+        assert_eq!(p.mode, Mode::Enforce);
+        assert_eq!(p.drain_timeout.rules.default, DefaultTimeout::NoTimeout);
+        assert_eq!(p.drain_timeout.no_timeout_seconds, 31_536_000);
+        assert!(p.drain_timeout.rules.allow_no_timeout);
+        assert_eq!(p.drain_timeout.rules.min, 30);
+        assert_eq!(p.drain_timeout.rules.max, 3600);
+        assert_eq!(p.drain_timeout.default_recycle_scale_factor, 50);
+        assert!(p.drain_timeout.namespaces.is_empty());
+        assert!(
+            p.force_reapply
+                .users
+                .contains("system:serviceaccount:argocd:argocd-server")
+        );
+        assert!(p.force_reapply.groups.contains("system:masters"));
+        assert!(p.force_reapply.require_pausing);
+        assert!(p.force_reapply.gate_force_promote);
+    }
+
+    #[test]
+    fn first_matching_override_wins() {
+        let p = Policy::from_yaml(
+            "drainTimeout:\n  namespaces:\n  - match: [\"pay-*\", ledger]\n    max: 2h\n  - match: [\"*\"]\n    default: 5m\n    allowNoTimeout: false\n",
+        )
+        .expect("valid policy");
+        let scope = p.drain_timeout.scope("pay-eu");
+        assert_eq!(scope.matched, Some("pay-*"));
+        assert_eq!(scope.rules.max, 7200);
+        assert_eq!(scope.rules.min, 30, "keys not given come from above");
+        assert_eq!(p.drain_timeout.scope("ledger").rules.max, 7200);
+        let other = p.drain_timeout.scope("team-a");
+        assert_eq!(other.matched, Some("*"));
+        assert_eq!(other.rules.default, DefaultTimeout::Seconds(300));
+        assert!(!other.rules.allow_no_timeout);
+    }
+}

@@ -1,0 +1,345 @@
+//! A typed, lenient view of a PipelineRollout: the few fields the policy
+//! judges, read in one pass; every other field is skipped without being built.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::lenient::{JsonKind, List, Obj, Text};
+
+/// The annotation that tells Numaplane to force a re-apply without draining.
+pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
+
+/// The keys on the way to the drain timeout, outermost first.
+pub const TIMEOUT_PATH: [&str; 5] = [
+    "spec",
+    "pipeline",
+    "spec",
+    "lifecycle",
+    "pauseGracePeriodSeconds",
+];
+
+/// The drain timeout's path as users write it.
+pub const TIMEOUT_FIELD: &str = "spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds";
+/// The recycle scale factor's path as users write it.
+pub const SCALE_FACTOR_FIELD: &str = "spec.strategy.recycleStrategy.scaleFactor";
+/// The forced-promotion switch's path as users write it.
+pub const FORCE_PROMOTE_FIELD: &str = "spec.strategy.progressive.forcePromote";
+
+/// The fields of a PipelineRollout that the policy reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct PipelineRollout {
+    #[serde(default)]
+    metadata: Obj<Metadata>,
+    #[serde(default)]
+    spec: Obj<Spec>,
+    #[serde(default)]
+    status: Obj<Status>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct Metadata {
+    #[serde(default)]
+    annotations: Obj<Annotations>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct Annotations {
+    #[serde(default, rename = "numaplane.numaproj.io/allow-data-loss")]
+    allow_data_loss: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct Spec {
+    #[serde(default)]
+    pipeline: Obj<Pipeline>,
+    #[serde(default)]
+    strategy: Obj<Strategy>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct Pipeline {
+    #[serde(default)]
+    spec: Obj<PipelineSpec>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct PipelineSpec {
+    #[serde(default)]
+    lifecycle: Obj<Lifecycle>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct Lifecycle {
+    #[serde(default, rename = "pauseGracePeriodSeconds")]
+    pause_grace_period_seconds: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Strategy {
+    #[serde(default)]
+    recycle_strategy: Obj<RecycleStrategy>,
+    #[serde(default)]
+    progressive: Obj<Progressive>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RecycleStrategy {
+    #[serde(default)]
+    scale_factor: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Progressive {
+    #[serde(default)]
+    force_promote: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    #[serde(default)]
+    upgrade_in_progress: Text,
+    #[serde(default)]
+    conditions: List<Obj<Condition>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct Condition {
+    #[serde(default, rename = "type")]
+    type_: Text,
+    #[serde(default)]
+    status: Text,
+    #[serde(default)]
+    reason: Text,
+}
+
+/// Where the drain timeout stands in an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TimeoutSlot<'a> {
+    /// Set to a value other than `null` (not necessarily a valid one).
+    Set(&'a Value),
+    /// Absent or `null`. `depth` is the index in [`TIMEOUT_PATH`] of the
+    /// first key that is absent or `null`: the mutating webhook must create
+    /// the objects from there on.
+    Unset {
+        /// Index of the first missing key in [`TIMEOUT_PATH`].
+        depth: usize,
+    },
+    /// A value on the way is not an object, so no timeout can be read or set.
+    Blocked {
+        /// The dotted path of the value that is not an object.
+        path: &'static str,
+        /// What was found there instead.
+        found: JsonKind,
+    },
+}
+
+/// The dotted paths of the objects on the way to the timeout.
+const LEVEL_PATHS: [&str; 4] = [
+    "spec",
+    "spec.pipeline",
+    "spec.pipeline.spec",
+    "spec.pipeline.spec.lifecycle",
+];
+
+/// Steps one level down: the object, or the slot that says why not.
+fn step<T>(obj: &Obj<T>, level: usize) -> Result<&T, TimeoutSlot<'static>> {
+    match obj {
+        Obj::Present(t) => Ok(t),
+        Obj::Missing | Obj::Null => Err(TimeoutSlot::Unset { depth: level }),
+        Obj::Wrong(found) => Err(TimeoutSlot::Blocked {
+            path: LEVEL_PATHS[level],
+            found: *found,
+        }),
+    }
+}
+
+impl PipelineRollout {
+    /// Reads a PipelineRollout from JSON, leniently: only invalid JSON fails.
+    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// Where the drain timeout `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds` stands.
+    pub fn timeout(&self) -> TimeoutSlot<'_> {
+        let lookup = || -> Result<TimeoutSlot<'_>, TimeoutSlot<'_>> {
+            let spec = step(&self.spec, 0)?;
+            let pipeline = step(&spec.pipeline, 1)?;
+            let pipeline_spec = step(&pipeline.spec, 2)?;
+            let lifecycle = step(&pipeline_spec.lifecycle, 3)?;
+            Ok(match &lifecycle.pause_grace_period_seconds {
+                Some(v) if !v.is_null() => TimeoutSlot::Set(v),
+                _ => TimeoutSlot::Unset { depth: 4 },
+            })
+        };
+        lookup().unwrap_or_else(|slot| slot)
+    }
+
+    fn strategy(&self) -> Option<&Strategy> {
+        self.spec.get()?.strategy.get()
+    }
+
+    /// `spec.strategy.recycleStrategy.scaleFactor`, when set and not null.
+    pub fn scale_factor(&self) -> Option<&Value> {
+        self.strategy()?
+            .recycle_strategy
+            .get()?
+            .scale_factor
+            .as_ref()
+            .filter(|v| !v.is_null())
+    }
+
+    /// Whether `spec.strategy.progressive.forcePromote` is JSON `true`.
+    pub fn force_promote(&self) -> bool {
+        self.strategy()
+            .and_then(|s| s.progressive.get())
+            .and_then(|p| p.force_promote.as_ref())
+            .is_some_and(|v| v == &Value::Bool(true))
+    }
+
+    /// The `allow-data-loss` annotation's value, when present.
+    pub fn allow_data_loss(&self) -> Option<&Value> {
+        self.metadata
+            .get()?
+            .annotations
+            .get()?
+            .allow_data_loss
+            .as_ref()
+    }
+
+    /// Whether `allow-data-loss` is exactly the string `"true"`, the only
+    /// value Numaplane acts on.
+    pub fn forces_reapply(&self) -> bool {
+        self.allow_data_loss().and_then(Value::as_str) == Some("true")
+    }
+
+    /// Where `metadata` or `metadata.annotations` is not an object: the
+    /// dotted path and what was found.
+    pub fn malformed_metadata(&self) -> Option<(&'static str, JsonKind)> {
+        match &self.metadata {
+            Obj::Wrong(kind) => Some(("metadata", *kind)),
+            Obj::Present(meta) => match &meta.annotations {
+                Obj::Wrong(kind) => Some(("metadata.annotations", *kind)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether the stored status says the pipeline is pausing right now:
+    /// a pause-and-drain upgrade is in progress, or the controller's
+    /// `PipelinePausingOrPaused` condition is True with reason
+    /// `PipelinePausing` (a pause triggered by an ISBServiceRollout or
+    /// NumaflowControllerRollout update).
+    pub fn is_pausing(&self) -> bool {
+        let Some(status) = self.status.get() else {
+            return false;
+        };
+        if status.upgrade_in_progress.as_deref() == Some("PipelinePauseAndDrain") {
+            return true;
+        }
+        status.conditions.items().iter().any(|c| {
+            c.get().is_some_and(|c| {
+                c.type_.as_deref() == Some("PipelinePausingOrPaused")
+                    && c.status.as_deref() == Some("True")
+                    && c.reason.as_deref() == Some("PipelinePausing")
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn view(v: Value) -> PipelineRollout {
+        PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
+    }
+
+    #[test]
+    fn timeout_slot_for_each_shape() {
+        let seven = json!(7);
+        let cases: Vec<(Value, TimeoutSlot)> = vec![
+            (json!({}), TimeoutSlot::Unset { depth: 0 }),
+            (json!({"spec": null}), TimeoutSlot::Unset { depth: 0 }),
+            (json!({"spec": {}}), TimeoutSlot::Unset { depth: 1 }),
+            (
+                json!({"spec": {"pipeline": {}}}),
+                TimeoutSlot::Unset { depth: 2 },
+            ),
+            (
+                json!({"spec": {"pipeline": {"spec": {"lifecycle": null}}}}),
+                TimeoutSlot::Unset { depth: 3 },
+            ),
+            (
+                json!({"spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": null}}}}}),
+                TimeoutSlot::Unset { depth: 4 },
+            ),
+            (
+                json!({"spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": 7}}}}}),
+                TimeoutSlot::Set(&seven),
+            ),
+            (
+                json!({"spec": {"pipeline": "oops"}}),
+                TimeoutSlot::Blocked {
+                    path: "spec.pipeline",
+                    found: JsonKind::String,
+                },
+            ),
+            (
+                json!({"spec": {"pipeline": {"spec": {"lifecycle": [1]}}}}),
+                TimeoutSlot::Blocked {
+                    path: "spec.pipeline.spec.lifecycle",
+                    found: JsonKind::Array,
+                },
+            ),
+        ];
+        for (object, want) in cases {
+            assert_eq!(view(object.clone()).timeout(), want, "{object}");
+        }
+    }
+
+    #[test]
+    fn pausing_from_upgrade_or_condition() {
+        let cond = |status: &str, reason: &str| {
+            json!({"status": {"conditions": [
+                {"type": "Other", "status": "True", "reason": "PipelinePausing"},
+                {"type": "PipelinePausingOrPaused", "status": status, "reason": reason}
+            ]}})
+        };
+        assert!(
+            view(json!({"status": {"upgradeInProgress": "PipelinePauseAndDrain"}})).is_pausing()
+        );
+        assert!(view(cond("True", "PipelinePausing")).is_pausing());
+        assert!(!view(cond("True", "PipelinePaused")).is_pausing());
+        assert!(!view(cond("False", "Unpaused")).is_pausing());
+        assert!(!view(json!({"status": {"upgradeInProgress": "Progressive"}})).is_pausing());
+        assert!(!view(json!({"status": "weird"})).is_pausing());
+        assert!(!view(json!({"status": {"conditions": "weird"}})).is_pausing());
+    }
+
+    #[test]
+    fn reads_annotation_scale_factor_and_force_promote() {
+        let object = view(json!({
+            "metadata": {"annotations": {ALLOW_DATA_LOSS: "true", "other": "x"}},
+            "spec": {"strategy": {"recycleStrategy": {"scaleFactor": 25}, "progressive": {"forcePromote": true}}}
+        }));
+        assert!(object.forces_reapply());
+        assert_eq!(object.scale_factor(), Some(&json!(25)));
+        assert!(object.force_promote());
+        let other = view(
+            json!({"metadata": {"annotations": {ALLOW_DATA_LOSS: "True"}},
+            "spec": {"strategy": {"progressive": {"forcePromote": "true"}}}}),
+        );
+        assert!(!other.forces_reapply());
+        assert!(!other.force_promote());
+        assert_eq!(
+            view(json!({"metadata": {"annotations": "x"}})).malformed_metadata(),
+            Some(("metadata.annotations", JsonKind::String))
+        );
+    }
+}
