@@ -4,14 +4,15 @@ use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::admission::{self, Webhook};
 use crate::certs;
 use crate::policy::Policy;
-use crate::server::{self, AppState, tls};
+use crate::server::tls::TlsFiles;
+use crate::server::{self, ServeOptions};
 
 /// Admission webhook for Numaplane PipelineRollouts: validates and defaults
 /// drain timeouts, and gates the forced re-apply (allow-data-loss).
@@ -62,21 +63,39 @@ pub enum Command {
 /// Flags of `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Address to serve HTTPS on.
+    /// Address to serve the webhook on (HTTPS).
     #[arg(long, env = "WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
-    /// Policy file (YAML or JSON); without it, the built-in policy.
+    /// Address of the admin server (plain HTTP: /healthz, /readyz, /metrics).
+    #[arg(long, env = "WEBHOOK_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// Policy file (YAML or JSON), reloaded when it changes; without it, the built-in policy.
     #[arg(long, env = "WEBHOOK_POLICY")]
     pub policy: Option<PathBuf>,
-    /// Serving certificate (PEM chain); with --tls-key.
+    /// Serving certificate (PEM chain), reloaded when it changes; with --tls-key.
     #[arg(long, env = "WEBHOOK_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// Serving certificate's private key (PEM); with --tls-cert.
     #[arg(long, env = "WEBHOOK_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM), e.g. the API server's; reloaded when it changes.
+    #[arg(long, env = "WEBHOOK_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
     /// Where development certificates live when --tls-cert is not given (generated if absent).
     #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = "certs")]
     pub dev_certs_dir: PathBuf,
+    /// How often certificate and policy files are checked for changes (besides file-system events).
+    #[arg(long, env = "WEBHOOK_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub reload_interval: Duration,
+    /// After SIGTERM/SIGINT, keep serving (not ready) this long so endpoints can be updated.
+    #[arg(long, env = "WEBHOOK_SHUTDOWN_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay: Duration,
+    /// Then give in-flight requests at most this long to finish.
+    #[arg(long, env = "WEBHOOK_SHUTDOWN_GRACE", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+    /// The most connections served at once; further ones wait to be accepted.
+    #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
 }
 
 /// Flags of `review`.
@@ -231,7 +250,6 @@ fn run_serve(args: ServeArgs) -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let policy = load_policy(args.policy.as_deref()).map_err(|e| e.to_string())?;
     let (cert, key) = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
         _ => {
@@ -247,20 +265,32 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             (paths.cert, paths.key)
         }
     };
-    let certified = tls::load_certified_key(&cert, &key).map_err(|e| e.to_string())?;
-    let resolver = Arc::new(tls::CertResolver::new(certified));
-    let config = tls::server_config(resolver).map_err(|e| format!("TLS configuration: {e}"))?;
-    let listener = server::bind(args.listen).await.map_err(|e| e.to_string())?;
+    let options = ServeOptions {
+        listen: args.listen,
+        admin_listen: Some(args.admin_listen),
+        policy_file: args.policy.clone(),
+        tls: TlsFiles {
+            cert,
+            key,
+            client_ca: args.client_ca.clone(),
+        },
+        reload_interval: args.reload_interval,
+        shutdown_delay: args.shutdown_delay,
+        shutdown_grace: args.shutdown_grace,
+        max_connections: args.max_connections,
+    };
+    let running = server::start(options).await.map_err(|e| e.to_string())?;
     tracing::info!(
-        listen = %args.listen,
+        listen = %running.addr,
+        admin = ?running.admin_addr,
         policy = %args.policy.as_ref().map_or_else(|| "built-in".to_owned(), |p| p.display().to_string()),
-        mode = %policy.mode,
+        mode = %running.shared.policy.load().mode,
+        mtls = args.client_ca.is_some(),
         "serving /validate and /mutate over HTTPS"
     );
-    let app = server::router(AppState {
-        policy: Arc::new(policy),
-    });
-    server::serve_tls(listener, config, app, shutdown_signal()).await;
+    shutdown_signal().await;
+    running.shutdown();
+    running.wait().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -215,7 +215,13 @@ fn serve_with_no_command_generates_and_reuses_dev_certificates() {
             .expect("free port")
             .port();
         let mut child = bin()
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--dev-certs-dir"])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--dev-certs-dir",
+            ])
             .arg(&certs)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

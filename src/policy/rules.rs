@@ -304,6 +304,49 @@ pub struct Decision {
     pub audit: BTreeMap<String, String>,
     /// The drain timeout [`mutate`] wrote, if it wrote one.
     pub defaulted: Option<u64>,
+    /// The rule 6 and 7 decisions taken, for the metrics.
+    pub gates: Vec<(Gate, GateResult)>,
+}
+
+/// The two permission gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Rule 6: allow-data-loss set to "true".
+    ForceReapply,
+    /// Rule 7: forcePromote turned on.
+    ForcePromote,
+}
+
+impl Gate {
+    /// The name used in audit annotations and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ForceReapply => "force-reapply",
+            Self::ForcePromote => "force-promote",
+        }
+    }
+}
+
+/// What a gate decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateResult {
+    /// Allowed.
+    Allowed,
+    /// Denied.
+    Denied,
+    /// Would have been denied; warn mode let it through.
+    WouldDeny,
+}
+
+impl GateResult {
+    /// The name used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::WouldDeny => "would_deny",
+        }
+    }
 }
 
 impl Decision {
@@ -535,7 +578,7 @@ pub fn validate(policy: &Policy, review: &Review<'_>, permission: &Permission) -
         record_gate(
             &mut decision,
             policy.mode,
-            "force-reapply",
+            Gate::ForceReapply,
             user,
             permission,
             outcome,
@@ -552,7 +595,7 @@ pub fn validate(policy: &Policy, review: &Review<'_>, permission: &Permission) -
         record_gate(
             &mut decision,
             policy.mode,
-            "force-promote",
+            Gate::ForcePromote,
             user,
             permission,
             outcome,
@@ -582,26 +625,36 @@ pub fn validate(policy: &Policy, review: &Review<'_>, permission: &Permission) -
 fn record_gate(
     decision: &mut Decision,
     mode: Mode,
-    key: &str,
+    gate: Gate,
     user: &str,
     permission: &Permission,
     outcome: Result<(), Violation>,
 ) {
-    let text = match (&outcome, mode) {
+    let (result, text) = match (&outcome, mode) {
         (Ok(()), _) => {
             let how = match permission {
                 Permission::Granted(how) => how.as_str(),
                 _ => "permission not needed",
             };
-            format!("allowed: user \"{user}\", {how}")
+            (
+                GateResult::Allowed,
+                format!("allowed: user \"{user}\", {how}"),
+            )
         }
-        (Err(v), Mode::Enforce) => format!("denied by rule {}: user \"{user}\"", v.rule()),
-        (Err(v), Mode::Warn) => format!(
-            "would-deny by rule {} (warn mode): user \"{user}\"",
-            v.rule()
+        (Err(v), Mode::Enforce) => (
+            GateResult::Denied,
+            format!("denied by rule {}: user \"{user}\"", v.rule()),
+        ),
+        (Err(v), Mode::Warn) => (
+            GateResult::WouldDeny,
+            format!(
+                "would-deny by rule {} (warn mode): user \"{user}\"",
+                v.rule()
+            ),
         ),
     };
-    decision.audit.insert(key.to_owned(), text);
+    decision.audit.insert(gate.as_str().to_owned(), text);
+    decision.gates.push((gate, result));
     if let Err(v) = outcome {
         decision.denials.push(v);
     }
@@ -653,3 +706,7 @@ impl fmt::Display for Operation {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;

@@ -1,30 +1,34 @@
-//! The HTTPS server: the axum router for `/validate` and `/mutate`, and the
-//! TLS accept loop that serves it over HTTP/1.1 and HTTP/2.
+//! The running webhook: the TLS listener for `/validate` and `/mutate`, the
+//! admin listener, hot reload of certificates and policy, and graceful
+//! shutdown.
 
+pub mod admin;
+pub mod health;
+pub mod metrics;
+pub mod reload;
 pub mod tls;
+pub mod webhook;
 
-use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::admission::{self, Webhook};
-use crate::policy::Policy;
-
-/// The largest request body accepted (larger ones get 413).
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+use self::health::Health;
+use self::metrics::Metrics;
+use self::tls::{TlsFiles, TlsState};
+use crate::policy::{Policy, PolicyError};
 
 /// How long a client may take for the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,130 +36,284 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send a request's headers.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the handlers share.
-#[derive(Debug, Clone)]
-pub struct AppState {
-    /// The policy in force.
-    pub policy: Arc<Policy>,
+/// What every request and the admin server share.
+#[derive(Debug)]
+pub struct Shared {
+    /// The policy in force; replaced whole on reload.
+    pub policy: ArcSwap<Policy>,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Readiness.
+    pub health: Health,
 }
 
-/// The webhook's routes: `POST /validate` and `POST /mutate`.
-pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/validate", post(validate))
-        .route("/mutate", post(mutate))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(state)
-}
-
-async fn validate(State(state): State<AppState>, body: Bytes) -> Response {
-    review(Webhook::Validate, &state, &body)
-}
-
-async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
-    review(Webhook::Mutate, &state, &body)
-}
-
-async fn not_found() -> Response {
-    text(
-        StatusCode::NOT_FOUND,
-        "not found: the webhook serves POST /validate and POST /mutate",
-    )
-}
-
-async fn method_not_allowed() -> Response {
-    text(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method not allowed: use POST with an AdmissionReview",
-    )
-}
-
-fn text(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("{message}\n"),
-    )
-        .into_response()
-}
-
-fn review(webhook: Webhook, state: &AppState, body: &[u8]) -> Response {
-    let started = Instant::now();
-    match admission::handle(webhook, &state.policy, body) {
-        Err(e) => {
-            tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
-            text(StatusCode::BAD_REQUEST, &e.to_string())
-        }
-        Ok((request, outcome)) => {
-            let violations: Vec<String> = outcome
-                .decision
-                .denials
-                .iter()
-                .map(|v| v.summary())
-                .collect();
-            tracing::info!(
-                webhook = webhook.as_str(),
-                uid = %request.uid,
-                operation = %request.operation,
-                object = %format_args!("{}/{}", request.namespace, request.name),
-                user = request.user.username(),
-                dry_run = request.dry_run,
-                judged = outcome.judged,
-                allowed = outcome.allowed,
-                violations = ?violations,
-                warnings = outcome.decision.warnings.len(),
-                defaulted = ?outcome.decision.defaulted,
-                duration_us = started.elapsed().as_micros() as u64,
-                "decision"
-            );
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                outcome.body,
-            )
-                .into_response()
+impl Shared {
+    /// State with `policy` in force (generation 1), not yet ready.
+    pub fn new(policy: Policy) -> Self {
+        let metrics = Metrics::new();
+        metrics.policy_generation.set(1);
+        Self {
+            policy: ArcSwap::from_pointee(policy),
+            metrics,
+            health: Health::default(),
         }
     }
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes.
-///
-/// Each connection gets its own task: a bounded TLS handshake, then HTTP/1.1
-/// or HTTP/2 as ALPN chose, with a bound on how long headers may take. An
-/// accept error (such as running out of file descriptors) is logged and the
-/// loop carries on after a short pause.
-pub async fn serve_tls(
-    listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    app: Router,
-    shutdown: impl Future<Output = ()>,
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The webhook's HTTPS address.
+    pub listen: SocketAddr,
+    /// The admin server's plain-HTTP address; `None` runs none.
+    pub admin_listen: Option<SocketAddr>,
+    /// The policy file; `None` for the built-in policy (no reload).
+    pub policy_file: Option<PathBuf>,
+    /// Certificate, key and optional client CA.
+    pub tls: TlsFiles,
+    /// How often files are checked for changes, besides file-system events.
+    pub reload_interval: Duration,
+    /// How long to keep serving after a shutdown signal, not ready.
+    pub shutdown_delay: Duration,
+    /// How long in-flight requests may take to finish after that.
+    pub shutdown_grace: Duration,
+    /// The most connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The policy is invalid or unreadable.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The certificate, key or client CA cannot be used.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })
+}
+
+/// A started server.
+#[derive(Debug)]
+pub struct Running {
+    /// The webhook's bound address.
+    pub addr: SocketAddr,
+    /// The admin server's bound address, if it runs.
+    pub admin_addr: Option<SocketAddr>,
+    /// The state the server shares (policy, metrics, health).
+    pub shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Begins the graceful shutdown: not ready at once, still serving for
+    /// the shutdown delay, then no new connections and in-flight requests
+    /// finish within the grace period.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits until the server has stopped.
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the admin server (not ready), loads the policy and certificates,
+/// binds the webhook listener, then turns ready. Start-up problems are
+/// errors; later reload problems are logged and counted.
+pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
+    let policy = match &options.policy_file {
+        Some(path) => Policy::from_file(path)?,
+        None => Policy::built_in(),
+    };
+    let shared = Arc::new(Shared::new(policy));
+    // `stop` starts the shutdown; `finished` says the webhook has stopped,
+    // which ends the admin server and the reloaders.
+    let (stop, stop_rx) = watch::channel(false);
+    let (finished, finished_rx) = watch::channel(false);
+
+    let admin_addr = match options.admin_listen {
+        Some(addr) => {
+            let listener = bind(addr).await?;
+            let bound = listener.local_addr().unwrap_or(addr);
+            let app = admin::router(Arc::clone(&shared));
+            // It reports "not ready" during the shutdown, so it outlives the
+            // webhook listener.
+            let finished_rx = finished_rx.clone();
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped(finished_rx.clone()))
+                    .await;
+            });
+            Some(bound)
+        }
+        None => None,
+    };
+
+    let loaded = tls::load(&options.tls)?;
+    if let Some(ts) = loaded.not_after {
+        shared.metrics.certificate_expiry.set(ts);
+    }
+    let tls_state = Arc::new(TlsState::new(loaded.config));
+    let listener = bind(options.listen).await?;
+    let addr = listener.local_addr().unwrap_or(options.listen);
+
+    spawn_reloaders(&options, &shared, &tls_state, &finished_rx);
+    shared.health.set_serving();
+    tracing::info!(%addr, admin = ?admin_addr, "ready");
+
+    let app = webhook::router(Arc::clone(&shared));
+    let task = tokio::spawn({
+        let shared = Arc::clone(&shared);
+        async move {
+            serve(listener, tls_state, app, options, shared, stop_rx).await;
+            let _ = finished.send(true);
+        }
+    });
+    Ok(Running {
+        addr,
+        admin_addr,
+        shared,
+        stop,
+        task,
+    })
+}
+
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+fn spawn_reloaders(
+    options: &ServeOptions,
+    shared: &Arc<Shared>,
+    tls_state: &Arc<TlsState>,
+    stop: &watch::Receiver<bool>,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
+    let files = options.tls.clone();
+    let paths = files.paths();
+    let initial = reload::snapshot(&paths);
+    let (shared_tls, tls_state) = (Arc::clone(shared), Arc::clone(tls_state));
+    tokio::spawn(reload::watch(
+        "tls",
+        paths,
+        initial,
+        options.reload_interval,
+        move || match tls::load(&files) {
+            Ok(loaded) => {
+                tls_state.set(loaded.config);
+                if let Some(ts) = loaded.not_after {
+                    shared_tls.metrics.certificate_expiry.set(ts);
+                }
+                Metrics::count_reload(&shared_tls.metrics.tls_reloads, true);
+                tracing::info!(not_after = ?loaded.not_after, "certificate reloaded; new connections use it");
+            }
+            Err(e) => {
+                Metrics::count_reload(&shared_tls.metrics.tls_reloads, false);
+                tracing::warn!(error = %e, "certificate reload refused; still serving the previous one");
+            }
+        },
+        stopped(stop.clone()),
+    ));
+    if let Some(path) = options.policy_file.clone() {
+        let paths = vec![path.clone()];
+        let initial = reload::snapshot(&paths);
+        let shared = Arc::clone(shared);
+        tokio::spawn(reload::watch(
+            "policy",
+            paths,
+            initial,
+            options.reload_interval,
+            move || match Policy::from_file(&path) {
+                Ok(policy) => {
+                    let mode = policy.mode;
+                    shared.policy.store(Arc::new(policy));
+                    shared.metrics.policy_generation.inc();
+                    Metrics::count_reload(&shared.metrics.policy_reloads, true);
+                    tracing::info!(
+                        generation = shared.metrics.policy_generation.get(),
+                        %mode,
+                        "policy reloaded"
+                    );
+                }
+                Err(e) => {
+                    Metrics::count_reload(&shared.metrics.policy_reloads, false);
+                    tracing::warn!(error = %e, "policy reload refused; the last good policy stays in force");
+                }
+            },
+            stopped(stop.clone()),
+        ));
+    }
+}
+
+/// Serves `app` over TLS until told to stop, then shuts down gracefully.
+async fn serve(
+    listener: TcpListener,
+    tls: Arc<TlsState>,
+    app: Router,
+    options: ServeOptions,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut http = auto::Builder::new(TokioExecutor::new());
     http.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
     http.http2().timer(TokioTimer::new());
     let http = Arc::new(http);
-    tokio::pin!(shutdown);
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(options.max_connections.max(1)));
+
+    let accept_until = async {
+        let _ = stop.wait_for(|s| *s).await;
+        shared.health.set_stopping();
+        tracing::info!(
+            delay = ?options.shutdown_delay,
+            "shutdown requested: not ready; still serving until endpoints are updated"
+        );
+        tokio::time::sleep(options.shutdown_delay).await;
+    };
+    tokio::pin!(accept_until);
     loop {
+        let permit = tokio::select! {
+            () = &mut accept_until => break,
+            permit = Arc::clone(&permits).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
         let (stream, peer) = tokio::select! {
-            () = &mut shutdown => return,
+            () = &mut accept_until => break,
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
+                    // Out of file descriptors, for one: pause, then carry on.
                     tracing::warn!(error = %e, "accept failed; retrying shortly");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
         };
-        let acceptor = acceptor.clone();
+        let acceptor = TlsAcceptor::from(tls.current());
         let http = Arc::clone(&http);
         let service = TowerToHyperService::new(app.clone());
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
+            let _permit = permit;
             let _ = stream.set_nodelay(true);
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
@@ -168,16 +326,25 @@ pub async fn serve_tls(
                     return;
                 }
             };
-            if let Err(e) = http.serve_connection(TokioIo::new(tls), service).await {
+            let conn = http
+                .serve_connection(TokioIo::new(tls), service)
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
     }
-}
-
-/// Binds `addr`, with a clear error naming the address.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr)
+    drop(listener);
+    tracing::info!(
+        connections = graceful.count(),
+        grace = ?options.shutdown_grace,
+        "no longer accepting; finishing in-flight requests"
+    );
+    if tokio::time::timeout(options.shutdown_grace, graceful.shutdown())
         .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))
+        .is_err()
+    {
+        tracing::warn!("grace period over; closing the remaining connections");
+    }
+    tracing::info!("webhook stopped");
 }

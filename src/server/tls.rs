@@ -1,18 +1,20 @@
-//! The webhook's TLS configuration: the serving certificate and key, read
-//! from PEM files, behind a resolver so a new pair can be swapped in.
+//! The webhook's TLS configuration: the serving certificate and key (and,
+//! optionally, the CA that client certificates must chain to), read from PEM
+//! files into a rustls configuration that can be swapped without a restart.
 
-use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use rustls::ServerConfig;
+use arc_swap::ArcSwap;
 use rustls::crypto::CryptoProvider;
-use rustls::server::{ClientHello, ResolvesServerCert};
-use rustls::sign::CertifiedKey;
+use rustls::server::WebPkiClientVerifier;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::version::{TLS12, TLS13};
+use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// Why a certificate and key cannot be served.
+/// Why a certificate, key or client CA cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// The certificate file is unreadable or holds no certificate.
@@ -41,6 +43,14 @@ pub enum TlsError {
         /// What rustls said.
         reason: String,
     },
+    /// The client CA file is unreadable or unusable.
+    #[error("cannot use client CA {path}: {reason}")]
+    ClientCa {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// The crypto provider the webhook uses (ring).
@@ -48,82 +58,131 @@ pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The files the TLS configuration is made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Serving certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// When set, clients must present a certificate signed by this CA (PEM).
+    pub client_ca: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// Every file, for watching and comparing contents.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        let mut paths = vec![self.cert.clone(), self.key.clone()];
+        paths.extend(self.client_ca.clone());
+        paths
+    }
+}
+
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<_, _>>())
+        .map_err(|e| e.to_string())?;
+    if chain.is_empty() {
+        return Err("no PEM certificate in the file".into());
+    }
+    Ok(chain)
+}
+
 /// Reads a certificate chain and its private key, and checks they belong
 /// together.
 pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     let cert_name = cert.display().to_string();
     let key_name = key.display().to_string();
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(|iter| iter.collect::<Result<_, _>>())
-        .map_err(|e| TlsError::Cert {
-            path: cert_name.clone(),
-            reason: e.to_string(),
-        })?;
-    if chain.is_empty() {
-        return Err(TlsError::Cert {
-            path: cert_name,
-            reason: "no PEM certificate in the file".into(),
-        });
-    }
+    let chain = read_chain(cert).map_err(|reason| TlsError::Cert {
+        path: cert_name.clone(),
+        reason,
+    })?;
     let private = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
         path: key_name.clone(),
         reason: e.to_string(),
     })?;
-    let mismatch = |reason: String| TlsError::Mismatch {
-        cert: cert_name.clone(),
-        key: key_name.clone(),
-        reason,
-    };
     let certified =
-        CertifiedKey::from_der(chain, private, &provider()).map_err(|e| mismatch(e.to_string()))?;
+        CertifiedKey::from_der(chain, private, &provider()).map_err(|e| TlsError::Mismatch {
+            cert: cert_name,
+            key: key_name,
+            reason: e.to_string(),
+        })?;
     Ok(Arc::new(certified))
 }
 
-/// Hands every handshake the current certificate; [`CertResolver::set`]
-/// swaps it for new connections without touching established ones.
-#[derive(Debug)]
-pub struct CertResolver {
-    current: RwLock<Arc<CertifiedKey>>,
+/// The notAfter of a certificate, as a Unix timestamp.
+pub fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    Some(parsed.validity().not_after.timestamp())
 }
 
-impl CertResolver {
-    /// A resolver serving `key`.
-    pub fn new(key: Arc<CertifiedKey>) -> Self {
-        Self {
-            current: RwLock::new(key),
-        }
-    }
-
-    /// Serves `key` from the next handshake on.
-    pub fn set(&self, key: Arc<CertifiedKey>) {
-        match self.current.write() {
-            Ok(mut guard) => *guard = key,
-            Err(poisoned) => *poisoned.into_inner() = key,
-        }
-    }
-
-    /// The certificate served now.
-    pub fn get(&self) -> Arc<CertifiedKey> {
-        match self.current.read() {
-            Ok(guard) => Arc::clone(&guard),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
-    }
+/// A loaded TLS configuration.
+#[derive(Debug, Clone)]
+pub struct LoadedTls {
+    /// The rustls configuration: TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`.
+    pub config: Arc<ServerConfig>,
+    /// The serving certificate's notAfter, as a Unix timestamp.
+    pub not_after: Option<i64>,
 }
 
-impl ResolvesServerCert for CertResolver {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.get())
-    }
-}
-
-/// A rustls server configuration: TLS 1.2 and 1.3, ALPN `h2` and
-/// `http/1.1`, certificates from `resolver`.
-pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&TLS13, &TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+/// Builds the rustls configuration from the files.
+pub fn load(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
+    let certified = load_certified_key(&files.cert, &files.key)?;
+    let not_after = certified.cert.first().and_then(not_after);
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&TLS13, &TLS12])
+        .map_err(|e| TlsError::Mismatch {
+            cert: files.cert.display().to_string(),
+            key: files.key.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let ca_err = |reason: String| TlsError::ClientCa {
+                path: ca.display().to_string(),
+                reason,
+            };
+            let mut roots = RootCertStore::empty();
+            for cert in read_chain(ca).map_err(ca_err)? {
+                roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|e| ca_err(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok(LoadedTls {
+        config: Arc::new(config),
+        not_after,
+    })
+}
+
+/// The TLS configuration in force; new handshakes use the latest one,
+/// established connections keep theirs.
+#[derive(Debug)]
+pub struct TlsState {
+    current: ArcSwap<ServerConfig>,
+}
+
+impl TlsState {
+    /// Starts with `config`.
+    pub fn new(config: Arc<ServerConfig>) -> Self {
+        Self {
+            current: ArcSwap::new(config),
+        }
+    }
+
+    /// The configuration for the next handshake.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        self.current.load_full()
+    }
+
+    /// Replaces the configuration for new handshakes.
+    pub fn set(&self, config: Arc<ServerConfig>) {
+        self.current.store(config);
+    }
 }

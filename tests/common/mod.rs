@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -12,13 +13,13 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pipelinerollout_webhook::certs::{self, CertPaths};
 use pipelinerollout_webhook::policy::Policy;
-use pipelinerollout_webhook::server::{self, AppState, tls};
+use pipelinerollout_webhook::server::tls::{self, TlsFiles};
+use pipelinerollout_webhook::server::{self, Running, ServeOptions};
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 
 /// The directory of the captured AdmissionReviews.
@@ -37,42 +38,64 @@ pub fn fixture_json(name: &str) -> Value {
     serde_json::from_slice(&fixture(name)).expect("fixture is JSON")
 }
 
-/// A running webhook server; stops when dropped.
+/// A running webhook server; shuts down when dropped.
 pub struct TestServer {
-    /// Where it listens.
+    /// Where the webhook listens.
     pub addr: SocketAddr,
+    /// Where the admin server listens.
+    pub admin_addr: SocketAddr,
     /// The CA that signed its certificate.
     pub ca_pem: String,
-    _stop: oneshot::Sender<()>,
-    _dir: tempfile::TempDir,
+    /// The certificate files it serves.
+    pub certs: CertPaths,
+    /// The policy file it reads.
+    pub policy_file: PathBuf,
+    /// The running server.
+    pub running: Option<Running>,
+    /// The temporary directory holding certificates and policy.
+    pub dir: tempfile::TempDir,
 }
 
 impl TestServer {
-    /// Starts a server with `policy` on 127.0.0.1 and a random port.
+    /// Starts a server with `policy` (written to a file) on 127.0.0.1 and
+    /// random ports.
     pub async fn start(policy: Policy) -> Self {
+        Self::start_with(policy, |_| {}).await
+    }
+
+    /// Starts a server, letting `tweak` change the options first.
+    pub async fn start_with(policy: Policy, tweak: impl FnOnce(&mut ServeOptions)) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("temp dir");
-        let (paths, generated) = certs::ensure_dev_certs(dir.path()).expect("dev certs");
+        let (paths, generated) =
+            certs::ensure_dev_certs(&dir.path().join("certs")).expect("dev certs");
         assert!(generated);
-        let CertPaths { ca, cert, key } = paths;
-        let certified = tls::load_certified_key(&cert, &key).expect("load cert");
-        let config = tls::server_config(Arc::new(tls::CertResolver::new(certified))).expect("tls");
-        let listener = server::bind("127.0.0.1:0".parse().expect("addr"))
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let app = server::router(AppState {
-            policy: Arc::new(policy),
-        });
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(server::serve_tls(listener, config, app, async move {
-            let _ = stopped.await;
-        }));
+        let policy_file = dir.path().join("policy.yaml");
+        std::fs::write(&policy_file, policy.to_yaml()).expect("write policy");
+        let mut options = ServeOptions {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            admin_listen: Some("127.0.0.1:0".parse().expect("addr")),
+            policy_file: Some(policy_file.clone()),
+            tls: TlsFiles {
+                cert: paths.cert.clone(),
+                key: paths.key.clone(),
+                client_ca: None,
+            },
+            reload_interval: Duration::from_millis(200),
+            shutdown_delay: Duration::from_millis(0),
+            shutdown_grace: Duration::from_secs(5),
+            max_connections: 1024,
+        };
+        tweak(&mut options);
+        let running = server::start(options).await.expect("server starts");
         Self {
-            addr,
-            ca_pem: std::fs::read_to_string(ca).expect("ca"),
-            _stop: stop,
-            _dir: dir,
+            addr: running.addr,
+            admin_addr: running.admin_addr.expect("admin server"),
+            ca_pem: std::fs::read_to_string(&paths.ca).expect("ca"),
+            certs: paths,
+            policy_file,
+            running: Some(running),
+            dir,
         }
     }
 
@@ -80,6 +103,52 @@ impl TestServer {
     pub fn client(&self) -> Client {
         Client::new(self.addr, &self.ca_pem)
     }
+
+    /// GETs a path of the admin server: status and body.
+    pub async fn admin_get(&self, path: &str) -> (StatusCode, String, String) {
+        admin_get(self.admin_addr, path).await
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(running) = &self.running {
+            running.shutdown();
+        }
+    }
+}
+
+/// GETs a path over plain HTTP/1.1: status, Content-Type and body.
+pub async fn admin_get(addr: SocketAddr, path: &str) -> (StatusCode, String, String) {
+    let tcp = TcpStream::connect(addr).await.expect("connect admin");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .expect("http1 handshake");
+    tokio::spawn(conn);
+    let request = Request::builder()
+        .uri(path)
+        .header("host", "localhost")
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let response = sender.send_request(request).await.expect("admin request");
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        content_type,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
 }
 
 /// An HTTP answer.
@@ -123,7 +192,71 @@ pub struct Client {
 
 impl Client {
     fn new(addr: SocketAddr, ca_pem: &str) -> Self {
-        Self::with_alpn(addr, ca_pem, false)
+        Self::build(addr, &[ca_pem], None)
+    }
+
+    /// A client that trusts every CA in `ca_pems` and, when given, presents
+    /// the client certificate `identity` (certificate PEM, key PEM).
+    pub fn build(addr: SocketAddr, ca_pems: &[&str], identity: Option<(&str, &str)>) -> Self {
+        let mut roots = RootCertStore::empty();
+        for pem in ca_pems {
+            for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                roots.add(cert.expect("CA PEM")).expect("add CA");
+            }
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots);
+        let mut config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("client cert");
+                let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
+                    .expect("client key");
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .expect("client auth")
+            }
+        };
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Self {
+            addr,
+            connector: TlsConnector::from(Arc::new(config)),
+            http2: false,
+        }
+    }
+
+    /// Opens a TLS connection: the stream and the certificate the server
+    /// presented (DER).
+    pub async fn connect_tls(
+        &self,
+    ) -> std::io::Result<(tokio_rustls::client::TlsStream<TcpStream>, Vec<u8>)> {
+        let tcp = TcpStream::connect(self.addr).await?;
+        let tls = self
+            .connector
+            .connect(ServerName::try_from("localhost").expect("name"), tcp)
+            .await?;
+        let peer = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.as_ref().to_vec())
+            .unwrap_or_default();
+        Ok((tls, peer))
+    }
+
+    /// Opens a kept-alive HTTP/1.1 connection.
+    pub async fn connect(&self) -> Conn {
+        let (tls, peer_cert) = self.connect_tls().await.expect("TLS connection");
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .expect("http1 handshake");
+        tokio::spawn(conn);
+        Conn { sender, peer_cert }
     }
 
     /// A client that offers only HTTP/2 (`h2`) in ALPN.
@@ -131,24 +264,6 @@ impl Client {
         Self {
             http2: true,
             ..self.clone()
-        }
-    }
-
-    fn with_alpn(addr: SocketAddr, ca_pem: &str, http2: bool) -> Self {
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(cert.expect("CA PEM")).expect("add CA");
-        }
-        let mut config = rustls::ClientConfig::builder_with_provider(tls::provider())
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Self {
-            addr,
-            connector: TlsConnector::from(Arc::new(config)),
-            http2,
         }
     }
 
@@ -220,6 +335,46 @@ impl Client {
             version,
         }
     }
+}
+
+/// A kept-alive HTTP/1.1 connection.
+pub struct Conn {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    /// The certificate the server presented on this connection (DER).
+    pub peer_cert: Vec<u8>,
+}
+
+impl Conn {
+    /// POSTs `body` to `path` on this connection.
+    pub async fn post(
+        &mut self,
+        path: &str,
+        body: impl Into<Bytes>,
+    ) -> Result<(StatusCode, Bytes), hyper::Error> {
+        self.sender.ready().await?;
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(body.into()))
+            .expect("request");
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+/// The DER of the first certificate in a PEM file.
+pub fn cert_der(path: &Path) -> Vec<u8> {
+    CertificateDer::pem_file_iter(path)
+        .expect("cert file")
+        .next()
+        .expect("a certificate")
+        .expect("PEM")
+        .as_ref()
+        .to_vec()
 }
 
 /// The `response` of an AdmissionReview answer, checked to echo `request`'s

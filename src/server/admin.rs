@@ -1,0 +1,46 @@
+//! The plain-HTTP admin server: `/healthz`, `/readyz` and `/metrics`, on a
+//! port of its own so probes and scrapes never touch the TLS listener.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::Shared;
+use super::metrics::CONTENT_TYPE;
+use super::webhook::text;
+
+/// The admin routes.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(shared)
+}
+
+async fn healthz() -> Response {
+    text(StatusCode::OK, "ok")
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.health.readiness() {
+        Ok(()) => text(StatusCode::OK, "ready"),
+        Err(why) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("not ready: {why}"),
+        ),
+    }
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        shared.metrics.encode(),
+    )
+        .into_response()
+}

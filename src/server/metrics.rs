@@ -1,0 +1,172 @@
+//! Prometheus metrics, all named `pipelinerollout_webhook_*`, served in the
+//! OpenMetrics text format on the admin port.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// The Content-Type of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Request-duration buckets, in seconds: fine below a millisecond, where
+/// answers should be, and up to the API server's longest timeout.
+const DURATION_BUCKETS: [f64; 17] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+];
+
+/// Labels of a served request.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// validate, mutate, or other (unknown paths).
+    pub webhook: &'static str,
+    /// CREATE, UPDATE, DELETE, CONNECT, or "" when unknown.
+    pub operation: &'static str,
+    /// allowed, denied or error.
+    pub result: &'static str,
+    /// The HTTP status code.
+    pub code: u16,
+}
+
+/// Labels of a request-duration observation.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// validate, mutate or other.
+    pub webhook: &'static str,
+}
+
+/// Labels of a force-reapply or force-promote decision.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GateLabels {
+    /// force-reapply or force-promote.
+    pub gate: &'static str,
+    /// allowed, denied or would_deny.
+    pub result: &'static str,
+}
+
+/// Labels of a reload.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// success or failure.
+    pub result: &'static str,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+/// Every metric the webhook exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests served.
+    pub requests: Family<RequestLabels, Counter>,
+    /// How long requests took.
+    pub request_duration: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    /// Requests being served now.
+    pub in_flight: Gauge,
+    /// Force-reapply and force-promote decisions.
+    pub gate_decisions: Family<GateLabels, Counter>,
+    /// Policy reloads.
+    pub policy_reloads: Family<ReloadLabels, Counter>,
+    /// Generation of the policy in force (1 at start, +1 per successful reload).
+    pub policy_generation: Gauge,
+    /// TLS reloads.
+    pub tls_reloads: Family<ReloadLabels, Counter>,
+    /// The serving certificate's notAfter, as a Unix timestamp.
+    pub certificate_expiry: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("pipelinerollout_webhook");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let request_duration =
+            Family::<WebhookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                duration_histogram as fn() -> Histogram,
+            );
+        let in_flight = Gauge::default();
+        let gate_decisions = Family::<GateLabels, Counter>::default();
+        let policy_reloads = Family::<ReloadLabels, Counter>::default();
+        let policy_generation = Gauge::default();
+        let tls_reloads = Family::<ReloadLabels, Counter>::default();
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "requests",
+            "Admission requests answered, by webhook, operation, result (allowed, denied, error) and HTTP code",
+            requests.clone(),
+        );
+        registry.register_with_unit(
+            "request_duration",
+            "Time from a request's headers to its answer",
+            Unit::Seconds,
+            request_duration.clone(),
+        );
+        registry.register(
+            "requests_in_flight",
+            "Requests being answered now",
+            in_flight.clone(),
+        );
+        registry.register(
+            "force_decisions",
+            "Decisions on forcing a re-apply (allow-data-loss) or a promotion (forcePromote), by gate and result",
+            gate_decisions.clone(),
+        );
+        registry.register(
+            "policy_reloads",
+            "Policy file reloads, by result",
+            policy_reloads.clone(),
+        );
+        registry.register(
+            "policy_generation",
+            "Generation of the policy in force: 1 at start, one more per successful reload",
+            policy_generation.clone(),
+        );
+        registry.register(
+            "tls_reloads",
+            "Certificate reloads, by result",
+            tls_reloads.clone(),
+        );
+        registry.register_with_unit(
+            "tls_certificate_expiry_timestamp",
+            "When the serving certificate expires (notAfter), as a Unix timestamp",
+            Unit::Seconds,
+            certificate_expiry.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            request_duration,
+            in_flight,
+            gate_decisions,
+            policy_reloads,
+            policy_generation,
+            tls_reloads,
+            certificate_expiry,
+        }
+    }
+
+    /// Counts a reload of the policy (`policy`) or of the TLS files.
+    pub fn count_reload(family: &Family<ReloadLabels, Counter>, ok: bool) {
+        let result = if ok { "success" } else { "failure" };
+        family.get_or_create(&ReloadLabels { result }).inc();
+    }
+
+    /// The metrics in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String does not fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

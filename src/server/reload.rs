@@ -1,0 +1,88 @@
+//! Hot reload: watches files and calls back when their contents change.
+//!
+//! Kubernetes updates a mounted Secret or ConfigMap by swapping a `..data`
+//! symlink in the volume's directory, not by writing the file, so a watch on
+//! the file itself misses the second rotation. We watch the directories
+//! instead and also poll on an interval; either way, only a change in the
+//! files' contents counts.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+/// The contents of a set of files (`None` for one that cannot be read).
+pub type Snapshot = Vec<Option<Vec<u8>>>;
+
+/// Reads every file.
+pub fn snapshot(paths: &[PathBuf]) -> Snapshot {
+    paths.iter().map(|p| std::fs::read(p).ok()).collect()
+}
+
+/// Runs `on_change` whenever the contents of `paths` differ from the last
+/// contents seen (starting from `initial`), until `stop` completes. Checks
+/// after file-system events in the files' directories (after a short settle
+/// time, so a writer that replaces several files is seen whole) and every
+/// `interval`.
+pub async fn watch(
+    name: &'static str,
+    paths: Vec<PathBuf>,
+    initial: Snapshot,
+    interval: Duration,
+    mut on_change: impl FnMut() + Send,
+    stop: impl Future<Output = ()>,
+) {
+    let (tx, mut events) = mpsc::channel::<()>(1);
+    let dirs: BTreeSet<PathBuf> = paths
+        .iter()
+        .map(|p| {
+            p.parent()
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+        })
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                d
+            }
+        })
+        .collect();
+    let watcher = notify::recommended_watcher(move |_event| {
+        // A full channel already holds a pending check.
+        let _ = tx.try_send(());
+    })
+    .and_then(|mut w| {
+        for dir in &dirs {
+            w.watch(dir, RecursiveMode::NonRecursive)?;
+        }
+        Ok(w)
+    });
+    let _watcher = match watcher {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(what = name, error = %e, "cannot watch files; polling only");
+            None
+        }
+    };
+    let mut last = initial;
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+            Some(()) = events.recv() => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let now = snapshot(&paths);
+        if now != last {
+            last = now;
+            on_change();
+        }
+    }
+}

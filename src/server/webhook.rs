@@ -1,0 +1,228 @@
+//! The webhook's routes: `POST /validate` and `POST /mutate`, with the
+//! request deadline, the body limit, the metrics and the decision log.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+
+use super::Shared;
+use super::metrics::{GateLabels, RequestLabels, WebhookLabels};
+use crate::admission::{self, Webhook};
+
+/// The largest request body accepted (larger ones get 413).
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// The deadline when the API server sends no `?timeout=` (its longest).
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What the handler tells the metrics layer about an answered review.
+#[derive(Debug, Clone, Copy)]
+struct Answered {
+    operation: &'static str,
+    allowed: bool,
+}
+
+/// The webhook's routes.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(deadline))
+        .layer(middleware::from_fn_with_state(Arc::clone(&shared), observe))
+        .with_state(shared)
+}
+
+async fn validate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    review(Webhook::Validate, &shared, &body)
+}
+
+async fn mutate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    review(Webhook::Mutate, &shared, &body)
+}
+
+async fn not_found() -> Response {
+    text(
+        StatusCode::NOT_FOUND,
+        "not found: the webhook serves POST /validate and POST /mutate",
+    )
+}
+
+async fn method_not_allowed() -> Response {
+    text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed: use POST with an AdmissionReview",
+    )
+}
+
+/// A plain-text answer of one line.
+pub fn text(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
+
+fn operation_label(operation: &str) -> &'static str {
+    match operation {
+        "CREATE" => "CREATE",
+        "UPDATE" => "UPDATE",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        _ => "",
+    }
+}
+
+fn review(webhook: Webhook, shared: &Shared, body: &[u8]) -> Response {
+    let started = Instant::now();
+    let policy = shared.policy.load();
+    match admission::handle(webhook, &policy, body) {
+        Err(e) => {
+            tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
+            text(StatusCode::BAD_REQUEST, &e.to_string())
+        }
+        Ok((request, outcome)) => {
+            let decision = &outcome.decision;
+            for (gate, result) in &decision.gates {
+                shared
+                    .metrics
+                    .gate_decisions
+                    .get_or_create(&GateLabels {
+                        gate: gate.as_str(),
+                        result: result.as_str(),
+                    })
+                    .inc();
+            }
+            let violations: Vec<String> = decision.denials.iter().map(|v| v.summary()).collect();
+            tracing::info!(
+                webhook = webhook.as_str(),
+                uid = %request.uid,
+                operation = %request.operation,
+                object = %format_args!("{}/{}", request.namespace, request.name),
+                user = request.user.username(),
+                dry_run = request.dry_run,
+                judged = outcome.judged,
+                allowed = outcome.allowed,
+                violations = ?violations,
+                warnings = ?decision.warnings,
+                defaulted = ?decision.defaulted,
+                duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                "decision"
+            );
+            let mut response = (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                outcome.body,
+            )
+                .into_response();
+            response.extensions_mut().insert(Answered {
+                operation: operation_label(&request.operation),
+                allowed: outcome.allowed,
+            });
+            response
+        }
+    }
+}
+
+/// The deadline the API server asked for with `?timeout=` (it appends the
+/// webhook's `timeoutSeconds`, such as `10s`), at most 30 seconds.
+fn requested_deadline(query: Option<&str>) -> Duration {
+    query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|pair| pair.strip_prefix("timeout="))
+        .and_then(|v| humantime::parse_duration(v).ok())
+        .filter(|d| !d.is_zero())
+        .map_or(DEFAULT_DEADLINE, |d| d.min(DEFAULT_DEADLINE))
+}
+
+/// Stops working on a request once the API server has stopped waiting for
+/// it: reading a slow body included.
+async fn deadline(request: Request, next: Next) -> Response {
+    let limit = requested_deadline(request.uri().query());
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::info!(deadline = ?limit, "request abandoned: its deadline passed");
+            text(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!("deadline of {limit:?} passed before the request could be answered"),
+            )
+        }
+    }
+}
+
+/// Decrements the in-flight gauge however the request ends.
+struct InFlight<'a>(&'a Shared);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.metrics.in_flight.dec();
+    }
+}
+
+/// Counts and times every request.
+async fn observe(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let webhook = match request.uri().path() {
+        "/validate" => "validate",
+        "/mutate" => "mutate",
+        _ => "other",
+    };
+    let started = Instant::now();
+    shared.metrics.in_flight.inc();
+    let guard = InFlight(&shared);
+    let response = next.run(request).await;
+    drop(guard);
+    let (operation, result) = match response.extensions().get::<Answered>() {
+        Some(a) => (a.operation, if a.allowed { "allowed" } else { "denied" }),
+        None => ("", "error"),
+    };
+    shared
+        .metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            webhook,
+            operation,
+            result,
+            code: response.status().as_u16(),
+        })
+        .inc();
+    shared
+        .metrics
+        .request_duration
+        .get_or_create(&WebhookLabels { webhook })
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_from_the_query() {
+        let cases = [
+            (None, DEFAULT_DEADLINE),
+            (Some("timeout=10s"), Duration::from_secs(10)),
+            (Some("a=b&timeout=5s"), Duration::from_secs(5)),
+            (Some("timeout=1m0s"), Duration::from_secs(30)),
+            (Some("timeout=250ms"), Duration::from_millis(250)),
+            (Some("timeout=0s"), DEFAULT_DEADLINE),
+            (Some("timeout=soon"), DEFAULT_DEADLINE),
+        ];
+        for (query, want) in cases {
+            assert_eq!(requested_deadline(query), want, "{query:?}");
+        }
+    }
+}
