@@ -278,16 +278,20 @@ impl Violation {
 
 /// Shows a JSON value compactly, cut short when long.
 fn show(value: &Value) -> String {
-    short(&value.to_string())
+    cut(&value.to_string(), 32)
 }
 
+/// Shows a user name, cut short when long.
 fn short(text: &str) -> String {
-    const LIMIT: usize = 48;
-    if text.chars().count() <= LIMIT {
+    cut(text, 48)
+}
+
+fn cut(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
         text.to_owned()
     } else {
-        let cut: String = text.chars().take(LIMIT - 1).collect();
-        format!("{cut}…")
+        let kept: String = text.chars().take(limit - 1).collect();
+        format!("{kept}…")
     }
 }
 
@@ -502,7 +506,13 @@ pub fn validate(policy: &Policy, review: &Review<'_>, permission: &Permission) -
     let timeout = object.timeout();
     let timeout_unchanged = old.is_some_and(|o| o.timeout() == timeout);
     let scale = scale_factor(object, dt);
-    let scale_unchanged = old.is_some_and(|o| o.scale_factor() == object.scale_factor());
+    // S as the rules see it: the rollout's own value, else the policy default.
+    let effective_scale = |o: &PipelineRollout| {
+        o.scale_factor()
+            .cloned()
+            .unwrap_or_else(|| Value::from(dt.default_recycle_scale_factor))
+    };
+    let scale_unchanged = old.is_some_and(|o| effective_scale(o) == effective_scale(object));
     if let Err(v) = &scale {
         found.push((v.clone(), scale_unchanged));
     }

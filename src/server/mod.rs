@@ -181,7 +181,26 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     let task = tokio::spawn({
         let shared = Arc::clone(&shared);
         async move {
-            serve(listener, tls_state, app, options, shared, stop_rx).await;
+            let (delay, grace) = (options.shutdown_delay, options.shutdown_grace);
+            let mut stop = stop_rx;
+            let accept_until = async move {
+                let _ = stop.wait_for(|s| *s).await;
+                shared.health.set_stopping();
+                tracing::info!(
+                    ?delay,
+                    "shutdown requested: not ready; still serving until endpoints are updated"
+                );
+                tokio::time::sleep(delay).await;
+            };
+            serve_connections(
+                listener,
+                tls_state,
+                app,
+                options.max_connections,
+                grace,
+                accept_until,
+            )
+            .await;
             let _ = finished.send(true);
         }
     });
@@ -260,14 +279,22 @@ fn spawn_reloaders(
     }
 }
 
-/// Serves `app` over TLS until told to stop, then shuts down gracefully.
-async fn serve(
+/// Serves `app` over TLS (HTTP/1.1 and HTTP/2) on `listener` until
+/// `accept_until` completes, then stops accepting and gives the open
+/// connections `grace` to finish their requests (HTTP/2 ones get a GOAWAY).
+///
+/// Each connection gets its own task: a bounded TLS handshake with the
+/// configuration in force at accept time, then HTTP with a bound on how long
+/// headers may take. At most `max_connections` are served at once; an accept
+/// error (such as running out of file descriptors) is logged and the loop
+/// carries on after a short pause.
+pub async fn serve_connections(
     listener: TcpListener,
     tls: Arc<TlsState>,
     app: Router,
-    options: ServeOptions,
-    shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
+    max_connections: usize,
+    grace: Duration,
+    accept_until: impl std::future::Future<Output = ()>,
 ) {
     let mut http = auto::Builder::new(TokioExecutor::new());
     http.http1()
@@ -276,17 +303,7 @@ async fn serve(
     http.http2().timer(TokioTimer::new());
     let http = Arc::new(http);
     let graceful = GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(options.max_connections.max(1)));
-
-    let accept_until = async {
-        let _ = stop.wait_for(|s| *s).await;
-        shared.health.set_stopping();
-        tracing::info!(
-            delay = ?options.shutdown_delay,
-            "shutdown requested: not ready; still serving until endpoints are updated"
-        );
-        tokio::time::sleep(options.shutdown_delay).await;
-    };
+    let permits = Arc::new(Semaphore::new(max_connections.max(1)));
     tokio::pin!(accept_until);
     loop {
         let permit = tokio::select! {
@@ -337,10 +354,10 @@ async fn serve(
     drop(listener);
     tracing::info!(
         connections = graceful.count(),
-        grace = ?options.shutdown_grace,
+        ?grace,
         "no longer accepting; finishing in-flight requests"
     );
-    if tokio::time::timeout(options.shutdown_grace, graceful.shutdown())
+    if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
     {
