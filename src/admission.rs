@@ -5,6 +5,7 @@
 //! with kube's admission types, in the request's apiVersion.
 
 use std::fmt;
+use std::time::Duration;
 
 use kube_core::admission::AdmissionResponse;
 use kube_core::response::StatusSummary;
@@ -12,7 +13,7 @@ use kube_core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::authz::{Permission, UserInfo, static_permission};
+use crate::authz::{self, Permission, RbacAuthorizer, RbacTrace, UserInfo};
 use crate::lenient::{Obj, Text};
 use crate::policy::Policy;
 use crate::policy::rules::{self, Decision, Operation, Review};
@@ -254,22 +255,30 @@ pub struct Outcome {
     pub decision: Decision,
 }
 
-/// Decides one parsed request for `webhook` under `policy`. Permission for a
-/// forced re-apply comes from the policy's static lists.
-pub fn decide(webhook: Webhook, policy: &Policy, request: &AdmissionRequest) -> Outcome {
+impl AdmissionRequest {
+    /// Whether deciding this request needs the force-reapply permission
+    /// (rules 6 and 7 of `/validate`).
+    pub fn needs_permission(&self, webhook: Webhook, policy: &Policy) -> bool {
+        webhook == Webhook::Validate
+            && matches!(self.review(), Ok(Some(review)) if rules::needs_permission(policy, &review))
+    }
+}
+
+/// Decides one parsed request for `webhook` under `policy`. `permission`
+/// answers whether the requester may force a re-apply; it is read only when
+/// [`AdmissionRequest::needs_permission`] says so.
+pub fn decide(
+    webhook: Webhook,
+    policy: &Policy,
+    request: &AdmissionRequest,
+    permission: &Permission,
+) -> Outcome {
     let (decision, judged) = match request.review() {
         Ok(None) => (Decision::default(), false),
         Ok(Some(review)) => {
             let decision = match webhook {
                 Webhook::Mutate => rules::mutate(policy, &review),
-                Webhook::Validate => {
-                    let permission = if rules::needs_permission(policy, &review) {
-                        static_permission(&policy.force_reapply, review.user)
-                    } else {
-                        Permission::NotNeeded
-                    };
-                    rules::validate(policy, &review, &permission)
-                }
+                Webhook::Validate => rules::validate(policy, &review, permission),
             };
             (decision, true)
         }
@@ -362,13 +371,47 @@ fn response(
     response
 }
 
-/// Parses and decides in one step, as the server and the `review` command do.
+/// Parses and decides in one step, with the policy's static lists as the
+/// only source of permission: when the policy also names RBAC, what only
+/// RBAC could allow is denied, saying that RBAC could not be asked.
 pub fn handle(
     webhook: Webhook,
     policy: &Policy,
     body: &[u8],
 ) -> Result<(AdmissionRequest, Outcome), ReviewError> {
     let request = AdmissionRequest::parse(body)?;
-    let outcome = decide(webhook, policy, &request);
+    let permission = if request.needs_permission(webhook, policy) {
+        authz::permission_without_api(&policy.force_reapply, &request.user)
+    } else {
+        Permission::NotNeeded
+    };
+    let outcome = decide(webhook, policy, &request, &permission);
     Ok((request, outcome))
+}
+
+/// Parses and decides in one step, asking RBAC through `rbac` (within
+/// `limit`) when the static lists do not grant a needed permission.
+pub async fn handle_with_rbac(
+    webhook: Webhook,
+    policy: &Policy,
+    body: &[u8],
+    rbac: &RbacAuthorizer,
+    limit: Duration,
+) -> Result<(AdmissionRequest, Outcome, Option<RbacTrace>), ReviewError> {
+    let request = AdmissionRequest::parse(body)?;
+    let (permission, trace) = if request.needs_permission(webhook, policy) {
+        authz::permission(
+            &policy.force_reapply,
+            &request.user,
+            &request.namespace,
+            &request.name,
+            rbac,
+            limit,
+        )
+        .await
+    } else {
+        (Permission::NotNeeded, None)
+    };
+    let outcome = decide(webhook, policy, &request, &permission);
+    Ok((request, outcome, trace))
 }

@@ -151,3 +151,20 @@ pub fn ensure_dev_certs(dir: &Path) -> Result<(CertPaths, bool), CertError> {
     )?)?;
     Ok((paths, true))
 }
+
+/// The name of the kustomize patch `gen-certs` writes beside the certificates.
+pub const CA_BUNDLE_PATCH: &str = "ca-bundle.patch.yaml";
+
+/// Writes a JSON 6902 patch (as YAML) that sets the first webhook's
+/// `clientConfig.caBundle` to `ca_pem`, for kustomize to apply to both
+/// webhook configurations.
+pub fn write_ca_bundle_patch(dir: &Path, ca_pem: &str) -> Result<(), CertError> {
+    use base64::Engine as _;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
+    let text = format!(
+        "# Written by `pipelinerollout-webhook gen-certs`: the CA that signed the webhook's\n\
+         # serving certificate, for the API server to trust. Regenerate, do not edit.\n\
+         - op: add\n  path: /webhooks/0/clientConfig/caBundle\n  value: {bundle}\n"
+    );
+    write_file(&dir.join(CA_BUNDLE_PATCH), &text, false)
+}

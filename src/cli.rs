@@ -9,10 +9,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::admission::{self, Webhook};
+use crate::authz::{self, RbacAuthorizer};
 use crate::certs;
 use crate::policy::Policy;
 use crate::server::tls::TlsFiles;
 use crate::server::{self, ServeOptions};
+
+/// Where `serve` keeps development certificates by default.
+pub const DEV_CERTS_DIR: &str = "certs";
 
 /// Admission webhook for Numaplane PipelineRollouts: validates and defaults
 /// drain timeouts, and gates the forced re-apply (allow-data-loss).
@@ -58,6 +62,28 @@ pub enum Command {
         /// The policy file (YAML or JSON).
         file: PathBuf,
     },
+    /// Write a CA and a serving certificate for the in-cluster Service, plus the kustomize patch that puts the CA into the webhook configurations (for installing without cert-manager).
+    GenCerts(GenCertsArgs),
+}
+
+/// Flags of `gen-certs`.
+#[derive(Debug, Clone, Args)]
+pub struct GenCertsArgs {
+    /// The webhook's Service name.
+    #[arg(long, default_value = "pipelinerollout-webhook")]
+    pub service: String,
+    /// The webhook's namespace.
+    #[arg(long, default_value = "pipelinerollout-webhook")]
+    pub namespace: String,
+    /// Where to write ca.crt, tls.crt, tls.key and ca-bundle.patch.yaml.
+    #[arg(long, default_value = "manifests/overlays/self-signed/certs")]
+    pub out: PathBuf,
+    /// Validity of the CA and the certificate, in days.
+    #[arg(long, default_value_t = 365)]
+    pub days: i64,
+    /// Replace certificates already in --out (to renew them).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Flags of `serve`.
@@ -82,7 +108,7 @@ pub struct ServeArgs {
     #[arg(long, env = "WEBHOOK_CLIENT_CA")]
     pub client_ca: Option<PathBuf>,
     /// Where development certificates live when --tls-cert is not given (generated if absent).
-    #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = "certs")]
+    #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = DEV_CERTS_DIR)]
     pub dev_certs_dir: PathBuf,
     /// How often certificate and policy files are checked for changes (besides file-system events).
     #[arg(long, env = "WEBHOOK_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
@@ -96,6 +122,9 @@ pub struct ServeArgs {
     /// The most connections served at once; further ones wait to be accepted.
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Kubeconfig for RBAC checks (forceReapply.rbac); without it, the in-cluster service account or KUBECONFIG.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Flags of `review`.
@@ -107,6 +136,9 @@ pub struct ReviewArgs {
     /// Policy file; without it, the built-in policy.
     #[arg(long)]
     pub policy: Option<PathBuf>,
+    /// Kubeconfig for RBAC checks (forceReapply.rbac); without it, what only RBAC could allow is denied.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
     /// The AdmissionReview file, or - for stdin (the default).
     #[arg(default_value = "-")]
     pub file: String,
@@ -152,6 +184,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Serve(args)) => run_serve(args),
         Some(Command::Review(args)) => run_review(&args),
         Some(Command::CheckPolicy { file }) => run_check_policy(&file),
+        Some(Command::GenCerts(args)) => run_gen_certs(&args),
     }
 }
 
@@ -160,6 +193,63 @@ fn load_policy(path: Option<&Path>) -> Result<Policy, crate::policy::PolicyError
         Some(path) => Policy::from_file(path),
         None => Ok(Policy::built_in()),
     }
+}
+
+fn run_gen_certs(args: &GenCertsArgs) -> ExitCode {
+    match gen_certs(args) {
+        Ok(paths) => {
+            println!(
+                "wrote {}, {}, {} and {} (valid {} days; renew with `gen-certs --force`, then re-apply)",
+                paths.ca.display(),
+                paths.cert.display(),
+                paths.key.display(),
+                args.out.join(certs::CA_BUNDLE_PATCH).display(),
+                args.days
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gen-certs: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn gen_certs(args: &GenCertsArgs) -> Result<certs::CertPaths, String> {
+    if !(1..=3650).contains(&args.days) {
+        return Err(format!("--days {} must be from 1 to 3650", args.days));
+    }
+    // Never over the development certificates `serve` uses.
+    if let (Ok(out), Ok(dev)) = (
+        args.out.canonicalize(),
+        Path::new(DEV_CERTS_DIR).canonicalize(),
+    ) && out == dev
+    {
+        return Err(format!(
+            "{} holds the development certificates of `serve`; choose another --out",
+            args.out.display()
+        ));
+    }
+    let paths = certs::CertPaths::in_dir(&args.out);
+    if !args.force && (paths.cert.exists() || paths.key.exists() || paths.ca.exists()) {
+        return Err(format!(
+            "{} already holds certificates; pass --force to replace (renew) them",
+            args.out.display()
+        ));
+    }
+    let service = &args.service;
+    let namespace = &args.namespace;
+    let names = vec![
+        service.clone(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ];
+    let generated = certs::generate(&format!("{service}.{namespace}.svc"), &names, args.days)
+        .map_err(|e| e.to_string())?;
+    paths.write(&generated).map_err(|e| e.to_string())?;
+    certs::write_ca_bundle_patch(&args.out, &generated.ca_pem).map_err(|e| e.to_string())?;
+    Ok(paths)
 }
 
 fn run_check_policy(file: &Path) -> ExitCode {
@@ -190,12 +280,37 @@ fn run_review(args: &ReviewArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match admission::handle(args.webhook.into(), &policy, &input) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
         Err(e) => {
-            eprintln!("{}: {e}", args.file);
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let answer = runtime.block_on(async {
+        let rbac = match &args.kubeconfig {
+            Some(path) => match authz::kube_client(Some(path)).await {
+                Ok(client) => RbacAuthorizer::new(client),
+                Err(e) => return Err(e),
+            },
+            None => RbacAuthorizer::unavailable(
+                "review was run without --kubeconfig, so RBAC could not be asked",
+            ),
+        };
+        let limit = Duration::from_secs(10);
+        admission::handle_with_rbac(args.webhook.into(), &policy, &input, &rbac, limit)
+            .await
+            .map_err(|e| format!("{}: {e}", args.file))
+    });
+    match answer {
+        Err(e) => {
+            eprintln!("{e}");
             ExitCode::from(2)
         }
-        Ok((_, outcome)) => {
+        Ok((_, outcome, _)) => {
             let pretty = serde_json::from_slice::<serde_json::Value>(&outcome.body)
                 .and_then(|v| serde_json::to_string_pretty(&v))
                 .unwrap_or_else(|_| String::from_utf8_lossy(&outcome.body).into_owned());
@@ -279,6 +394,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         shutdown_delay: args.shutdown_delay,
         shutdown_grace: args.shutdown_grace,
         max_connections: args.max_connections,
+        kubeconfig: args.kubeconfig.clone(),
     };
     let running = server::start(options).await.map_err(|e| e.to_string())?;
     tracing::info!(

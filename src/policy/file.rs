@@ -11,7 +11,7 @@ use serde::de::{self, Deserializer, Visitor};
 use super::rules::check_timeout;
 use super::{
     BUILT_IN_POLICY, DefaultTimeout, DrainTimeout, ForceReapply, MAX_NO_TIMEOUT_SECONDS, Mode,
-    NamespaceRules, Policy, TimeoutRules,
+    NamespaceRules, Policy, RbacPolicy, TimeoutRules,
 };
 
 /// Why a policy cannot be used. The message is what the operator reads at
@@ -191,10 +191,20 @@ struct NamespaceFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ForceReapplyFile {
+    rbac: Option<RbacFile>,
     users: Option<Vec<String>>,
     groups: Option<Vec<String>>,
     require_pausing: Option<bool>,
     gate_force_promote: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RbacFile {
+    verb: Option<String>,
+    #[serde(rename = "cacheTTL")]
+    cache_ttl: Option<Seconds>,
+    timeout: Option<Seconds>,
 }
 
 fn parse_file(text: &str) -> Result<PolicyFile, PolicyError> {
@@ -324,6 +334,14 @@ pub(super) fn parse(text: &str) -> Result<Policy, PolicyError> {
                 base_fr.and_then(|b| b.gate_force_promote),
                 "forceReapply.gateForcePromote"
             ),
+            rbac: fr
+                .rbac
+                .or_else(|| base_fr.and_then(|b| b.rbac.clone()))
+                .map(|r| RbacPolicy {
+                    verb: r.verb.unwrap_or_else(|| "force-reapply".to_owned()),
+                    cache_ttl_seconds: r.cache_ttl.map_or(10, |s| s.0),
+                    timeout_seconds: r.timeout.map_or(2, |s| s.0),
+                }),
         },
     };
     check(&policy, &mut problems);
@@ -373,6 +391,31 @@ fn check(policy: &Policy, problems: &mut Vec<String>) {
             }
         }
         check_scope(&key, &ns.rules, policy, problems);
+    }
+    if let Some(rbac) = &policy.force_reapply.rbac {
+        let verb_ok = !rbac.verb.is_empty()
+            && rbac
+                .verb
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+        if !verb_ok {
+            problems.push(format!(
+                "forceReapply.rbac.verb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
+                rbac.verb
+            ));
+        }
+        if !(1..=10).contains(&rbac.timeout_seconds) {
+            problems.push(format!(
+                "forceReapply.rbac.timeout {}s must be from 1s to 10s (the API server waits at most 30s for the whole webhook)",
+                rbac.timeout_seconds
+            ));
+        }
+        if rbac.cache_ttl_seconds > 300 {
+            problems.push(format!(
+                "forceReapply.rbac.cacheTTL {}s is above 5m: a revoked permission would keep working that long",
+                rbac.cache_ttl_seconds
+            ));
+        }
     }
     for (list, key) in [
         (&policy.force_reapply.users, "forceReapply.users"),
@@ -483,6 +526,16 @@ pub(super) fn render(policy: &Policy) -> String {
     let _ = writeln!(out, "  groups: {}", list(&fr.groups));
     let _ = writeln!(out, "  requirePausing: {}", fr.require_pausing);
     let _ = writeln!(out, "  gateForcePromote: {}", fr.gate_force_promote);
+    if let Some(rbac) = &fr.rbac {
+        let _ = writeln!(out, "  rbac:");
+        let _ = writeln!(
+            out,
+            "    verb: {}",
+            serde_json::Value::String(rbac.verb.clone())
+        );
+        let _ = writeln!(out, "    cacheTTL: {}", rbac.cache_ttl_seconds);
+        let _ = writeln!(out, "    timeout: {}", rbac.timeout_seconds);
+    }
     out
 }
 
@@ -628,6 +681,42 @@ mod tests {
             ok.drain_timeout.rules.default,
             DefaultTimeout::Seconds(40_000_000)
         );
+    }
+
+    #[test]
+    fn rbac_settings() {
+        let p = Policy::from_yaml("forceReapply:\n  rbac: {verb: force-reapply}\n").expect("valid");
+        let rbac = p.force_reapply.rbac.clone().expect("rbac");
+        assert_eq!(
+            (
+                rbac.verb.as_str(),
+                rbac.cache_ttl_seconds,
+                rbac.timeout_seconds
+            ),
+            ("force-reapply", 10, 2)
+        );
+        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
+        let p =
+            Policy::from_yaml("forceReapply:\n  rbac: {verb: approve, cacheTTL: 0, timeout: 1s}\n")
+                .expect("valid");
+        assert_eq!(
+            p.force_reapply
+                .rbac
+                .map(|r| (r.cache_ttl_seconds, r.timeout_seconds)),
+            Some((0, 1))
+        );
+        assert!(Policy::built_in().force_reapply.rbac.is_none());
+        for (yaml, want) in [
+            (
+                "forceReapply:\n  rbac: {verb: \"force reapply\"}\n",
+                "is not a verb",
+            ),
+            ("forceReapply:\n  rbac: {timeout: 30s}\n", "from 1s to 10s"),
+            ("forceReapply:\n  rbac: {cacheTTL: 1h}\n", "above 5m"),
+            ("forceReapply:\n  rbac: {verbs: [x]}\n", "verbs"),
+        ] {
+            assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
+        }
     }
 
     #[test]

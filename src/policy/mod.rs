@@ -145,6 +145,20 @@ pub struct ForceReapply {
     pub require_pausing: bool,
     /// Turning on `forcePromote` needs the same permission.
     pub gate_force_promote: bool,
+    /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
+    pub rbac: Option<RbacPolicy>,
+}
+
+/// How RBAC is asked whether a requester may force a re-apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RbacPolicy {
+    /// The custom verb checked on `pipelinerollouts` in `numaplane.numaproj.io`.
+    pub verb: String,
+    /// How long an answer is reused, in seconds (0: not cached).
+    pub cache_ttl_seconds: u64,
+    /// The longest a check may take, in seconds (further bounded by the
+    /// request's own deadline).
+    pub timeout_seconds: u64,
 }
 
 /// A complete, validated policy.

@@ -47,10 +47,11 @@ pub struct GateLabels {
     pub result: &'static str,
 }
 
-/// Labels of a reload.
+/// Labels of a reload (success or failure) or of an RBAC check (allowed,
+/// denied or error).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
-    /// success or failure.
+    /// The result.
     pub result: &'static str,
 }
 
@@ -78,6 +79,12 @@ pub struct Metrics {
     pub tls_reloads: Family<ReloadLabels, Counter>,
     /// The serving certificate's notAfter, as a Unix timestamp.
     pub certificate_expiry: Gauge,
+    /// RBAC checks (SubjectAccessReviews or cached answers), by result.
+    pub rbac_checks: Family<ReloadLabels, Counter>,
+    /// RBAC answers served from the cache.
+    pub rbac_cache_hits: Counter,
+    /// How long RBAC checks took.
+    pub rbac_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -101,6 +108,9 @@ impl Metrics {
         let policy_generation = Gauge::default();
         let tls_reloads = Family::<ReloadLabels, Counter>::default();
         let certificate_expiry = Gauge::default();
+        let rbac_checks = Family::<ReloadLabels, Counter>::default();
+        let rbac_cache_hits = Counter::default();
+        let rbac_duration = duration_histogram();
         registry.register(
             "requests",
             "Admission requests answered, by webhook, operation, result (allowed, denied, error) and HTTP code",
@@ -143,6 +153,22 @@ impl Metrics {
             Unit::Seconds,
             certificate_expiry.clone(),
         );
+        registry.register(
+            "rbac_checks",
+            "Force-reapply permission checks through RBAC, by result (allowed, denied, error)",
+            rbac_checks.clone(),
+        );
+        registry.register(
+            "rbac_cache_hits",
+            "RBAC answers reused from the cache instead of a new SubjectAccessReview",
+            rbac_cache_hits.clone(),
+        );
+        registry.register_with_unit(
+            "rbac_check_duration",
+            "Time an RBAC check took (cache hits included)",
+            Unit::Seconds,
+            rbac_duration.clone(),
+        );
         Self {
             registry,
             requests,
@@ -153,6 +179,9 @@ impl Metrics {
             policy_generation,
             tls_reloads,
             certificate_expiry,
+            rbac_checks,
+            rbac_cache_hits,
+            rbac_duration,
         }
     }
 

@@ -28,6 +28,7 @@ use tokio_rustls::TlsAcceptor;
 use self::health::Health;
 use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
+use crate::authz::RbacAuthorizer;
 use crate::policy::{Policy, PolicyError};
 
 /// How long a client may take for the TLS handshake.
@@ -45,17 +46,29 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Readiness.
     pub health: Health,
+    /// RBAC checks for the forced re-apply.
+    pub rbac: RbacAuthorizer,
 }
 
 impl Shared {
-    /// State with `policy` in force (generation 1), not yet ready.
+    /// State with `policy` in force (generation 1), not yet ready, and no
+    /// API server to ask.
     pub fn new(policy: Policy) -> Self {
+        Self::with_rbac(
+            policy,
+            RbacAuthorizer::unavailable("no connection to the API server"),
+        )
+    }
+
+    /// State asking RBAC through `rbac`.
+    pub fn with_rbac(policy: Policy, rbac: RbacAuthorizer) -> Self {
         let metrics = Metrics::new();
         metrics.policy_generation.set(1);
         Self {
             policy: ArcSwap::from_pointee(policy),
             metrics,
             health: Health::default(),
+            rbac,
         }
     }
 }
@@ -79,6 +92,9 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// The most connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// The kubeconfig for RBAC checks; without it, the in-cluster account
+    /// or `KUBECONFIG`.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -90,6 +106,9 @@ pub enum StartError {
     /// The certificate, key or client CA cannot be used.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// The policy asks RBAC but no API server can be reached.
+    #[error("forceReapply.rbac is set but {0}")]
+    Rbac(String),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -141,7 +160,14 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         Some(path) => Policy::from_file(path)?,
         None => Policy::built_in(),
     };
-    let shared = Arc::new(Shared::new(policy));
+    // RBAC needs an API server when the policy asks for it; otherwise one is
+    // used if found, so a reloaded policy can turn RBAC on.
+    let rbac = match crate::authz::kube_client(options.kubeconfig.as_deref()).await {
+        Ok(client) => RbacAuthorizer::new(client),
+        Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
+        Err(why) => RbacAuthorizer::unavailable(why),
+    };
+    let shared = Arc::new(Shared::with_rbac(policy, rbac));
     // `stop` starts the shutdown; `finished` says the webhook has stopped,
     // which ends the admin server and the reloaders.
     let (stop, stop_rx) = watch::channel(false);

@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::Shared;
-use super::metrics::{GateLabels, RequestLabels, WebhookLabels};
+use super::metrics::{GateLabels, ReloadLabels, RequestLabels, WebhookLabels};
 use crate::admission::{self, Webhook};
 
 /// The largest request body accepted (larger ones get 413).
@@ -42,12 +42,37 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-async fn validate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    review(Webhook::Validate, &shared, &body)
+/// When the API server stops waiting for the answer.
+#[derive(Debug, Clone, Copy)]
+struct Deadline(Instant);
+
+/// Time kept back from the deadline for building and sending the answer.
+const SAFETY_MARGIN: Duration = Duration::from_millis(500);
+
+impl Deadline {
+    /// What is left for an RBAC check: the deadline less the safety margin.
+    fn budget(self) -> Duration {
+        self.0
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(SAFETY_MARGIN)
+            .max(Duration::from_millis(100))
+    }
 }
 
-async fn mutate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    review(Webhook::Mutate, &shared, &body)
+async fn validate(
+    State(shared): State<Arc<Shared>>,
+    deadline: Option<Extension<Deadline>>,
+    body: Bytes,
+) -> Response {
+    review(Webhook::Validate, &shared, deadline.map(|d| d.0), &body).await
+}
+
+async fn mutate(
+    State(shared): State<Arc<Shared>>,
+    deadline: Option<Extension<Deadline>>,
+    body: Bytes,
+) -> Response {
+    review(Webhook::Mutate, &shared, deadline.map(|d| d.0), &body).await
 }
 
 async fn not_found() -> Response {
@@ -84,15 +109,35 @@ fn operation_label(operation: &str) -> &'static str {
     }
 }
 
-fn review(webhook: Webhook, shared: &Shared, body: &[u8]) -> Response {
+async fn review(
+    webhook: Webhook,
+    shared: &Shared,
+    deadline: Option<Deadline>,
+    body: &[u8],
+) -> Response {
     let started = Instant::now();
-    let policy = shared.policy.load();
-    match admission::handle(webhook, &policy, body) {
+    let policy = shared.policy.load_full();
+    let budget = deadline.map_or(DEFAULT_DEADLINE - SAFETY_MARGIN, Deadline::budget);
+    match admission::handle_with_rbac(webhook, &policy, body, &shared.rbac, budget).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
             text(StatusCode::BAD_REQUEST, &e.to_string())
         }
-        Ok((request, outcome)) => {
+        Ok((request, outcome, rbac)) => {
+            if let Some(trace) = rbac {
+                let metrics = &shared.metrics;
+                metrics
+                    .rbac_checks
+                    .get_or_create(&ReloadLabels {
+                        result: trace.result,
+                    })
+                    .inc();
+                if trace.cached {
+                    metrics.rbac_cache_hits.inc();
+                }
+                metrics.rbac_duration.observe(trace.duration.as_secs_f64());
+                tracing::debug!(uid = %request.uid, result = trace.result, cached = trace.cached, duration = ?trace.duration, "RBAC check");
+            }
             let decision = &outcome.decision;
             for (gate, result) in &decision.gates {
                 shared
@@ -149,8 +194,11 @@ fn requested_deadline(query: Option<&str>) -> Duration {
 
 /// Stops working on a request once the API server has stopped waiting for
 /// it: reading a slow body included.
-async fn deadline(request: Request, next: Next) -> Response {
+async fn deadline(mut request: Request, next: Next) -> Response {
     let limit = requested_deadline(request.uri().query());
+    request
+        .extensions_mut()
+        .insert(Deadline(Instant::now() + limit));
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {

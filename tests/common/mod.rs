@@ -85,6 +85,7 @@ impl TestServer {
             shutdown_delay: Duration::from_millis(0),
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
+            kubeconfig: None,
         };
         tweak(&mut options);
         let running = server::start(options).await.expect("server starts");
