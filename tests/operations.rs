@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Client, TestServer, admin_get, cert_der, fixture, fixture_json, response_for};
+use common::{
+    Client, TestServer, admin_get, cert_der, fixture, fixture_json, metric_value, response_for,
+};
 use hyper::StatusCode;
 use pipelinerollout_webhook::certs::{self, CertPaths, GeneratedCerts};
 use pipelinerollout_webhook::policy::Policy;
@@ -83,14 +85,6 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn metric_value(metrics: &str, line_start: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
-use common::{Client, TestServer, fixture_json, response_for};
+use common::{Client, TestServer, fixture_json, metric_value, response_for};
 use pipelinerollout_webhook::certs;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
@@ -159,14 +159,6 @@ async fn send(client: &Client, request: &Value, query: &str) -> Value {
     response_for(request, &answer)
 }
 
-fn metric(metrics: &str, name: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 #[tokio::test]
 async fn the_review_carries_the_requester_and_the_object_exactly() {
     let api = ApiServer::start(Behaviour::Allow).await;
@@ -220,7 +212,7 @@ async fn denied_by_rbac_is_denied_and_says_how_to_get_it() {
     assert!(message.contains("Role or ClusterRole"), "{message}");
     let (_, _, metrics) = server.admin_get("/metrics").await;
     assert_eq!(
-        metric(
+        metric_value(
             &metrics,
             "pipelinerollout_webhook_rbac_checks_total{result=\"denied\"}"
         ),
@@ -242,7 +234,7 @@ async fn an_api_error_denies_saying_the_permission_could_not_be_checked() {
     );
     let (_, _, metrics) = server.admin_get("/metrics").await;
     assert_eq!(
-        metric(
+        metric_value(
             &metrics,
             "pipelinerollout_webhook_rbac_checks_total{result=\"error\"}"
         ),
@@ -308,12 +300,12 @@ async fn answers_are_cached_until_they_expire() {
     assert_eq!(api.received().len(), 5);
     let (_, _, metrics) = server.admin_get("/metrics").await;
     assert_eq!(
-        metric(&metrics, "pipelinerollout_webhook_rbac_cache_hits_total"),
+        metric_value(&metrics, "pipelinerollout_webhook_rbac_cache_hits_total"),
         Some(2.0),
         "{metrics}"
     );
     assert_eq!(
-        metric(
+        metric_value(
             &metrics,
             "pipelinerollout_webhook_rbac_check_duration_seconds_count"
         ),

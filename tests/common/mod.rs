@@ -423,3 +423,13 @@ pub fn warnings_of(response: &Value) -> Vec<String> {
 
 /// Where the drain timeout sits in an object.
 pub const TIMEOUT_POINTER: &str = "/spec/pipeline/spec/lifecycle/pauseGracePeriodSeconds";
+
+/// The value of the first metric line starting with `line_start` in an
+/// OpenMetrics text.
+pub fn metric_value(metrics: &str, line_start: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
