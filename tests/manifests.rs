@@ -1,0 +1,1309 @@
+//! The install manifests in `manifests/`: `kubectl kustomize` renders the
+//! base and every overlay (the self-signed one after `gen-certs`), every
+//! rendered object parses as its k8s-openapi type without losing a field,
+//! and the invariants that tie the manifests to the server hold: webhook
+//! paths and ports, probes, RBAC, certificates, security context, rules,
+//! timeouts, failurePolicy and the policy file.
+//!
+//! Needs `kubectl` (with its built-in kustomize) on the PATH; without it the
+//! tests fail and say so.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Namespace, PodSpec, Probe, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_pipelinerollout-webhook");
+
+const NAMESPACE: &str = "pipelinerollout-webhook";
+const WEBHOOK_CONFIG: &str = "pipelinerollout-webhook";
+const MUTATE_NAME: &str = "mutate.pipelinerollout-webhook.numaplane.numaproj.io";
+const VALIDATE_NAME: &str = "validate.pipelinerollout-webhook.numaplane.numaproj.io";
+const INJECT_CA: &str = "cert-manager.io/inject-ca-from";
+const POLICY_CONFIGMAP: &str = "pipelinerollout-webhook-policy";
+const TLS_SECRET: &str = "pipelinerollout-webhook-tls";
+
+/// What to do without kubectl: fail, saying so, rather than skip.
+const NO_KUBECTL: &str = "kubectl is required for tests/manifests.rs (it renders manifests/ with \
+    `kubectl kustomize`) but is not on the PATH: install kubectl 1.24 or newer (apt-get install kubectl \
+    from the Kubernetes apt repository, or the binary from the Kubernetes release; Debian's own \
+    kubernetes-client 1.20 bundles a kustomize too old for these manifests)";
+
+/// How the API server learns the CA of the serving certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CaSource {
+    /// Not at all (the base, which is not installed alone).
+    None,
+    /// cert-manager's CA injector, through the inject-ca-from annotation.
+    CertManager,
+    /// `gen-certs`' ca-bundle.patch.yaml.
+    GenCerts,
+}
+
+/// What an overlay must render to.
+struct Expect {
+    ca: CaSource,
+    failure_policy: &'static str,
+}
+
+/// Every overlay under manifests/overlays, and what it renders to. A new
+/// overlay must be added here (the test `every_overlay_is_checked` says so).
+const OVERLAYS: [(&str, Expect); 3] = [
+    (
+        "cert-manager",
+        Expect {
+            ca: CaSource::CertManager,
+            failure_policy: "Fail",
+        },
+    ),
+    (
+        "self-signed",
+        Expect {
+            ca: CaSource::GenCerts,
+            failure_policy: "Fail",
+        },
+    ),
+    (
+        "fail-open",
+        Expect {
+            ca: CaSource::CertManager,
+            failure_policy: "Ignore",
+        },
+    ),
+];
+
+// ---------------------------------------------------------------------------
+// Rendering
+
+/// A copy of `manifests/` in a temporary directory, so that generated
+/// certificates never land in the work tree.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests");
+        copy_dir(&source, &dir.path().join("manifests"));
+        Self { dir }
+    }
+
+    fn manifests(&self) -> PathBuf {
+        self.dir.path().join("manifests")
+    }
+
+    fn certs_dir(&self) -> PathBuf {
+        self.manifests().join("overlays/self-signed/certs")
+    }
+
+    /// Runs `gen-certs` into the copy of the self-signed overlay.
+    fn gen_certs(&self) {
+        let out = Command::new(BIN)
+            .arg("gen-certs")
+            .arg("--out")
+            .arg(self.certs_dir())
+            // Certificates a developer generated in the work tree were
+            // copied along; replace them.
+            .arg("--force")
+            .output()
+            .expect("run gen-certs");
+        assert!(
+            out.status.success(),
+            "gen-certs failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `kubectl kustomize` of a directory below `manifests/`, as documents.
+    fn render(&self, dir: &str) -> Vec<Value> {
+        let path = self.manifests().join(dir);
+        let out = match Command::new("kubectl").arg("kustomize").arg(&path).output() {
+            Ok(out) => out,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("{NO_KUBECTL}"),
+            Err(e) => panic!("cannot run kubectl: {e}"),
+        };
+        assert!(
+            out.status.success(),
+            "`kubectl kustomize manifests/{dir}` failed ({}):\n{}\nkubectl: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            kubectl_version()
+        );
+        let text = String::from_utf8(out.stdout).expect("kustomize prints UTF-8");
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+            .unwrap_or_else(|e| panic!("manifests/{dir} renders invalid YAML: {e}\n{text}"));
+        docs.into_iter().filter(|d| !d.is_null()).collect()
+    }
+}
+
+fn kubectl_version() -> String {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).replace('\n', "; "))
+        .unwrap_or_else(|e| e.to_string())
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("create directory");
+    for entry in fs::read_dir(from).expect("read manifests directory") {
+        let entry = entry.expect("directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Parsing into k8s-openapi types
+
+/// The rendered objects, by kind.
+#[derive(Default)]
+struct Install {
+    namespaces: Vec<Namespace>,
+    service_accounts: Vec<ServiceAccount>,
+    cluster_roles: Vec<ClusterRole>,
+    cluster_role_bindings: Vec<ClusterRoleBinding>,
+    roles: Vec<Role>,
+    role_bindings: Vec<RoleBinding>,
+    config_maps: Vec<ConfigMap>,
+    secrets: Vec<Secret>,
+    deployments: Vec<Deployment>,
+    pdbs: Vec<PodDisruptionBudget>,
+    services: Vec<Service>,
+    network_policies: Vec<NetworkPolicy>,
+    mutating: Vec<MutatingWebhookConfiguration>,
+    validating: Vec<ValidatingWebhookConfiguration>,
+    /// cert-manager.io objects, kept as JSON.
+    cert_manager: Vec<Value>,
+}
+
+/// Parses `doc` as `T` and checks that nothing was dropped on the way: a
+/// misspelt or misplaced field would parse (k8s-openapi ignores unknown
+/// keys) but not survive the round trip.
+fn typed<T: DeserializeOwned + serde::Serialize>(doc: &Value, what: &str) -> T {
+    let parsed: T = serde_json::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("{what} does not parse as its k8s-openapi type: {e}"));
+    let back = serde_json::to_value(&parsed).expect("serialize");
+    let mut lost = Vec::new();
+    diff(doc, &back, String::new(), &mut lost);
+    assert!(
+        lost.is_empty(),
+        "{what}: fields unknown to the Kubernetes API (misspelt or misplaced?): {lost:?}"
+    );
+    parsed
+}
+
+/// Paths in `original` that `round_trip` lacks or changed.
+fn diff(original: &Value, round_trip: &Value, path: String, out: &mut Vec<String>) {
+    match (original, round_trip) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (key, value) in a {
+                let sub = format!("{path}.{key}");
+                match b.get(key) {
+                    Some(other) => diff(value, other, sub, out),
+                    None => out.push(sub),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                diff(x, y, format!("{path}[{i}]"), out);
+            }
+        }
+        (a, b) if a == b => {}
+        _ => out.push(format!("{path}: {original} became {round_trip}")),
+    }
+}
+
+fn parse(docs: &[Value]) -> Install {
+    let mut install = Install::default();
+    for doc in docs {
+        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        let what = format!("{kind} {name} ({api_version})");
+        match (api_version, kind) {
+            ("v1", "Namespace") => install.namespaces.push(typed(doc, &what)),
+            ("v1", "ServiceAccount") => install.service_accounts.push(typed(doc, &what)),
+            ("v1", "ConfigMap") => install.config_maps.push(typed(doc, &what)),
+            ("v1", "Secret") => {
+                // kustomize folds long base64 over several lines; the API
+                // server's decoder skips the line breaks, k8s-openapi's
+                // does not.
+                let mut doc = doc.clone();
+                if let Some(data) = doc.get_mut("data").and_then(Value::as_object_mut) {
+                    for value in data.values_mut() {
+                        if let Some(text) = value.as_str() {
+                            *value = Value::String(text.replace(['\n', '\r'], ""));
+                        }
+                    }
+                }
+                install.secrets.push(typed(&doc, &what));
+            }
+            ("v1", "Service") => install.services.push(typed(doc, &what)),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
+                install.cluster_roles.push(typed(doc, &what));
+            }
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+                install.cluster_role_bindings.push(typed(doc, &what));
+            }
+            ("rbac.authorization.k8s.io/v1", "Role") => install.roles.push(typed(doc, &what)),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+                install.role_bindings.push(typed(doc, &what));
+            }
+            ("apps/v1", "Deployment") => install.deployments.push(typed(doc, &what)),
+            ("policy/v1", "PodDisruptionBudget") => install.pdbs.push(typed(doc, &what)),
+            ("networking.k8s.io/v1", "NetworkPolicy") => {
+                install.network_policies.push(typed(doc, &what));
+            }
+            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+                install.mutating.push(typed(doc, &what));
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+                install.validating.push(typed(doc, &what));
+            }
+            ("cert-manager.io/v1", "Issuer" | "Certificate") => {
+                install.cert_manager.push(doc.clone());
+            }
+            _ => panic!("unexpected object in the install: {what}"),
+        }
+    }
+    install
+}
+
+// ---------------------------------------------------------------------------
+// The server's own defaults, read from the binary
+
+/// `serve --help`, split per flag.
+fn serve_help() -> BTreeMap<String, String> {
+    let out = Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .expect("run serve --help");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let mut flags = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if line.starts_with("  ") && trimmed.starts_with('-') && line.len() - trimmed.len() <= 6 {
+            if let Some((flag, body)) = current.take() {
+                flags.insert(flag, body);
+            }
+            let flag = trimmed
+                .split([' ', ','])
+                .find(|w| w.starts_with("--"))
+                .unwrap_or(trimmed)
+                .to_owned();
+            current = Some((flag, String::new()));
+        } else if let Some((_, body)) = current.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    if let Some((flag, body)) = current {
+        flags.insert(flag, body);
+    }
+    flags
+}
+
+/// The default of `flag` (e.g. `--listen`) as `serve --help` states it.
+fn default_of(help: &BTreeMap<String, String>, flag: &str) -> Option<String> {
+    let body = help
+        .get(flag)
+        .unwrap_or_else(|| panic!("serve has no flag {flag}"));
+    let start = body.find("[default: ")? + "[default: ".len();
+    let end = body[start..].find(']')? + start;
+    Some(body[start..end].to_owned())
+}
+
+/// The value the container gives `flag`: from its args (`--flag=v` or
+/// `--flag v`), its environment (`env`), or else the binary's default.
+fn flag_value(
+    container: &Container,
+    help: &BTreeMap<String, String>,
+    flag: &str,
+    env: &str,
+) -> Option<String> {
+    let args = container.args.clone().unwrap_or_default();
+    let prefix = format!("{flag}=");
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix(&prefix) {
+            return Some(value.to_owned());
+        }
+        if arg == flag {
+            return args.get(i + 1).cloned();
+        }
+    }
+    if let Some(var) = container
+        .env
+        .iter()
+        .flatten()
+        .find(|v| v.name == env)
+        .and_then(|v| v.value.clone())
+    {
+        return Some(var);
+    }
+    default_of(help, flag)
+}
+
+fn port_of(address: &str) -> i32 {
+    address
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or_else(|| panic!("{address} has no port"))
+}
+
+fn duration(text: &str) -> Duration {
+    humantime::parse_duration(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+// ---------------------------------------------------------------------------
+// Helpers over the typed objects
+
+fn one<'a, T>(items: &'a [T], what: &str) -> &'a T {
+    assert_eq!(items.len(), 1, "expected exactly one {what}");
+    &items[0]
+}
+
+fn named<
+    'a,
+    T: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+>(
+    items: &'a [T],
+    name: &str,
+    what: &str,
+) -> &'a T {
+    let found: Vec<&T> = items
+        .iter()
+        .filter(|i| i.metadata().name.as_deref() == Some(name))
+        .collect();
+    assert_eq!(found.len(), 1, "expected exactly one {what} named {name}");
+    found[0]
+}
+
+/// Whether `selector` (matchLabels only) selects `labels`.
+fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    assert!(
+        selector.match_expressions.is_none(),
+        "selectors here use matchLabels only"
+    );
+    let wanted = selector.match_labels.clone().unwrap_or_default();
+    !wanted.is_empty() && wanted.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The container port that `port` (a number or a name) stands for.
+fn resolve_port(container: &Container, port: &IntOrString) -> i32 {
+    let ports = container.ports.clone().unwrap_or_default();
+    match port {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(name) => {
+            ports
+                .iter()
+                .find(|p| p.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("container has no port named {name}"))
+                .container_port
+        }
+    }
+}
+
+fn http_probe(container: &Container, probe: Option<&Probe>, what: &str) -> (String, i32) {
+    let probe = probe.unwrap_or_else(|| panic!("container has no {what}"));
+    let get = probe
+        .http_get
+        .as_ref()
+        .unwrap_or_else(|| panic!("{what} is not an httpGet"));
+    assert_eq!(
+        get.scheme.as_deref().unwrap_or("HTTP"),
+        "HTTP",
+        "{what}: the admin port is plain HTTP"
+    );
+    (
+        get.path.clone().unwrap_or_default(),
+        resolve_port(container, &get.port),
+    )
+}
+
+fn sorted(items: Option<&Vec<String>>) -> Vec<String> {
+    let mut items = items.cloned().unwrap_or_default();
+    items.sort();
+    items
+}
+
+// ---------------------------------------------------------------------------
+// The invariants
+
+/// Everything an install must satisfy; returns the parsed objects for the
+/// overlay-specific checks.
+fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> Install {
+    let install = parse(docs);
+    let help = serve_help();
+
+    // The namespace.
+    let namespace = named(&install.namespaces, NAMESPACE, "Namespace");
+    let pod_security = namespace
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("pod-security.kubernetes.io/enforce"));
+    assert_eq!(
+        pod_security.map(String::as_str),
+        Some("restricted"),
+        "the webhook's namespace enforces the restricted Pod Security level"
+    );
+
+    // The Deployment and its one container.
+    let deployment = one(&install.deployments, "Deployment");
+    assert_eq!(deployment.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let spec = &deployment.spec;
+    assert!(
+        spec.replicas.unwrap_or(1) >= 2,
+        "at least two replicas: every PipelineRollout write waits for the webhook"
+    );
+    let template = &spec.template;
+    let pod_labels = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .expect("pod labels");
+    assert!(
+        selects(&spec.selector, &pod_labels),
+        "the Deployment's selector matches its pods"
+    );
+    let pod: &PodSpec = template.spec.as_ref().expect("pod spec");
+    let container = one(&pod.containers, "container");
+
+    // Command line: every flag is one the binary has.
+    let args = container.args.clone().unwrap_or_default();
+    for arg in &args {
+        if arg.starts_with("--") {
+            let flag = arg.split('=').next().unwrap_or(arg);
+            assert!(
+                help.contains_key(flag),
+                "the Deployment passes {flag}, which `serve` does not have"
+            );
+        } else {
+            assert_eq!(arg, "serve", "the only bare argument is the command");
+        }
+    }
+    assert!(
+        args.iter().any(|a| a == "--log-format=json"),
+        "logs as JSON in the cluster"
+    );
+
+    // Ports: the webhook port is the --listen port, the admin port the
+    // --admin-listen one.
+    let listen = port_of(&flag_value(container, &help, "--listen", "WEBHOOK_LISTEN").unwrap());
+    let admin =
+        port_of(&flag_value(container, &help, "--admin-listen", "WEBHOOK_ADMIN_LISTEN").unwrap());
+    assert_eq!(listen, 8443, "the webhook listens on 8443");
+    assert_eq!(admin, 8080, "the admin server listens on 8080");
+    let container_ports: BTreeMap<String, i32> = container
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.container_port))
+        .collect();
+    assert_eq!(container_ports.get("https"), Some(&listen));
+    assert_eq!(container_ports.get("admin"), Some(&admin));
+
+    // Probes on the admin server.
+    assert_eq!(
+        http_probe(
+            container,
+            container.liveness_probe.as_ref(),
+            "livenessProbe"
+        ),
+        ("/healthz".to_owned(), admin)
+    );
+    assert_eq!(
+        http_probe(
+            container,
+            container.readiness_probe.as_ref(),
+            "readinessProbe"
+        ),
+        ("/readyz".to_owned(), admin)
+    );
+    if container.startup_probe.is_some() {
+        let (path, port) = http_probe(container, container.startup_probe.as_ref(), "startupProbe");
+        assert!(
+            path == "/healthz" || path == "/readyz",
+            "startupProbe path {path}"
+        );
+        assert_eq!(port, admin);
+    }
+
+    // Shutdown: kubelet waits longer than the webhook's own shutdown.
+    let delay = duration(
+        &flag_value(
+            container,
+            &help,
+            "--shutdown-delay",
+            "WEBHOOK_SHUTDOWN_DELAY",
+        )
+        .unwrap(),
+    );
+    let grace = duration(
+        &flag_value(
+            container,
+            &help,
+            "--shutdown-grace",
+            "WEBHOOK_SHUTDOWN_GRACE",
+        )
+        .unwrap(),
+    );
+    let termination = pod.termination_grace_period_seconds.unwrap_or(30);
+    assert!(
+        Duration::from_secs(u64::try_from(termination).unwrap()) > delay + grace,
+        "terminationGracePeriodSeconds {termination} must exceed --shutdown-delay + --shutdown-grace ({:?})",
+        delay + grace
+    );
+
+    // Resources: requests, and a memory limit.
+    let resources = container.resources.as_ref().expect("resources");
+    let requests = resources.requests.clone().unwrap_or_default();
+    let limits = resources.limits.clone().unwrap_or_default();
+    assert!(
+        requests.contains_key("cpu") && requests.contains_key("memory"),
+        "requests cpu and memory"
+    );
+    assert!(limits.contains_key("memory"), "a memory limit");
+    assert!(
+        !limits.contains_key("cpu"),
+        "no CPU limit (throttling adds latency to every write)"
+    );
+
+    // Security context: the container's settings, falling back to the pod's.
+    let pod_sc = pod.security_context.clone().unwrap_or_default();
+    let sc = container.security_context.clone().unwrap_or_default();
+    assert_eq!(
+        sc.run_as_non_root.or(pod_sc.run_as_non_root),
+        Some(true),
+        "runAsNonRoot"
+    );
+    let user = sc.run_as_user.or(pod_sc.run_as_user).expect("runAsUser");
+    assert_eq!(user, 65532, "runs as the distroless nonroot user");
+    assert_eq!(
+        sc.read_only_root_filesystem,
+        Some(true),
+        "readOnlyRootFilesystem"
+    );
+    assert_eq!(
+        sc.allow_privilege_escalation,
+        Some(false),
+        "allowPrivilegeEscalation"
+    );
+    assert_ne!(sc.privileged, Some(true), "not privileged");
+    let caps = sc.capabilities.clone().expect("capabilities");
+    assert_eq!(
+        caps.drop,
+        Some(vec!["ALL".to_owned()]),
+        "drops all capabilities"
+    );
+    assert!(
+        caps.add.unwrap_or_default().is_empty(),
+        "adds no capability"
+    );
+    let seccomp = sc
+        .seccomp_profile
+        .or(pod_sc.seccomp_profile)
+        .expect("seccompProfile");
+    assert_eq!(seccomp.type_, "RuntimeDefault");
+    assert_ne!(pod.host_network, Some(true));
+    assert_ne!(pod.host_pid, Some(true));
+    assert_ne!(pod.host_ipc, Some(true));
+
+    // Topology spread: per node, and per zone without blocking scheduling.
+    let spread = pod.topology_spread_constraints.clone().unwrap_or_default();
+    let by_key = |key: &str| {
+        spread
+            .iter()
+            .find(|c| c.topology_key == key)
+            .unwrap_or_else(|| panic!("no topologySpreadConstraint on {key}"))
+            .clone()
+    };
+    for key in ["kubernetes.io/hostname", "topology.kubernetes.io/zone"] {
+        let c = by_key(key);
+        assert!(
+            selects(
+                c.label_selector.as_ref().expect("labelSelector"),
+                &pod_labels
+            ),
+            "the spread on {key} counts the webhook's pods"
+        );
+    }
+    assert_eq!(
+        by_key("topology.kubernetes.io/zone").when_unsatisfiable,
+        "ScheduleAnyway"
+    );
+
+    // PodDisruptionBudget.
+    let pdb = one(&install.pdbs, "PodDisruptionBudget");
+    let pdb_spec = pdb.spec.as_ref().expect("PDB spec");
+    assert_eq!(pdb_spec.min_available, Some(IntOrString::Int(1)));
+    assert!(selects(
+        pdb_spec.selector.as_ref().expect("PDB selector"),
+        &pod_labels
+    ));
+
+    // Volumes: the TLS Secret and the policy ConfigMap, as directories that
+    // hold the files the args name.
+    let mounts = container.volume_mounts.clone().unwrap_or_default();
+    let volumes = pod.volumes.clone().unwrap_or_default();
+    let mounted_dir = |file: &str| -> (String, String) {
+        let path = Path::new(file);
+        let dir = path.parent().unwrap().to_str().unwrap().to_owned();
+        let mount = mounts
+            .iter()
+            .find(|m| m.mount_path.trim_end_matches('/') == dir)
+            .unwrap_or_else(|| panic!("nothing is mounted at {dir} (for {file})"));
+        assert!(
+            mount.sub_path.is_none() && mount.sub_path_expr.is_none(),
+            "{dir} is mounted as a directory (subPath would never be updated)"
+        );
+        assert_eq!(mount.read_only, Some(true), "{dir} is mounted read-only");
+        (
+            mount.name.clone(),
+            path.file_name().unwrap().to_str().unwrap().to_owned(),
+        )
+    };
+    let tls_cert =
+        flag_value(container, &help, "--tls-cert", "WEBHOOK_TLS_CERT").expect("--tls-cert");
+    let tls_key = flag_value(container, &help, "--tls-key", "WEBHOOK_TLS_KEY").expect("--tls-key");
+    let policy_file = flag_value(container, &help, "--policy", "WEBHOOK_POLICY").expect("--policy");
+    let (cert_volume, cert_file) = mounted_dir(&tls_cert);
+    let (key_volume, key_file) = mounted_dir(&tls_key);
+    assert_eq!(
+        cert_volume, key_volume,
+        "certificate and key come from one Secret"
+    );
+    assert_eq!(
+        (cert_file.as_str(), key_file.as_str()),
+        ("tls.crt", "tls.key")
+    );
+    let tls_volume = volumes
+        .iter()
+        .find(|v| v.name == cert_volume)
+        .expect("TLS volume");
+    let secret_name = tls_volume
+        .secret
+        .as_ref()
+        .and_then(|s| s.secret_name.clone())
+        .expect("the TLS volume is a Secret");
+    assert_eq!(secret_name, TLS_SECRET);
+    let (policy_volume, policy_key) = mounted_dir(&policy_file);
+    let policy_cm_name = volumes
+        .iter()
+        .find(|v| v.name == policy_volume)
+        .and_then(|v| v.config_map.as_ref())
+        .map(|c| c.name.clone())
+        .expect("the policy volume is a ConfigMap");
+
+    // The policy ConfigMap: fixed name (the webhook reloads it; a policy
+    // edit does not roll the pods), and a policy the binary accepts, with
+    // RBAC authorisation on.
+    assert_eq!(
+        policy_cm_name, POLICY_CONFIGMAP,
+        "the policy ConfigMap keeps its name (disableNameSuffixHash): edits are hot-reloaded"
+    );
+    let policy_cm = named(&install.config_maps, &policy_cm_name, "ConfigMap");
+    let policy_text = policy_cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&policy_key))
+        .unwrap_or_else(|| panic!("ConfigMap {policy_cm_name} has no {policy_key}"));
+    let effective = check_policy(policy_text);
+    assert!(
+        effective.contains("rbac:") && effective.contains("verb: \"force-reapply\""),
+        "the cluster policy asks RBAC for the verb force-reapply:\n{effective}"
+    );
+
+    // Service: 443 to the webhook port, 8080 to the admin port.
+    let service = one(&install.services, "Service");
+    assert_eq!(service.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let service_spec = service.spec.as_ref().expect("Service spec");
+    let selector = service_spec.selector.clone().expect("Service selector");
+    assert!(
+        !selector.is_empty() && selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
+        "the Service selects the webhook's pods"
+    );
+    let service_ports = service_spec.ports.clone().unwrap_or_default();
+    let service_port = |port: i32| -> i32 {
+        let p = service_ports
+            .iter()
+            .find(|p| p.port == port)
+            .unwrap_or_else(|| panic!("the Service has no port {port}"));
+        resolve_port(
+            container,
+            p.target_port.as_ref().unwrap_or(&IntOrString::Int(port)),
+        )
+    };
+    assert_eq!(
+        service_port(443),
+        listen,
+        "Service 443 targets the --listen port"
+    );
+    assert_eq!(
+        service_port(8080),
+        admin,
+        "Service 8080 targets the admin port"
+    );
+
+    // Webhook configurations.
+    let mutating = named(
+        &install.mutating,
+        WEBHOOK_CONFIG,
+        "MutatingWebhookConfiguration",
+    );
+    let validating = named(
+        &install.validating,
+        WEBHOOK_CONFIG,
+        "ValidatingWebhookConfiguration",
+    );
+    let mutate = one(
+        &mutating.webhooks.clone().unwrap_or_default(),
+        "mutating webhook",
+    )
+    .clone();
+    let validate = one(
+        &validating.webhooks.clone().unwrap_or_default(),
+        "validating webhook",
+    )
+    .clone();
+    assert_eq!(mutate.name, MUTATE_NAME);
+    assert_eq!(validate.name, VALIDATE_NAME);
+    assert_eq!(mutate.reinvocation_policy.as_deref(), Some("IfNeeded"));
+    let service_name = service.metadata.name.clone().unwrap();
+    let check_client = |client: &WebhookClientConfig, path: &str| {
+        assert!(
+            client.url.is_none(),
+            "called through the Service, not a URL"
+        );
+        let svc = client.service.as_ref().expect("clientConfig.service");
+        assert_eq!(svc.name, service_name);
+        assert_eq!(svc.namespace, NAMESPACE);
+        assert_eq!(svc.path.as_deref(), Some(path));
+        assert_eq!(service_port(svc.port.unwrap_or(443)), listen);
+    };
+    check_client(&mutate.client_config, "/mutate");
+    check_client(&validate.client_config, "/validate");
+    let check_common = |name: &str,
+                        rules: Option<&Vec<RuleWithOperations>>,
+                        selector: Option<&LabelSelector>,
+                        side_effects: &str,
+                        versions: &[String],
+                        timeout: Option<i32>,
+                        match_policy: Option<&str>,
+                        failure_policy: Option<&str>| {
+        let rules = rules.cloned().unwrap_or_default();
+        let rule = one(&rules, "rule");
+        assert_eq!(
+            sorted(rule.api_groups.as_ref()),
+            ["numaplane.numaproj.io"],
+            "{name}"
+        );
+        assert_eq!(sorted(rule.api_versions.as_ref()), ["*"], "{name}");
+        assert_eq!(
+            sorted(rule.resources.as_ref()),
+            ["pipelinerollouts"],
+            "{name}"
+        );
+        assert_eq!(
+            sorted(rule.operations.as_ref()),
+            ["CREATE", "UPDATE"],
+            "{name}: CREATE and UPDATE only"
+        );
+        assert_eq!(rule.scope.as_deref(), Some("Namespaced"), "{name}");
+        assert_eq!(side_effects, "None", "{name}");
+        assert_eq!(versions, ["v1"], "{name}");
+        let timeout = timeout.expect("timeoutSeconds");
+        assert!(
+            (1..=5).contains(&timeout),
+            "{name}: timeoutSeconds {timeout} is at most 5"
+        );
+        assert_eq!(match_policy, Some("Equivalent"), "{name}");
+        assert_eq!(
+            failure_policy,
+            Some(expect.failure_policy),
+            "{name}: failurePolicy"
+        );
+        let selector = selector.expect("namespaceSelector");
+        assert!(selector.match_labels.is_none(), "{name}");
+        let expressions = selector.match_expressions.clone().unwrap_or_default();
+        let excluded = one(&expressions, "namespaceSelector expression");
+        assert_eq!(excluded.key, "kubernetes.io/metadata.name", "{name}");
+        assert_eq!(excluded.operator, "NotIn", "{name}");
+        assert_eq!(
+            sorted(excluded.values.as_ref()),
+            ["kube-system", NAMESPACE],
+            "{name}: the webhook's own namespace and kube-system are excluded"
+        );
+    };
+    check_common(
+        MUTATE_NAME,
+        mutate.rules.as_ref(),
+        mutate.namespace_selector.as_ref(),
+        &mutate.side_effects,
+        &mutate.admission_review_versions,
+        mutate.timeout_seconds,
+        mutate.match_policy.as_deref(),
+        mutate.failure_policy.as_deref(),
+    );
+    check_common(
+        VALIDATE_NAME,
+        validate.rules.as_ref(),
+        validate.namespace_selector.as_ref(),
+        &validate.side_effects,
+        &validate.admission_review_versions,
+        validate.timeout_seconds,
+        validate.match_policy.as_deref(),
+        validate.failure_policy.as_deref(),
+    );
+
+    // The CA: injected by cert-manager, or the generated bundle.
+    let annotation = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(INJECT_CA).cloned())
+    };
+    let bundles = [
+        mutate.client_config.ca_bundle.clone(),
+        validate.client_config.ca_bundle.clone(),
+    ];
+    let injects = [
+        annotation(&mutating.metadata),
+        annotation(&validating.metadata),
+    ];
+    match expect.ca {
+        CaSource::None => {
+            assert!(
+                bundles.iter().all(Option::is_none),
+                "the base carries no caBundle"
+            );
+            assert!(
+                injects.iter().all(Option::is_none),
+                "the base carries no injection"
+            );
+        }
+        CaSource::CertManager => {
+            assert!(
+                bundles.iter().all(Option::is_none),
+                "cert-manager fills caBundle itself"
+            );
+            for inject in injects {
+                let inject = inject.expect("both configurations carry inject-ca-from");
+                check_cert_manager(&install, &inject, &service_name);
+            }
+        }
+        CaSource::GenCerts => {
+            assert!(injects.iter().all(Option::is_none));
+            let dir = certs_dir.expect("certificates directory");
+            let ca = fs::read(dir.join("ca.crt")).expect("ca.crt");
+            for bundle in bundles {
+                let bundle = bundle.expect("both configurations carry caBundle");
+                assert_eq!(bundle.0, ca, "caBundle is the generated ca.crt");
+            }
+            let secret = named(&install.secrets, TLS_SECRET, "Secret");
+            assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+            let data = secret.data.clone().unwrap_or_default();
+            let cert = fs::read(dir.join("tls.crt")).expect("tls.crt");
+            let key = fs::read(dir.join("tls.key")).expect("tls.key");
+            assert_eq!(data.get("tls.crt").map(|b| &b.0), Some(&cert));
+            assert_eq!(data.get("tls.key").map(|b| &b.0), Some(&key));
+            check_serving_cert(&cert, &ca, &service_name);
+        }
+    }
+    if expect.ca != CaSource::GenCerts {
+        assert!(
+            install.secrets.is_empty(),
+            "no Secret is rendered: the TLS Secret comes from cert-manager"
+        );
+    }
+
+    check_rbac(&install, pod, &effective);
+    check_network_policy(&install, &pod_labels, listen, admin);
+    install
+}
+
+/// Runs the binary's `check-policy` on `text`; returns the effective policy.
+fn check_policy(text: &str) -> String {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = dir.path().join("policy.yaml");
+    fs::write(&file, text).expect("write policy");
+    let out = Command::new(BIN)
+        .arg("check-policy")
+        .arg(&file)
+        .output()
+        .expect("run check-policy");
+    assert!(
+        out.status.success(),
+        "the policy ConfigMap's policy.yaml fails check-policy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// The rules granted to `(namespace, name)`'s service account by every
+/// binding in the install.
+fn rules_of_service_account(install: &Install, namespace: &str, name: &str) -> Vec<PolicyRule> {
+    let is_subject = |subjects: Option<&Vec<k8s_openapi::api::rbac::v1::Subject>>,
+                      default_ns: Option<&str>| {
+        subjects.into_iter().flatten().any(|s| {
+            s.kind == "ServiceAccount"
+                && s.name == name
+                && s.namespace.as_deref().or(default_ns) == Some(namespace)
+        })
+    };
+    let cluster_role = |role: &str| -> Vec<PolicyRule> {
+        named(&install.cluster_roles, role, "ClusterRole")
+            .rules
+            .clone()
+            .unwrap_or_default()
+    };
+    let mut rules = Vec::new();
+    for binding in &install.cluster_role_bindings {
+        if is_subject(binding.subjects.as_ref(), None) {
+            assert_eq!(binding.role_ref.kind, "ClusterRole");
+            rules.extend(cluster_role(&binding.role_ref.name));
+        }
+    }
+    for binding in &install.role_bindings {
+        let ns = binding.metadata.namespace.as_deref();
+        if is_subject(binding.subjects.as_ref(), ns) {
+            if binding.role_ref.kind == "ClusterRole" {
+                rules.extend(cluster_role(&binding.role_ref.name));
+            } else {
+                let role = install
+                    .roles
+                    .iter()
+                    .find(|r| r.metadata.name.as_deref() == Some(&binding.role_ref.name))
+                    .expect("bound Role");
+                rules.extend(role.rules.clone().unwrap_or_default());
+            }
+        }
+    }
+    rules
+}
+
+fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
+    // The webhook's service account: create SubjectAccessReviews, nothing else.
+    let account = pod
+        .service_account_name
+        .clone()
+        .expect("serviceAccountName");
+    let sa = named(&install.service_accounts, &account, "ServiceAccount");
+    assert_eq!(sa.metadata.namespace.as_deref(), Some(NAMESPACE));
+    assert_ne!(
+        pod.automount_service_account_token
+            .or(sa.automount_service_account_token),
+        Some(false),
+        "the token is mounted: the webhook creates SubjectAccessReviews with it"
+    );
+    let rules = rules_of_service_account(install, NAMESPACE, &account);
+    assert_eq!(
+        rules.len(),
+        1,
+        "the webhook's account has exactly one rule: {rules:?}"
+    );
+    let rule = &rules[0];
+    assert_eq!(sorted(rule.api_groups.as_ref()), ["authorization.k8s.io"]);
+    assert_eq!(sorted(rule.resources.as_ref()), ["subjectaccessreviews"]);
+    assert_eq!(rule.verbs, ["create"]);
+    assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
+
+    // The grant: the custom verb of the policy, on pipelinerollouts only.
+    let grant = named(
+        &install.cluster_roles,
+        "pipelinerollout-force-reapply",
+        "ClusterRole",
+    );
+    let grant_rules = grant.rules.clone().unwrap_or_default();
+    let grant_rule = one(&grant_rules, "rule of pipelinerollout-force-reapply");
+    assert_eq!(
+        sorted(grant_rule.api_groups.as_ref()),
+        ["numaplane.numaproj.io"]
+    );
+    assert_eq!(sorted(grant_rule.resources.as_ref()), ["pipelinerollouts"]);
+    assert_eq!(grant_rule.verbs, ["force-reapply"]);
+    assert!(
+        effective_policy.contains(&format!("verb: \"{}\"", grant_rule.verbs[0])),
+        "the ClusterRole grants the verb the policy asks about"
+    );
+
+    // The example bindings.
+    let grants: Vec<&ClusterRoleBinding> = install
+        .cluster_role_bindings
+        .iter()
+        .filter(|b| b.role_ref.name == "pipelinerollout-force-reapply")
+        .collect();
+    let subjects: BTreeSet<(String, String, Option<String>)> = grants
+        .iter()
+        .flat_map(|b| b.subjects.clone().unwrap_or_default())
+        .map(|s| (s.kind, s.name, s.namespace))
+        .collect();
+    assert!(
+        subjects.contains(&(
+            "ServiceAccount".to_owned(),
+            "argocd-server".to_owned(),
+            Some("argocd".to_owned())
+        )),
+        "example binding for Argo CD's argocd-server (kustomize must not move it to our namespace): {subjects:?}"
+    );
+    assert!(
+        subjects.contains(&("Group".to_owned(), "sre".to_owned(), None)),
+        "example binding for the group sre: {subjects:?}"
+    );
+}
+
+fn check_network_policy(
+    install: &Install,
+    pod_labels: &BTreeMap<String, String>,
+    listen: i32,
+    admin: i32,
+) {
+    let policy = one(&install.network_policies, "NetworkPolicy");
+    let spec = policy.spec.as_ref().expect("NetworkPolicy spec");
+    assert!(selects(
+        &spec.pod_selector.clone().unwrap_or_default(),
+        pod_labels
+    ));
+    let rules = spec.ingress.clone().unwrap_or_default();
+    let opens = |port: i32| {
+        rules
+            .iter()
+            .filter(|r| {
+                r.ports
+                    .iter()
+                    .flatten()
+                    .any(|p| p.port == Some(IntOrString::Int(port)))
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let webhook = opens(listen);
+    assert!(
+        webhook
+            .iter()
+            .any(|r| r.from.as_ref().is_none_or(Vec::is_empty)),
+        "the webhook port is open to the API server, from anywhere"
+    );
+    let metrics = opens(admin);
+    assert!(
+        !metrics.is_empty(),
+        "the admin port is reachable for scraping"
+    );
+    for rule in metrics {
+        let from = rule.from.unwrap_or_default();
+        assert!(
+            !from.is_empty()
+                && from
+                    .iter()
+                    .all(|p| p.namespace_selector.is_some() && p.ip_block.is_none()),
+            "the admin port is open only to selected namespaces"
+        );
+    }
+}
+
+/// The cert-manager chain behind `inject` (`namespace/certificate`).
+fn check_cert_manager(install: &Install, inject: &str, service: &str) {
+    let (ns, certificate) = inject.split_once('/').expect("namespace/name");
+    assert_eq!(ns, NAMESPACE);
+    let find = |kind: &str, name: &str| -> Value {
+        install
+            .cert_manager
+            .iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no cert-manager {kind} {name}"))
+            .clone()
+    };
+    for doc in &install.cert_manager {
+        assert_eq!(
+            doc["metadata"]["namespace"], NAMESPACE,
+            "cert-manager objects live beside the webhook"
+        );
+    }
+    let serving = find("Certificate", certificate);
+    assert_eq!(
+        serving["spec"]["secretName"], TLS_SECRET,
+        "the Secret the Deployment mounts"
+    );
+    let dns: Vec<&str> = serving["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        dns.contains(&format!("{service}.{NAMESPACE}.svc").as_str()),
+        "the serving certificate names the Service's DNS name: {dns:?}"
+    );
+    // Issued by a CA Issuer whose CA comes from a self-signed Issuer.
+    let issuer_ref = &serving["spec"]["issuerRef"];
+    assert_eq!(issuer_ref["kind"], "Issuer");
+    let ca_issuer = find("Issuer", issuer_ref["name"].as_str().expect("issuer name"));
+    let ca_secret = ca_issuer["spec"]["ca"]["secretName"]
+        .as_str()
+        .expect("CA Issuer");
+    let ca_cert = install
+        .cert_manager
+        .iter()
+        .find(|d| d["kind"] == "Certificate" && d["spec"]["secretName"] == ca_secret)
+        .expect("the CA Certificate");
+    assert_eq!(ca_cert["spec"]["isCA"], true);
+    let root = find(
+        "Issuer",
+        ca_cert["spec"]["issuerRef"]["name"]
+            .as_str()
+            .expect("issuer name"),
+    );
+    assert!(
+        root["spec"]["selfSigned"].is_object(),
+        "the CA is self-signed"
+    );
+}
+
+/// The generated serving certificate names the Service and was issued by
+/// the CA in the caBundle.
+fn check_serving_cert(cert_pem: &[u8], ca_pem: &[u8], service: &str) {
+    let (_, cert_pem) = x509_parser::pem::parse_x509_pem(cert_pem).expect("tls.crt is PEM");
+    let cert = cert_pem.parse_x509().expect("tls.crt is a certificate");
+    let (_, ca_pem) = x509_parser::pem::parse_x509_pem(ca_pem).expect("ca.crt is PEM");
+    let ca = ca_pem.parse_x509().expect("ca.crt is a certificate");
+    assert_eq!(cert.issuer(), ca.subject(), "tls.crt was issued by ca.crt");
+    let names: Vec<String> = cert
+        .subject_alternative_name()
+        .expect("SAN extension")
+        .expect("SAN present")
+        .value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some((*d).to_owned()),
+            _ => None,
+        })
+        .collect();
+    let wanted = format!("{service}.{NAMESPACE}.svc");
+    assert!(names.contains(&wanted), "tls.crt names {wanted}: {names:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+
+#[test]
+fn base_renders_and_holds_the_invariants() {
+    let ws = Workspace::new();
+    let docs = ws.render("base");
+    let install = check_install(
+        &docs,
+        &Expect {
+            ca: CaSource::None,
+            failure_policy: "Fail",
+        },
+        None,
+    );
+    assert!(install.cert_manager.is_empty());
+}
+
+#[test]
+fn every_overlay_is_checked() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/overlays");
+    let found: BTreeSet<String> = fs::read_dir(&dir)
+        .expect("manifests/overlays")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let known: BTreeSet<String> = OVERLAYS.iter().map(|(n, _)| (*n).to_owned()).collect();
+    assert_eq!(
+        found, known,
+        "every overlay in manifests/overlays has expectations in tests/manifests.rs (OVERLAYS)"
+    );
+}
+
+fn check_overlay(name: &str) {
+    let (_, expect) = OVERLAYS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("a known overlay");
+    let ws = Workspace::new();
+    if expect.ca == CaSource::GenCerts {
+        ws.gen_certs();
+    }
+    let docs = ws.render(&format!("overlays/{name}"));
+    check_install(&docs, expect, Some(&ws.certs_dir()));
+}
+
+#[test]
+fn cert_manager_overlay() {
+    check_overlay("cert-manager");
+}
+
+#[test]
+fn self_signed_overlay_after_gen_certs() {
+    check_overlay("self-signed");
+}
+
+#[test]
+fn fail_open_overlay() {
+    check_overlay("fail-open");
+}
+
+#[test]
+fn self_signed_overlay_without_gen_certs_fails_clearly() {
+    // Without certificates, kustomize refuses rather than rendering an
+    // install that cannot work.
+    let ws = Workspace::new();
+    for file in ["ca.crt", "tls.crt", "tls.key", "ca-bundle.patch.yaml"] {
+        let _ = fs::remove_file(ws.certs_dir().join(file));
+    }
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(ws.manifests().join("overlays/self-signed"))
+        .output()
+        .expect(NO_KUBECTL);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("certs/tls.crt"));
+}
+
+#[test]
+fn gen_certs_base64_patch_matches_ca() {
+    // The patch gen-certs writes is the base64 of ca.crt, at the path the
+    // overlay expects.
+    let ws = Workspace::new();
+    ws.gen_certs();
+    let patch = fs::read_to_string(ws.certs_dir().join("ca-bundle.patch.yaml")).expect("patch");
+    let ops: Vec<Value> = serde_saphyr::from_str(&patch).expect("patch is YAML");
+    let op = one(&ops, "patch operation");
+    assert_eq!(op["op"], "add");
+    assert_eq!(op["path"], "/webhooks/0/clientConfig/caBundle");
+    let ca = fs::read(ws.certs_dir().join("ca.crt")).expect("ca.crt");
+    assert_eq!(
+        op["value"].as_str(),
+        Some(
+            base64::engine::general_purpose::STANDARD
+                .encode(ca)
+                .as_str()
+        )
+    );
+}
