@@ -32,24 +32,21 @@ pub enum CertError {
 pub struct GeneratedCerts {
     /// The CA certificate (what clients trust; the webhook's caBundle).
     pub ca_pem: String,
+    /// The CA's private key (kept only by `gen-certs`, to renew the serving
+    /// certificate under the same CA).
+    pub ca_key_pem: String,
     /// The serving certificate.
     pub cert_pem: String,
     /// The serving certificate's private key.
     pub key_pem: String,
 }
 
-/// Generates a CA and a serving certificate for `names` (DNS names or IP
-/// addresses), both valid from an hour ago for `valid_days` days.
-pub fn generate(
-    common_name: &str,
-    names: &[String],
-    valid_days: i64,
-) -> Result<GeneratedCerts, CertError> {
+fn validity(days: i64) -> (OffsetDateTime, OffsetDateTime) {
     let now = OffsetDateTime::now_utc();
-    let not_before = now - Duration::hours(1);
-    let not_after = now + Duration::days(valid_days);
+    (now - Duration::hours(1), now + Duration::days(days))
+}
 
-    let ca_key = KeyPair::generate()?;
+fn ca_params(common_name: &str, days: i64) -> Result<CertificateParams, CertError> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.distinguished_name
@@ -59,24 +56,75 @@ pub fn generate(
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    ca.not_before = not_before;
-    ca.not_after = not_after;
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca, ca_key);
+    (ca.not_before, ca.not_after) = validity(days);
+    Ok(ca)
+}
 
+fn serving_cert(
+    common_name: &str,
+    names: &[String],
+    days: i64,
+    issuer: &Issuer<'_, KeyPair>,
+) -> Result<(String, String), CertError> {
     let key = KeyPair::generate()?;
     let mut leaf = CertificateParams::new(names.to_vec())?;
     leaf.distinguished_name
         .push(DnType::CommonName, common_name);
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    leaf.not_before = not_before;
-    leaf.not_after = not_after;
-    let cert = leaf.signed_by(&key, &issuer)?;
+    (leaf.not_before, leaf.not_after) = validity(days);
+    let cert = leaf.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Generates a CA and a serving certificate for `names` (DNS names or IP
+/// addresses), both valid from an hour ago for `valid_days` days.
+pub fn generate(
+    common_name: &str,
+    names: &[String],
+    valid_days: i64,
+) -> Result<GeneratedCerts, CertError> {
+    generate_with_ca_days(common_name, names, valid_days, valid_days)
+}
+
+/// Like [`generate`], with the CA valid for `ca_days` days.
+pub fn generate_with_ca_days(
+    common_name: &str,
+    names: &[String],
+    valid_days: i64,
+    ca_days: i64,
+) -> Result<GeneratedCerts, CertError> {
+    let ca_key = KeyPair::generate()?;
+    let ca = ca_params(common_name, ca_days)?;
+    let ca_pem = ca.self_signed(&ca_key)?.pem();
+    let ca_key_pem = ca_key.serialize_pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let (cert_pem, key_pem) = serving_cert(common_name, names, valid_days, &issuer)?;
     Ok(GeneratedCerts {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        ca_pem,
+        ca_key_pem,
+        cert_pem,
+        key_pem,
+    })
+}
+
+/// Issues a new serving certificate from an existing CA (certificate and
+/// key in PEM), so clients that trust the CA need no change.
+pub fn renew(
+    ca_pem: &str,
+    ca_key_pem: &str,
+    common_name: &str,
+    names: &[String],
+    valid_days: i64,
+) -> Result<GeneratedCerts, CertError> {
+    let ca_key = KeyPair::from_pem(ca_key_pem)?;
+    let issuer = Issuer::from_ca_cert_pem(ca_pem, ca_key)?;
+    let (cert_pem, key_pem) = serving_cert(common_name, names, valid_days, &issuer)?;
+    Ok(GeneratedCerts {
+        ca_pem: ca_pem.to_owned(),
+        ca_key_pem: ca_key_pem.to_owned(),
+        cert_pem,
+        key_pem,
     })
 }
 
@@ -90,6 +138,8 @@ pub struct CertPaths {
     pub cert: PathBuf,
     /// `tls.key`
     pub key: PathBuf,
+    /// `ca.key`: written only by `gen-certs`, to renew under the same CA.
+    pub ca_key: PathBuf,
 }
 
 impl CertPaths {
@@ -99,10 +149,12 @@ impl CertPaths {
             ca: dir.join("ca.crt"),
             cert: dir.join("tls.crt"),
             key: dir.join("tls.key"),
+            ca_key: dir.join("ca.key"),
         }
     }
 
-    /// Writes a generated set; the key is readable by its owner only.
+    /// Writes a generated set (without the CA key); the key is readable by
+    /// its owner only.
     pub fn write(&self, certs: &GeneratedCerts) -> Result<(), CertError> {
         if let Some(dir) = self.ca.parent() {
             fs::create_dir_all(dir).map_err(|source| CertError::Io {
@@ -113,6 +165,11 @@ impl CertPaths {
         write_file(&self.ca, &certs.ca_pem, false)?;
         write_file(&self.cert, &certs.cert_pem, false)?;
         write_file(&self.key, &certs.key_pem, true)
+    }
+
+    /// Writes the CA's private key, readable by its owner only.
+    pub fn write_ca_key(&self, certs: &GeneratedCerts) -> Result<(), CertError> {
+        write_file(&self.ca_key, &certs.ca_key_pem, true)
     }
 }
 

@@ -78,12 +78,15 @@ pub struct GenCertsArgs {
     /// Where to write ca.crt, tls.crt, tls.key and ca-bundle.patch.yaml.
     #[arg(long, default_value = "manifests/overlays/self-signed/certs")]
     pub out: PathBuf,
-    /// Validity of the CA and the certificate, in days.
+    /// Validity of the serving certificate, in days (the CA: ten times as long).
     #[arg(long, default_value_t = 365)]
     pub days: i64,
-    /// Replace certificates already in --out (to renew them).
+    /// Replace certificates already in --out: renews the serving certificate under the existing CA (ca.crt and ca.key), so the webhook configurations' caBundle does not change.
     #[arg(long)]
     pub force: bool,
+    /// With --force, also make a new CA (the caBundle changes: re-apply the webhook configurations).
+    #[arg(long, requires = "force")]
+    pub new_ca: bool,
 }
 
 /// Flags of `serve`.
@@ -197,9 +200,14 @@ fn load_policy(path: Option<&Path>) -> Result<Policy, crate::policy::PolicyError
 
 fn run_gen_certs(args: &GenCertsArgs) -> ExitCode {
     match gen_certs(args) {
-        Ok(paths) => {
+        Ok((paths, renewed)) => {
+            let how = if renewed {
+                "renewed the serving certificate under the existing CA (caBundle unchanged)"
+            } else {
+                "made a new CA and serving certificate"
+            };
             println!(
-                "wrote {}, {}, {} and {} (valid {} days; renew with `gen-certs --force`, then re-apply)",
+                "{how}: wrote {}, {}, {} and {}; valid {} days. Renew with `gen-certs --force` before then and re-apply.",
                 paths.ca.display(),
                 paths.cert.display(),
                 paths.key.display(),
@@ -215,7 +223,9 @@ fn run_gen_certs(args: &GenCertsArgs) -> ExitCode {
     }
 }
 
-fn gen_certs(args: &GenCertsArgs) -> Result<certs::CertPaths, String> {
+/// Writes the certificates; `Ok((paths, true))` when the serving
+/// certificate was renewed under an existing CA.
+fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
     if !(1..=3650).contains(&args.days) {
         return Err(format!("--days {} must be from 1 to 3650", args.days));
     }
@@ -231,9 +241,10 @@ fn gen_certs(args: &GenCertsArgs) -> Result<certs::CertPaths, String> {
         ));
     }
     let paths = certs::CertPaths::in_dir(&args.out);
-    if !args.force && (paths.cert.exists() || paths.key.exists() || paths.ca.exists()) {
+    let existing = paths.cert.exists() || paths.key.exists() || paths.ca.exists();
+    if !args.force && existing {
         return Err(format!(
-            "{} already holds certificates; pass --force to replace (renew) them",
+            "{} already holds certificates; pass --force to renew them",
             args.out.display()
         ));
     }
@@ -245,11 +256,26 @@ fn gen_certs(args: &GenCertsArgs) -> Result<certs::CertPaths, String> {
         format!("{service}.{namespace}.svc"),
         format!("{service}.{namespace}.svc.cluster.local"),
     ];
-    let generated = certs::generate(&format!("{service}.{namespace}.svc"), &names, args.days)
-        .map_err(|e| e.to_string())?;
+    let common_name = format!("{service}.{namespace}.svc");
+    let reuse = !args.new_ca && paths.ca.exists() && paths.ca_key.exists();
+    let generated = if reuse {
+        let read =
+            |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+        certs::renew(
+            &read(&paths.ca)?,
+            &read(&paths.ca_key)?,
+            &common_name,
+            &names,
+            args.days,
+        )
+    } else {
+        certs::generate_with_ca_days(&common_name, &names, args.days, args.days * 10)
+    }
+    .map_err(|e| e.to_string())?;
     paths.write(&generated).map_err(|e| e.to_string())?;
+    paths.write_ca_key(&generated).map_err(|e| e.to_string())?;
     certs::write_ca_bundle_patch(&args.out, &generated.ca_pem).map_err(|e| e.to_string())?;
-    Ok(paths)
+    Ok((paths, reuse))
 }
 
 fn run_check_policy(file: &Path) -> ExitCode {

@@ -245,3 +245,96 @@ fn serve_with_no_command_generates_and_reuses_dev_certificates() {
         assert!(err.contains("curl --cacert"), "logs how to try it: {err}");
     }
 }
+
+#[test]
+fn gen_certs_renews_under_the_same_ca() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("certs");
+    let run = |extra: &[&str]| {
+        bin()
+            .args([
+                "gen-certs",
+                "--service",
+                "webhook",
+                "--namespace",
+                "team-x",
+                "--out",
+            ])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .expect("run gen-certs")
+    };
+    let first = run(&[]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).expect(name);
+    let (ca, cert, patch) = (
+        read("ca.crt"),
+        read("tls.crt"),
+        read("ca-bundle.patch.yaml"),
+    );
+    assert!(
+        patch.contains("path: /webhooks/0/clientConfig/caBundle"),
+        "{patch}"
+    );
+
+    let again = run(&[]);
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "refuses to overwrite without --force"
+    );
+    assert_eq!(read("tls.crt"), cert);
+
+    let renewed = run(&["--force"]);
+    assert_eq!(renewed.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&renewed.stdout).contains("caBundle unchanged"));
+    assert_eq!(read("ca.crt"), ca, "same CA");
+    assert_eq!(read("ca-bundle.patch.yaml"), patch, "same caBundle");
+    assert_ne!(read("tls.crt"), cert, "new serving certificate");
+    // The renewed certificate chains to the CA and names the Service.
+    let files = pipelinerollout_webhook::server::tls::TlsFiles {
+        cert: out.join("tls.crt"),
+        key: out.join("tls.key"),
+        client_ca: None,
+    };
+    assert!(pipelinerollout_webhook::server::tls::load(&files).is_ok());
+    let der = common::cert_der(&out.join("tls.crt"));
+    let end_entity = rustls_pki_types::CertificateDer::from(der);
+    let ca_der = rustls_pki_types::CertificateDer::from(common::cert_der(&out.join("ca.crt")));
+    let anchor = webpki_anchor(&ca_der);
+    let cert = webpki::EndEntityCert::try_from(&end_entity).expect("parse");
+    let now = rustls_pki_types::UnixTime::now();
+    cert.verify_for_usage(
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .all,
+        &[anchor],
+        &[],
+        now,
+        webpki::KeyUsage::server_auth(),
+        None,
+        None,
+    )
+    .expect("the renewed certificate chains to the kept CA");
+    let name = rustls_pki_types::ServerName::try_from("webhook.team-x.svc").expect("name");
+    cert.verify_is_valid_for_subject_name(&name)
+        .expect("names the Service");
+
+    let rotated = run(&["--force", "--new-ca"]);
+    assert_eq!(rotated.status.code(), Some(0));
+    assert_ne!(read("ca.crt"), ca, "--new-ca replaces the CA");
+}
+
+fn webpki_anchor(
+    ca: &rustls_pki_types::CertificateDer<'_>,
+) -> rustls_pki_types::TrustAnchor<'static> {
+    webpki::anchor_from_trusted_cert(ca)
+        .expect("anchor")
+        .to_owned()
+}
