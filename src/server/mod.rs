@@ -12,6 +12,7 @@ pub mod webhook;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -34,7 +35,12 @@ use crate::policy::{Policy, PolicyError};
 /// How long a client may take for the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a client may take to send a request's headers.
+/// How long a client may take to send a request's headers. It also bounds
+/// the time from the end of the TLS handshake to the first request on a
+/// connection, whatever the protocol: hyper's own header timeout covers
+/// HTTP/1.1 only once it has told HTTP/1.1 from HTTP/2, and nothing covers
+/// a client that sends no byte, part of the HTTP/2 preface, or only the
+/// preface.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every request and the admin server share.
@@ -311,9 +317,11 @@ fn spawn_reloaders(
 ///
 /// Each connection gets its own task: a bounded TLS handshake with the
 /// configuration in force at accept time, then HTTP with a bound on how long
-/// headers may take. At most `max_connections` are served at once; an accept
-/// error (such as running out of file descriptors) is logged and the loop
-/// carries on after a short pause.
+/// headers may take, the first request's included (a connection that has
+/// sent no request by then is closed, so silent clients cannot hold the
+/// connection slots for ever). At most `max_connections` are served at once;
+/// an accept error (such as running out of file descriptors) is logged and
+/// the loop carries on after a short pause.
 pub async fn serve_connections(
     listener: TcpListener,
     tls: Arc<TlsState>,
@@ -353,7 +361,15 @@ pub async fn serve_connections(
         };
         let acceptor = TlsAcceptor::from(tls.current());
         let http = Arc::clone(&http);
-        let service = TowerToHyperService::new(app.clone());
+        // Set when the connection's first request has arrived.
+        let requested = Arc::new(AtomicBool::new(false));
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(app.clone(), {
+            let requested = Arc::clone(&requested);
+            move |request: axum::extract::Request<hyper::body::Incoming>| {
+                requested.store(true, Ordering::Relaxed);
+                request
+            }
+        }));
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _permit = permit;
@@ -372,7 +388,17 @@ pub async fn serve_connections(
             let conn = http
                 .serve_connection(TokioIo::new(tls), service)
                 .into_owned();
-            if let Err(e) = watcher.watch(conn).await {
+            let served = watcher.watch(conn);
+            tokio::pin!(served);
+            let result = match tokio::time::timeout(HEADER_READ_TIMEOUT, &mut served).await {
+                Ok(result) => result,
+                Err(_) if !requested.load(Ordering::Relaxed) => {
+                    tracing::debug!(%peer, "no request in time; closing the connection");
+                    return;
+                }
+                Err(_) => served.await,
+            };
+            if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
