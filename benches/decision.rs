@@ -1,0 +1,122 @@
+//! The decision path alone, without TLS or HTTP: `admission::handle` (parse
+//! the AdmissionReview leniently, decide, serialise the answer) on real
+//! fixtures and on generated large PipelineRollouts, next to
+//! `serde_json::from_slice::<Value>` of the same bytes (what parsing the whole
+//! document costs, before any deciding or answering).
+//!
+//! `cargo bench --bench decision`; see BENCHMARKS.md.
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use pipelinerollout_webhook::admission::{self, Webhook};
+use pipelinerollout_webhook::policy::Policy;
+use serde_json::Value;
+
+const FIXTURES: &str = "tests/fixtures/admission";
+const MAIN: &str = "07-allow-data-loss-true-kubectl-annotate-alice-validate.json";
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(FIXTURES)
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Fixture 07 with `spec.pipeline.spec.vertices` of both the object and the
+/// old object grown (copies of its `cat` vertex under new names) until each
+/// object serialises to at least `object_bytes`. The same recipe as
+/// `bench/load.sh`'s generator.
+fn grown(object_bytes: usize) -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(&fixture(MAIN)).expect("fixture 07 is JSON");
+    for key in ["object", "oldObject"] {
+        let object = &mut review["request"][key];
+        let vertices = object
+            .pointer_mut("/spec/pipeline/spec/vertices")
+            .and_then(Value::as_array_mut)
+            .expect("fixture 07 has vertices");
+        let template = vertices
+            .iter()
+            .find(|v| v["name"] == "cat")
+            .cloned()
+            .expect("fixture 07 has a cat vertex");
+        let one = serde_json::to_vec(&template).expect("serialisable").len() + 1;
+        let size = serde_json::to_vec(&*object).expect("serialisable").len();
+        let needed = object_bytes.saturating_sub(size).div_ceil(one);
+        let vertices = object
+            .pointer_mut("/spec/pipeline/spec/vertices")
+            .and_then(Value::as_array_mut)
+            .expect("still there");
+        for i in 0..needed {
+            let mut vertex = template.clone();
+            vertex["name"] = Value::from(format!("cat-{i:05}"));
+            vertices.push(vertex);
+        }
+    }
+    serde_json::to_vec(&review).expect("serialisable")
+}
+
+fn bodies() -> Vec<(&'static str, Webhook, Vec<u8>)> {
+    vec![
+        ("07-validate-14KiB", Webhook::Validate, fixture(MAIN)),
+        (
+            "07-mutate-14KiB",
+            Webhook::Mutate,
+            fixture("07-allow-data-loss-true-kubectl-annotate-alice-mutate.json"),
+        ),
+        (
+            "11-mutate-3KiB",
+            Webhook::Mutate,
+            fixture("11-create-no-lifecycle-kubectl-create-mutate.json"),
+        ),
+        (
+            "01-validate-6KiB",
+            Webhook::Validate,
+            fixture("01-create-kubectl-apply-validate.json"),
+        ),
+        (
+            "07-validate-64KiB-objects",
+            Webhook::Validate,
+            grown(64 * 1024),
+        ),
+        (
+            "07-validate-1MiB-objects",
+            Webhook::Validate,
+            grown(1024 * 1024),
+        ),
+    ]
+}
+
+fn decision(c: &mut Criterion) {
+    let policy = Policy::built_in();
+    let bodies = bodies();
+    // Every body must be answered, not refused, or the figures mean nothing.
+    for (name, webhook, body) in &bodies {
+        admission::handle(*webhook, &policy, body)
+            .unwrap_or_else(|e| panic!("{name}: the webhook refused the body: {e}"));
+    }
+    let mut group = c.benchmark_group("handle");
+    for (name, webhook, body) in &bodies {
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(name), body, |b, body| {
+            b.iter(|| {
+                let answer = admission::handle(*webhook, &policy, black_box(body));
+                black_box(answer.map(|(_, outcome)| outcome.body.len()).ok())
+            });
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("value_parse");
+    for (name, _, body) in &bodies {
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(name), body, |b, body| {
+            b.iter(|| black_box(serde_json::from_slice::<Value>(black_box(body)).ok()));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision);
+criterion_main!(benches);
