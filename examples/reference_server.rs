@@ -136,22 +136,6 @@ fn router(mode: Mode) -> Router {
     app.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {},
-                _ = tokio::signal::ctrl_c() => {},
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -206,7 +190,7 @@ fn main() -> ExitCode {
             router(args.mode),
             args.max_connections,
             Duration::from_secs(1),
-            shutdown_signal(),
+            pipelinerollout_webhook::cli::shutdown_signal(),
         )
         .await;
         ExitCode::SUCCESS

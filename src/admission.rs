@@ -308,10 +308,16 @@ fn outcome(
     let body = serde_json::to_vec(&response.into_review()).unwrap_or_else(|e| {
         // Serialising plain strings and maps cannot fail; answer with a
         // denial rather than nothing if it ever does.
-        format!(
-            r#"{{"apiVersion":{:?},"kind":"AdmissionReview","response":{{"uid":{:?},"allowed":false,"status":{{"code":500,"message":"cannot serialise the answer: {e}"}}}}}}"#,
-            request.api_version, request.uid
-        )
+        serde_json::json!({
+            "apiVersion": request.api_version,
+            "kind": "AdmissionReview",
+            "response": {
+                "uid": request.uid,
+                "allowed": false,
+                "status": {"code": 500, "message": format!("cannot serialise the answer: {e}")},
+            },
+        })
+        .to_string()
         .into_bytes()
     });
     Outcome {

@@ -439,7 +439,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 /// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -132,19 +132,7 @@ pub async fn admin_get(addr: SocketAddr, path: &str) -> (StatusCode, String, Str
         .body(Full::new(Bytes::new()))
         .expect("request");
     let response = sender.send_request(request).await.expect("admin request");
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let (status, content_type, body) = read_response(response).await;
     (
         status,
         content_type,
@@ -315,20 +303,8 @@ impl Client {
                 .insert("host", "localhost".parse().expect("host"));
             sender.send_request(request).await.expect("http1 request")
         };
-        let status = response.status();
         let version = response.version();
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
+        let (status, content_type, body) = read_response(response).await;
         Answer {
             status,
             content_type,
@@ -432,4 +408,24 @@ pub fn metric_value(metrics: &str, line_start: &str) -> Option<f64> {
         .find(|l| l.starts_with(line_start))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+/// Status, Content-Type and body of a response.
+async fn read_response(
+    response: hyper::Response<hyper::body::Incoming>,
+) -> (StatusCode, String, Bytes) {
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, content_type, body)
 }
