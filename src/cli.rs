@@ -367,6 +367,11 @@ fn read_input(file: &str) -> Result<Vec<u8>, String> {
     }
     let value: serde_json::Value = serde_saphyr::from_str(&text)
         .map_err(|e| format!("{file} is neither JSON nor YAML: {e}"))?;
+    if !value.is_object() {
+        return Err(format!(
+            "{file} is not an AdmissionReview: expected a JSON or YAML object with apiVersion, kind and request"
+        ));
+    }
     serde_json::to_vec(&value).map_err(|e| format!("{file}: {e}"))
 }
 

@@ -70,6 +70,14 @@ fn review_exit_codes() {
     let (code, _, err) = review("validate", &[bad.to_str().expect("path")]);
     assert_eq!(code, 2);
     assert!(err.contains("not an AdmissionReview"), "{err}");
+    let prose = dir.path().join("notes.txt");
+    std::fs::write(&prose, "just some words\n").expect("write");
+    let (code, _, err) = review("validate", &[prose.to_str().expect("path")]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("is not an AdmissionReview: expected a JSON or YAML object"),
+        "{err}"
+    );
     let (code, _, err) = review("validate", &["/does/not/exist.json"]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot read"), "{err}");
