@@ -50,7 +50,7 @@ pub struct GateLabels {
 /// Labels of a reload (success or failure) or of an RBAC check (allowed,
 /// denied or error).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReloadLabels {
+pub struct ResultLabels {
     /// The result.
     pub result: &'static str,
 }
@@ -72,15 +72,15 @@ pub struct Metrics {
     /// Force-reapply and force-promote decisions.
     pub gate_decisions: Family<GateLabels, Counter>,
     /// Policy reloads.
-    pub policy_reloads: Family<ReloadLabels, Counter>,
+    pub policy_reloads: Family<ResultLabels, Counter>,
     /// Generation of the policy in force (1 at start, +1 per successful reload).
     pub policy_generation: Gauge,
     /// TLS reloads.
-    pub tls_reloads: Family<ReloadLabels, Counter>,
+    pub tls_reloads: Family<ResultLabels, Counter>,
     /// The serving certificate's notAfter, as a Unix timestamp.
     pub certificate_expiry: Gauge,
     /// RBAC checks (SubjectAccessReviews or cached answers), by result.
-    pub rbac_checks: Family<ReloadLabels, Counter>,
+    pub rbac_checks: Family<ResultLabels, Counter>,
     /// RBAC answers served from the cache.
     pub rbac_cache_hits: Counter,
     /// How long RBAC checks took.
@@ -104,11 +104,11 @@ impl Metrics {
             );
         let in_flight = Gauge::default();
         let gate_decisions = Family::<GateLabels, Counter>::default();
-        let policy_reloads = Family::<ReloadLabels, Counter>::default();
+        let policy_reloads = Family::<ResultLabels, Counter>::default();
         let policy_generation = Gauge::default();
-        let tls_reloads = Family::<ReloadLabels, Counter>::default();
+        let tls_reloads = Family::<ResultLabels, Counter>::default();
         let certificate_expiry = Gauge::default();
-        let rbac_checks = Family::<ReloadLabels, Counter>::default();
+        let rbac_checks = Family::<ResultLabels, Counter>::default();
         let rbac_cache_hits = Counter::default();
         let rbac_duration = duration_histogram();
         registry.register(
@@ -186,9 +186,9 @@ impl Metrics {
     }
 
     /// Counts a reload of the policy (`policy`) or of the TLS files.
-    pub fn count_reload(family: &Family<ReloadLabels, Counter>, ok: bool) {
+    pub fn count_reload(family: &Family<ResultLabels, Counter>, ok: bool) {
         let result = if ok { "success" } else { "failure" };
-        family.get_or_create(&ReloadLabels { result }).inc();
+        family.get_or_create(&ResultLabels { result }).inc();
     }
 
     /// The metrics in the OpenMetrics text format.

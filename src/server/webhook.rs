@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::Shared;
-use super::metrics::{GateLabels, ReloadLabels, RequestLabels, WebhookLabels};
+use super::metrics::{GateLabels, RequestLabels, ResultLabels, WebhookLabels};
 use crate::admission::{self, Webhook};
 
 /// The largest request body accepted (larger ones get 413).
@@ -61,18 +61,18 @@ impl Deadline {
 
 async fn validate(
     State(shared): State<Arc<Shared>>,
-    deadline: Option<Extension<Deadline>>,
+    Extension(deadline): Extension<Deadline>,
     body: Bytes,
 ) -> Response {
-    review(Webhook::Validate, &shared, deadline.map(|d| d.0), &body).await
+    review(Webhook::Validate, &shared, deadline, &body).await
 }
 
 async fn mutate(
     State(shared): State<Arc<Shared>>,
-    deadline: Option<Extension<Deadline>>,
+    Extension(deadline): Extension<Deadline>,
     body: Bytes,
 ) -> Response {
-    review(Webhook::Mutate, &shared, deadline.map(|d| d.0), &body).await
+    review(Webhook::Mutate, &shared, deadline, &body).await
 }
 
 async fn not_found() -> Response {
@@ -109,15 +109,10 @@ fn operation_label(operation: &str) -> &'static str {
     }
 }
 
-async fn review(
-    webhook: Webhook,
-    shared: &Shared,
-    deadline: Option<Deadline>,
-    body: &[u8],
-) -> Response {
+async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u8]) -> Response {
     let started = Instant::now();
     let policy = shared.policy.load_full();
-    let budget = deadline.map_or(DEFAULT_DEADLINE - SAFETY_MARGIN, Deadline::budget);
+    let budget = deadline.budget();
     match admission::handle_with_rbac(webhook, &policy, body, &shared.rbac, budget).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
@@ -128,7 +123,7 @@ async fn review(
                 let metrics = &shared.metrics;
                 metrics
                     .rbac_checks
-                    .get_or_create(&ReloadLabels {
+                    .get_or_create(&ResultLabels {
                         result: trace.result,
                     })
                     .inc();
@@ -149,7 +144,6 @@ async fn review(
                     })
                     .inc();
             }
-            let violations: Vec<String> = decision.denials.iter().map(|v| v.summary()).collect();
             tracing::info!(
                 webhook = webhook.as_str(),
                 uid = %request.uid,
@@ -159,7 +153,8 @@ async fn review(
                 dry_run = request.dry_run,
                 judged = outcome.judged,
                 allowed = outcome.allowed,
-                violations = ?violations,
+                // Field values are only built when the line is logged.
+                violations = ?decision.denials.iter().map(|v| v.summary()).collect::<Vec<_>>(),
                 warnings = ?decision.warnings,
                 defaulted = ?decision.defaulted,
                 duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
