@@ -1,4 +1,4 @@
-//! The decision path alone, without TLS or HTTP: `admission::handle` (parse
+//! The decision path alone, without TLS or HTTP: `admission::answer` (parse
 //! the AdmissionReview leniently, decide, serialise the answer) on real
 //! fixtures and on generated large PipelineRollouts, next to
 //! `serde_json::from_slice::<Value>` of the same bytes (what parsing the whole
@@ -6,11 +6,16 @@
 //!
 //! `cargo bench --bench decision`; see BENCHMARKS.md.
 
+use std::future::Future as _;
 use std::hint::black_box;
 use std::path::Path;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use pipelinerollout_webhook::admission::{self, Webhook};
+use pipelinerollout_webhook::admission::{self, AdmissionRequest, Outcome, ReviewError, Webhook};
+use pipelinerollout_webhook::authz::StaticLists;
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::Value;
 
@@ -88,12 +93,32 @@ fn bodies() -> Vec<(&'static str, Webhook, Vec<u8>)> {
     ]
 }
 
+/// Answers through the server's decision path with the static lists, which
+/// never wait: the future is ready on its first poll.
+fn answer_now(
+    webhook: Webhook,
+    policy: &Policy,
+    lists: &StaticLists,
+    body: &[u8],
+) -> Result<(AdmissionRequest, Outcome), ReviewError> {
+    let future = admission::answer(webhook, policy, body, lists, Duration::from_secs(1));
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => panic!("the static lists never wait"),
+    }
+}
+
 fn decision(c: &mut Criterion) {
+    let lists = StaticLists::new("no API server in the benchmark");
     let policy = Policy::built_in();
     let bodies = bodies();
     // Every body must be answered, not refused, or the figures mean nothing.
     for (name, webhook, body) in &bodies {
-        admission::handle(*webhook, &policy, body)
+        answer_now(*webhook, &policy, &lists, body)
             .unwrap_or_else(|e| panic!("{name}: the webhook refused the body: {e}"));
     }
     let mut group = c.benchmark_group("handle");
@@ -101,7 +126,7 @@ fn decision(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_with_input(BenchmarkId::from_parameter(name), body, |b, body| {
             b.iter(|| {
-                let answer = admission::handle(*webhook, &policy, black_box(body));
+                let answer = answer_now(*webhook, &policy, &lists, black_box(body));
                 black_box(answer.map(|(_, outcome)| outcome.body.len()).ok())
             });
         });

@@ -7,16 +7,17 @@
 use std::fmt;
 use std::time::Duration;
 
+use json_patch::Patch;
 use kube_core::admission::AdmissionResponse;
 use kube_core::response::StatusSummary;
 use kube_core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::authz::{self, Permission, RbacAuthorizer, RbacTrace, UserInfo};
+use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::lenient::{Obj, Text};
-use crate::policy::Policy;
-use crate::policy::rules::{self, Decision, Operation, Review};
+use crate::policy::rules::{self, Decision, Operation, Review, Violation};
+use crate::policy::{Policy, UserInfo};
 use crate::rollout::PipelineRollout;
 
 /// The API group of PipelineRollouts.
@@ -46,6 +47,59 @@ impl Webhook {
 }
 
 impl fmt::Display for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The operation of an admission request, as the API server names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestOperation {
+    /// CREATE.
+    Create,
+    /// UPDATE.
+    Update,
+    /// DELETE.
+    Delete,
+    /// CONNECT.
+    Connect,
+    /// Anything else, or none.
+    Unknown,
+}
+
+impl RequestOperation {
+    fn parse(text: Option<&str>) -> Self {
+        match text {
+            Some("CREATE") => Self::Create,
+            Some("UPDATE") => Self::Update,
+            Some("DELETE") => Self::Delete,
+            Some("CONNECT") => Self::Connect,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// The name used in logs and metrics (`""` when unknown).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "CREATE",
+            Self::Update => "UPDATE",
+            Self::Delete => "DELETE",
+            Self::Connect => "CONNECT",
+            Self::Unknown => "",
+        }
+    }
+
+    /// The operation the rules judge, if they judge this one.
+    fn judged(self) -> Option<Operation> {
+        match self {
+            Self::Create => Some(Operation::Create),
+            Self::Update => Some(Operation::Update),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RequestOperation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -118,8 +172,8 @@ pub struct AdmissionRequest {
     pub api_version: String,
     /// The request uid, echoed in the answer.
     pub uid: String,
-    /// CREATE, UPDATE, DELETE or CONNECT (as sent).
-    pub operation: String,
+    /// CREATE, UPDATE, DELETE or CONNECT.
+    pub operation: RequestOperation,
     /// The object's namespace.
     pub namespace: String,
     /// The object's name (may be empty on CREATE with generateName).
@@ -161,7 +215,7 @@ impl AdmissionRequest {
         Ok(Self {
             api_version,
             uid,
-            operation: request.operation.0.unwrap_or_default(),
+            operation: RequestOperation::parse(request.operation.as_deref()),
             namespace: request.namespace.0.unwrap_or_default(),
             name: request.name.0.unwrap_or_default(),
             dry_run: request.dry_run.as_ref().and_then(Value::as_bool) == Some(true),
@@ -193,10 +247,8 @@ impl AdmissionRequest {
     /// The rules' view of this request, or `Ok(None)` when it is not judged
     /// (DELETE, CONNECT, other resources and subresources).
     fn review(&self) -> Result<Option<Review<'_>>, Unjudgeable> {
-        let operation = match self.operation.as_str() {
-            "CREATE" => Operation::Create,
-            "UPDATE" => Operation::Update,
-            _ => return Ok(None),
+        let Some(operation) = self.operation.judged() else {
+            return Ok(None);
         };
         if !self.targets_rollouts()? {
             return Ok(None);
@@ -240,72 +292,96 @@ fn describe<T>(obj: &Obj<T>) -> String {
     }
 }
 
-/// The whole outcome of one request: the answer, and what to log.
+/// The whole outcome of one request: the decision, and the answer built
+/// from it.
 #[derive(Debug)]
 pub struct Outcome {
+    /// Which webhook answered.
+    pub webhook: Webhook,
+    /// The request's operation.
+    pub operation: RequestOperation,
     /// The response AdmissionReview, serialised.
     pub body: Vec<u8>,
-    /// Whether the request was allowed.
-    pub allowed: bool,
     /// Whether the rules judged it (false for DELETE, other resources, ...).
     pub judged: bool,
-    /// The denial message, if denied.
-    pub message: Option<String>,
-    /// The decision behind the answer.
+    /// The decision behind the answer: the only record of the outcome.
     pub decision: Decision,
+    /// The RBAC check made for it, if one was.
+    pub rbac: Option<RbacTrace>,
 }
 
-impl AdmissionRequest {
-    /// Whether deciding this request needs the force-reapply permission
-    /// (rules 6 and 7 of `/validate`).
-    pub fn needs_permission(&self, webhook: Webhook, policy: &Policy) -> bool {
-        webhook == Webhook::Validate
-            && matches!(self.review(), Ok(Some(review)) if rules::needs_permission(policy, &review))
+impl Outcome {
+    /// Whether the request was allowed.
+    pub fn allowed(&self) -> bool {
+        self.decision.allowed()
+    }
+
+    /// The denial message, if denied.
+    pub fn message(&self) -> Option<String> {
+        self.decision.denial_message()
     }
 }
 
-/// Decides one parsed request for `webhook` under `policy`. `permission`
-/// answers whether the requester may force a re-apply; it is read only when
-/// [`AdmissionRequest::needs_permission`] says so.
-pub fn decide(
+/// Parses, judges and answers one AdmissionReview body for `webhook` under
+/// `policy`, asking `authorizer` (within `limit`) when a force needs
+/// permission. The server, `review`, the tests and the benches all answer
+/// through here.
+pub async fn answer(
     webhook: Webhook,
     policy: &Policy,
-    request: &AdmissionRequest,
-    permission: &Permission,
-) -> Outcome {
-    let (decision, judged) = match request.review() {
-        Ok(None) => (Decision::default(), false),
-        Ok(Some(review)) => {
-            let decision = match webhook {
-                Webhook::Mutate => rules::mutate(policy, &review),
-                Webhook::Validate => rules::validate(policy, &review, permission),
+    body: &[u8],
+    authorizer: &impl ForcePermission,
+    limit: Duration,
+) -> Result<(AdmissionRequest, Outcome), ReviewError> {
+    let request = AdmissionRequest::parse(body)?;
+    let mut rbac = None;
+    let (decision, judged) = match (request.review(), webhook) {
+        (Ok(None), _) => (Decision::default(), false),
+        (Ok(Some(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
+        (Ok(Some(review)), Webhook::Validate) => {
+            let validation = rules::validate(policy, review);
+            let permission = match validation.settled_permission() {
+                Some(settled) => settled,
+                None => {
+                    let target = Target {
+                        namespace: &request.namespace,
+                        name: &request.name,
+                    };
+                    let check = authorizer
+                        .check(&policy.force_reapply, &request.user, target, limit)
+                        .await;
+                    rbac = check.rbac;
+                    check.permission
+                }
             };
-            (decision, true)
+            (validation.finish(&permission), true)
         }
-        Err(Unjudgeable(message)) => {
+        (Err(Unjudgeable(message)), webhook) => {
             let mut decision = Decision::default();
             match webhook {
                 // The validating webhook denies what it cannot judge.
-                Webhook::Validate => {
-                    return outcome(request, decision, true, Some(message));
-                }
+                Webhook::Validate => decision.denials.push(Violation::Unjudgeable(message)),
                 Webhook::Mutate => decision.warnings.push(format!("not defaulted: {message}")),
             }
             (decision, true)
         }
     };
-    let message = decision.denial_message();
-    outcome(request, decision, judged, message)
+    let body = wire_body(&request, &decision);
+    let outcome = Outcome {
+        webhook,
+        operation: request.operation,
+        body,
+        judged,
+        decision,
+        rbac,
+    };
+    Ok((request, outcome))
 }
 
-fn outcome(
-    request: &AdmissionRequest,
-    decision: Decision,
-    judged: bool,
-    message: Option<String>,
-) -> Outcome {
-    let response = response(request, &decision, message.as_deref());
-    let body = serde_json::to_vec(&response.into_review()).unwrap_or_else(|e| {
+/// The response AdmissionReview, serialised.
+fn wire_body(request: &AdmissionRequest, decision: &Decision) -> Vec<u8> {
+    let response = response(request, decision);
+    serde_json::to_vec(&response.into_review()).unwrap_or_else(|e| {
         // Serialising plain strings and maps cannot fail; answer with a
         // denial rather than nothing if it ever does.
         serde_json::json!({
@@ -319,23 +395,13 @@ fn outcome(
         })
         .to_string()
         .into_bytes()
-    });
-    Outcome {
-        body,
-        allowed: message.is_none(),
-        judged,
-        message,
-        decision,
-    }
+    })
 }
 
-/// Builds the AdmissionResponse: uid echoed, apiVersion kept, status 403
-/// with the message on denial, patch, warnings and audit annotations.
-fn response(
-    request: &AdmissionRequest,
-    decision: &Decision,
-    message: Option<&str>,
-) -> AdmissionResponse {
+/// Builds the AdmissionResponse from the decision, in one place: uid
+/// echoed, apiVersion kept, status 403 with the message on denial, patch,
+/// warnings and audit annotations.
+fn response(request: &AdmissionRequest, decision: &Decision) -> AdmissionResponse {
     // kube's constructors start from a typed request; ours is lenient, so
     // start from an empty answer and fill in the request's identity.
     let mut response = AdmissionResponse::invalid("");
@@ -346,17 +412,17 @@ fn response(
     response.uid = request.uid.clone();
     response.allowed = true;
     response.result = Status::default();
-    if let Some(message) = message {
+    if let Some(message) = decision.denial_message() {
         response.allowed = false;
         response.result = Status {
             status: Some(StatusSummary::Failure),
             code: 403,
             reason: "Forbidden".into(),
-            message: message.to_owned(),
+            message,
             ..Status::default()
         };
-    } else if let Some(patch) = &decision.patch {
-        match response.clone().with_patch(patch.clone()) {
+    } else if !decision.patch.is_empty() {
+        match response.clone().with_patch(Patch(decision.patch.clone())) {
             Ok(with_patch) => response = with_patch,
             Err(e) => {
                 response.warnings = Some(vec![format!("default not applied: {e}")]);
@@ -375,49 +441,4 @@ fn response(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     response
-}
-
-/// Parses and decides in one step, with the policy's static lists as the
-/// only source of permission: when the policy also names RBAC, what only
-/// RBAC could allow is denied, saying that RBAC could not be asked.
-pub fn handle(
-    webhook: Webhook,
-    policy: &Policy,
-    body: &[u8],
-) -> Result<(AdmissionRequest, Outcome), ReviewError> {
-    let request = AdmissionRequest::parse(body)?;
-    let permission = if request.needs_permission(webhook, policy) {
-        authz::permission_without_api(&policy.force_reapply, &request.user)
-    } else {
-        Permission::NotNeeded
-    };
-    let outcome = decide(webhook, policy, &request, &permission);
-    Ok((request, outcome))
-}
-
-/// Parses and decides in one step, asking RBAC through `rbac` (within
-/// `limit`) when the static lists do not grant a needed permission.
-pub async fn handle_with_rbac(
-    webhook: Webhook,
-    policy: &Policy,
-    body: &[u8],
-    rbac: &RbacAuthorizer,
-    limit: Duration,
-) -> Result<(AdmissionRequest, Outcome, Option<RbacTrace>), ReviewError> {
-    let request = AdmissionRequest::parse(body)?;
-    let (permission, trace) = if request.needs_permission(webhook, policy) {
-        authz::permission(
-            &policy.force_reapply,
-            &request.user,
-            &request.namespace,
-            &request.name,
-            rbac,
-            limit,
-        )
-        .await
-    } else {
-        (Permission::NotNeeded, None)
-    };
-    let outcome = decide(webhook, policy, &request, &permission);
-    Ok((request, outcome, trace))
 }

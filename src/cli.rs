@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::admission::{self, Webhook};
-use crate::authz::{self, RbacAuthorizer};
+use crate::authz::{self, Authorizer, RbacAuthorizer, StaticLists};
 use crate::certs;
 use crate::policy::Policy;
 use crate::server::tls::TlsFiles;
@@ -317,17 +317,16 @@ fn run_review(args: &ReviewArgs) -> ExitCode {
         }
     };
     let answer = runtime.block_on(async {
-        let rbac = match &args.kubeconfig {
-            Some(path) => match authz::kube_client(Some(path)).await {
-                Ok(client) => RbacAuthorizer::new(client),
-                Err(e) => return Err(e),
-            },
-            None => RbacAuthorizer::unavailable(
-                "review was run without --kubeconfig, so RBAC could not be asked",
-            ),
+        let authorizer = match &args.kubeconfig {
+            Some(path) => {
+                Authorizer::Rbac(RbacAuthorizer::new(authz::kube_client(Some(path)).await?))
+            }
+            None => {
+                Authorizer::StaticLists(StaticLists::new("review was run without --kubeconfig"))
+            }
         };
         let limit = Duration::from_secs(10);
-        admission::handle_with_rbac(args.webhook.into(), &policy, &input, &rbac, limit)
+        admission::answer(args.webhook.into(), &policy, &input, &authorizer, limit)
             .await
             .map_err(|e| format!("{}: {e}", args.file))
     });
@@ -336,15 +335,15 @@ fn run_review(args: &ReviewArgs) -> ExitCode {
             eprintln!("{e}");
             ExitCode::from(2)
         }
-        Ok((_, outcome, _)) => {
+        Ok((_, outcome)) => {
             let pretty = serde_json::from_slice::<serde_json::Value>(&outcome.body)
                 .and_then(|v| serde_json::to_string_pretty(&v))
                 .unwrap_or_else(|_| String::from_utf8_lossy(&outcome.body).into_owned());
             println!("{pretty}");
-            if let Some(message) = &outcome.message {
+            if let Some(message) = outcome.message() {
                 eprintln!("denied: {message}");
             }
-            if outcome.allowed {
+            if outcome.allowed() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

@@ -2,9 +2,10 @@
 //! PipelineRollouts.
 //!
 //! The data flows through the modules in this order: [`server`] (HTTPS in),
-//! [`admission`] (AdmissionReview parsed, answer built), [`rollout`] (the
-//! lenient view of the object), [`policy`] (the pure rules), [`authz`] (who
-//! may force a re-apply).
+//! [`admission`] (AdmissionReview parsed, answer built), [`authz`] (who may
+//! force a re-apply: static lists or RBAC), [`policy`] (the pure core: the
+//! policy and the rules), [`rollout`] and [`lenient`] (the lenient view of
+//! the object). Each module imports only from those after it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,6 +1,6 @@
 //! Property tests of the parsing and decision path: arbitrary bytes and
 //! arbitrary mutations of the captured AdmissionReviews go through
-//! `admission::handle`; it must never panic, and must either refuse the body
+//! `admission::answer` (the server's own path); it must never panic, and must either refuse the body
 //! (the server's 400) or answer with a well-formed AdmissionReview that
 //! carries the request's uid. A few of the nastiest bodies also go to a real
 //! server over HTTPS.
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{Client, TestServer, fixture, fixture_json, fixtures_dir, response_for};
 use hyper::StatusCode;
-use pipelinerollout_webhook::admission::{self, API_VERSIONS, Webhook};
+use pipelinerollout_webhook::admission::{API_VERSIONS, Webhook};
 use pipelinerollout_webhook::policy::Policy;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -809,7 +809,7 @@ fn envelope(sent: &Value) -> Option<(&str, &str)> {
 
 /// Runs one body through `handle` and checks the answer.
 fn check(webhook: Webhook, body: &[u8], tampered: bool) -> Result<Seen, TestCaseError> {
-    let result = admission::handle(webhook, &POLICY, body);
+    let result = common::answer_now(webhook, &POLICY, body);
     // How serde_json reads the same bytes; `None` when it cannot (invalid
     // UTF-8 or lone surrogates in skipped strings, numbers out of range,
     // nesting past 128: the lenient reader skips those it does not need).
@@ -838,9 +838,9 @@ fn check(webhook: Webhook, body: &[u8], tampered: bool) -> Result<Seen, TestCase
     prop_assert!(response.is_object(), "{}", answer);
     prop_assert_eq!(response["uid"].as_str(), Some(request.uid.as_str()));
     prop_assert!(!request.uid.is_empty());
-    prop_assert_eq!(response["allowed"].as_bool(), Some(outcome.allowed));
-    if outcome.allowed {
-        prop_assert!(outcome.message.is_none());
+    prop_assert_eq!(response["allowed"].as_bool(), Some(outcome.allowed()));
+    if outcome.allowed() {
+        prop_assert!(outcome.message().is_none());
     } else {
         prop_assert_eq!(response["status"]["code"].as_u64(), Some(403));
         prop_assert!(
@@ -1145,7 +1145,7 @@ async fn nastiest_bodies_over_https_leave_the_server_serving() {
         } else {
             Webhook::Validate
         };
-        let expected = admission::handle(webhook, &POLICY, &body);
+        let expected = common::answer_now(webhook, &POLICY, &body);
         let answer = client.post(path, body.clone()).await;
         match expected {
             Ok((_, outcome)) => {
@@ -1153,7 +1153,7 @@ async fn nastiest_bodies_over_https_leave_the_server_serving() {
                 assert_eq!(
                     answer.body.as_ref(),
                     outcome.body.as_slice(),
-                    "{what}: the server answers as handle() does"
+                    "{what}: the server answers as answer() does"
                 );
             }
             Err(_) => {

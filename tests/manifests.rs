@@ -736,8 +736,11 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         .and_then(|d| d.get(&policy_key))
         .unwrap_or_else(|| panic!("ConfigMap {policy_cm_name} has no {policy_key}"));
     let effective = check_policy(policy_text);
-    assert!(
-        effective.contains("rbac:") && effective.contains("verb: \"force-reapply\""),
+    let rendered: Value = serde_saphyr::from_str(&effective).unwrap_or_else(|e| {
+        panic!("check-policy printed YAML that does not parse ({e}):\n{effective}")
+    });
+    assert_eq!(
+        rendered["forceReapply"]["rbac"]["verb"], "force-reapply",
         "the cluster policy asks RBAC for the verb force-reapply:\n{effective}"
     );
 
@@ -1048,8 +1051,10 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
     );
     assert_eq!(sorted(grant_rule.resources.as_ref()), ["pipelinerollouts"]);
     assert_eq!(grant_rule.verbs, ["force-reapply"]);
-    assert!(
-        effective_policy.contains(&format!("verb: \"{}\"", grant_rule.verbs[0])),
+    let rendered: Value = serde_saphyr::from_str(effective_policy)
+        .unwrap_or_else(|e| panic!("check-policy printed YAML that does not parse: {e}"));
+    assert_eq!(
+        rendered["forceReapply"]["rbac"]["verb"], grant_rule.verbs[0],
         "the ClusterRole grants the verb the policy asks about"
     );
 

@@ -1,210 +1,106 @@
-//! The policy file: parsing, defaults, the start-up checks, and rendering.
+//! The policy file: its schema, how a file is merged over the built-in
+//! values, and rendering it back.
 
 use std::collections::BTreeSet;
-use std::fmt::{self, Write as _};
 use std::path::Path;
-use std::time::Duration;
 
-use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
 
-use super::rules::check_timeout;
-use super::{
-    BUILT_IN_POLICY, DefaultTimeout, DrainTimeout, ForceReapply, MAX_NO_TIMEOUT_SECONDS, Mode,
-    NamespaceRules, Policy, RbacPolicy, TimeoutRules,
+use super::checks;
+use super::duration::{DefaultSpec, Seconds};
+use super::error::PolicyError;
+use super::model::{
+    DrainTimeout, ForceReapply, Mode, NamespaceRules, Policy, RbacPolicy, TimeoutRules,
 };
 
-/// Why a policy cannot be used. The message is what the operator reads at
-/// start-up, on reload and from `check-policy`.
-#[derive(Debug, thiserror::Error)]
-pub enum PolicyError {
-    /// The file could not be read.
-    #[error("cannot read policy file {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The text is not a policy: bad YAML, an unknown key, a wrong type.
-    #[error("{where_}invalid policy: {message}")]
-    Parse {
-        /// "policy file X: " or empty.
-        where_: String,
-        /// The parser's words, with the line and column.
-        message: String,
-    },
-    /// The policy parses but cannot be right.
-    #[error("{where_}invalid policy: {}", problems.join("; "))]
-    Invalid {
-        /// "policy file X: " or empty.
-        where_: String,
-        /// Every problem found, each naming its key.
-        problems: Vec<String>,
-    },
-}
+/// The built-in policy, in the file format, exactly as documented; its
+/// second document holds the defaults of optional sections.
+pub const BUILT_IN_POLICY: &str = include_str!("builtin-policy.yaml");
 
-impl PolicyError {
-    /// Names the file the error came from.
-    pub(super) fn in_file(self, path: &Path) -> Self {
-        let where_ = format!("policy file {}: ", path.display());
-        match self {
-            Self::Parse { message, .. } => Self::Parse { where_, message },
-            Self::Invalid { problems, .. } => Self::Invalid { where_, problems },
-            read @ Self::Read { .. } => read,
-        }
-    }
-}
-
-/// A number of seconds, written as an integer or a duration such as `45s`,
-/// `5m`, `1h30m`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seconds(u64);
-
-fn parse_duration(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    if let Ok(n) = text.parse::<u64>() {
-        return Ok(n);
-    }
-    let d = humantime::parse_duration(text).map_err(|e| {
-        format!(
-            "\"{text}\" is not a duration ({e}); write e.g. 45s, 5m, 1h30m or a number of seconds"
-        )
-    })?;
-    if d.subsec_nanos() != 0 {
-        return Err(format!("\"{text}\" is not a whole number of seconds"));
-    }
-    Ok(d.as_secs())
-}
-
-/// Renders seconds the way the file accepts them: `30s`, `1h`, `1h 30m`.
-pub fn format_seconds(seconds: u64) -> String {
-    humantime::format_duration(Duration::from_secs(seconds)).to_string()
-}
-
-struct SecondsVisitor;
-
-impl Visitor<'_> for SecondsVisitor {
-    type Value = Seconds;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a duration such as 45s, 5m or 1h30m, or an integer number of seconds")
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Seconds, E> {
-        Ok(Seconds(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
-        u64::try_from(v)
-            .map(Seconds)
-            .map_err(|_| E::custom(format!("{v} is negative; durations are positive")))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Seconds, E> {
-        parse_duration(v).map(Seconds).map_err(E::custom)
-    }
-}
-
-impl<'de> Deserialize<'de> for Seconds {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(SecondsVisitor)
-    }
-}
-
-struct DefaultVisitor;
-
-impl Visitor<'_> for DefaultVisitor {
-    type Value = DefaultTimeout;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("\"none\" (no timeout) or a duration such as 5m")
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<DefaultTimeout, E> {
-        Ok(DefaultTimeout::Seconds(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<DefaultTimeout, E> {
-        SecondsVisitor
-            .visit_i64(v)
-            .map(|s| DefaultTimeout::Seconds(s.0))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<DefaultTimeout, E> {
-        if v.trim() == "none" {
-            return Ok(DefaultTimeout::NoTimeout);
-        }
-        parse_duration(v)
-            .map(DefaultTimeout::Seconds)
-            .map_err(|e| E::custom(format!("{e}, or \"none\" for no timeout")))
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct DefaultSpec(DefaultTimeout);
-
-impl<'de> Deserialize<'de> for DefaultSpec {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(DefaultVisitor).map(DefaultSpec)
-    }
-}
-
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct PolicyFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<ModeSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     drain_timeout: Option<DrainTimeoutFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     force_reapply: Option<ForceReapplyFile>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 enum ModeSpec {
+    #[default]
     Enforce,
     Warn,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct DrainTimeoutFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
     default: Option<DefaultSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     no_timeout_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     allow_no_timeout: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     min: Option<Seconds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     max: Option<Seconds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     default_recycle_scale_factor: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     namespaces: Option<Vec<NamespaceFile>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct NamespaceFile {
     #[serde(rename = "match")]
     patterns: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     default: Option<DefaultSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     allow_no_timeout: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     min: Option<Seconds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     max: Option<Seconds>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ForceReapplyFile {
-    rbac: Option<RbacFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     users: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     groups: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     require_pausing: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     gate_force_promote: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rbac: Option<RbacFile>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RbacFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
     verb: Option<String>,
-    #[serde(rename = "cacheTTL")]
+    #[serde(rename = "cacheTTL", skip_serializing_if = "Option::is_none")]
     cache_ttl: Option<Seconds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     timeout: Option<Seconds>,
+}
+
+fn parse_error(e: impl std::fmt::Display) -> PolicyError {
+    PolicyError::Parse {
+        where_: String::new(),
+        message: e.to_string(),
+    }
 }
 
 fn parse_file(text: &str) -> Result<PolicyFile, PolicyError> {
@@ -213,70 +109,66 @@ fn parse_file(text: &str) -> Result<PolicyFile, PolicyError> {
         let l = l.trim();
         l.is_empty() || l.starts_with('#') || l == "---"
     }) {
-        return Ok(PolicyFile {
-            mode: None,
-            drain_timeout: None,
-            force_reapply: None,
-        });
+        return Ok(PolicyFile::default());
     }
-    serde_saphyr::from_str(text).map_err(|e| PolicyError::Parse {
-        where_: String::new(),
-        message: e.to_string(),
-    })
+    serde_saphyr::from_str(text).map_err(parse_error)
+}
+
+/// The built-in text's two documents: the policy, and the defaults of
+/// optional sections.
+fn built_in_files() -> Result<(PolicyFile, PolicyFile), PolicyError> {
+    let mut docs: Vec<PolicyFile> =
+        serde_saphyr::from_str_multiple(BUILT_IN_POLICY).map_err(parse_error)?;
+    let optional = docs.pop().unwrap_or_default();
+    let base = docs.pop().unwrap_or_default();
+    Ok((base, optional))
 }
 
 /// Parses a policy; keys left out take the built-in policy's values.
-pub(super) fn parse(text: &str) -> Result<Policy, PolicyError> {
+fn parse(text: &str) -> Result<Policy, PolicyError> {
     let given = parse_file(text)?;
-    let base = if text == BUILT_IN_POLICY {
-        None
-    } else {
-        Some(parse_file(BUILT_IN_POLICY)?)
-    };
-    let base_dt = base.as_ref().and_then(|b| b.drain_timeout.as_ref());
-    let base_fr = base.as_ref().and_then(|b| b.force_reapply.as_ref());
+    let (base, optional) = built_in_files()?;
+    let base_dt = base.drain_timeout.unwrap_or_default();
+    let base_fr = base.force_reapply.unwrap_or_default();
+    let optional_rbac = optional
+        .force_reapply
+        .and_then(|f| f.rbac)
+        .unwrap_or_default();
     let dt = given.drain_timeout.unwrap_or_default();
     let fr = given.force_reapply.unwrap_or_default();
 
     // Each key: the file's value, else the built-in one. The built-in text
     // sets every key (a unit test checks it), so `missing` never shows.
     let mut problems = Vec::new();
-    macro_rules! pick {
-        ($given:expr, $base:expr, $key:literal) => {
-            match $given.or($base) {
-                Some(v) => v,
-                None => {
-                    problems.push(format!("{} is missing", $key));
-                    Default::default()
-                }
-            }
-        };
-    }
-    let mode = match given
-        .mode
-        .or(base.as_ref().and_then(|b| b.mode))
-        .unwrap_or(ModeSpec::Enforce)
-    {
-        ModeSpec::Enforce => Mode::Enforce,
+    let mode = match pick_or(&mut problems, given.mode, base.mode, "mode") {
         ModeSpec::Warn => Mode::Warn,
+        ModeSpec::Enforce => Mode::Enforce,
     };
-    let default: Option<DefaultSpec> = dt.default.or(base_dt.and_then(|b| b.default));
     let rules = TimeoutRules {
-        default: default.map_or(DefaultTimeout::NoTimeout, |d| d.0),
-        allow_no_timeout: pick!(
+        default: pick_or(
+            &mut problems,
+            dt.default,
+            base_dt.default,
+            "drainTimeout.default",
+        )
+        .0,
+        allow_no_timeout: pick_or(
+            &mut problems,
             dt.allow_no_timeout,
-            base_dt.and_then(|b| b.allow_no_timeout),
-            "drainTimeout.allowNoTimeout"
+            base_dt.allow_no_timeout,
+            "drainTimeout.allowNoTimeout",
         ),
-        min: pick!(
+        min: pick_or(
+            &mut problems,
             dt.min.map(|s| s.0),
-            base_dt.and_then(|b| b.min).map(|s| s.0),
-            "drainTimeout.min"
+            base_dt.min.map(|s| s.0),
+            "drainTimeout.min",
         ),
-        max: pick!(
+        max: pick_or(
+            &mut problems,
             dt.max.map(|s| s.0),
-            base_dt.and_then(|b| b.max).map(|s| s.0),
-            "drainTimeout.max"
+            base_dt.max.map(|s| s.0),
+            "drainTimeout.max",
         ),
     };
     let namespaces = dt
@@ -293,58 +185,72 @@ pub(super) fn parse(text: &str) -> Result<Policy, PolicyError> {
             },
         })
         .collect();
+    let rbac = fr.rbac.map(|r| RbacPolicy {
+        verb: pick_or(
+            &mut problems,
+            r.verb,
+            optional_rbac.verb.clone(),
+            "forceReapply.rbac.verb",
+        ),
+        cache_ttl_seconds: pick_or(
+            &mut problems,
+            r.cache_ttl.map(|s| s.0),
+            optional_rbac.cache_ttl.map(|s| s.0),
+            "forceReapply.rbac.cacheTTL",
+        ),
+        timeout_seconds: pick_or(
+            &mut problems,
+            r.timeout.map(|s| s.0),
+            optional_rbac.timeout.map(|s| s.0),
+            "forceReapply.rbac.timeout",
+        ),
+    });
     let policy = Policy {
         mode,
         drain_timeout: DrainTimeout {
             rules,
-            no_timeout_seconds: pick!(
+            no_timeout_seconds: pick_or(
+                &mut problems,
                 dt.no_timeout_seconds,
-                base_dt.and_then(|b| b.no_timeout_seconds),
-                "drainTimeout.noTimeoutSeconds"
+                base_dt.no_timeout_seconds,
+                "drainTimeout.noTimeoutSeconds",
             ),
-            default_recycle_scale_factor: pick!(
+            default_recycle_scale_factor: pick_or(
+                &mut problems,
                 dt.default_recycle_scale_factor,
-                base_dt.and_then(|b| b.default_recycle_scale_factor),
-                "drainTimeout.defaultRecycleScaleFactor"
+                base_dt.default_recycle_scale_factor,
+                "drainTimeout.defaultRecycleScaleFactor",
             ),
             namespaces,
         },
         force_reapply: ForceReapply {
-            users: pick!(
-                fr.users,
-                base_fr.and_then(|b| b.users.clone()),
-                "forceReapply.users"
-            )
-            .into_iter()
-            .collect(),
-            groups: pick!(
+            users: pick_or(&mut problems, fr.users, base_fr.users, "forceReapply.users")
+                .into_iter()
+                .collect(),
+            groups: pick_or(
+                &mut problems,
                 fr.groups,
-                base_fr.and_then(|b| b.groups.clone()),
-                "forceReapply.groups"
+                base_fr.groups,
+                "forceReapply.groups",
             )
             .into_iter()
             .collect(),
-            require_pausing: pick!(
+            require_pausing: pick_or(
+                &mut problems,
                 fr.require_pausing,
-                base_fr.and_then(|b| b.require_pausing),
-                "forceReapply.requirePausing"
+                base_fr.require_pausing,
+                "forceReapply.requirePausing",
             ),
-            gate_force_promote: pick!(
+            gate_force_promote: pick_or(
+                &mut problems,
                 fr.gate_force_promote,
-                base_fr.and_then(|b| b.gate_force_promote),
-                "forceReapply.gateForcePromote"
+                base_fr.gate_force_promote,
+                "forceReapply.gateForcePromote",
             ),
-            rbac: fr
-                .rbac
-                .or_else(|| base_fr.and_then(|b| b.rbac.clone()))
-                .map(|r| RbacPolicy {
-                    verb: r.verb.unwrap_or_else(|| "force-reapply".to_owned()),
-                    cache_ttl_seconds: r.cache_ttl.map_or(10, |s| s.0),
-                    timeout_seconds: r.timeout.map_or(2, |s| s.0),
-                }),
+            rbac,
         },
     };
-    check(&policy, &mut problems);
+    checks::check(&policy, &mut problems);
     if problems.is_empty() {
         Ok(policy)
     } else {
@@ -355,193 +261,102 @@ pub(super) fn parse(text: &str) -> Result<Policy, PolicyError> {
     }
 }
 
-/// The start-up checks: impossible values and contradictions.
-fn check(policy: &Policy, problems: &mut Vec<String>) {
-    let dt = &policy.drain_timeout;
-    let no_timeout = dt.no_timeout_seconds;
-    if no_timeout > MAX_NO_TIMEOUT_SECONDS {
-        problems.push(format!(
-            "drainTimeout.noTimeoutSeconds {no_timeout} is above {MAX_NO_TIMEOUT_SECONDS}: \
-             multiplied by the largest recycle multiplier (100) it overflows Numaflow's clock"
-        ));
-    }
-    let s = dt.default_recycle_scale_factor;
-    if !(1..=100).contains(&s) {
-        problems.push(format!(
-            "drainTimeout.defaultRecycleScaleFactor {s} must be a percent from 1 to 100"
-        ));
-    }
-    check_scope("drainTimeout", &dt.rules, policy, problems);
-    for (i, ns) in dt.namespaces.iter().enumerate() {
-        let key = format!("drainTimeout.namespaces[{i}]");
-        if ns.patterns.is_empty() {
-            problems.push(format!(
-                "{key}.match is empty; list namespace names or patterns"
-            ));
-        }
-        for p in &ns.patterns {
-            let valid = !p.is_empty()
-                && p.len() <= 63
-                && p.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '*');
-            if !valid {
-                problems.push(format!(
-                    "{key}.match: \"{p}\" is not a namespace name or pattern (lowercase letters, digits, '-', and '*' as a wildcard)"
-                ));
-            }
-        }
-        check_scope(&key, &ns.rules, policy, problems);
-    }
-    if let Some(rbac) = &policy.force_reapply.rbac {
-        let verb_ok = !rbac.verb.is_empty()
-            && rbac
-                .verb
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
-        if !verb_ok {
-            problems.push(format!(
-                "forceReapply.rbac.verb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
-                rbac.verb
-            ));
-        }
-        if !(1..=10).contains(&rbac.timeout_seconds) {
-            problems.push(format!(
-                "forceReapply.rbac.timeout {}s must be from 1s to 10s (the API server waits at most 30s for the whole webhook)",
-                rbac.timeout_seconds
-            ));
-        }
-        if rbac.cache_ttl_seconds > 300 {
-            problems.push(format!(
-                "forceReapply.rbac.cacheTTL {}s is above 5m: a revoked permission would keep working that long",
-                rbac.cache_ttl_seconds
-            ));
-        }
-    }
-    for (list, key) in [
-        (&policy.force_reapply.users, "forceReapply.users"),
-        (&policy.force_reapply.groups, "forceReapply.groups"),
-    ] {
-        if list.iter().any(|s| s.trim().is_empty()) {
-            problems.push(format!("{key} has an empty name"));
+/// The file's value, else the built-in one; a key the built-in text lacks
+/// is a problem (a unit test checks it never happens).
+fn pick_or<T: Default>(
+    problems: &mut Vec<String>,
+    given: Option<T>,
+    base: Option<T>,
+    key: &str,
+) -> T {
+    match given.or(base) {
+        Some(v) => v,
+        None => {
+            problems.push(format!("{key} is missing from the built-in policy"));
+            T::default()
         }
     }
 }
 
-fn check_scope(key: &str, rules: &TimeoutRules, policy: &Policy, problems: &mut Vec<String>) {
-    let dt = &policy.drain_timeout;
-    let (min, max) = (rules.min, rules.max);
-    if min < 1 {
-        problems.push(format!(
-            "{key}.min must be at least 1s (0 or less ends a pause at once, without draining)"
-        ));
-    }
-    if min > max {
-        problems.push(format!(
-            "{key}.min ({}) is above {key}.max ({})",
-            format_seconds(min),
-            format_seconds(max)
-        ));
-    }
-    if dt.no_timeout_seconds <= max {
-        problems.push(format!(
-            "drainTimeout.noTimeoutSeconds ({}) must be above {key}.max ({max}), or a timeout within policy would mean \"no timeout\"",
-            dt.no_timeout_seconds
-        ));
-    }
-    match rules.default {
-        DefaultTimeout::NoTimeout if !rules.allow_no_timeout => problems.push(format!(
-            "{key}.default is none (no timeout) but {key}.allowNoTimeout is false: set a default from {} to {}, or allow no timeout",
-            format_seconds(min),
-            format_seconds(max)
-        )),
-        default => {
-            let seconds = dt.default_seconds(default);
-            let scope = super::Scope {
-                rules,
-                matched: None,
-            };
-            if let Some(v) = check_timeout(
-                i128::from(seconds),
-                &scope,
-                dt,
-                Some(dt.default_recycle_scale_factor),
-            )
-            .first()
-            {
-                problems.push(format!(
-                    "{key}.default ({seconds}) would be denied by the same policy: {}",
-                    v.summary()
-                ));
-            }
-        }
-    }
-}
-
-/// Renders a policy in the file format, every key spelled out.
-pub(super) fn render(policy: &Policy) -> String {
-    fn list(items: &BTreeSet<String>) -> String {
-        let quoted: Vec<String> = items
-            .iter()
-            .map(|s| serde_json::Value::String(s.clone()).to_string())
-            .collect();
-        format!("[{}]", quoted.join(", "))
-    }
-    fn default_text(d: DefaultTimeout) -> String {
-        match d {
-            DefaultTimeout::NoTimeout => "none".to_owned(),
-            DefaultTimeout::Seconds(s) => format_seconds(s),
-        }
-    }
+/// The policy in the file's schema, every key spelled out.
+fn to_file(policy: &Policy) -> PolicyFile {
     let dt = &policy.drain_timeout;
     let fr = &policy.force_reapply;
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, "mode: {}", policy.mode);
-    let _ = writeln!(out, "drainTimeout:");
-    let _ = writeln!(out, "  default: {}", default_text(dt.rules.default));
-    let _ = writeln!(out, "  noTimeoutSeconds: {}", dt.no_timeout_seconds);
-    let _ = writeln!(out, "  allowNoTimeout: {}", dt.rules.allow_no_timeout);
-    let _ = writeln!(out, "  min: {}", format_seconds(dt.rules.min));
-    let _ = writeln!(out, "  max: {}", format_seconds(dt.rules.max));
-    let _ = writeln!(
-        out,
-        "  defaultRecycleScaleFactor: {}",
-        dt.default_recycle_scale_factor
-    );
-    if dt.namespaces.is_empty() {
-        let _ = writeln!(out, "  namespaces: []");
-    } else {
-        let _ = writeln!(out, "  namespaces:");
-        for ns in &dt.namespaces {
-            let patterns: BTreeSet<String> = ns.patterns.iter().cloned().collect();
-            let _ = writeln!(out, "  - match: {}", list(&patterns));
-            let _ = writeln!(out, "    default: {}", default_text(ns.rules.default));
-            let _ = writeln!(out, "    allowNoTimeout: {}", ns.rules.allow_no_timeout);
-            let _ = writeln!(out, "    min: {}", format_seconds(ns.rules.min));
-            let _ = writeln!(out, "    max: {}", format_seconds(ns.rules.max));
+    PolicyFile {
+        mode: Some(match policy.mode {
+            Mode::Enforce => ModeSpec::Enforce,
+            Mode::Warn => ModeSpec::Warn,
+        }),
+        drain_timeout: Some(DrainTimeoutFile {
+            default: Some(DefaultSpec(dt.rules.default)),
+            no_timeout_seconds: Some(dt.no_timeout_seconds),
+            allow_no_timeout: Some(dt.rules.allow_no_timeout),
+            min: Some(Seconds(dt.rules.min)),
+            max: Some(Seconds(dt.rules.max)),
+            default_recycle_scale_factor: Some(dt.default_recycle_scale_factor),
+            namespaces: Some(
+                dt.namespaces
+                    .iter()
+                    .map(|ns| NamespaceFile {
+                        patterns: ns.patterns.clone(),
+                        default: Some(DefaultSpec(ns.rules.default)),
+                        allow_no_timeout: Some(ns.rules.allow_no_timeout),
+                        min: Some(Seconds(ns.rules.min)),
+                        max: Some(Seconds(ns.rules.max)),
+                    })
+                    .collect(),
+            ),
+        }),
+        force_reapply: Some(ForceReapplyFile {
+            users: Some(fr.users.iter().cloned().collect()),
+            groups: Some(fr.groups.iter().cloned().collect()),
+            require_pausing: Some(fr.require_pausing),
+            gate_force_promote: Some(fr.gate_force_promote),
+            rbac: fr.rbac.as_ref().map(|r| RbacFile {
+                verb: Some(r.verb.clone()),
+                cache_ttl: Some(Seconds(r.cache_ttl_seconds)),
+                timeout: Some(Seconds(r.timeout_seconds)),
+            }),
+        }),
+    }
+}
+
+impl Policy {
+    /// The built-in default policy.
+    pub fn built_in() -> Self {
+        match Self::from_yaml("") {
+            Ok(policy) => policy,
+            // The text is a constant checked by a unit test.
+            Err(e) => unreachable!("the built-in policy is invalid: {e}"),
         }
     }
-    let _ = writeln!(out, "forceReapply:");
-    let _ = writeln!(out, "  users: {}", list(&fr.users));
-    let _ = writeln!(out, "  groups: {}", list(&fr.groups));
-    let _ = writeln!(out, "  requirePausing: {}", fr.require_pausing);
-    let _ = writeln!(out, "  gateForcePromote: {}", fr.gate_force_promote);
-    if let Some(rbac) = &fr.rbac {
-        let _ = writeln!(out, "  rbac:");
-        let _ = writeln!(
-            out,
-            "    verb: {}",
-            serde_json::Value::String(rbac.verb.clone())
-        );
-        let _ = writeln!(out, "    cacheTTL: {}", rbac.cache_ttl_seconds);
-        let _ = writeln!(out, "    timeout: {}", rbac.timeout_seconds);
+
+    /// Parses and validates a policy from YAML (JSON is YAML too). Keys the
+    /// text leaves out take the built-in default's values.
+    pub fn from_yaml(text: &str) -> Result<Self, PolicyError> {
+        parse(text)
     }
-    out
+
+    /// Reads, parses and validates a policy file.
+    pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|e| e.in_file(path))
+    }
+
+    /// The policy in the file format, every key spelled out.
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(&to_file(self))
+            .unwrap_or_else(|e| format!("# cannot render the policy: {e}\n"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::model::DefaultTimeout;
 
     fn problems(yaml: &str) -> String {
         match Policy::from_yaml(yaml) {
@@ -552,7 +367,16 @@ mod tests {
 
     #[test]
     fn built_in_text_sets_every_key() {
-        let raw = parse_file(BUILT_IN_POLICY).expect("built-in parses");
+        let (raw, optional) = built_in_files().expect("built-in parses");
+        let rbac = optional
+            .force_reapply
+            .and_then(|f| f.rbac)
+            .expect("rbac defaults");
+        assert!(rbac.verb.is_some() && rbac.cache_ttl.is_some() && rbac.timeout.is_some());
+        assert!(
+            raw.force_reapply.as_ref().is_some_and(|f| f.rbac.is_none()),
+            "RBAC is off"
+        );
         let dt = raw.drain_timeout.expect("drainTimeout");
         let fr = raw.force_reapply.expect("forceReapply");
         assert!(raw.mode.is_some());
@@ -565,20 +389,6 @@ mod tests {
 
     #[test]
     fn durations_in_every_accepted_form() {
-        let cases = [
-            ("45s", 45),
-            ("5m", 300),
-            ("1h", 3600),
-            ("1h30m", 5400),
-            ("1h 30m", 5400),
-            ("90", 90),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_duration(text), Ok(want), "{text}");
-        }
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("1.5s").is_err());
-        assert!(parse_duration("").is_err());
         let p = Policy::from_yaml("drainTimeout:\n  min: 45\n  max: 1h30m\n").expect("valid");
         assert_eq!(
             (p.drain_timeout.rules.min, p.drain_timeout.rules.max),
@@ -735,5 +545,43 @@ mod tests {
             Policy::from_yaml(&Policy::built_in().to_yaml()).expect("built-in renders"),
             Policy::built_in()
         );
+    }
+
+    #[test]
+    fn built_in_policy_has_the_documented_values() {
+        let p = Policy::built_in();
+        assert_eq!(p.mode, Mode::Enforce);
+        assert_eq!(p.drain_timeout.rules.default, DefaultTimeout::NoTimeout);
+        assert_eq!(p.drain_timeout.no_timeout_seconds, 31_536_000);
+        assert!(p.drain_timeout.rules.allow_no_timeout);
+        assert_eq!(p.drain_timeout.rules.min, 30);
+        assert_eq!(p.drain_timeout.rules.max, 3600);
+        assert_eq!(p.drain_timeout.default_recycle_scale_factor, 50);
+        assert!(p.drain_timeout.namespaces.is_empty());
+        assert!(
+            p.force_reapply
+                .users
+                .contains("system:serviceaccount:argocd:argocd-server")
+        );
+        assert!(p.force_reapply.groups.contains("system:masters"));
+        assert!(p.force_reapply.require_pausing);
+        assert!(p.force_reapply.gate_force_promote);
+    }
+
+    #[test]
+    fn first_matching_override_wins() {
+        let p = Policy::from_yaml(
+            "drainTimeout:\n  namespaces:\n  - match: [\"pay-*\", ledger]\n    max: 2h\n  - match: [\"*\"]\n    default: 5m\n    allowNoTimeout: false\n",
+        )
+        .expect("valid policy");
+        let scope = p.drain_timeout.scope("pay-eu");
+        assert_eq!(scope.matched, Some("pay-*"));
+        assert_eq!(scope.rules.max, 7200);
+        assert_eq!(scope.rules.min, 30, "keys not given come from above");
+        assert_eq!(p.drain_timeout.scope("ledger").rules.max, 7200);
+        let other = p.drain_timeout.scope("team-a");
+        assert_eq!(other.matched, Some("*"));
+        assert_eq!(other.rules.default, DefaultTimeout::Seconds(300));
+        assert!(!other.rules.allow_no_timeout);
     }
 }

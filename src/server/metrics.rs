@@ -8,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::admission::Outcome;
+
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -182,6 +184,30 @@ impl Metrics {
             rbac_checks,
             rbac_cache_hits,
             rbac_duration,
+        }
+    }
+
+    /// Records what one answered review decided: the force gates, and the
+    /// RBAC check made for it.
+    pub fn record(&self, outcome: &Outcome) {
+        for (gate, result) in &outcome.decision.gates {
+            self.gate_decisions
+                .get_or_create(&GateLabels {
+                    gate: gate.as_str(),
+                    result: result.as_str(),
+                })
+                .inc();
+        }
+        if let Some(trace) = outcome.rbac {
+            self.rbac_checks
+                .get_or_create(&ResultLabels {
+                    result: trace.result,
+                })
+                .inc();
+            if trace.cached {
+                self.rbac_cache_hits.inc();
+            }
+            self.rbac_duration.observe(trace.duration.as_secs_f64());
         }
     }
 

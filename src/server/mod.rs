@@ -29,7 +29,7 @@ use tokio_rustls::TlsAcceptor;
 use self::health::Health;
 use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
-use crate::authz::RbacAuthorizer;
+use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::policy::{Policy, PolicyError};
 
 /// How long a client may take for the TLS handshake.
@@ -52,29 +52,34 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Readiness.
     pub health: Health,
-    /// RBAC checks for the forced re-apply.
-    pub rbac: RbacAuthorizer,
+    /// Who may force a re-apply: the static lists, then RBAC when connected.
+    pub authorizer: Authorizer,
 }
 
 impl Shared {
     /// State with `policy` in force (generation 1), not yet ready, and no
     /// API server to ask.
     pub fn new(policy: Policy) -> Self {
-        Self::with_rbac(
+        Self::with_authorizer(
             policy,
-            RbacAuthorizer::unavailable("no connection to the API server"),
+            Authorizer::StaticLists(StaticLists::new("no connection to the API server")),
         )
     }
 
     /// State asking RBAC through `rbac`.
     pub fn with_rbac(policy: Policy, rbac: RbacAuthorizer) -> Self {
+        Self::with_authorizer(policy, Authorizer::Rbac(rbac))
+    }
+
+    /// State deciding who may force through `authorizer`.
+    pub fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
         let metrics = Metrics::new();
         metrics.policy_generation.set(1);
         Self {
             policy: ArcSwap::from_pointee(policy),
             metrics,
             health: Health::default(),
-            rbac,
+            authorizer,
         }
     }
 }
@@ -168,12 +173,12 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     };
     // RBAC needs an API server when the policy asks for it; otherwise one is
     // used if found, so a reloaded policy can turn RBAC on.
-    let rbac = match crate::authz::kube_client(options.kubeconfig.as_deref()).await {
-        Ok(client) => RbacAuthorizer::new(client),
+    let authorizer = match crate::authz::kube_client(options.kubeconfig.as_deref()).await {
+        Ok(client) => Authorizer::Rbac(RbacAuthorizer::new(client)),
         Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
-        Err(why) => RbacAuthorizer::unavailable(why),
+        Err(why) => Authorizer::StaticLists(StaticLists::new(why)),
     };
-    let shared = Arc::new(Shared::with_rbac(policy, rbac));
+    let shared = Arc::new(Shared::with_authorizer(policy, authorizer));
     // `stop` starts the shutdown; `finished` says the webhook has stopped,
     // which ends the admin server and the reloaders.
     let (stop, stop_rx) = watch::channel(false);

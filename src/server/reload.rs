@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
@@ -22,19 +23,29 @@ pub fn snapshot(paths: &[PathBuf]) -> Snapshot {
     paths.iter().map(|p| std::fs::read(p).ok()).collect()
 }
 
+/// Reads every file on a blocking thread, off the async workers.
+async fn snapshot_off_workers(paths: &Arc<Vec<PathBuf>>) -> Option<Snapshot> {
+    let paths = Arc::clone(paths);
+    tokio::task::spawn_blocking(move || snapshot(&paths))
+        .await
+        .ok()
+}
+
 /// Runs `on_change` whenever the contents of `paths` differ from the last
 /// contents seen (starting from `initial`), until `stop` completes. Checks
 /// after file-system events in the files' directories (after a short settle
 /// time, so a writer that replaces several files is seen whole) and every
-/// `interval`.
+/// `interval`. Reading the files and `on_change` (which reads them again to
+/// load them) run on blocking threads, never on the async workers.
 pub async fn watch(
     name: &'static str,
     paths: Vec<PathBuf>,
     initial: Snapshot,
     interval: Duration,
-    mut on_change: impl FnMut() + Send,
+    on_change: impl Fn() + Send + Sync + 'static,
     stop: impl Future<Output = ()>,
 ) {
+    let on_change = Arc::new(on_change);
     let (tx, mut events) = mpsc::channel::<()>(1);
     let dirs: BTreeSet<PathBuf> = paths
         .iter()
@@ -67,6 +78,7 @@ pub async fn watch(
             None
         }
     };
+    let paths = Arc::new(paths);
     let mut last = initial;
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -79,10 +91,21 @@ pub async fn watch(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        let now = snapshot(&paths);
+        let Some(now) = snapshot_off_workers(&paths).await else {
+            continue;
+        };
         if now != last {
             last = now;
-            on_change();
+            let on_change = Arc::clone(&on_change);
+            if tokio::task::spawn_blocking(move || on_change())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    what = name,
+                    "reload task failed; will try again on the next change"
+                );
+            }
         }
     }
 }

@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::Shared;
-use super::metrics::{GateLabels, RequestLabels, ResultLabels, WebhookLabels};
-use crate::admission::{self, Webhook};
+use super::metrics::{RequestLabels, WebhookLabels};
+use crate::admission::{self, AdmissionRequest, Outcome, Webhook};
 
 /// The largest request body accepted (larger ones get 413).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -99,80 +99,56 @@ pub fn text(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-fn operation_label(operation: &str) -> &'static str {
-    match operation {
-        "CREATE" => "CREATE",
-        "UPDATE" => "UPDATE",
-        "DELETE" => "DELETE",
-        "CONNECT" => "CONNECT",
-        _ => "",
-    }
-}
-
 async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u8]) -> Response {
     let started = Instant::now();
     let policy = shared.policy.load_full();
     let budget = deadline.budget();
-    match admission::handle_with_rbac(webhook, &policy, body, &shared.rbac, budget).await {
+    match admission::answer(webhook, &policy, body, &shared.authorizer, budget).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
             text(StatusCode::BAD_REQUEST, &e.to_string())
         }
-        Ok((request, outcome, rbac)) => {
-            if let Some(trace) = rbac {
-                let metrics = &shared.metrics;
-                metrics
-                    .rbac_checks
-                    .get_or_create(&ResultLabels {
-                        result: trace.result,
-                    })
-                    .inc();
-                if trace.cached {
-                    metrics.rbac_cache_hits.inc();
-                }
-                metrics.rbac_duration.observe(trace.duration.as_secs_f64());
-                tracing::debug!(uid = %request.uid, result = trace.result, cached = trace.cached, duration = ?trace.duration, "RBAC check");
-            }
-            let decision = &outcome.decision;
-            for (gate, result) in &decision.gates {
-                shared
-                    .metrics
-                    .gate_decisions
-                    .get_or_create(&GateLabels {
-                        gate: gate.as_str(),
-                        result: result.as_str(),
-                    })
-                    .inc();
-            }
-            tracing::info!(
-                webhook = webhook.as_str(),
-                uid = %request.uid,
-                operation = %request.operation,
-                object = %format_args!("{}/{}", request.namespace, request.name),
-                user = request.user.username(),
-                dry_run = request.dry_run,
-                judged = outcome.judged,
-                allowed = outcome.allowed,
-                // Field values are only built when the line is logged.
-                violations = ?decision.denials.iter().map(|v| v.summary()).collect::<Vec<_>>(),
-                warnings = ?decision.warnings,
-                defaulted = ?decision.defaulted,
-                duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-                "decision"
-            );
+        Ok((request, outcome)) => {
+            shared.metrics.record(&outcome);
+            log_decision(&request, &outcome, started);
+            let answered = Answered {
+                operation: outcome.operation.as_str(),
+                allowed: outcome.allowed(),
+            };
             let mut response = (
                 StatusCode::OK,
                 [(header::CONTENT_TYPE, "application/json")],
                 outcome.body,
             )
                 .into_response();
-            response.extensions_mut().insert(Answered {
-                operation: operation_label(&request.operation),
-                allowed: outcome.allowed,
-            });
+            response.extensions_mut().insert(answered);
             response
         }
     }
+}
+
+/// The decision log: one line per answered review.
+fn log_decision(request: &AdmissionRequest, outcome: &Outcome, started: Instant) {
+    let decision = &outcome.decision;
+    if let Some(trace) = outcome.rbac {
+        tracing::debug!(uid = %request.uid, result = trace.result, cached = trace.cached, duration = ?trace.duration, "RBAC check");
+    }
+    tracing::info!(
+        webhook = outcome.webhook.as_str(),
+        uid = %request.uid,
+        operation = outcome.operation.as_str(),
+        object = %format_args!("{}/{}", request.namespace, request.name),
+        user = request.user.username(),
+        dry_run = request.dry_run,
+        judged = outcome.judged,
+        allowed = outcome.allowed(),
+        // Field values are only built when the line is logged.
+        violations = ?decision.denials.iter().map(|v| v.summary()).collect::<Vec<_>>(),
+        warnings = ?decision.warnings,
+        defaulted = ?decision.defaulted,
+        duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        "decision"
+    );
 }
 
 /// The deadline the API server asked for with `?timeout=` (it appends the

@@ -429,3 +429,37 @@ async fn read_response(
         .to_bytes();
     (status, content_type, body)
 }
+
+/// Answers one body through the server's own decision path
+/// (`admission::answer`) with the policy's static lists as the only source
+/// of permission. Those never wait, so the answer is ready at once.
+pub fn answer_now(
+    webhook: pipelinerollout_webhook::admission::Webhook,
+    policy: &Policy,
+    body: &[u8],
+) -> Result<
+    (
+        pipelinerollout_webhook::admission::AdmissionRequest,
+        pipelinerollout_webhook::admission::Outcome,
+    ),
+    pipelinerollout_webhook::admission::ReviewError,
+> {
+    use std::future::Future as _;
+    use std::task::{Context, Poll, Waker};
+    let lists = pipelinerollout_webhook::authz::StaticLists::new("no connection to the API server");
+    let future = pipelinerollout_webhook::admission::answer(
+        webhook,
+        policy,
+        body,
+        &lists,
+        Duration::from_secs(1),
+    );
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => panic!("the static lists never wait"),
+    }
+}

@@ -2,10 +2,16 @@
 //! `/validate` and the `/mutate` section. Every case has a name that is
 //! printed when it fails.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
-use crate::authz::static_permission;
+use crate::policy::{Policy, UserInfo};
+use json_patch::PatchOperation;
+
+use crate::rollout::{
+    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, PipelineRollout, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+    TIMEOUT_PATH,
+};
 
 // ---------------------------------------------------------------------------
 // Fixtures: policies, users, objects.
@@ -197,6 +203,7 @@ fn kind(v: &Violation) -> K {
         Violation::AnnotationInvalid { .. } => K::BadAnnotation,
         Violation::ForceReapplyDenied { .. } => K::Reapply,
         Violation::ForcePromoteDenied { .. } => K::Promote,
+        Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }
 
@@ -295,12 +302,11 @@ fn run(case: &Case) -> Decision {
         object: &object,
         old_object: old.as_ref(),
     };
-    let permission = if needs_permission(&case.policy, &review) {
-        static_permission(&case.policy.force_reapply, &case.user)
-    } else {
-        Permission::NotNeeded
-    };
-    validate(&case.policy, &review, &permission)
+    let validation = validate(&case.policy, review);
+    let permission = validation
+        .settled_permission()
+        .unwrap_or_else(|| case.policy.force_reapply.static_permission(&case.user));
+    validation.finish(&permission)
 }
 
 fn assert_warnings_short(name: &str, warnings: &[String]) {
@@ -367,7 +373,7 @@ fn check(case: &Case) -> Decision {
             "{name}: message has {part:?}: {message}"
         );
     }
-    assert!(d.patch.is_none(), "{name}: /validate must not patch");
+    assert!(d.patch.is_empty(), "{name}: /validate must not patch");
     assert!(d.defaulted.is_none(), "{name}: /validate defaults nothing");
     assert_warnings_short(name, &d.warnings);
     d
@@ -1874,14 +1880,13 @@ fn mutate_table() {
             }
         }
         let Some(want) = case.want else {
-            assert!(d.patch.is_none(), "{name}: unexpected patch {:?}", d.patch);
+            assert!(d.patch.is_empty(), "{name}: unexpected patch {:?}", d.patch);
             assert!(d.defaulted.is_none(), "{name}");
             assert!(d.audit.is_empty(), "{name}: {:?}", d.audit);
             continue;
         };
-        let Some(patch) = &d.patch else {
-            panic!("{name}: no patch");
-        };
+        let patch = json_patch::Patch(d.patch.clone());
+        assert!(!patch.0.is_empty(), "{name}: no patch");
         assert_eq!(d.defaulted, Some(want), "{name}: defaulted");
         let audit = d.audit.get("drain-timeout-default").map(String::as_str);
         assert!(
@@ -1910,7 +1915,7 @@ fn mutate_table() {
             warn: None,
         });
         assert!(
-            again.patch.is_none(),
+            again.patch.is_empty(),
             "{name}: second patch {:?}",
             again.patch
         );
@@ -1972,9 +1977,8 @@ fn mutate_patch_paths() {
             want: None,
             warn: None,
         });
-        let Some(patch) = d.patch else {
-            panic!("{name}: no patch");
-        };
+        let patch = json_patch::Patch(d.patch);
+        assert!(!patch.0.is_empty(), "{name}: no patch");
         assert_eq!(patch.0.len(), 1, "{name}: one operation");
         let PatchOperation::Add(add) = &patch.0[0] else {
             panic!("{name}: not an add: {patch:?}");

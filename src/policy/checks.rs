@@ -1,0 +1,128 @@
+//! The start-up checks: values a policy cannot mean and contradictions
+//! between its keys, each reported with the key it names.
+
+use super::duration::format_seconds;
+use super::model::{DefaultTimeout, MAX_NO_TIMEOUT_SECONDS, Policy, Scope, TimeoutRules};
+use super::rules::check_timeout;
+
+/// The start-up checks: impossible values and contradictions.
+pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
+    let dt = &policy.drain_timeout;
+    let no_timeout = dt.no_timeout_seconds;
+    if no_timeout > MAX_NO_TIMEOUT_SECONDS {
+        problems.push(format!(
+            "drainTimeout.noTimeoutSeconds {no_timeout} is above {MAX_NO_TIMEOUT_SECONDS}: \
+             multiplied by the largest recycle multiplier (100) it overflows Numaflow's clock"
+        ));
+    }
+    let s = dt.default_recycle_scale_factor;
+    if !(1..=100).contains(&s) {
+        problems.push(format!(
+            "drainTimeout.defaultRecycleScaleFactor {s} must be a percent from 1 to 100"
+        ));
+    }
+    check_scope("drainTimeout", &dt.rules, policy, problems);
+    for (i, ns) in dt.namespaces.iter().enumerate() {
+        let key = format!("drainTimeout.namespaces[{i}]");
+        if ns.patterns.is_empty() {
+            problems.push(format!(
+                "{key}.match is empty; list namespace names or patterns"
+            ));
+        }
+        for p in &ns.patterns {
+            let valid = !p.is_empty()
+                && p.len() <= 63
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '*');
+            if !valid {
+                problems.push(format!(
+                    "{key}.match: \"{p}\" is not a namespace name or pattern (lowercase letters, digits, '-', and '*' as a wildcard)"
+                ));
+            }
+        }
+        check_scope(&key, &ns.rules, policy, problems);
+    }
+    if let Some(rbac) = &policy.force_reapply.rbac {
+        let verb_ok = !rbac.verb.is_empty()
+            && rbac
+                .verb
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+        if !verb_ok {
+            problems.push(format!(
+                "forceReapply.rbac.verb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
+                rbac.verb
+            ));
+        }
+        if !(1..=10).contains(&rbac.timeout_seconds) {
+            problems.push(format!(
+                "forceReapply.rbac.timeout {}s must be from 1s to 10s (the API server waits at most 30s for the whole webhook)",
+                rbac.timeout_seconds
+            ));
+        }
+        if rbac.cache_ttl_seconds > 300 {
+            problems.push(format!(
+                "forceReapply.rbac.cacheTTL {}s is above 5m: a revoked permission would keep working that long",
+                rbac.cache_ttl_seconds
+            ));
+        }
+    }
+    for (list, key) in [
+        (&policy.force_reapply.users, "forceReapply.users"),
+        (&policy.force_reapply.groups, "forceReapply.groups"),
+    ] {
+        if list.iter().any(|s| s.trim().is_empty()) {
+            problems.push(format!("{key} has an empty name"));
+        }
+    }
+}
+
+fn check_scope(key: &str, rules: &TimeoutRules, policy: &Policy, problems: &mut Vec<String>) {
+    let dt = &policy.drain_timeout;
+    let (min, max) = (rules.min, rules.max);
+    if min < 1 {
+        problems.push(format!(
+            "{key}.min must be at least 1s (0 or less ends a pause at once, without draining)"
+        ));
+    }
+    if min > max {
+        problems.push(format!(
+            "{key}.min ({}) is above {key}.max ({})",
+            format_seconds(min),
+            format_seconds(max)
+        ));
+    }
+    if dt.no_timeout_seconds <= max {
+        problems.push(format!(
+            "drainTimeout.noTimeoutSeconds ({}) must be above {key}.max ({max}), or a timeout within policy would mean \"no timeout\"",
+            dt.no_timeout_seconds
+        ));
+    }
+    match rules.default {
+        DefaultTimeout::NoTimeout if !rules.allow_no_timeout => problems.push(format!(
+            "{key}.default is none (no timeout) but {key}.allowNoTimeout is false: set a default from {} to {}, or allow no timeout",
+            format_seconds(min),
+            format_seconds(max)
+        )),
+        default => {
+            let seconds = dt.default_seconds(default);
+            let scope = Scope {
+                rules,
+                matched: None,
+            };
+            if let Some(v) = check_timeout(
+                i128::from(seconds),
+                &scope,
+                dt,
+                Some(dt.default_recycle_scale_factor),
+            )
+            .first()
+            {
+                problems.push(format!(
+                    "{key}.default ({seconds}) would be denied by the same policy: {}",
+                    v.summary()
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Durations in the policy file: an integer number of seconds or a text
+//! such as `45s`, `5m`, `1h30m`; and the drain-timeout default, which may
+//! also be `none`.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::model::DefaultTimeout;
+
+/// A number of seconds, written as an integer or a duration such as `45s`,
+/// `5m`, `1h30m`; rendered as a duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub u64);
+
+/// Reads a duration: an integer number of seconds or a text such as `5m`.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<u64>() {
+        return Ok(n);
+    }
+    let d = humantime::parse_duration(text).map_err(|e| {
+        format!(
+            "\"{text}\" is not a duration ({e}); write e.g. 45s, 5m, 1h30m or a number of seconds"
+        )
+    })?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("\"{text}\" is not a whole number of seconds"));
+    }
+    Ok(d.as_secs())
+}
+
+/// Renders seconds the way the file accepts them: `30s`, `1h`, `1h 30m`.
+pub fn format_seconds(seconds: u64) -> String {
+    humantime::format_duration(Duration::from_secs(seconds)).to_string()
+}
+
+struct SecondsVisitor;
+
+impl Visitor<'_> for SecondsVisitor {
+    type Value = Seconds;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration such as 45s, 5m or 1h30m, or an integer number of seconds")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Seconds, E> {
+        Ok(Seconds(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
+        u64::try_from(v)
+            .map(Seconds)
+            .map_err(|_| E::custom(format!("{v} is negative; durations are positive")))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Seconds, E> {
+        parse_duration(v).map(Seconds).map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SecondsVisitor)
+    }
+}
+
+impl Serialize for Seconds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_seconds(self.0))
+    }
+}
+
+struct DefaultVisitor;
+
+impl Visitor<'_> for DefaultVisitor {
+    type Value = DefaultTimeout;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"none\" (no timeout) or a duration such as 5m")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<DefaultTimeout, E> {
+        Ok(DefaultTimeout::Seconds(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<DefaultTimeout, E> {
+        SecondsVisitor
+            .visit_i64(v)
+            .map(|s| DefaultTimeout::Seconds(s.0))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<DefaultTimeout, E> {
+        if v.trim() == "none" {
+            return Ok(DefaultTimeout::NoTimeout);
+        }
+        parse_duration(v)
+            .map(DefaultTimeout::Seconds)
+            .map_err(|e| E::custom(format!("{e}, or \"none\" for no timeout")))
+    }
+}
+
+/// The drain-timeout default as the file writes it: `none` or a duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DefaultSpec(pub DefaultTimeout);
+
+impl Default for DefaultSpec {
+    fn default() -> Self {
+        Self(DefaultTimeout::NoTimeout)
+    }
+}
+
+impl<'de> Deserialize<'de> for DefaultSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DefaultVisitor).map(DefaultSpec)
+    }
+}
+
+impl Serialize for DefaultSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            DefaultTimeout::NoTimeout => s.serialize_str("none"),
+            DefaultTimeout::Seconds(n) => s.serialize_str(&format_seconds(n)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_every_accepted_form() {
+        let cases = [
+            ("45s", 45),
+            ("5m", 300),
+            ("1h", 3600),
+            ("1h30m", 5400),
+            ("1h 30m", 5400),
+            ("90", 90),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_duration(text), Ok(want), "{text}");
+        }
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("1.5s").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,234 @@
+//! The policy as the rules read it: validated values, no file syntax.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use super::user::{Permission, UserInfo};
+
+/// Numaflow compares drain deadlines with Go's `time.Duration` (int64
+/// nanoseconds): more seconds than this overflow it.
+pub const MAX_CLOCK_SECONDS: u64 = 9_223_372_036;
+
+/// The largest multiplier Numaplane's recycle path applies (scaleFactor 1%).
+pub const MAX_RECYCLE_MULTIPLIER: u64 = 100;
+
+/// The largest `noTimeoutSeconds` that survives the largest multiplier.
+pub const MAX_NO_TIMEOUT_SECONDS: u64 = MAX_CLOCK_SECONDS / MAX_RECYCLE_MULTIPLIER;
+
+/// What happens to violations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Violations deny the request.
+    Enforce,
+    /// Nothing is denied; every violation becomes a warning.
+    Warn,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Enforce => "enforce",
+            Self::Warn => "warn",
+        })
+    }
+}
+
+/// What the mutating webhook writes when a rollout sets no drain timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultTimeout {
+    /// No timeout: write `noTimeoutSeconds`.
+    NoTimeout,
+    /// This many seconds.
+    Seconds(u64),
+}
+
+/// The drain-timeout rules of one scope: the whole cluster, or the
+/// namespaces an override matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeoutRules {
+    /// Written by `/mutate` when the timeout is absent.
+    pub default: DefaultTimeout,
+    /// Whether values at or above `noTimeoutSeconds` are allowed.
+    pub allow_no_timeout: bool,
+    /// The smallest allowed timeout, in seconds (at least 1).
+    pub min: u64,
+    /// The largest allowed timeout, in seconds, short of "no timeout".
+    pub max: u64,
+}
+
+/// An override for the namespaces whose names match one of `patterns`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceRules {
+    /// Namespace names; `*` matches any run of characters.
+    pub patterns: Vec<String>,
+    /// The rules in force there, with keys the override did not give taken
+    /// from the cluster-wide rules.
+    pub rules: TimeoutRules,
+}
+
+/// The drain-timeout part of the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainTimeout {
+    /// Cluster-wide rules.
+    pub rules: TimeoutRules,
+    /// The value that stands for "no timeout"; values at or above it mean no timeout.
+    pub no_timeout_seconds: u64,
+    /// The recycle scale factor (percent) assumed when a rollout sets none.
+    pub default_recycle_scale_factor: u64,
+    /// Overrides, first match wins.
+    pub namespaces: Vec<NamespaceRules>,
+}
+
+/// The rules in force for one namespace, and where they came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// The rules.
+    pub rules: &'a TimeoutRules,
+    /// The pattern of the override that matched, if one did.
+    pub matched: Option<&'a str>,
+}
+
+impl fmt::Display for Scope<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.matched {
+            Some(pattern) => write!(f, "the policy for namespaces \"{pattern}\""),
+            None => f.write_str("the policy"),
+        }
+    }
+}
+
+impl DrainTimeout {
+    /// The rules in force in `namespace`: the first override that matches, or
+    /// the cluster-wide rules.
+    pub fn scope(&self, namespace: &str) -> Scope<'_> {
+        for ns in &self.namespaces {
+            if let Some(pattern) = ns.patterns.iter().find(|p| wildcard_match(p, namespace)) {
+                return Scope {
+                    rules: &ns.rules,
+                    matched: Some(pattern),
+                };
+            }
+        }
+        Scope {
+            rules: &self.rules,
+            matched: None,
+        }
+    }
+
+    /// The value `/mutate` writes for a default.
+    pub fn default_seconds(&self, default: DefaultTimeout) -> u64 {
+        match default {
+            DefaultTimeout::NoTimeout => self.no_timeout_seconds,
+            DefaultTimeout::Seconds(s) => s,
+        }
+    }
+}
+
+/// Who may force a re-apply (and turn on forcePromote), and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForceReapply {
+    /// Usernames allowed.
+    pub users: BTreeSet<String>,
+    /// Groups whose members are allowed.
+    pub groups: BTreeSet<String>,
+    /// Allow `allow-data-loss: "true"` only while the stored object says its
+    /// pipeline is pausing.
+    pub require_pausing: bool,
+    /// Turning on `forcePromote` needs the same permission.
+    pub gate_force_promote: bool,
+    /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
+    pub rbac: Option<RbacPolicy>,
+}
+
+impl ForceReapply {
+    /// The static lists' answer: the username in `users`, or one of the
+    /// groups in `groups`. Pure: no API server is asked.
+    pub fn static_permission(&self, user: &UserInfo) -> Permission {
+        if self.users.contains(user.username()) {
+            return Permission::Granted("listed in forceReapply.users".to_owned());
+        }
+        if let Some(group) = user.groups().find(|g| self.groups.contains(*g)) {
+            return Permission::Granted(format!(
+                "member of group \"{group}\" in forceReapply.groups"
+            ));
+        }
+        Permission::Refused(
+            "it is not in forceReapply.users and none of its groups is in forceReapply.groups"
+                .to_owned(),
+        )
+    }
+}
+
+/// How RBAC is asked whether a requester may force a re-apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RbacPolicy {
+    /// The custom verb checked on `pipelinerollouts` in `numaplane.numaproj.io`.
+    pub verb: String,
+    /// How long an answer is reused, in seconds (0: not cached).
+    pub cache_ttl_seconds: u64,
+    /// The longest a check may take, in seconds (further bounded by the
+    /// request's own deadline).
+    pub timeout_seconds: u64,
+}
+
+/// A complete, validated policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// enforce or warn.
+    pub mode: Mode,
+    /// Drain-timeout rules.
+    pub drain_timeout: DrainTimeout,
+    /// Forced re-apply rules.
+    pub force_reapply: ForceReapply,
+}
+
+/// Matches a namespace name against a pattern where `*` stands for any run
+/// of characters (namespace names cannot contain `*`, so no escaping).
+pub fn wildcard_match(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let mut parts: Vec<&str> = parts.collect();
+    let Some(last) = parts.pop() else {
+        // No `*` at all: the whole name must have matched.
+        return rest.is_empty();
+    };
+    for part in parts {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcard_table() {
+        let cases = [
+            ("ledger", "ledger", true),
+            ("ledger", "ledger2", false),
+            ("ledger", "xledger", false),
+            ("payments-*", "payments-eu", true),
+            ("payments-*", "payments-", true),
+            ("payments-*", "payment", false),
+            ("*-prod", "team-a-prod", true),
+            ("*-prod", "prod", false),
+            ("team-*-prod", "team-a-prod", true),
+            ("team-*-prod", "team-prod", false),
+            ("a*a", "a", false),
+            ("a*a", "aa", true),
+            ("*", "anything", true),
+            ("*a*b*", "xxaxxbxx", true),
+            ("*a*b*", "xxbxxaxx", false),
+        ];
+        for (pattern, name, want) in cases {
+            assert_eq!(wildcard_match(pattern, name), want, "{pattern} vs {name}");
+        }
+    }
+}

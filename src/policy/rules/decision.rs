@@ -1,0 +1,100 @@
+//! What the webhook decided, before it is put on the wire: the only record
+//! of a request's outcome.
+
+use std::collections::BTreeMap;
+
+use json_patch::PatchOperation;
+
+use super::violation::Violation;
+
+/// A broken rule, and whether its inputs are unchanged from the stored
+/// object (rule 8: then it warns instead of denying).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The broken rule.
+    pub violation: Violation,
+    /// Whether the stored object breaks it the same way.
+    pub unchanged: bool,
+}
+
+/// What the webhook decided, before it is put on the wire.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decision {
+    /// The violations that deny the request; empty means allowed.
+    pub denials: Vec<Violation>,
+    /// Warnings for the requester.
+    pub warnings: Vec<String>,
+    /// The JSON Patch operations to apply, in order (only from `/mutate`);
+    /// empty: no patch.
+    pub patch: Vec<PatchOperation>,
+    /// Audit annotations (keys without the webhook's prefix).
+    pub audit: BTreeMap<String, String>,
+    /// The drain timeout `/mutate` wrote, if it wrote one.
+    pub defaulted: Option<u64>,
+    /// The rule 6 and 7 decisions taken, for the metrics.
+    pub gates: Vec<(Gate, GateResult)>,
+}
+
+/// The two permission gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Rule 6: allow-data-loss set to "true".
+    ForceReapply,
+    /// Rule 7: forcePromote turned on.
+    ForcePromote,
+}
+
+impl Gate {
+    /// The name used in audit annotations and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ForceReapply => "force-reapply",
+            Self::ForcePromote => "force-promote",
+        }
+    }
+}
+
+/// What a gate decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateResult {
+    /// Allowed.
+    Allowed,
+    /// Denied.
+    Denied,
+    /// Would have been denied; warn mode let it through.
+    WouldDeny,
+}
+
+impl GateResult {
+    /// The name used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::WouldDeny => "would_deny",
+        }
+    }
+}
+
+impl Decision {
+    /// Whether the request is allowed.
+    pub fn allowed(&self) -> bool {
+        self.denials.is_empty()
+    }
+
+    /// The denial text for `status.message`: every violation, numbered when
+    /// there are several.
+    pub fn denial_message(&self) -> Option<String> {
+        match self.denials.as_slice() {
+            [] => None,
+            [one] => Some(one.to_string()),
+            many => Some(
+                many.iter()
+                    .enumerate()
+                    .map(|(i, v)| format!("({}) {v}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The admission rules, as pure functions of the policy and the request.
+//!
+//! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
+//! (rules 5 to 7 and 11), [`defaulting`] (`/mutate`). [`validate`] combines
+//! them and applies ratcheting (rule 8) and warn mode (rule 10) in one
+//! place; [`mutate`] builds the patch. Both end in a [`Decision`], which the
+//! admission layer turns into the wire answer.
+
+pub mod decision;
+pub mod defaulting;
+pub mod force;
+pub mod review;
+pub mod timeout;
+pub mod violation;
+
+pub use decision::{Decision, Finding, Gate, GateResult};
+pub use force::ForceGates;
+pub use review::{Operation, Review};
+pub use timeout::check_timeout;
+pub use violation::{NotPausing, Violation};
+
+use super::model::{Mode, Policy};
+use super::user::Permission;
+
+/// A `/validate` judgement up to the permission check: everything that
+/// needs no I/O is worked out once, here.
+#[derive(Debug)]
+pub struct Validation<'a> {
+    policy: &'a Policy,
+    review: Review<'a>,
+    findings: Vec<Finding>,
+    gates: ForceGates,
+}
+
+/// Judges a CREATE or UPDATE for `/validate`, short of the permission:
+/// finish it with [`Validation::finish`].
+pub fn validate<'a>(policy: &'a Policy, review: Review<'a>) -> Validation<'a> {
+    let mut findings: Vec<Finding> = force::metadata_finding(&review).into_iter().collect();
+    findings.extend(timeout::findings(&policy.drain_timeout, &review));
+    findings.extend(force::annotation_finding(&review));
+    let gates = ForceGates::of(policy, &review);
+    Validation {
+        policy,
+        review,
+        findings,
+        gates,
+    }
+}
+
+impl Validation<'_> {
+    /// The requester's permission to force, when it is settled without
+    /// asking an API server: not needed, or needed when the request is
+    /// denied anyway (then the static lists answer alone, and a refusal
+    /// says RBAC was not asked). `None`: ask who may force.
+    pub fn settled_permission(&self) -> Option<Permission> {
+        if !self.gates.need_permission() {
+            return Some(Permission::NotNeeded);
+        }
+        let denied_anyway = self.policy.mode == Mode::Enforce
+            && (self.findings.iter().any(|f| !f.unchanged)
+                || (self.gates.reapply && self.gates.not_pausing.is_some()));
+        if !denied_anyway {
+            return None;
+        }
+        let force = &self.policy.force_reapply;
+        Some(
+            match (force.static_permission(self.review.user), &force.rbac) {
+                (Permission::Refused(why), Some(rbac)) => Permission::Refused(format!(
+                    "{why} (RBAC verb \"{}\" was not asked: the request is refused for another reason too)",
+                    rbac.verb
+                )),
+                (answer, _) => answer,
+            },
+        )
+    }
+
+    /// Finishes the judgement with the requester's permission (the settled
+    /// one, or the answer of whoever was asked).
+    pub fn finish(self, permission: &Permission) -> Decision {
+        let mut decision = Decision::default();
+        // Rule 8: a violation whose inputs are unchanged warns.
+        for finding in self.findings {
+            if finding.unchanged {
+                decision.warnings.push(format!(
+                    "unchanged, so allowed: {}",
+                    finding.violation.summary()
+                ));
+            } else {
+                decision.denials.push(finding.violation);
+            }
+        }
+        force::judge_gates(
+            &mut decision,
+            self.policy,
+            &self.review,
+            self.gates,
+            permission,
+        );
+        decision
+            .warnings
+            .extend(force::stale_force_warning(&self.review, self.gates));
+        // Rule 10: warn mode denies nothing.
+        if self.policy.mode == Mode::Warn {
+            for violation in std::mem::take(&mut decision.denials) {
+                decision
+                    .warnings
+                    .push(format!("warn mode, would deny: {}", violation.summary()));
+            }
+        }
+        decision
+    }
+}
+
+/// Judges a CREATE or UPDATE for `/mutate`: the patch that fills in what the
+/// policy defaults.
+pub fn mutate(policy: &Policy, review: &Review<'_>) -> Decision {
+    let mut decision = Decision::default();
+    defaulting::default_timeout(policy, review, &mut decision);
+    decision
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,64 @@
+//! What the rules look at in one admission request.
+
+use std::fmt;
+
+use crate::policy::user::UserInfo;
+use crate::rollout::PipelineRollout;
+
+/// The operations the rules judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// A new object.
+    Create,
+    /// A change to a stored object.
+    Update,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Create => "CREATE",
+            Self::Update => "UPDATE",
+        })
+    }
+}
+
+/// What the rules look at in one admission request.
+#[derive(Debug, Clone, Copy)]
+pub struct Review<'a> {
+    /// CREATE or UPDATE.
+    pub operation: Operation,
+    /// The object's namespace (selects the namespace override).
+    pub namespace: &'a str,
+    /// Who is asking.
+    pub user: &'a UserInfo,
+    /// The object as it would be stored.
+    pub object: &'a PipelineRollout,
+    /// The stored object, on UPDATE.
+    pub old_object: Option<&'a PipelineRollout>,
+}
+
+impl Review<'_> {
+    /// The stored object, on UPDATE only.
+    pub fn old(&self) -> Option<&PipelineRollout> {
+        match self.operation {
+            Operation::Update => self.old_object,
+            Operation::Create => None,
+        }
+    }
+
+    /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request.
+    pub fn annotation_becomes_true(&self) -> bool {
+        self.object.forces_reapply() && !self.old().is_some_and(PipelineRollout::forces_reapply)
+    }
+
+    /// Rule 7's trigger: `forcePromote` is turned on with this request.
+    pub fn force_promote_turned_on(&self) -> bool {
+        self.object.force_promote() && !self.old().is_some_and(PipelineRollout::force_promote)
+    }
+
+    /// Whether the stored object says its pipeline is pausing.
+    pub fn old_is_pausing(&self) -> bool {
+        self.old().is_some_and(PipelineRollout::is_pausing)
+    }
+}

@@ -1,0 +1,258 @@
+//! One broken rule, with the message a denial shows and the short summary
+//! a warning shows.
+
+use serde_json::Value;
+
+use crate::lenient::JsonKind;
+use crate::policy::model::MAX_CLOCK_SECONDS;
+use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, SCALE_FACTOR_FIELD, TIMEOUT_FIELD};
+
+/// Why the pause condition of rule 6 is not met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotPausing {
+    /// A CREATE: a new object cannot be pausing.
+    NewObject,
+    /// The stored status shows no pause in progress.
+    Idle,
+}
+
+/// One broken rule. The `Display` text is the full message a denial shows:
+/// what is wrong, where, the value, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Violation {
+    /// An object on the way to the timeout is not an object.
+    #[error(
+        "{path} is {found}, not an object, so {TIMEOUT_FIELD} cannot be read or set: make {path} an object as the PipelineRollout CRD describes"
+    )]
+    TimeoutUnreachable {
+        /// The dotted path of the bad value.
+        path: &'static str,
+        /// What it is.
+        found: JsonKind,
+    },
+    /// Rule 2: the timeout is not a JSON integer.
+    #[error(
+        "{TIMEOUT_FIELD} is {value}, which is not an integer number of seconds: write an integer, e.g. 3600 for 1h"
+    )]
+    TimeoutNotInteger {
+        /// The value as JSON.
+        value: String,
+    },
+    /// Rule 3: below 1 or below the minimum.
+    #[error(
+        "{TIMEOUT_FIELD} is {value}, below the minimum of {min} ({min_text}) set by {scope}{zero}: {fix}"
+    )]
+    TimeoutTooShort {
+        /// The value.
+        value: i128,
+        /// The minimum in force.
+        min: u64,
+        /// The minimum as a duration.
+        min_text: String,
+        /// Which scope.
+        scope: String,
+        /// Extra words for 0 and negative values.
+        zero: &'static str,
+        /// The allowed values.
+        fix: String,
+    },
+    /// Rule 3: above the maximum but not "no timeout".
+    #[error(
+        "{TIMEOUT_FIELD} is {value}, above the maximum of {max} ({max_text}) set by {scope}: {fix}"
+    )]
+    TimeoutTooLong {
+        /// The value.
+        value: i128,
+        /// The maximum in force.
+        max: u64,
+        /// The maximum as a duration.
+        max_text: String,
+        /// Which scope.
+        scope: String,
+        /// The allowed values.
+        fix: String,
+    },
+    /// Rule 3: "no timeout" where it is not allowed.
+    #[error(
+        "{TIMEOUT_FIELD} is {value}, which means no timeout (at or above {no_timeout}), and {scope} does not allow no timeout: {fix}"
+    )]
+    NoTimeoutNotAllowed {
+        /// The value.
+        value: i128,
+        /// noTimeoutSeconds.
+        no_timeout: u64,
+        /// Which scope.
+        scope: String,
+        /// The allowed values.
+        fix: String,
+    },
+    /// Rule 4: the timeout times the recycle multiplier overflows Numaflow's clock.
+    #[error(
+        "{TIMEOUT_FIELD} is {value}; Numaplane multiplies it by {multiplier} (scaleFactor {scale_factor}%) and {value} x {multiplier} seconds overflow Numaflow's clock (at most {MAX_CLOCK_SECONDS}): set at most {largest}"
+    )]
+    TimeoutOverflows {
+        /// The value.
+        value: i128,
+        /// ceil(100 / scaleFactor).
+        multiplier: u64,
+        /// The scale factor used.
+        scale_factor: u64,
+        /// The largest value that does not overflow.
+        largest: u64,
+    },
+    /// Rule 4: the scale factor is not an integer percent from 1 to 100.
+    #[error(
+        "{SCALE_FACTOR_FIELD} is {value}, which is not an integer percent from 1 to 100: set e.g. 50, or leave it out for the default of {default}"
+    )]
+    ScaleFactorInvalid {
+        /// The value as JSON.
+        value: String,
+        /// defaultRecycleScaleFactor.
+        default: u64,
+    },
+    /// `metadata` or `metadata.annotations` is not an object.
+    #[error("{path} is {found}, not an object: annotations must be a map of strings")]
+    MetadataMalformed {
+        /// The dotted path.
+        path: &'static str,
+        /// What it is.
+        found: JsonKind,
+    },
+    /// Rule 5: the annotation is neither "true" nor "false".
+    #[error(
+        "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is {value}, which Numaplane ignores (it acts only on exactly \"true\"): set \"true\" to force a re-apply, or \"false\", or remove it"
+    )]
+    AnnotationInvalid {
+        /// The value as JSON.
+        value: String,
+    },
+    /// Rule 6: setting allow-data-loss to "true" is not allowed here.
+    #[error(
+        "user \"{user}\" may not set metadata.annotations[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): {}",
+        force_reapply_reasons(refused.as_deref(), *not_pausing)
+    )]
+    ForceReapplyDenied {
+        /// The requester.
+        user: String,
+        /// Why the requester lacks permission, if they do.
+        refused: Option<String>,
+        /// Why the pause condition is not met, if it is not.
+        not_pausing: Option<NotPausing>,
+    },
+    /// The request cannot be judged (no object, no resource, ...): the
+    /// validating webhook denies it, saying what is missing.
+    #[error("{0}")]
+    Unjudgeable(String),
+    /// Rule 7: turning on forcePromote needs permission.
+    #[error(
+        "user \"{user}\" may not turn on {FORCE_PROMOTE_FIELD} (it promotes without draining and can lose data): {refused}; ask a platform admin to add you to forceReapply in the webhook's policy"
+    )]
+    ForcePromoteDenied {
+        /// The requester.
+        user: String,
+        /// Why the requester lacks permission.
+        refused: String,
+    },
+}
+
+fn force_reapply_reasons(refused: Option<&str>, not_pausing: Option<NotPausing>) -> String {
+    let mut reasons = Vec::new();
+    if let Some(why) = refused {
+        reasons.push(format!(
+            "{why}; ask a platform admin to add you to forceReapply in the webhook's policy, or use Argo CD's allow-data-loss action"
+        ));
+    }
+    match not_pausing {
+        Some(NotPausing::NewObject) => reasons.push(
+            "a new PipelineRollout cannot be pausing: create it without the annotation and set it only while a pause is stuck"
+                .to_owned(),
+        ),
+        Some(NotPausing::Idle) => reasons.push(
+            "the pipeline is not pausing (status.upgradeInProgress is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"
+                .to_owned(),
+        ),
+        None => {}
+    }
+    reasons.join("; and ")
+}
+
+const SHORT_TIMEOUT: &str = "pauseGracePeriodSeconds";
+
+impl Violation {
+    /// The rule of the core specification this violation breaks (0: the
+    /// request could not be judged at all).
+    pub fn rule(&self) -> u8 {
+        match self {
+            Self::TimeoutUnreachable { .. } | Self::TimeoutNotInteger { .. } => 2,
+            Self::TimeoutTooShort { .. }
+            | Self::TimeoutTooLong { .. }
+            | Self::NoTimeoutNotAllowed { .. } => 3,
+            Self::TimeoutOverflows { .. } | Self::ScaleFactorInvalid { .. } => 4,
+            Self::MetadataMalformed { .. } | Self::AnnotationInvalid { .. } => 5,
+            Self::ForceReapplyDenied { .. } => 6,
+            Self::ForcePromoteDenied { .. } => 7,
+            Self::Unjudgeable(_) => 0,
+        }
+    }
+
+    /// A one-line summary for warnings (kubectl shows them; kept short).
+    pub fn summary(&self) -> String {
+        match self {
+            Self::TimeoutUnreachable { path, found } => {
+                format!("{path} is {found}, not an object: no drain timeout can be set")
+            }
+            Self::TimeoutNotInteger { value } => {
+                format!("{SHORT_TIMEOUT} {value} is not an integer number of seconds")
+            }
+            Self::TimeoutTooShort { value, min, .. } => {
+                format!("{SHORT_TIMEOUT} {value} is below the minimum {min}")
+            }
+            Self::TimeoutTooLong { value, max, .. } => {
+                format!("{SHORT_TIMEOUT} {value} is above the maximum {max}")
+            }
+            Self::NoTimeoutNotAllowed { value, .. } => {
+                format!("{SHORT_TIMEOUT} {value} means no timeout, which is not allowed here")
+            }
+            Self::TimeoutOverflows {
+                value, multiplier, ..
+            } => format!(
+                "{SHORT_TIMEOUT} {value} x{multiplier} (recycle) overflows Numaflow's clock"
+            ),
+            Self::ScaleFactorInvalid { value, .. } => {
+                format!("scaleFactor {value} is not an integer from 1 to 100")
+            }
+            Self::MetadataMalformed { path, found } => format!("{path} is {found}, not an object"),
+            Self::AnnotationInvalid { value } => {
+                format!(
+                    "allow-data-loss {value} is ignored by Numaplane: use \"true\" or \"false\""
+                )
+            }
+            Self::ForceReapplyDenied { user, .. } => {
+                format!("{} may not set allow-data-loss to \"true\"", short(user))
+            }
+            Self::ForcePromoteDenied { user, .. } => {
+                format!("{} may not turn on forcePromote", short(user))
+            }
+            Self::Unjudgeable(message) => format!("cannot be judged: {}", cut(message, 80)),
+        }
+    }
+}
+
+/// Shows a JSON value compactly, cut short when long.
+pub(super) fn show(value: &Value) -> String {
+    cut(&value.to_string(), 32)
+}
+
+/// Shows a user name, cut short when long.
+fn short(text: &str) -> String {
+    cut(text, 48)
+}
+
+fn cut(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        text.to_owned()
+    } else {
+        let kept: String = text.chars().take(limit - 1).collect();
+        format!("{kept}…")
+    }
+}
