@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default), `review` and `check-policy`.
+//! The command line: `serve` (the default), `review`, `check-policy` and `gen-certs`.
 
 use std::io::Read as _;
 use std::net::SocketAddr;
