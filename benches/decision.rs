@@ -101,7 +101,8 @@ fn answer_now(
     lists: &StaticLists,
     body: &[u8],
 ) -> Result<(AdmissionRequest, Outcome), ReviewError> {
-    let future = admission::answer(webhook, policy, body, lists, Duration::from_secs(1));
+    let judge = admission::Judge::now(lists, Duration::from_secs(1));
+    let future = admission::answer(webhook, policy, body, judge);
     let mut future = pin!(future);
     match future
         .as_mut()

@@ -13,6 +13,7 @@ use kube_core::response::StatusSummary;
 use kube_core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::lenient::{Obj, Text};
@@ -246,7 +247,7 @@ impl AdmissionRequest {
 
     /// The rules' view of this request, or `Ok(None)` when it is not judged
     /// (DELETE, CONNECT, other resources and subresources).
-    fn review(&self) -> Result<Option<Review<'_>>, Unjudgeable> {
+    fn review(&self, now: OffsetDateTime) -> Result<Option<Review<'_>>, Unjudgeable> {
         let Some(operation) = self.operation.judged() else {
             return Ok(None);
         };
@@ -276,6 +277,7 @@ impl AdmissionRequest {
             user: &self.user,
             object,
             old_object,
+            now,
         }))
     }
 }
@@ -322,20 +324,42 @@ impl Outcome {
     }
 }
 
+/// What a request is judged with besides the policy: who may force (asked
+/// within `limit`) and the time.
+#[derive(Debug, Clone, Copy)]
+pub struct Judge<'a, P> {
+    /// The source of the force-reapply permission.
+    pub authorizer: &'a P,
+    /// How long asking it may take.
+    pub limit: Duration,
+    /// The time the request is judged at.
+    pub now: OffsetDateTime,
+}
+
+impl<'a, P: ForcePermission> Judge<'a, P> {
+    /// Judging now, by the system clock.
+    pub fn now(authorizer: &'a P, limit: Duration) -> Self {
+        Self {
+            authorizer,
+            limit,
+            now: OffsetDateTime::now_utc(),
+        }
+    }
+}
+
 /// Parses, judges and answers one AdmissionReview body for `webhook` under
-/// `policy`, asking `authorizer` (within `limit`) when a force needs
-/// permission. The server, `review`, the tests and the benches all answer
-/// through here.
-pub async fn answer(
+/// `policy`, asking `judge.authorizer` when a force needs permission. The
+/// server, `review`, `check`, the tests and the benches all answer through
+/// here.
+pub async fn answer<P: ForcePermission>(
     webhook: Webhook,
     policy: &Policy,
     body: &[u8],
-    authorizer: &impl ForcePermission,
-    limit: Duration,
+    judge: Judge<'_, P>,
 ) -> Result<(AdmissionRequest, Outcome), ReviewError> {
     let request = AdmissionRequest::parse(body)?;
     let mut rbac = None;
-    let (decision, judged) = match (request.review(), webhook) {
+    let (decision, judged) = match (request.review(judge.now), webhook) {
         (Ok(None), _) => (Decision::default(), false),
         (Ok(Some(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
         (Ok(Some(review)), Webhook::Validate) => {
@@ -347,8 +371,9 @@ pub async fn answer(
                         namespace: &request.namespace,
                         name: &request.name,
                     };
-                    let check = authorizer
-                        .check(&policy.force_reapply, &request.user, target, limit)
+                    let check = judge
+                        .authorizer
+                        .check(&policy.force_reapply, &request.user, target, judge.limit)
                         .await;
                     rbac = check.rbac;
                     check.permission

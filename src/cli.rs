@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::admission::{self, Webhook};
+use crate::admission::{self, Judge, Webhook};
 use crate::authz::{self, Authorizer, RbacAuthorizer, StaticLists};
 use crate::certs;
 use crate::policy::Policy;
@@ -142,9 +142,17 @@ pub struct ReviewArgs {
     /// Kubeconfig for RBAC checks (forceReapply.rbac); without it, what only RBAC could allow is denied.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Judge as at this time (RFC 3339, e.g. 2026-12-01T10:00:00Z) instead of now, so a check of forceReapply.minPauseAge is reproducible.
+    #[arg(long, value_parser = parse_rfc3339)]
+    pub now: Option<time::OffsetDateTime>,
     /// The AdmissionReview file, or - for stdin (the default).
     #[arg(default_value = "-")]
     pub file: String,
+}
+
+fn parse_rfc3339(text: &str) -> Result<time::OffsetDateTime, String> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {e}"))
 }
 
 /// `--webhook` values.
@@ -325,8 +333,12 @@ fn run_review(args: &ReviewArgs) -> ExitCode {
                 Authorizer::StaticLists(StaticLists::new("review was run without --kubeconfig"))
             }
         };
-        let limit = Duration::from_secs(10);
-        admission::answer(args.webhook.into(), &policy, &input, &authorizer, limit)
+        let judge = Judge {
+            authorizer: &authorizer,
+            limit: Duration::from_secs(10),
+            now: args.now.unwrap_or_else(time::OffsetDateTime::now_utc),
+        };
+        admission::answer(args.webhook.into(), &policy, &input, judge)
             .await
             .map_err(|e| format!("{}: {e}", args.file))
     });

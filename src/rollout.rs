@@ -4,6 +4,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
 use crate::lenient::{JsonKind, List, Obj, Text};
 
 /// The annotation that tells Numaplane to force a re-apply without draining.
@@ -40,6 +43,8 @@ pub struct PipelineRollout {
 struct Metadata {
     #[serde(default)]
     annotations: Obj<Annotations>,
+    #[serde(default)]
+    uid: Text,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -104,6 +109,15 @@ struct Status {
     upgrade_in_progress: Text,
     #[serde(default)]
     conditions: List<Obj<Condition>>,
+    #[serde(default)]
+    pause_status: Obj<PauseStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PauseStatus {
+    #[serde(default)]
+    last_pause_begin_time: Text,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -114,6 +128,57 @@ struct Condition {
     status: Text,
     #[serde(default)]
     reason: Text,
+    #[serde(default, rename = "lastTransitionTime")]
+    last_transition_time: Text,
+}
+
+impl Condition {
+    fn is_pause(&self) -> bool {
+        self.type_.as_deref() == Some("PipelinePausingOrPaused")
+    }
+
+    fn is_true(&self) -> bool {
+        self.status.as_deref() == Some("True")
+    }
+
+    fn says_pausing(&self) -> bool {
+        self.is_pause() && self.is_true() && self.reason.as_deref() == Some("PipelinePausing")
+    }
+}
+
+/// When the stored status says the pause began.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PauseStart {
+    /// At this time.
+    At(OffsetDateTime),
+    /// The status names no start.
+    Missing,
+    /// The status names a start that is not an RFC 3339 time: its path and
+    /// the value as found.
+    Unreadable {
+        /// The dotted path of the value.
+        path: &'static str,
+        /// The value, as written.
+        value: String,
+    },
+}
+
+/// The dotted path of the condition's start time, for messages.
+const CONDITION_TIME_PATH: &str = "status.conditions[PipelinePausingOrPaused].lastTransitionTime";
+/// The dotted path of the pause's recorded start, for messages.
+const PAUSE_BEGIN_PATH: &str = "status.pauseStatus.lastPauseBeginTime";
+
+fn read_time(text: &Text, path: &'static str) -> PauseStart {
+    match text.as_deref() {
+        None | Some("") => PauseStart::Missing,
+        Some(value) => OffsetDateTime::parse(value, &Rfc3339).map_or_else(
+            |_| PauseStart::Unreadable {
+                path,
+                value: value.to_owned(),
+            },
+            PauseStart::At,
+        ),
+    }
 }
 
 /// Where the drain timeout stands in an object.
@@ -229,6 +294,12 @@ impl PipelineRollout {
         }
     }
 
+    /// The object's uid, when it has one (the API server sets it on CREATE
+    /// before the validating webhooks run).
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata.get().and_then(|m| m.uid.as_deref())
+    }
+
     /// Whether the stored status says the pipeline is pausing right now:
     /// a pause-and-drain upgrade is in progress, or the controller's
     /// `PipelinePausingOrPaused` condition is True with reason
@@ -241,13 +312,41 @@ impl PipelineRollout {
         if status.upgrade_in_progress.as_deref() == Some("PipelinePauseAndDrain") {
             return true;
         }
-        status.conditions.items().iter().any(|c| {
-            c.get().is_some_and(|c| {
-                c.type_.as_deref() == Some("PipelinePausingOrPaused")
-                    && c.status.as_deref() == Some("True")
-                    && c.reason.as_deref() == Some("PipelinePausing")
-            })
-        })
+        self.conditions().any(Condition::says_pausing)
+    }
+
+    fn conditions(&self) -> impl Iterator<Item = &Condition> {
+        self.status
+            .get()
+            .into_iter()
+            .flat_map(|s| s.conditions.items().iter().filter_map(Obj::get))
+    }
+
+    /// Whether the stored status shows no pause at all: no pause-and-drain
+    /// upgrade in progress and no `PipelinePausingOrPaused` condition that
+    /// is True (pausing or paused). An object without a status shows none.
+    pub fn pause_is_over(&self) -> bool {
+        let upgrading = self
+            .status
+            .get()
+            .is_some_and(|s| s.upgrade_in_progress.as_deref() == Some("PipelinePauseAndDrain"));
+        !upgrading && !self.conditions().any(|c| c.is_pause() && c.is_true())
+    }
+
+    /// When the pause began: the `lastTransitionTime` of the
+    /// `PipelinePausingOrPaused` condition while it says pausing, else
+    /// `status.pauseStatus.lastPauseBeginTime`.
+    pub fn pause_started(&self) -> PauseStart {
+        if let Some(condition) = self.conditions().find(|c| c.says_pausing()) {
+            let start = read_time(&condition.last_transition_time, CONDITION_TIME_PATH);
+            if start != PauseStart::Missing {
+                return start;
+            }
+        }
+        match self.status.get().and_then(|s| s.pause_status.get()) {
+            Some(pause) => read_time(&pause.last_pause_begin_time, PAUSE_BEGIN_PATH),
+            None => PauseStart::Missing,
+        }
     }
 }
 

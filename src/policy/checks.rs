@@ -6,6 +6,9 @@ use super::model::{DefaultTimeout, MAX_NO_TIMEOUT_SECONDS, Policy, Scope, Timeou
 use super::rules::check_timeout;
 
 /// The start-up checks: impossible values and contradictions.
+/// The longest minimum pause age a policy may ask for.
+const MAX_MIN_PAUSE_AGE_SECONDS: u64 = 86_400;
+
 pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
     let dt = &policy.drain_timeout;
     let no_timeout = dt.no_timeout_seconds;
@@ -64,6 +67,23 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             problems.push(format!(
                 "forceReapply.rbac.cacheTTL {}s is above 5m: a revoked permission would keep working that long",
                 rbac.cache_ttl_seconds
+            ));
+        }
+    }
+    let ages = std::iter::once((
+        "forceReapply.minPauseAge".to_owned(),
+        policy.force_reapply.min_pause_age_seconds,
+    ))
+    .chain(dt.namespaces.iter().enumerate().filter_map(|(i, ns)| {
+        ns.min_pause_age_seconds
+            .map(|s| (format!("drainTimeout.namespaces[{i}].minPauseAge"), s))
+    }));
+    for (key, seconds) in ages {
+        if seconds > MAX_MIN_PAUSE_AGE_SECONDS {
+            problems.push(format!(
+                "{key} {} is above {}: a pause that long is not stuck but abandoned; set at most 1 day",
+                format_seconds(seconds),
+                format_seconds(MAX_MIN_PAUSE_AGE_SECONDS)
             ));
         }
     }

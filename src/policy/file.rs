@@ -1,7 +1,6 @@
 //! The policy file: its schema, how a file is merged over the built-in
 //! values, and rendering it back.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -68,6 +67,8 @@ struct NamespaceFile {
     min: Option<Seconds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max: Option<Seconds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_pause_age: Option<Seconds>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -81,6 +82,10 @@ struct ForceReapplyFile {
     require_pausing: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gate_force_promote: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    one_shot: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_pause_age: Option<Seconds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rbac: Option<RbacFile>,
 }
@@ -183,6 +188,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
                 min: ns.min.map_or(rules.min, |s| s.0),
                 max: ns.max.map_or(rules.max, |s| s.0),
             },
+            min_pause_age_seconds: ns.min_pause_age.map(|s| s.0),
         })
         .collect();
     let rbac = fr.rbac.map(|r| RbacPolicy {
@@ -248,6 +254,18 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
                 "forceReapply.gateForcePromote",
             ),
             rbac,
+            one_shot: pick_or(
+                &mut problems,
+                fr.one_shot,
+                base_fr.one_shot,
+                "forceReapply.oneShot",
+            ),
+            min_pause_age_seconds: pick_or(
+                &mut problems,
+                fr.min_pause_age.map(|s| s.0),
+                base_fr.min_pause_age.map(|s| s.0),
+                "forceReapply.minPauseAge",
+            ),
         },
     };
     checks::check(&policy, &mut problems);
@@ -303,6 +321,7 @@ fn to_file(policy: &Policy) -> PolicyFile {
                         allow_no_timeout: Some(ns.rules.allow_no_timeout),
                         min: Some(Seconds(ns.rules.min)),
                         max: Some(Seconds(ns.rules.max)),
+                        min_pause_age: ns.min_pause_age_seconds.map(Seconds),
                     })
                     .collect(),
             ),
@@ -312,6 +331,8 @@ fn to_file(policy: &Policy) -> PolicyFile {
             groups: Some(fr.groups.iter().cloned().collect()),
             require_pausing: Some(fr.require_pausing),
             gate_force_promote: Some(fr.gate_force_promote),
+            one_shot: Some(fr.one_shot),
+            min_pause_age: Some(Seconds(fr.min_pause_age_seconds)),
             rbac: fr.rbac.as_ref().map(|r| RbacFile {
                 verb: Some(r.verb.clone()),
                 cache_ttl: Some(Seconds(r.cache_ttl_seconds)),
@@ -385,6 +406,7 @@ mod tests {
         assert!(dt.default_recycle_scale_factor.is_some() && dt.namespaces.is_some());
         assert!(fr.users.is_some() && fr.groups.is_some());
         assert!(fr.require_pausing.is_some() && fr.gate_force_promote.is_some());
+        assert!(fr.one_shot.is_some() && fr.min_pause_age.is_some());
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct NamespaceRules {
     /// The rules in force there, with keys the override did not give taken
     /// from the cluster-wide rules.
     pub rules: TimeoutRules,
+    /// The minimum pause age before a force there, in seconds; `None`:
+    /// `forceReapply.minPauseAge`.
+    pub min_pause_age_seconds: Option<u64>,
 }
 
 /// The drain-timeout part of the policy.
@@ -138,6 +141,11 @@ pub struct ForceReapply {
     pub gate_force_promote: bool,
     /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
     pub rbac: Option<RbacPolicy>,
+    /// Reset the annotation to "false" once the forced re-apply is over.
+    pub one_shot: bool,
+    /// How long a pause must have lasted before a force is allowed, in
+    /// seconds (0: no minimum); a namespace override may set its own.
+    pub min_pause_age_seconds: u64,
 }
 
 impl ForceReapply {
@@ -180,6 +188,19 @@ pub struct Policy {
     pub drain_timeout: DrainTimeout,
     /// Forced re-apply rules.
     pub force_reapply: ForceReapply,
+}
+
+impl Policy {
+    /// The minimum pause age before a force in `namespace`, in seconds: the
+    /// first matching override's, else `forceReapply.minPauseAge`.
+    pub fn min_pause_age_seconds(&self, namespace: &str) -> u64 {
+        self.drain_timeout
+            .namespaces
+            .iter()
+            .find(|ns| ns.patterns.iter().any(|p| wildcard_match(p, namespace)))
+            .and_then(|ns| ns.min_pause_age_seconds)
+            .unwrap_or(self.force_reapply.min_pause_age_seconds)
+    }
 }
 
 /// Matches a namespace name against a pattern where `*` stands for any run

@@ -14,7 +14,7 @@ use axum::routing::post;
 
 use super::Shared;
 use super::metrics::{RequestLabels, WebhookLabels};
-use crate::admission::{self, AdmissionRequest, Outcome, Webhook};
+use crate::admission::{self, AdmissionRequest, Judge, Outcome, Webhook};
 
 /// The largest request body accepted (larger ones get 413).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -103,7 +103,8 @@ async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u
     let started = Instant::now();
     let policy = shared.policy.load_full();
     let budget = deadline.budget();
-    match admission::answer(webhook, &policy, body, &shared.authorizer, budget).await {
+    let judge = Judge::now(&shared.authorizer, budget);
+    match admission::answer(webhook, &policy, body, judge).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
             text(StatusCode::BAD_REQUEST, &e.to_string())

@@ -447,13 +447,8 @@ pub fn answer_now(
     use std::future::Future as _;
     use std::task::{Context, Poll, Waker};
     let lists = pipelinerollout_webhook::authz::StaticLists::new("no connection to the API server");
-    let future = pipelinerollout_webhook::admission::answer(
-        webhook,
-        policy,
-        body,
-        &lists,
-        Duration::from_secs(1),
-    );
+    let judge = pipelinerollout_webhook::admission::Judge::now(&lists, Duration::from_secs(1));
+    let future = pipelinerollout_webhook::admission::answer(webhook, policy, body, judge);
     let mut future = std::pin::pin!(future);
     match future
         .as_mut()

@@ -33,6 +33,59 @@ pub struct Decision {
     pub defaulted: Option<u64>,
     /// The rule 6 and 7 decisions taken, for the metrics.
     pub gates: Vec<(Gate, GateResult)>,
+    /// Kubernetes Events the decision asks for (sent at the edge, never on
+    /// the request path, and not for dry runs).
+    pub events: Vec<ForceEvent>,
+    /// Whether `/mutate` reset a stale force (the one-shot rule).
+    pub reset_force: bool,
+}
+
+/// The reasons of the Events the webhook records on a PipelineRollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventReason {
+    /// The validating webhook allowed `allow-data-loss` to become "true".
+    ForceReapplyAllowed,
+    /// The validating webhook allowed `forcePromote` to be turned on.
+    ForcePromoteAllowed,
+    /// An UPDATE whose force was refused.
+    ForceReapplyDenied,
+    /// The annotation was reset to "false" once the force was over.
+    ForceReapplyReset,
+}
+
+impl EventReason {
+    /// The reason as Kubernetes shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ForceReapplyAllowed => "ForceReapplyAllowed",
+            Self::ForcePromoteAllowed => "ForcePromoteAllowed",
+            Self::ForceReapplyDenied => "ForceReapplyDenied",
+            Self::ForceReapplyReset => "ForceReapplyReset",
+        }
+    }
+
+    /// Whether the Event is a Warning (else Normal).
+    pub fn is_warning(self) -> bool {
+        !matches!(self, Self::ForceReapplyReset)
+    }
+
+    /// The Event's action: the reason's verb.
+    pub fn action(self) -> &'static str {
+        match self {
+            Self::ForceReapplyAllowed | Self::ForcePromoteAllowed => "Allowed",
+            Self::ForceReapplyDenied => "Denied",
+            Self::ForceReapplyReset => "Reset",
+        }
+    }
+}
+
+/// One Event to record on the PipelineRollout a request is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForceEvent {
+    /// Why.
+    pub reason: EventReason,
+    /// The human-readable note (at most 1 kB, as Kubernetes allows).
+    pub note: String,
 }
 
 /// The two permission gates.

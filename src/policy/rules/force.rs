@@ -1,11 +1,16 @@
 //! Rules 5 to 7 and 11: the `allow-data-loss` annotation's value, who may
 //! force a re-apply or a promotion and when, and a force left on.
 
-use super::decision::{Decision, Finding, Gate, GateResult};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use super::decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 use super::review::{Operation, Review};
-use super::violation::{NotPausing, Violation, show};
+use super::violation::{NotPausing, PauseAgeProblem, Violation, cut, show};
+use crate::policy::duration::format_seconds;
 use crate::policy::model::{Mode, Policy};
 use crate::policy::user::Permission;
+use crate::rollout::PauseStart;
 
 /// Rule 5's first half: `metadata` and its annotations must be objects.
 pub fn metadata_finding(review: &Review<'_>) -> Option<Finding> {
@@ -35,7 +40,7 @@ pub fn annotation_finding(review: &Review<'_>) -> Option<Finding> {
 }
 
 /// What rules 6 and 7 ask of a request, worked out once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForceGates {
     /// Rule 6 applies: the annotation becomes "true".
     pub reapply: bool,
@@ -45,6 +50,65 @@ pub struct ForceGates {
     pub not_pausing: Option<NotPausing>,
     /// Whether the stored object says its pipeline is pausing.
     pub pausing: bool,
+    /// Why rule 6's minimum pause age fails, when it applies and fails.
+    pub too_young: Option<PauseAgeProblem>,
+    /// How long the stored object's pause has lasted, in seconds, when its
+    /// start can be read (for the audit log and the Event).
+    pub pause_age: Option<u64>,
+}
+
+/// The age of the stored object's pause at `now`, in seconds (a start in
+/// the future counts as 0), or why it cannot be read.
+fn pause_age(review: &Review<'_>) -> Result<(u64, OffsetDateTime), String> {
+    let Some(old) = review.old() else {
+        return Err("a new PipelineRollout has no pause".to_owned());
+    };
+    match old.pause_started() {
+        PauseStart::At(start) => {
+            let age = (review.now - start).whole_seconds().max(0);
+            Ok((u64::try_from(age).unwrap_or(0), start))
+        }
+        PauseStart::Missing => Err(
+            "neither a pausing PipelinePausingOrPaused condition's lastTransitionTime nor status.pauseStatus.lastPauseBeginTime is set"
+                .to_owned(),
+        ),
+        PauseStart::Unreadable { path, value } => Err(format!(
+            "{path} is \"{}\", not an RFC 3339 time",
+            cut(&value, 40)
+        )),
+    }
+}
+
+/// Rule 6's minimum pause age, when a policy sets one above 0.
+fn pause_age_problem(
+    min: u64,
+    age: &Result<(u64, OffsetDateTime), String>,
+) -> Option<PauseAgeProblem> {
+    if min == 0 {
+        return None;
+    }
+    match age {
+        Ok((age, _)) if *age >= min => None,
+        Ok((age, start)) => {
+            let from = *start + time::Duration::seconds(i64::try_from(min).unwrap_or(i64::MAX));
+            Some(PauseAgeProblem::TooYoung {
+                age: *age,
+                min,
+                allowed_from: rfc3339_utc(from),
+            })
+        }
+        Err(detail) => Some(PauseAgeProblem::StartUnreadable {
+            detail: detail.clone(),
+            min,
+        }),
+    }
+}
+
+/// A time in RFC 3339, UTC, whole seconds.
+fn rfc3339_utc(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    let at = at.replace_nanosecond(0).unwrap_or(at);
+    at.format(&Rfc3339).unwrap_or_else(|_| at.to_string())
 }
 
 impl ForceGates {
@@ -61,12 +125,25 @@ impl ForceGates {
             (true, Operation::Create, _) => Some(NotPausing::NewObject),
             (true, Operation::Update, false) => Some(NotPausing::Idle),
         };
+        let age = pause_age(review);
+        let too_young = if reapply && not_pausing.is_none() {
+            pause_age_problem(policy.min_pause_age_seconds(review.namespace), &age)
+        } else {
+            None
+        };
         Self {
             reapply,
             promote: policy.force_reapply.gate_force_promote && review.force_promote_turned_on(),
             not_pausing,
             pausing,
+            too_young,
+            pause_age: age.ok().map(|(age, _)| age),
         }
+    }
+
+    /// Whether rule 6 denies whatever the requester's permission.
+    pub fn reapply_denied_anyway(&self) -> bool {
+        self.reapply && (self.not_pausing.is_some() || self.too_young.is_some())
     }
 
     /// Whether either gate needs the requester's permission.
@@ -81,25 +158,36 @@ pub fn judge_gates(
     decision: &mut Decision,
     policy: &Policy,
     review: &Review<'_>,
-    gates: ForceGates,
+    gates: &ForceGates,
     permission: &Permission,
 ) {
     let user = review.user.username();
+    let update = review.operation == Operation::Update;
     let refused = match permission {
         Permission::Granted(_) => None,
         Permission::Refused(why) => Some(why.clone()),
         Permission::NotNeeded => Some("its permission was not checked".to_owned()),
     };
+    let age = gates
+        .pause_age
+        .map_or_else(|| "an unknown time".to_owned(), format_seconds);
     if gates.reapply {
-        let outcome = if refused.is_none() && gates.not_pausing.is_none() {
+        let outcome = if refused.is_none() && !gates.reapply_denied_anyway() {
             Ok(())
         } else {
             Err(Violation::ForceReapplyDenied {
                 user: user.to_owned(),
                 refused: refused.clone(),
                 not_pausing: gates.not_pausing,
+                too_young: gates.too_young.clone(),
             })
         };
+        let what = (
+            EventReason::ForceReapplyAllowed,
+            "allow-data-loss to \"true\" (a forced re-apply that skips draining)",
+        );
+        let event = force_event(policy.mode, &outcome, update, what, user, &age);
+        decision.events.extend(event);
         record_gate(
             decision,
             policy.mode,
@@ -117,6 +205,12 @@ pub fn judge_gates(
                 refused: why.clone(),
             }),
         };
+        let what = (
+            EventReason::ForcePromoteAllowed,
+            "forcePromote on (a promotion that skips draining)",
+        );
+        let event = force_event(policy.mode, &outcome, update, what, user, &age);
+        decision.events.extend(event);
         record_gate(
             decision,
             policy.mode,
@@ -128,8 +222,42 @@ pub fn judge_gates(
     }
 }
 
+/// The Event a gate's decision asks for: allowed (warn mode included, as
+/// the force then goes through), or refused on an UPDATE (a CREATE has no
+/// stored object to record it on).
+fn force_event(
+    mode: Mode,
+    outcome: &Result<(), Violation>,
+    update: bool,
+    (allowed, what): (EventReason, &str),
+    user: &str,
+    age: &str,
+) -> Option<ForceEvent> {
+    let user = cut(user, 64);
+    let note = match (outcome, mode) {
+        (Ok(()), _) => format!(
+            "allowed by the admission webhook: user \"{user}\" set {what} after the pause had lasted {age}; data still in flight may be lost"
+        ),
+        (Err(v), Mode::Warn) => format!(
+            "allowed by the admission webhook in warn mode (enforce would deny: {}): user \"{user}\" set {what} after the pause had lasted {age}",
+            v.summary()
+        ),
+        (Err(v), Mode::Enforce) if update => {
+            return Some(ForceEvent {
+                reason: EventReason::ForceReapplyDenied,
+                note: cut(&format!("refused by the admission webhook: {v}"), 1000),
+            });
+        }
+        (Err(_), Mode::Enforce) => return None,
+    };
+    Some(ForceEvent {
+        reason: allowed,
+        note: cut(&note, 1000),
+    })
+}
+
 /// Rule 11: the annotation left at "true" after the force is over.
-pub fn stale_force_warning(review: &Review<'_>, gates: ForceGates) -> Option<String> {
+pub fn stale_force_warning(review: &Review<'_>, gates: &ForceGates) -> Option<String> {
     let stale = review.object.forces_reapply()
         && review
             .old()

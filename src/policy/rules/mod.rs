@@ -13,11 +13,11 @@ pub mod review;
 pub mod timeout;
 pub mod violation;
 
-pub use decision::{Decision, Finding, Gate, GateResult};
+pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 pub use force::ForceGates;
 pub use review::{Operation, Review};
 pub use timeout::check_timeout;
-pub use violation::{NotPausing, Violation};
+pub use violation::{NotPausing, PauseAgeProblem, Violation};
 
 use super::model::{Mode, Policy};
 use super::user::Permission;
@@ -57,8 +57,7 @@ impl Validation<'_> {
             return Some(Permission::NotNeeded);
         }
         let denied_anyway = self.policy.mode == Mode::Enforce
-            && (self.findings.iter().any(|f| !f.unchanged)
-                || (self.gates.reapply && self.gates.not_pausing.is_some()));
+            && (self.findings.iter().any(|f| !f.unchanged) || self.gates.reapply_denied_anyway());
         if !denied_anyway {
             return None;
         }
@@ -93,12 +92,12 @@ impl Validation<'_> {
             &mut decision,
             self.policy,
             &self.review,
-            self.gates,
+            &self.gates,
             permission,
         );
         decision
             .warnings
-            .extend(force::stale_force_warning(&self.review, self.gates));
+            .extend(force::stale_force_warning(&self.review, &self.gates));
         // Rule 10: warn mode denies nothing.
         if self.policy.mode == Mode::Warn {
             for violation in std::mem::take(&mut decision.denials) {
@@ -112,10 +111,11 @@ impl Validation<'_> {
 }
 
 /// Judges a CREATE or UPDATE for `/mutate`: the patch that fills in what the
-/// policy defaults.
+/// policy defaults, and resets a force that is over (one-shot).
 pub fn mutate(policy: &Policy, review: &Review<'_>) -> Decision {
     let mut decision = Decision::default();
     defaulting::default_timeout(policy, review, &mut decision);
+    defaulting::reset_stale_force(policy, review, &mut decision);
     decision
 }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use time::OffsetDateTime;
+
 use crate::policy::user::UserInfo;
 use crate::rollout::PipelineRollout;
 
@@ -36,6 +38,9 @@ pub struct Review<'a> {
     pub object: &'a PipelineRollout,
     /// The stored object, on UPDATE.
     pub old_object: Option<&'a PipelineRollout>,
+    /// The time the request is judged at (the webhook's clock, or
+    /// `review --now`): clock-dependent rules read only this.
+    pub now: OffsetDateTime,
 }
 
 impl Review<'_> {

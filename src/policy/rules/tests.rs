@@ -31,6 +31,11 @@ drainTimeout:
     max: 2h
 ";
 
+/// The time every case is judged at.
+fn now() -> time::OffsetDateTime {
+    time::macros::datetime!(2026-12-01 10:00:00 UTC)
+}
+
 fn policy(yaml: &str) -> Policy {
     Policy::from_yaml(yaml).unwrap_or_else(|e| panic!("test policy {yaml:?} is invalid: {e}"))
 }
@@ -301,6 +306,7 @@ fn run(case: &Case) -> Decision {
         user: &case.user,
         object: &object,
         old_object: old.as_ref(),
+        now: now(),
     };
     let validation = validate(&case.policy, review);
     let permission = validation
@@ -1702,6 +1708,7 @@ fn run_mutate(case: &MutateCase) -> Decision {
             Operation::Update => Some(&object),
             Operation::Create => None,
         },
+        now: now(),
     };
     mutate(&case.policy, &review)
 }

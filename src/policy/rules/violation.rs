@@ -1,9 +1,12 @@
 //! One broken rule, with the message a denial shows and the short summary
 //! a warning shows.
 
+use std::fmt;
+
 use serde_json::Value;
 
 use crate::lenient::JsonKind;
+use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
 use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, SCALE_FACTOR_FIELD, TIMEOUT_FIELD};
 
@@ -129,7 +132,7 @@ pub enum Violation {
     /// Rule 6: setting allow-data-loss to "true" is not allowed here.
     #[error(
         "user \"{user}\" may not set metadata.annotations[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): {}",
-        force_reapply_reasons(refused.as_deref(), *not_pausing)
+        force_reapply_reasons(refused.as_deref(), *not_pausing, too_young.as_ref())
     )]
     ForceReapplyDenied {
         /// The requester.
@@ -138,6 +141,8 @@ pub enum Violation {
         refused: Option<String>,
         /// Why the pause condition is not met, if it is not.
         not_pausing: Option<NotPausing>,
+        /// Why the minimum pause age is not met, if it is not.
+        too_young: Option<PauseAgeProblem>,
     },
     /// The request cannot be judged (no object, no resource, ...): the
     /// validating webhook denies it, saying what is missing.
@@ -155,7 +160,54 @@ pub enum Violation {
     },
 }
 
-fn force_reapply_reasons(refused: Option<&str>, not_pausing: Option<NotPausing>) -> String {
+/// Why a pause is not old enough for a force (`forceReapply.minPauseAge`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PauseAgeProblem {
+    /// The pause began too recently.
+    TooYoung {
+        /// How long it has lasted, in seconds.
+        age: u64,
+        /// The minimum, in seconds.
+        min: u64,
+        /// When a force will be allowed (RFC 3339, UTC).
+        allowed_from: String,
+    },
+    /// The status does not say when the pause began in a readable way.
+    StartUnreadable {
+        /// What is wrong with it.
+        detail: String,
+        /// The minimum, in seconds.
+        min: u64,
+    },
+}
+
+impl fmt::Display for PauseAgeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooYoung {
+                age,
+                min,
+                allowed_from,
+            } => write!(
+                f,
+                "the pause has lasted {}, less than the minimum of {} (forceReapply.minPauseAge) before a force: let it drain, and force only from {allowed_from} if it is still stuck",
+                format_seconds(*age),
+                format_seconds(*min)
+            ),
+            Self::StartUnreadable { detail, min } => write!(
+                f,
+                "the pause start cannot be read ({detail}), so its age cannot be checked against the minimum of {} (forceReapply.minPauseAge): wait until the Numaplane controller records it",
+                format_seconds(*min)
+            ),
+        }
+    }
+}
+
+fn force_reapply_reasons(
+    refused: Option<&str>,
+    not_pausing: Option<NotPausing>,
+    too_young: Option<&PauseAgeProblem>,
+) -> String {
     let mut reasons = Vec::new();
     if let Some(why) = refused {
         reasons.push(format!(
@@ -172,6 +224,9 @@ fn force_reapply_reasons(refused: Option<&str>, not_pausing: Option<NotPausing>)
                 .to_owned(),
         ),
         None => {}
+    }
+    if let Some(problem) = too_young {
+        reasons.push(problem.to_string());
     }
     reasons.join("; and ")
 }
@@ -248,7 +303,8 @@ fn short(text: &str) -> String {
     cut(text, 48)
 }
 
-fn cut(text: &str, limit: usize) -> String {
+/// Cuts a text to `limit` characters, marking the cut with `…`.
+pub(super) fn cut(text: &str, limit: usize) -> String {
     if text.chars().count() <= limit {
         text.to_owned()
     } else {
