@@ -137,6 +137,8 @@ struct GroupResource {
     #[serde(default)]
     group: Text,
     #[serde(default)]
+    version: Text,
+    #[serde(default)]
     resource: Text,
 }
 
@@ -231,6 +233,20 @@ impl AdmissionRequest {
         })
     }
 
+    /// The object's apiVersion as the request names it (group/version).
+    pub fn object_api_version(&self) -> String {
+        let version = self.resource.get().and_then(|r| r.version.as_deref());
+        format!("{GROUP}/{}", version.unwrap_or("v1alpha1"))
+    }
+
+    /// The object's uid: from the object, else the stored object.
+    pub fn object_uid(&self) -> Option<&str> {
+        self.object
+            .get()
+            .and_then(PipelineRollout::uid)
+            .or_else(|| self.old_object.get().and_then(PipelineRollout::uid))
+    }
+
     /// Whether this request is for the main PipelineRollout resource (not a
     /// subresource), which the rules judge. `Err` when the request does not
     /// say what it is for.
@@ -302,6 +318,8 @@ pub struct Outcome {
     pub webhook: Webhook,
     /// The request's operation.
     pub operation: RequestOperation,
+    /// Whether the request was a dry run (its side effects are skipped).
+    pub dry_run: bool,
     /// The response AdmissionReview, serialised.
     pub body: Vec<u8>,
     /// Whether the rules judged it (false for DELETE, other resources, ...).
@@ -395,6 +413,7 @@ pub async fn answer<P: ForcePermission>(
     let outcome = Outcome {
         webhook,
         operation: request.operation,
+        dry_run: request.dry_run,
         body,
         judged,
         decision,

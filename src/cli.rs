@@ -125,9 +125,15 @@ pub struct ServeArgs {
     /// The most connections served at once; further ones wait to be accepted.
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
-    /// Kubeconfig for RBAC checks (forceReapply.rbac); without it, the in-cluster service account or KUBECONFIG.
+    /// Kubeconfig for RBAC checks (forceReapply.rbac), Events and the sweeper; without it, the in-cluster service account or KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Watch PipelineRollouts and reset allow-data-loss to "false" once a forced re-apply's pause is over (needs get, list, watch and patch on pipelinerollouts).
+    #[arg(long, env = "WEBHOOK_RESET_STALE_FORCE")]
+    pub reset_stale_force: bool,
+    /// How long the pause must have been over before the sweeper resets a force.
+    #[arg(long, env = "WEBHOOK_STALE_FORCE_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub stale_force_grace: Duration,
 }
 
 /// Flags of `review`.
@@ -437,6 +443,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         shutdown_grace: args.shutdown_grace,
         max_connections: args.max_connections,
         kubeconfig: args.kubeconfig.clone(),
+        reset_stale_force: args.reset_stale_force.then_some(args.stale_force_grace),
     };
     let running = server::start(options).await.map_err(|e| e.to_string())?;
     tracing::info!(

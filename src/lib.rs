@@ -5,7 +5,8 @@
 //! [`admission`] (AdmissionReview parsed, answer built), [`authz`] (who may
 //! force a re-apply: static lists or RBAC), [`policy`] (the pure core: the
 //! policy and the rules), [`rollout`] and [`lenient`] (the lenient view of
-//! the object). Each module imports only from those after it.
+//! the object). Each module imports only from those after it. Beside the
+//! server, [`sweeper`] resets forces whose pause ended without a write.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -17,3 +18,4 @@ pub mod lenient;
 pub mod policy;
 pub mod rollout;
 pub mod server;
+pub mod sweeper;

@@ -363,6 +363,7 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         shutdown_grace: Duration::from_secs(1),
         max_connections: 16,
         kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
+        reset_stale_force: None,
     };
     match server::start(options).await {
         Err(StartError::Rbac(why)) => assert!(why.contains("no-such-kubeconfig"), "{why}"),

@@ -57,6 +57,22 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Labels of an Event: its reason and what became of it.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied or ForceReapplyReset.
+    pub reason: &'static str,
+    /// sent, failed (the API server refused it) or dropped (the queue was full).
+    pub result: &'static str,
+}
+
+/// Labels of a stale-force reset: who reset it.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResetLabels {
+    /// mutate (the one-shot rule) or sweeper.
+    pub by: &'static str,
+}
+
 fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
@@ -87,6 +103,16 @@ pub struct Metrics {
     pub rbac_cache_hits: Counter,
     /// How long RBAC checks took.
     pub rbac_duration: Histogram,
+    /// Kubernetes Events, by reason and result.
+    pub events: Family<EventLabels, Counter>,
+    /// Stale forces reset, by who reset them.
+    pub force_resets: Family<ResetLabels, Counter>,
+    /// Sweeper resets that lost to a concurrent change (looked at again).
+    pub sweeper_conflicts: Counter,
+    /// Sweeper resets that failed for another reason.
+    pub sweeper_errors: Counter,
+    /// Times the sweeper's watch failed and was restarted.
+    pub sweeper_watch_restarts: Counter,
 }
 
 impl Default for Metrics {
@@ -113,6 +139,36 @@ impl Metrics {
         let rbac_checks = Family::<ResultLabels, Counter>::default();
         let rbac_cache_hits = Counter::default();
         let rbac_duration = duration_histogram();
+        let events = Family::<EventLabels, Counter>::default();
+        let force_resets = Family::<ResetLabels, Counter>::default();
+        let sweeper_conflicts = Counter::default();
+        let sweeper_errors = Counter::default();
+        let sweeper_watch_restarts = Counter::default();
+        registry.register(
+            "events",
+            "Kubernetes Events on PipelineRollouts, by reason and result (sent, failed, dropped)",
+            events.clone(),
+        );
+        registry.register(
+            "force_resets",
+            "allow-data-loss annotations reset to \"false\" once the force was over, by who reset them (mutate, sweeper)",
+            force_resets.clone(),
+        );
+        registry.register(
+            "sweeper_conflicts",
+            "Sweeper resets refused because the object changed since it was seen (it is looked at again)",
+            sweeper_conflicts.clone(),
+        );
+        registry.register(
+            "sweeper_errors",
+            "Sweeper resets that failed for a reason other than a conflict",
+            sweeper_errors.clone(),
+        );
+        registry.register(
+            "sweeper_watch_restarts",
+            "Times the sweeper's watch of PipelineRollouts failed and was restarted with backoff",
+            sweeper_watch_restarts.clone(),
+        );
         registry.register(
             "requests",
             "Admission requests answered, by webhook, operation, result (allowed, denied, error) and HTTP code",
@@ -184,12 +240,22 @@ impl Metrics {
             rbac_checks,
             rbac_cache_hits,
             rbac_duration,
+            events,
+            force_resets,
+            sweeper_conflicts,
+            sweeper_errors,
+            sweeper_watch_restarts,
         }
     }
 
     /// Records what one answered review decided: the force gates, and the
     /// RBAC check made for it.
     pub fn record(&self, outcome: &Outcome) {
+        if outcome.decision.reset_force && !outcome.dry_run {
+            self.force_resets
+                .get_or_create(&ResetLabels { by: "mutate" })
+                .inc();
+        }
         for (gate, result) in &outcome.decision.gates {
             self.gate_decisions
                 .get_or_create(&GateLabels {

@@ -3,6 +3,7 @@
 //! shutdown.
 
 pub mod admin;
+pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod reload;
@@ -26,6 +27,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use self::events::EventQueue;
 use self::health::Health;
 use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
@@ -49,11 +51,13 @@ pub struct Shared {
     /// The policy in force; replaced whole on reload.
     pub policy: ArcSwap<Policy>,
     /// The metrics.
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
     /// Readiness.
     pub health: Health,
     /// Who may force a re-apply: the static lists, then RBAC when connected.
     pub authorizer: Authorizer,
+    /// Where the Events decisions ask for go (off without an API server).
+    pub events: EventQueue,
 }
 
 impl Shared {
@@ -77,9 +81,10 @@ impl Shared {
         metrics.policy_generation.set(1);
         Self {
             policy: ArcSwap::from_pointee(policy),
-            metrics,
+            metrics: Arc::new(metrics),
             health: Health::default(),
             authorizer,
+            events: EventQueue::off(),
         }
     }
 }
@@ -103,9 +108,12 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// The most connections served at once; more wait to be accepted.
     pub max_connections: usize,
-    /// The kubeconfig for RBAC checks; without it, the in-cluster account
-    /// or `KUBECONFIG`.
+    /// The kubeconfig for RBAC checks, Events and the sweeper; without it,
+    /// the in-cluster account or `KUBECONFIG`.
     pub kubeconfig: Option<PathBuf>,
+    /// Run the stale-force sweeper, resetting a force whose pause has been
+    /// over this long; `None`: no sweeper.
+    pub reset_stale_force: Option<Duration>,
 }
 
 /// Why the server could not start.
@@ -173,12 +181,34 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
     };
     // RBAC needs an API server when the policy asks for it; otherwise one is
     // used if found, so a reloaded policy can turn RBAC on.
-    let authorizer = match crate::authz::kube_client(options.kubeconfig.as_deref()).await {
-        Ok(client) => Authorizer::Rbac(RbacAuthorizer::new(client)),
+    let (client, authorizer) = match crate::authz::kube_client(options.kubeconfig.as_deref()).await
+    {
+        Ok(client) => (
+            Some(client.clone()),
+            Authorizer::Rbac(RbacAuthorizer::new(client)),
+        ),
         Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
-        Err(why) => Authorizer::StaticLists(StaticLists::new(why)),
+        Err(why) => {
+            tracing::info!(%why, "no API server: RBAC checks, Events and the stale-force sweeper are off");
+            (None, Authorizer::StaticLists(StaticLists::new(why)))
+        }
     };
-    let shared = Arc::new(Shared::with_authorizer(policy, authorizer));
+    let mut shared = Shared::with_authorizer(policy, authorizer);
+    if let Some(client) = &client {
+        shared.events = EventQueue::start(
+            events::recorder(client.clone()),
+            Arc::clone(&shared.metrics),
+        );
+        tracing::info!("Events on PipelineRollouts are on");
+    }
+    let shared = Arc::new(shared);
+    if let (Some(client), Some(grace)) = (&client, options.reset_stale_force) {
+        crate::sweeper::spawn(client.clone(), Arc::clone(&shared), grace);
+    } else if options.reset_stale_force.is_some() {
+        tracing::warn!(
+            "--reset-stale-force is set but no API server can be reached: the sweeper is off"
+        );
+    }
     // `stop` starts the shutdown; `finished` says the webhook has stopped,
     // which ends the admin server and the reloaders.
     let (stop, stop_rx) = watch::channel(false);

@@ -86,6 +86,7 @@ impl TestServer {
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
             kubeconfig: None,
+            reset_stale_force: None,
         };
         tweak(&mut options);
         let running = server::start(options).await.expect("server starts");

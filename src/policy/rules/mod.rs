@@ -121,3 +121,6 @@ pub fn mutate(policy: &Policy, review: &Review<'_>) -> Decision {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod lifecycle_tests;
