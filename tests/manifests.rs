@@ -840,7 +840,10 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
             "{name}: CREATE and UPDATE only"
         );
         assert_eq!(rule.scope.as_deref(), Some("Namespaced"), "{name}");
-        assert_eq!(side_effects, "None", "{name}");
+        assert_eq!(
+            side_effects, "NoneOnDryRun",
+            "{name}: Events are recorded, never for a dry run"
+        );
         assert_eq!(versions, ["v1"], "{name}");
         let timeout = timeout.expect("timeoutSeconds");
         assert!(
@@ -1026,16 +1029,51 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         "the token is mounted: the webhook creates SubjectAccessReviews with it"
     );
     let rules = rules_of_service_account(install, NAMESPACE, &account);
+    // Exactly these rules: SubjectAccessReviews, Events, and (for the
+    // stale-force sweeper, unless its component drops it) reading and
+    // patching PipelineRollouts. Nothing else, no resourceNames.
+    let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = rules
+        .iter()
+        .map(|rule| {
+            assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
+            (
+                sorted(rule.api_groups.as_ref()),
+                sorted(rule.resources.as_ref()),
+                sorted(Some(&rule.verbs)),
+            )
+        })
+        .collect();
+    granted.sort();
+    let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let mut want = vec![
+        (
+            owned(&["authorization.k8s.io"]),
+            owned(&["subjectaccessreviews"]),
+            owned(&["create"]),
+        ),
+        (
+            owned(&["events.k8s.io"]),
+            owned(&["events"]),
+            owned(&["create", "patch"]),
+        ),
+    ];
+    let sweeper_on = pod.containers[0]
+        .env
+        .iter()
+        .flatten()
+        .any(|e| e.name == "WEBHOOK_RESET_STALE_FORCE" && e.value.as_deref() == Some("true"));
+    if sweeper_on {
+        want.push((
+            owned(&["numaplane.numaproj.io"]),
+            owned(&["pipelinerollouts"]),
+            owned(&["get", "list", "patch", "watch"]),
+        ));
+    }
+    want.sort();
     assert_eq!(
-        rules.len(),
-        1,
-        "the webhook's account has exactly one rule: {rules:?}"
+        granted, want,
+        "the webhook's account has exactly the rules it needs (sweeper on: {sweeper_on})"
     );
-    let rule = &rules[0];
-    assert_eq!(sorted(rule.api_groups.as_ref()), ["authorization.k8s.io"]);
-    assert_eq!(sorted(rule.resources.as_ref()), ["subjectaccessreviews"]);
-    assert_eq!(rule.verbs, ["create"]);
-    assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
 
     // The grant: the custom verb of the policy, on pipelinerollouts only.
     let grant = named(
@@ -1230,6 +1268,98 @@ fn base_renders_and_holds_the_invariants() {
         None,
     );
     assert!(install.cert_manager.is_empty());
+}
+
+/// What `serve` logs at start-up with WEBHOOK_RESET_STALE_FORCE=`value` and
+/// no API server to reach.
+fn serve_log(value: &str) -> String {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--dev-certs-dir")
+        .arg(dir.path().join("certs"))
+        .env("WEBHOOK_RESET_STALE_FORCE", value)
+        .env("KUBECONFIG", dir.path().join("none"))
+        .env("HOME", dir.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start serve");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().unwrap_or_default()
+}
+
+#[test]
+fn the_no_stale_force_sweeper_component_turns_it_off_with_its_rbac() {
+    let ws = Workspace::new();
+    let overlay = ws.manifests().join("overlays/no-sweeper-test");
+    fs::create_dir_all(&overlay).expect("overlay dir");
+    fs::write(
+        overlay.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\ncomponents:\n- ../../components/no-stale-force-sweeper\n",
+    )
+    .expect("write overlay");
+    let base = parse(&ws.render("base"));
+    let docs = ws.render("overlays/no-sweeper-test");
+    let install = parse(&docs);
+    let sweeper_roles = |i: &Install| {
+        i.cluster_roles
+            .iter()
+            .filter(|r| r.metadata.name.as_deref() == Some("pipelinerollout-webhook-sweeper"))
+            .count()
+    };
+    assert_eq!(sweeper_roles(&base), 1, "the base runs the sweeper");
+    assert_eq!(
+        sweeper_roles(&install),
+        0,
+        "the component drops its ClusterRole"
+    );
+    assert!(
+        !install
+            .cluster_role_bindings
+            .iter()
+            .any(|b| b.metadata.name.as_deref() == Some("pipelinerollout-webhook-sweeper")),
+        "and its binding"
+    );
+    let env = |i: &Install| {
+        i.deployments[0].spec.template.spec.as_ref().and_then(|p| {
+            p.containers[0]
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.name == "WEBHOOK_RESET_STALE_FORCE")
+                .and_then(|e| e.value.clone())
+        })
+    };
+    assert_eq!(env(&base).as_deref(), Some("true"));
+    assert_eq!(env(&install).as_deref(), Some("false"));
+    // The binary reads the variable: "true" turns the sweeper on (which,
+    // with no API server here, it says it cannot run), "false" leaves it off.
+    assert!(serve_log("true").contains("--reset-stale-force is set but no API server"));
+    assert!(!serve_log("false").contains("reset-stale-force"));
+    check_install(
+        &docs,
+        &Expect {
+            ca: CaSource::None,
+            failure_policy: "Fail",
+        },
+        None,
+    );
 }
 
 #[test]
