@@ -62,7 +62,10 @@ fn review_exit_codes() {
         )],
     );
     assert_eq!(code, 0);
-    assert!(out["response"]["patch"].is_array());
+    assert!(
+        out["response"]["patch"].is_string(),
+        "the patch is base64 text"
+    );
 
     let dir = tempfile::tempdir().expect("dir");
     let bad = dir.path().join("bad.json");

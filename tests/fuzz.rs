@@ -14,6 +14,7 @@ mod common;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use base64::Engine as _;
 use common::{Client, TestServer, fixture, fixture_json, fixtures_dir, response_for};
 use hyper::StatusCode;
 use pipelinerollout_webhook::admission::{API_VERSIONS, Webhook};
@@ -864,8 +865,12 @@ fn check(webhook: Webhook, body: &[u8], tampered: bool) -> Result<Seen, TestCase
         }
         if let Some(patch) = response.get("patch") {
             prop_assert_eq!(&response["patchType"], "JSONPatch");
-            let bytes: Vec<u8> = serde_json::from_value(patch.clone())
-                .map_err(|e| TestCaseError::fail(format!("patch is not bytes: {e}")))?;
+            let text = patch
+                .as_str()
+                .ok_or_else(|| TestCaseError::fail(format!("patch is not base64 text: {patch}")))?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| TestCaseError::fail(format!("patch is not base64: {e}")))?;
             let patch: json_patch::Patch = serde_json::from_slice(&bytes)
                 .map_err(|e| TestCaseError::fail(format!("patch is not a JSON Patch: {e}")))?;
             let mut object = sent["request"]["object"].clone();

@@ -372,15 +372,16 @@ pub fn response_for(request: &Value, answer: &Answer) -> Value {
     response
 }
 
-/// The JSON Patch in a response, decoded from its byte array or base64 form.
+/// The JSON Patch in a response, decoded from its base64 text (the form
+/// the Kubernetes documentation shows; anything else fails the test).
 pub fn patch_of(response: &Value) -> Option<json_patch::Patch> {
+    use base64::Engine as _;
     let bytes: Vec<u8> = match &response["patch"] {
         Value::Null => return None,
-        Value::Array(items) => items
-            .iter()
-            .map(|b| u8::try_from(b.as_u64().expect("byte")).expect("byte"))
-            .collect(),
-        other => panic!("unexpected patch encoding: {other}"),
+        Value::String(text) => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap_or_else(|e| panic!("patch is not base64 ({e}): {text}")),
+        other => panic!("unexpected patch encoding (want base64 text): {other}"),
     };
     assert_eq!(response["patchType"], "JSONPatch");
     Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))

@@ -1,57 +1,17 @@
-//! AdmissionReview in, decision applied, AdmissionReview out.
-//!
-//! The request is read with a small lenient envelope of our own (so a
-//! broken object still yields the uid to answer with); the answer is built
-//! with kube's admission types, in the request's apiVersion.
+//! The request side: an AdmissionReview read leniently, with a small serde
+//! envelope of our own, so a broken object still yields the uid to answer.
 
 use std::fmt;
-use std::time::Duration;
 
-use json_patch::Patch;
-use kube_core::admission::AdmissionResponse;
-use kube_core::response::StatusSummary;
-use kube_core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::authz::{ForcePermission, RbacTrace, Target};
+use super::{API_VERSIONS, GROUP, RESOURCE};
 use crate::lenient::{Obj, Text};
-use crate::policy::rules::{self, Decision, Operation, Review, Violation};
-use crate::policy::{Policy, UserInfo};
+use crate::policy::UserInfo;
+use crate::policy::rules::{Operation, Review};
 use crate::rollout::PipelineRollout;
-
-/// The API group of PipelineRollouts.
-pub const GROUP: &str = "numaplane.numaproj.io";
-/// The resource name of PipelineRollouts.
-pub const RESOURCE: &str = "pipelinerollouts";
-/// The AdmissionReview apiVersions we speak.
-pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
-
-/// Which webhook a request came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Webhook {
-    /// `/validate`, a ValidatingWebhookConfiguration.
-    Validate,
-    /// `/mutate`, a MutatingWebhookConfiguration.
-    Mutate,
-}
-
-impl Webhook {
-    /// The name used in paths, logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Validate => "validate",
-            Self::Mutate => "mutate",
-        }
-    }
-}
-
-impl fmt::Display for Webhook {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,7 +223,7 @@ impl AdmissionRequest {
 
     /// The rules' view of this request, or `Ok(None)` when it is not judged
     /// (DELETE, CONNECT, other resources and subresources).
-    fn review(&self, now: OffsetDateTime) -> Result<Option<Review<'_>>, Unjudgeable> {
+    pub(super) fn review(&self, now: OffsetDateTime) -> Result<Option<Review<'_>>, Unjudgeable> {
         let Some(operation) = self.operation.judged() else {
             return Ok(None);
         };
@@ -299,7 +259,7 @@ impl AdmissionRequest {
 }
 
 /// A request that cannot be judged: the text of its denial.
-struct Unjudgeable(String);
+pub(super) struct Unjudgeable(pub(super) String);
 
 fn describe<T>(obj: &Obj<T>) -> String {
     match obj {
@@ -308,181 +268,4 @@ fn describe<T>(obj: &Obj<T>) -> String {
         Obj::Wrong(kind) => kind.to_string(),
         Obj::Present(_) => "an object".into(),
     }
-}
-
-/// The whole outcome of one request: the decision, and the answer built
-/// from it.
-#[derive(Debug)]
-pub struct Outcome {
-    /// Which webhook answered.
-    pub webhook: Webhook,
-    /// The request's operation.
-    pub operation: RequestOperation,
-    /// Whether the request was a dry run (its side effects are skipped).
-    pub dry_run: bool,
-    /// The response AdmissionReview, serialised.
-    pub body: Vec<u8>,
-    /// Whether the rules judged it (false for DELETE, other resources, ...).
-    pub judged: bool,
-    /// The decision behind the answer: the only record of the outcome.
-    pub decision: Decision,
-    /// The RBAC check made for it, if one was.
-    pub rbac: Option<RbacTrace>,
-}
-
-impl Outcome {
-    /// Whether the request was allowed.
-    pub fn allowed(&self) -> bool {
-        self.decision.allowed()
-    }
-
-    /// The denial message, if denied.
-    pub fn message(&self) -> Option<String> {
-        self.decision.denial_message()
-    }
-}
-
-/// What a request is judged with besides the policy: who may force (asked
-/// within `limit`) and the time.
-#[derive(Debug, Clone, Copy)]
-pub struct Judge<'a, P> {
-    /// The source of the force-reapply permission.
-    pub authorizer: &'a P,
-    /// How long asking it may take.
-    pub limit: Duration,
-    /// The time the request is judged at.
-    pub now: OffsetDateTime,
-}
-
-impl<'a, P: ForcePermission> Judge<'a, P> {
-    /// Judging now, by the system clock.
-    pub fn now(authorizer: &'a P, limit: Duration) -> Self {
-        Self {
-            authorizer,
-            limit,
-            now: OffsetDateTime::now_utc(),
-        }
-    }
-}
-
-/// Parses, judges and answers one AdmissionReview body for `webhook` under
-/// `policy`, asking `judge.authorizer` when a force needs permission. The
-/// server, `review`, `check`, the tests and the benches all answer through
-/// here.
-pub async fn answer<P: ForcePermission>(
-    webhook: Webhook,
-    policy: &Policy,
-    body: &[u8],
-    judge: Judge<'_, P>,
-) -> Result<(AdmissionRequest, Outcome), ReviewError> {
-    let request = AdmissionRequest::parse(body)?;
-    let mut rbac = None;
-    let (decision, judged) = match (request.review(judge.now), webhook) {
-        (Ok(None), _) => (Decision::default(), false),
-        (Ok(Some(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
-        (Ok(Some(review)), Webhook::Validate) => {
-            let validation = rules::validate(policy, review);
-            let permission = match validation.settled_permission() {
-                Some(settled) => settled,
-                None => {
-                    let target = Target {
-                        namespace: &request.namespace,
-                        name: &request.name,
-                    };
-                    let check = judge
-                        .authorizer
-                        .check(&policy.force_reapply, &request.user, target, judge.limit)
-                        .await;
-                    rbac = check.rbac;
-                    check.permission
-                }
-            };
-            (validation.finish(&permission), true)
-        }
-        (Err(Unjudgeable(message)), webhook) => {
-            let mut decision = Decision::default();
-            match webhook {
-                // The validating webhook denies what it cannot judge.
-                Webhook::Validate => decision.denials.push(Violation::Unjudgeable(message)),
-                Webhook::Mutate => decision.warnings.push(format!("not defaulted: {message}")),
-            }
-            (decision, true)
-        }
-    };
-    let body = wire_body(&request, &decision);
-    let outcome = Outcome {
-        webhook,
-        operation: request.operation,
-        dry_run: request.dry_run,
-        body,
-        judged,
-        decision,
-        rbac,
-    };
-    Ok((request, outcome))
-}
-
-/// The response AdmissionReview, serialised.
-fn wire_body(request: &AdmissionRequest, decision: &Decision) -> Vec<u8> {
-    let response = response(request, decision);
-    serde_json::to_vec(&response.into_review()).unwrap_or_else(|e| {
-        // Serialising plain strings and maps cannot fail; answer with a
-        // denial rather than nothing if it ever does.
-        serde_json::json!({
-            "apiVersion": request.api_version,
-            "kind": "AdmissionReview",
-            "response": {
-                "uid": request.uid,
-                "allowed": false,
-                "status": {"code": 500, "message": format!("cannot serialise the answer: {e}")},
-            },
-        })
-        .to_string()
-        .into_bytes()
-    })
-}
-
-/// Builds the AdmissionResponse from the decision, in one place: uid
-/// echoed, apiVersion kept, status 403 with the message on denial, patch,
-/// warnings and audit annotations.
-fn response(request: &AdmissionRequest, decision: &Decision) -> AdmissionResponse {
-    // kube's constructors start from a typed request; ours is lenient, so
-    // start from an empty answer and fill in the request's identity.
-    let mut response = AdmissionResponse::invalid("");
-    response.types = TypeMeta {
-        api_version: request.api_version.clone(),
-        kind: "AdmissionReview".into(),
-    };
-    response.uid = request.uid.clone();
-    response.allowed = true;
-    response.result = Status::default();
-    if let Some(message) = decision.denial_message() {
-        response.allowed = false;
-        response.result = Status {
-            status: Some(StatusSummary::Failure),
-            code: 403,
-            reason: "Forbidden".into(),
-            message,
-            ..Status::default()
-        };
-    } else if !decision.patch.is_empty() {
-        match response.clone().with_patch(Patch(decision.patch.clone())) {
-            Ok(with_patch) => response = with_patch,
-            Err(e) => {
-                response.warnings = Some(vec![format!("default not applied: {e}")]);
-            }
-        }
-    }
-    if !decision.warnings.is_empty() {
-        response
-            .warnings
-            .get_or_insert_with(Vec::new)
-            .extend(decision.warnings.iter().cloned());
-    }
-    response.audit_annotations = decision
-        .audit
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    response
 }

@@ -1,0 +1,164 @@
+//! AdmissionReview in, decision applied, AdmissionReview out.
+//!
+//! The request is read with a small lenient envelope of our own (so a
+//! broken object still yields the uid to answer with); the answer is built
+//! from the Decision in one place, in the request's apiVersion, with the
+//! patch as base64 text.
+
+mod request;
+mod response;
+
+use std::fmt;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use self::request::Unjudgeable;
+pub use self::request::{AdmissionRequest, RequestOperation, ReviewError};
+use crate::authz::{ForcePermission, RbacTrace, Target};
+use crate::policy::Policy;
+use crate::policy::rules::{self, Decision, Violation};
+
+/// The API group of PipelineRollouts.
+pub const GROUP: &str = "numaplane.numaproj.io";
+/// The resource name of PipelineRollouts.
+pub const RESOURCE: &str = "pipelinerollouts";
+/// The AdmissionReview apiVersions we speak.
+pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
+
+/// Which webhook a request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Webhook {
+    /// `/validate`, a ValidatingWebhookConfiguration.
+    Validate,
+    /// `/mutate`, a MutatingWebhookConfiguration.
+    Mutate,
+}
+
+impl Webhook {
+    /// The name used in paths, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Validate => "validate",
+            Self::Mutate => "mutate",
+        }
+    }
+}
+
+impl fmt::Display for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The whole outcome of one request: the decision, and the answer built
+/// from it.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Which webhook answered.
+    pub webhook: Webhook,
+    /// The request's operation.
+    pub operation: RequestOperation,
+    /// Whether the request was a dry run (its side effects are skipped).
+    pub dry_run: bool,
+    /// The response AdmissionReview, serialised.
+    pub body: Vec<u8>,
+    /// Whether the rules judged it (false for DELETE, other resources, ...).
+    pub judged: bool,
+    /// The decision behind the answer: the only record of the outcome.
+    pub decision: Decision,
+    /// The RBAC check made for it, if one was.
+    pub rbac: Option<RbacTrace>,
+}
+
+impl Outcome {
+    /// Whether the request was allowed.
+    pub fn allowed(&self) -> bool {
+        self.decision.allowed()
+    }
+
+    /// The denial message, if denied.
+    pub fn message(&self) -> Option<String> {
+        self.decision.denial_message()
+    }
+}
+
+/// What a request is judged with besides the policy: who may force (asked
+/// within `limit`) and the time.
+#[derive(Debug, Clone, Copy)]
+pub struct Judge<'a, P> {
+    /// The source of the force-reapply permission.
+    pub authorizer: &'a P,
+    /// How long asking it may take.
+    pub limit: Duration,
+    /// The time the request is judged at.
+    pub now: OffsetDateTime,
+}
+
+impl<'a, P: ForcePermission> Judge<'a, P> {
+    /// Judging now, by the system clock.
+    pub fn now(authorizer: &'a P, limit: Duration) -> Self {
+        Self {
+            authorizer,
+            limit,
+            now: OffsetDateTime::now_utc(),
+        }
+    }
+}
+
+/// Parses, judges and answers one AdmissionReview body for `webhook` under
+/// `policy`, asking `judge.authorizer` when a force needs permission. The
+/// server, `review`, `check`, the tests and the benches all answer through
+/// here.
+pub async fn answer<P: ForcePermission>(
+    webhook: Webhook,
+    policy: &Policy,
+    body: &[u8],
+    judge: Judge<'_, P>,
+) -> Result<(AdmissionRequest, Outcome), ReviewError> {
+    let request = AdmissionRequest::parse(body)?;
+    let mut rbac = None;
+    let (decision, judged) = match (request.review(judge.now), webhook) {
+        (Ok(None), _) => (Decision::default(), false),
+        (Ok(Some(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
+        (Ok(Some(review)), Webhook::Validate) => {
+            let validation = rules::validate(policy, review);
+            let permission = match validation.settled_permission() {
+                Some(settled) => settled,
+                None => {
+                    let target = Target {
+                        namespace: &request.namespace,
+                        name: &request.name,
+                    };
+                    let check = judge
+                        .authorizer
+                        .check(&policy.force_reapply, &request.user, target, judge.limit)
+                        .await;
+                    rbac = check.rbac;
+                    check.permission
+                }
+            };
+            (validation.finish(&permission), true)
+        }
+        (Err(Unjudgeable(message)), webhook) => {
+            let mut decision = Decision::default();
+            match webhook {
+                // The validating webhook denies what it cannot judge.
+                Webhook::Validate => decision.denials.push(Violation::Unjudgeable(message)),
+                Webhook::Mutate => decision.warnings.push(format!("not defaulted: {message}")),
+            }
+            (decision, true)
+        }
+    };
+    let body = response::wire_body(&request, &decision);
+    let outcome = Outcome {
+        webhook,
+        operation: request.operation,
+        dry_run: request.dry_run,
+        body,
+        judged,
+        decision,
+        rbac,
+    };
+    Ok((request, outcome))
+}
