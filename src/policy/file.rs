@@ -1,7 +1,6 @@
 //! The policy file: its schema, how a file is merged over the built-in
 //! values, and rendering it back.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
