@@ -5,13 +5,15 @@
 //! [`admission`] (AdmissionReview parsed, answer built), [`authz`] (who may
 //! force a re-apply: static lists or RBAC), [`policy`] (the pure core: the
 //! policy and the rules), [`rollout`] and [`lenient`] (the lenient view of
-//! the object). Each module imports only from those after it.
+//! the object). Each module imports only from those after it; [`check`]
+//! (offline, for CI) sits beside [`server`], on top of [`admission`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod admission;
 pub mod authz;
 pub mod certs;
+pub mod check;
 pub mod cli;
 pub mod lenient;
 pub mod policy;
