@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default), `review`, `check-policy` and `gen-certs`.
+//! The command line: `serve` (the default), `review`, `check`, `check-policy` and `gen-certs`.
 
 use std::io::Read as _;
 use std::net::SocketAddr;
@@ -57,6 +57,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Answer one AdmissionReview (JSON or YAML) from a file or stdin, as the webhook would; exit 0 if allowed, 1 if denied, 2 on bad input.
     Review(ReviewArgs),
+    /// Check PipelineRollout manifests (files, directories, - for stdin) as the webhook would judge their creation or update; exit 0 if nothing would be denied, 1 if something would, 2 on unreadable input.
+    Check(crate::check::CheckArgs),
     /// Check a policy file: print the effective policy and exit 0, or print the error and exit 2.
     CheckPolicy {
         /// The policy file (YAML or JSON).
@@ -149,16 +151,11 @@ pub struct ReviewArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Judge as at this time (RFC 3339, e.g. 2026-12-01T10:00:00Z) instead of now, so a check of forceReapply.minPauseAge is reproducible.
-    #[arg(long, value_parser = parse_rfc3339)]
+    #[arg(long, value_parser = crate::policy::duration::parse_rfc3339)]
     pub now: Option<time::OffsetDateTime>,
     /// The AdmissionReview file, or - for stdin (the default).
     #[arg(default_value = "-")]
     pub file: String,
-}
-
-fn parse_rfc3339(text: &str) -> Result<time::OffsetDateTime, String> {
-    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {e}"))
 }
 
 /// `--webhook` values.
@@ -200,6 +197,7 @@ pub fn run(cli: Cli) -> ExitCode {
         None => run_serve(cli.serve),
         Some(Command::Serve(args)) => run_serve(args),
         Some(Command::Review(args)) => run_review(&args),
+        Some(Command::Check(args)) => run_check(&args),
         Some(Command::CheckPolicy { file }) => run_check_policy(&file),
         Some(Command::GenCerts(args)) => run_gen_certs(&args),
     }
@@ -290,6 +288,10 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
     paths.write_ca_key(&generated).map_err(|e| e.to_string())?;
     certs::write_ca_bundle_patch(&args.out, &generated.ca_pem).map_err(|e| e.to_string())?;
     Ok((paths, reuse))
+}
+
+fn run_check(args: &crate::check::CheckArgs) -> ExitCode {
+    crate::check::run(args)
 }
 
 fn run_check_policy(file: &Path) -> ExitCode {

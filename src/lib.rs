@@ -6,13 +6,15 @@
 //! force a re-apply: static lists or RBAC), [`policy`] (the pure core: the
 //! policy and the rules), [`rollout`] and [`lenient`] (the lenient view of
 //! the object). Each module imports only from those after it. Beside the
-//! server, [`sweeper`] resets forces whose pause ended without a write.
+//! server, [`sweeper`] resets forces whose pause ended without a write, and
+//! [`check`] (offline, for CI) judges manifests through [`admission`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod admission;
 pub mod authz;
 pub mod certs;
+pub mod check;
 pub mod cli;
 pub mod lenient;
 pub mod policy;

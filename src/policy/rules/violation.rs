@@ -291,6 +291,24 @@ impl Violation {
             Self::Unjudgeable(message) => format!("cannot be judged: {}", cut(message, 80)),
         }
     }
+
+    /// The field this violation is about, dotted as users write it (`None`
+    /// when the request could not be judged). Rules added later without an
+    /// arm here are mapped by their rule number.
+    pub fn field(&self) -> Option<String> {
+        match self {
+            Self::TimeoutUnreachable { path, .. } | Self::MetadataMalformed { path, .. } => {
+                Some((*path).to_owned())
+            }
+            Self::ScaleFactorInvalid { .. } => Some(SCALE_FACTOR_FIELD.to_owned()),
+            other => match other.rule() {
+                2..=4 => Some(TIMEOUT_FIELD.to_owned()),
+                5 | 6 => Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]")),
+                7 => Some(FORCE_PROMOTE_FIELD.to_owned()),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// Shows a JSON value compactly, cut short when long.

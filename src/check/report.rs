@@ -1,0 +1,402 @@
+//! What `check` found, and the text and JSON renderings of it (JUnit is in
+//! [`super::junit`]).
+
+use serde::Serialize;
+
+use super::input::{Location, Problem};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The API server would refuse the write.
+    Error,
+    /// Allowed, with a warning kubectl would show.
+    Warning,
+    /// Allowed; something the webhook would change (a default).
+    Info,
+}
+
+impl Severity {
+    /// The word used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::Warning => "warning",
+            Self::Info => "info",
+        }
+    }
+}
+
+/// One thing the webhook would say about a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// How bad it is.
+    pub severity: Severity,
+    /// The rule broken (docs/rules.md), for denials.
+    pub rule: Option<u8>,
+    /// The field concerned, dotted, when known.
+    pub field: Option<String>,
+    /// The message, as the webhook words it.
+    pub message: String,
+}
+
+/// One PipelineRollout, judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// Where its manifest is.
+    pub location: Location,
+    /// The namespace it was judged in.
+    pub namespace: String,
+    /// Its name (`None` when the manifest has none).
+    pub name: Option<String>,
+    /// CREATE, or UPDATE when `--against` holds a deployed object.
+    pub operation: &'static str,
+    /// Where the deployed object came from, for an UPDATE.
+    pub deployed: Option<String>,
+    /// What the webhook would say, in order: defaults, denials, warnings.
+    pub findings: Vec<Finding>,
+}
+
+impl Judged {
+    /// `NAMESPACE/NAME`.
+    pub fn id(&self) -> String {
+        format!(
+            "{}/{}",
+            self.namespace,
+            self.name.as_deref().unwrap_or("<no name>")
+        )
+    }
+
+    /// Whether the write would be refused.
+    pub fn denied(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+
+    /// The findings of one severity.
+    pub fn of(&self, severity: Severity) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(move |f| f.severity == severity)
+    }
+}
+
+/// One entry of the report, in input order.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// A PipelineRollout, judged.
+    Rollout(Judged),
+    /// Input that could not be read.
+    Problem(Problem),
+}
+
+impl Entry {
+    /// The file the entry belongs to.
+    pub fn file(&self) -> &str {
+        match self {
+            Self::Rollout(judged) => &judged.location.file,
+            Self::Problem(problem) => &problem.location.file,
+        }
+    }
+}
+
+/// Everything `check` found.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Files read (or tried), standard input included.
+    pub files: usize,
+    /// Documents that are not PipelineRollouts.
+    pub skipped: usize,
+    /// Whether `--against` was given.
+    pub against: bool,
+    /// The judged rollouts and the input problems, in input order.
+    pub entries: Vec<Entry>,
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// One line, whatever the message holds.
+fn one_line(text: &str) -> String {
+    text.replace(['\r', '\n'], " ")
+}
+
+impl Report {
+    /// The judged rollouts.
+    pub fn rollouts(&self) -> impl Iterator<Item = &Judged> {
+        self.entries.iter().filter_map(|e| match e {
+            Entry::Rollout(judged) => Some(judged),
+            Entry::Problem(_) => None,
+        })
+    }
+
+    /// The input problems.
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.entries.iter().filter_map(|e| match e {
+            Entry::Problem(problem) => Some(problem),
+            Entry::Rollout(_) => None,
+        })
+    }
+
+    /// How many rollouts would be refused.
+    pub fn denied(&self) -> usize {
+        self.rollouts().filter(|j| j.denied()).count()
+    }
+
+    /// How many warnings there are.
+    pub fn warnings(&self) -> usize {
+        self.rollouts()
+            .map(|j| j.of(Severity::Warning).count())
+            .sum()
+    }
+
+    /// 2 when any input was unreadable, else 1 when any rollout would be
+    /// denied, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.problems().next().is_some() {
+            2
+        } else if self.denied() > 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// The one-line summary.
+    pub fn summary(&self) -> String {
+        let rollouts = self.rollouts().count();
+        let mut notes = Vec::new();
+        if self.skipped > 0 {
+            notes.push(format!(
+                "{} skipped",
+                plural(self.skipped, "other document", "other documents")
+            ));
+        }
+        if self.against {
+            let updates = self.rollouts().filter(|j| j.deployed.is_some()).count();
+            notes.push(format!(
+                "{} of deployed objects",
+                plural(updates, "judged as an update", "judged as updates")
+            ));
+        }
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", notes.join("; "))
+        };
+        let problems = self.problems().count();
+        let unreadable = if problems > 0 {
+            format!(
+                ", {}",
+                plural(problems, "unreadable input", "unreadable inputs")
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "checked {} in {}{notes}: {} denied, {}{unreadable}",
+            plural(rollouts, "PipelineRollout", "PipelineRollouts"),
+            plural(self.files, "file", "files"),
+            self.denied(),
+            plural(self.warnings(), "warning", "warnings"),
+        )
+    }
+
+    /// `FILE[:DOC] NAMESPACE/NAME: SEVERITY: MESSAGE` per finding (and
+    /// `FILE[:DOC]: error: MESSAGE` per unreadable input), then the summary.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for entry in &self.entries {
+            match entry {
+                Entry::Rollout(judged) => {
+                    for f in &judged.findings {
+                        out.push_str(&format!(
+                            "{} {}: {}: {}\n",
+                            judged.location.label(),
+                            judged.id(),
+                            f.severity.as_str(),
+                            one_line(&f.message)
+                        ));
+                    }
+                }
+                Entry::Problem(problem) => out.push_str(&format!(
+                    "{}: error: {}\n",
+                    problem.location.label(),
+                    one_line(&problem.message)
+                )),
+            }
+        }
+        out.push_str(&self.summary());
+        out.push('\n');
+        out
+    }
+
+    /// A JSON array of every finding and unreadable input.
+    pub fn json(&self) -> String {
+        let mut records = Vec::new();
+        for entry in &self.entries {
+            match entry {
+                Entry::Rollout(judged) => {
+                    for f in &judged.findings {
+                        records.push(JsonFinding {
+                            file: &judged.location.file,
+                            document: judged.location.document,
+                            item: judged.location.item,
+                            line: judged.location.line,
+                            namespace: Some(&judged.namespace),
+                            name: judged.name.as_deref(),
+                            operation: Some(judged.operation),
+                            severity: f.severity,
+                            rule: f.rule,
+                            field: f.field.as_deref(),
+                            message: &f.message,
+                        });
+                    }
+                }
+                Entry::Problem(problem) => records.push(JsonFinding {
+                    file: &problem.location.file,
+                    document: problem.location.document,
+                    item: problem.location.item,
+                    line: problem.location.line,
+                    namespace: None,
+                    name: None,
+                    operation: None,
+                    severity: Severity::Error,
+                    rule: None,
+                    field: None,
+                    message: &problem.message,
+                }),
+            }
+        }
+        // Plain strings, numbers and options: serialising cannot fail.
+        serde_json::to_string_pretty(&records).unwrap_or_else(|e| format!("[\"{e}\"]"))
+    }
+}
+
+/// One element of the JSON output.
+#[derive(Serialize)]
+struct JsonFinding<'a> {
+    file: &'a str,
+    document: Option<usize>,
+    item: Option<usize>,
+    line: Option<usize>,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+    operation: Option<&'a str>,
+    severity: Severity,
+    rule: Option<u8>,
+    field: Option<&'a str>,
+    message: &'a str,
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub fn location(file: &str, document: usize, multi: bool, line: usize) -> Location {
+        Location {
+            file: file.into(),
+            document: Some(document),
+            multi,
+            line: Some(line),
+            item: None,
+        }
+    }
+
+    pub fn finding(severity: Severity, rule: Option<u8>, message: &str) -> Finding {
+        Finding {
+            severity,
+            rule,
+            field: rule.map(|_| "spec.x".into()),
+            message: message.into(),
+        }
+    }
+
+    pub fn sample() -> Report {
+        let denied = Judged {
+            location: location("a.yaml", 2, true, 7),
+            namespace: "team-a".into(),
+            name: Some("p1".into()),
+            operation: "CREATE",
+            deployed: None,
+            findings: vec![
+                finding(
+                    Severity::Info,
+                    None,
+                    "pauseGracePeriodSeconds will be set to 300 (5m)",
+                ),
+                finding(Severity::Error, Some(3), "too short\nreally"),
+                finding(Severity::Warning, None, "careful"),
+            ],
+        };
+        let clean = Judged {
+            location: location("b.yaml", 1, false, 1),
+            namespace: "default".into(),
+            name: None,
+            operation: "UPDATE",
+            deployed: Some("dump.yaml".into()),
+            findings: vec![],
+        };
+        Report {
+            files: 3,
+            skipped: 1,
+            against: true,
+            entries: vec![
+                Entry::Rollout(denied),
+                Entry::Problem(Problem {
+                    location: location("c.yaml", 1, false, 4),
+                    message: "not valid YAML: oops at line 4, column 1".into(),
+                }),
+                Entry::Rollout(clean),
+            ],
+        }
+    }
+
+    #[test]
+    fn text_has_one_line_per_finding_and_a_summary() {
+        let text = sample().text();
+        assert_eq!(
+            text,
+            "a.yaml:2 team-a/p1: info: pauseGracePeriodSeconds will be set to 300 (5m)\n\
+             a.yaml:2 team-a/p1: error: too short really\n\
+             a.yaml:2 team-a/p1: warning: careful\n\
+             c.yaml: error: not valid YAML: oops at line 4, column 1\n\
+             checked 2 PipelineRollouts in 3 files (1 other document skipped; 1 judged as an update of deployed objects): 1 denied, 1 warning, 1 unreadable input\n"
+        );
+    }
+
+    #[test]
+    fn summary_without_extras_and_exit_codes() {
+        let mut report = sample();
+        assert_eq!(report.exit_code(), 2);
+        report.entries.remove(1);
+        assert_eq!(report.exit_code(), 1);
+        report.entries.remove(0);
+        assert_eq!(report.exit_code(), 0);
+        report.skipped = 0;
+        report.against = false;
+        report.files = 1;
+        assert_eq!(
+            report.summary(),
+            "checked 1 PipelineRollout in 1 file: 0 denied, 0 warnings"
+        );
+    }
+
+    #[test]
+    fn json_lists_every_finding_with_its_place() {
+        let json: serde_json::Value = serde_json::from_str(&sample().json()).expect("valid JSON");
+        let records = json.as_array().expect("an array");
+        assert_eq!(records.len(), 4);
+        assert_eq!(
+            records[1],
+            serde_json::json!({
+                "file": "a.yaml", "document": 2, "item": null, "line": 7,
+                "namespace": "team-a", "name": "p1", "operation": "CREATE",
+                "severity": "error", "rule": 3, "field": "spec.x",
+                "message": "too short\nreally",
+            })
+        );
+        assert_eq!(records[3]["severity"], "error");
+        assert_eq!(records[3]["name"], serde_json::Value::Null);
+        assert_eq!(records[3]["line"], 4);
+    }
+}
