@@ -10,6 +10,7 @@
 //!
 //! Without the binaries these tests print a skip line each, and fail in CI.
 
+mod e2e_support;
 mod envtest;
 
 use std::io::Write as _;
@@ -17,17 +18,14 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use envtest::{Assets, Cluster, Installation, Kubectl, Output, User, repo_root, require};
+use e2e_support::{
+    ALLOW_DATA_LOSS, MUTATE, NO_TIMEOUT_SECONDS, ROLLOUTS, VALIDATE, annotate, annotation_of,
+    assert_refused, binding, idle, latency, pausing, role, rollout, set_status, stored,
+    team_namespace, timeout_of, timeout_patch,
+};
+use envtest::{Assets, Cluster, Installation, User, repo_root, require};
 use serde_json::{Value, json};
 
-const VALIDATE: &str = "validate.pipelinerollout-webhook.numaplane.numaproj.io";
-const MUTATE: &str = "mutate.pipelinerollout-webhook.numaplane.numaproj.io";
-const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
-const ROLLOUTS: &str = "pipelinerollouts";
-
-/// What `default: none` writes: the built-in `noTimeoutSeconds` (README,
-/// "Policy reference"), which the base policy does not change.
-const NO_TIMEOUT_SECONDS: i64 = 31_536_000;
 /// The one override the shared webhook's policy adds to the base policy.
 const OVERRIDE_MATCH: &str = "e2e-override-*";
 /// That override's default: 5m.
@@ -65,7 +63,8 @@ fn shared_policy() -> Result<String, String> {
     let expect = |pointer: &str, want: Value| match policy.pointer(pointer) {
         Some(found) if *found == want => Ok(()),
         found => Err(format!(
-            "the end-to-end scenarios assume base policy.yaml has {pointer} = {want}, found {found:?}: update tests/e2e.rs"
+            "the end-to-end scenarios assume base policy.yaml has {pointer} = {want}, \
+             found {found:?}: update tests/e2e.rs"
         )),
     };
     expect("/mode", json!("enforce"))?;
@@ -89,28 +88,32 @@ fn shared_policy() -> Result<String, String> {
 /// Before the webhooks exist: the other components' RBAC, and scenario 3's
 /// object with a timeout the policy forbids.
 fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
-    let writer = |name: &str, resources: &[&str]| {
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": name},
-            "rules": [{"apiGroups": ["numaplane.numaproj.io"], "resources": resources,
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]})
-    };
-    let bind = |role: &str, user: User| {
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{role}-{}", user.name().replace(':', "-"))},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user.name()}]})
-    };
     // What Argo CD's and Numaplane's own installs grant their accounts.
+    let all = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
     cluster.create_all(vec![
-        writer("e2e-argocd", &["pipelinerollouts"]),
-        writer(
+        role(None, "e2e-argocd", &[ROLLOUTS], &all),
+        role(
+            None,
             "e2e-numaplane",
-            &["pipelinerollouts", "pipelinerollouts/status"],
+            &[ROLLOUTS, "pipelinerollouts/status"],
+            &all,
         ),
-        bind("e2e-argocd", User::ArgocdServer),
-        bind("e2e-argocd", User::ArgocdApplicationController),
-        bind("e2e-numaplane", User::NumaplaneController),
+        binding(
+            None,
+            "e2e-argocd",
+            "ClusterRole",
+            "e2e-argocd",
+            &[User::ArgocdServer, User::ArgocdApplicationController],
+        ),
+        binding(
+            None,
+            "e2e-numaplane",
+            "ClusterRole",
+            "e2e-numaplane",
+            &[User::NumaplaneController],
+        ),
     ])?;
     team_namespace(cluster, LEGACY_NAMESPACE)?;
     let out = cluster.kubectl(User::Admin).create(
@@ -122,129 +125,6 @@ fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
     } else {
         Err(format!("cannot create the legacy object: {out}"))
     }
-}
-
-/// A namespace where alice and carol may write PipelineRollouts (the
-/// aggregated `edit` role is empty without a controller manager).
-fn team_namespace(cluster: &Cluster, name: &str) -> Result<(), String> {
-    cluster.create_all(vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "pipelinerollout-writer", "namespace": name},
-            "rules": [{"apiGroups": ["numaplane.numaproj.io"], "resources": ["pipelinerollouts"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": "pipelinerollout-writers", "namespace": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pipelinerollout-writer"},
-            "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": User::Alice.name()},
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": User::Carol.name()}]}),
-    ])
-}
-
-/// The Numaplane sample rollout, named `namespace/name`, with `timeout` as
-/// its drain timeout (`None`: no `lifecycle` at all).
-fn rollout(namespace: &str, name: &str, timeout: Option<Value>) -> Value {
-    let path = repo_root().join("tests/fixtures/numaplane-sample-pipelinerollout.yaml");
-    let text = std::fs::read_to_string(&path).expect("read the sample PipelineRollout");
-    let mut object: Value = serde_saphyr::from_str(&text).expect("the sample is YAML");
-    object["metadata"] = json!({"name": name, "namespace": namespace});
-    let spec = &mut object["spec"]["pipeline"]["spec"];
-    match timeout {
-        Some(timeout) => spec["lifecycle"] = json!({"pauseGracePeriodSeconds": timeout}),
-        None => {
-            spec.as_object_mut()
-                .expect("pipeline spec")
-                .remove("lifecycle");
-        }
-    }
-    object
-}
-
-fn timeout_of(object: &Value) -> &Value {
-    &object["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"]
-}
-
-/// The stored object; panics if it is not there.
-#[track_caller]
-fn stored(kubectl: &Kubectl, namespace: &str, name: &str) -> Value {
-    kubectl
-        .get(ROLLOUTS, namespace, name)
-        .unwrap_or_else(|| panic!("{namespace}/{name} is not stored"))
-}
-
-/// Checks that the validating webhook refused the request and that its
-/// message, as the client got it, contains `says`.
-#[track_caller]
-fn assert_refused(out: &Output, says: &str) {
-    assert!(!out.success, "expected the webhook to refuse: {out}");
-    let by = format!("admission webhook \"{VALIDATE}\" denied the request");
-    assert!(
-        out.stderr.contains(&by),
-        "refused, but not by {VALIDATE}: {out}"
-    );
-    assert!(
-        out.stderr.contains(says),
-        "the refusal does not say {says:?}: {out}"
-    );
-}
-
-/// Writes `status` through the status subresource, as Numaplane does.
-#[track_caller]
-fn set_status(cluster: &Cluster, namespace: &str, name: &str, status: Value) {
-    cluster
-        .kubectl(User::NumaplaneController)
-        .merge_patch(
-            ROLLOUTS,
-            namespace,
-            name,
-            &json!({"status": status}),
-            &["--subresource=status"],
-        )
-        .expect_success("Numaplane writes the status");
-}
-
-/// A status saying the pipeline is pausing: through the rollout's own
-/// pause-and-drain upgrade, or (`upgrade` false) through an
-/// ISBServiceRollout update, which leaves `upgradeInProgress` empty.
-fn pausing(upgrade: bool) -> Value {
-    json!({
-        "phase": "Deployed",
-        "upgradeInProgress": if upgrade { "PipelinePauseAndDrain" } else { "" },
-        "conditions": [{"type": "PipelinePausingOrPaused", "status": "True", "reason": "PipelinePausing",
-            "message": "Pipeline pausing", "lastTransitionTime": "2026-06-01T10:00:00Z"}],
-    })
-}
-
-/// A status saying nothing pauses.
-fn idle() -> Value {
-    json!({
-        "phase": "Deployed",
-        "upgradeInProgress": "",
-        "conditions": [{"type": "PipelinePausingOrPaused", "status": "False", "reason": "Unpaused",
-            "message": "Pipeline unpaused", "lastTransitionTime": "2026-06-01T10:00:00Z"}],
-    })
-}
-
-/// `kubectl annotate` of allow-data-loss: set to `value`, or removed.
-fn annotate(kubectl: &Kubectl, namespace: &str, name: &str, value: Option<&str>) -> Output {
-    let change = match value {
-        Some(value) => format!("{ALLOW_DATA_LOSS}={value}"),
-        None => format!("{ALLOW_DATA_LOSS}-"),
-    };
-    kubectl.run(&[
-        "annotate",
-        ROLLOUTS,
-        name,
-        "-n",
-        namespace,
-        &change,
-        "--overwrite",
-    ])
-}
-
-fn annotation_of(object: &Value) -> Option<&str> {
-    object["metadata"]["annotations"][ALLOW_DATA_LOSS].as_str()
 }
 
 /// Scenarios still running on the shared cluster (scenario 8 waits for them).
@@ -388,13 +268,7 @@ fn scenario_3_a_legacy_object_can_still_be_edited_with_a_warning() {
     );
 
     // Ratcheting keeps an old value; it does not let a new bad one in.
-    let out = alice.merge_patch(
-        ROLLOUTS,
-        ns,
-        name,
-        &json!({"spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": 7300}}}}}),
-        &[],
-    );
+    let out = alice.merge_patch(ROLLOUTS, ns, name, &timeout_patch(7300), &[]);
     assert_refused(&out, "is 7300, above the maximum of 3600");
 
     let got = stored(&alice, ns, name);
@@ -437,10 +311,13 @@ fn scenario_4_forced_reapply_needs_rbac_and_a_pause() {
     // A RoleBinding to the manifests' ClusterRole lets her, in this
     // namespace, for either kind of pause. (Other objects than the one she
     // was refused on, whose answer the webhook keeps for the cache TTL.)
-    let grant = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "alice-force-reapply", "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pipelinerollout-force-reapply"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]});
+    let grant = binding(
+        Some(ns),
+        "alice-force-reapply",
+        "ClusterRole",
+        "pipelinerollout-force-reapply",
+        &[User::Alice],
+    );
     admin
         .create(&grant, &[])
         .expect_success("admin grants alice force-reapply");
@@ -554,11 +431,22 @@ fn scenario_6_server_side_dry_run_is_judged_and_stores_nothing() {
     alice
         .create(&rollout(ns, "stored", Some(json!(60))), &[])
         .expect_success("alice creates a rollout");
-    let set = |t: i64| json!({"spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": t}}}}});
-    let out = alice.merge_patch(ROLLOUTS, ns, "stored", &set(7200), &["--dry-run=server"]);
+    let out = alice.merge_patch(
+        ROLLOUTS,
+        ns,
+        "stored",
+        &timeout_patch(7200),
+        &["--dry-run=server"],
+    );
     assert_refused(&out, "is 7200, above the maximum of 3600");
     alice
-        .merge_patch(ROLLOUTS, ns, "stored", &set(120), &["--dry-run=server"])
+        .merge_patch(
+            ROLLOUTS,
+            ns,
+            "stored",
+            &timeout_patch(120),
+            &["--dry-run=server"],
+        )
         .expect_success("a good dry-run update");
     assert_eq!(
         timeout_of(&stored(&alice, ns, "stored")),
@@ -657,188 +545,4 @@ fn scenario_8_latency_as_the_api_server_sees_it() {
     std::fs::File::create(dir.join("latency-report.txt"))
         .and_then(|mut f| f.write_all(report.as_bytes()))
         .expect("write target/envtest/latency-report.txt");
-}
-
-/// Calls of one webhook, from the histogram's buckets.
-struct Calls {
-    total: f64,
-    under_5ms: f64,
-    under_25ms: f64,
-}
-
-fn latency(metrics: &str, webhook: &str) -> Calls {
-    let mut calls = Calls {
-        total: 0.0,
-        under_5ms: 0.0,
-        under_25ms: 0.0,
-    };
-    let name = format!("name=\"{webhook}\"");
-    for line in metrics.lines() {
-        let Some(rest) =
-            line.strip_prefix("apiserver_admission_webhook_admission_duration_seconds_bucket{")
-        else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(value) = value.parse::<f64>() else {
-            continue;
-        };
-        if !labels.contains(&name) {
-            continue;
-        }
-        if labels.contains("le=\"+Inf\"") {
-            calls.total += value;
-        } else if labels.contains("le=\"0.005\"") {
-            calls.under_5ms += value;
-        } else if labels.contains("le=\"0.025\"") {
-            calls.under_25ms += value;
-        }
-    }
-    calls
-}
-
-// ---------------------------------------------------------------------------
-// The harness itself
-
-#[test]
-fn harness_starts_kube_controller_manager_on_request() {
-    let name = envtest::test_name();
-    let Some(env) = shared() else { return };
-    if require(&name, Assets::kube_controller_manager()).is_none() {
-        return;
-    }
-    let cluster = &env.cluster;
-    cluster
-        .start_controller_manager("validatingadmissionpolicy-status-controller")
-        .expect("kube-controller-manager starts");
-    // Type checking is written by the controller manager, not the API
-    // server: comparing a string (a ConfigMap's data value) with an int is
-    // only found with the ConfigMap's schema. This policy has no binding,
-    // so it affects nothing.
-    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": "envtest-type-check"},
-        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-            "operations": ["CREATE"], "resources": ["configmaps"]}]},
-            "validations": [{"expression": "object.data.nosuchfield < 100"}]}});
-    let admin = cluster.kubectl(User::Admin);
-    admin
-        .create(&policy, &[])
-        .expect_success("create a ValidatingAdmissionPolicy");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = admin
-            .run(&[
-                "get",
-                "validatingadmissionpolicy",
-                "envtest-type-check",
-                "-o",
-                "json",
-            ])
-            .expect_success("read the policy");
-        let warnings = &out.json()["status"]["typeChecking"]["expressionWarnings"];
-        if let Some(first) = warnings.get(0) {
-            assert_eq!(
-                first["fieldRef"], "spec.validations[0].expression",
-                "{warnings}"
-            );
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no type checking after 30 s: {out}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Set for the helper below: where it writes the pids and scratch directory.
-const KILLED_HELPER: &str = "ENVTEST_KILLED_HELPER_REPORT";
-
-#[test]
-fn harness_leaves_no_process_behind_when_the_test_process_is_killed() {
-    let name = envtest::test_name();
-    if require(&name, Assets::find()).is_none() {
-        return;
-    }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let report = dir.path().join("report");
-    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "harness_killed_helper",
-            "--ignored",
-            "--test-threads=1",
-        ])
-        .env(KILLED_HELPER, &report)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run the helper");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let text = loop {
-        if let Ok(text) = std::fs::read_to_string(&report) {
-            break text;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the helper exited ({status}) before starting its cluster");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the helper did not start its cluster"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    child.kill().expect("SIGKILL the helper");
-    child.wait().expect("reap the helper");
-
-    let mut lines = text.lines();
-    let scratch = std::path::PathBuf::from(lines.next().expect("scratch directory"));
-    let pids: Vec<u32> = lines.map(|l| l.parse().expect("pid")).collect();
-    assert!(pids.len() >= 2, "etcd and kube-apiserver: {pids:?}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let alive: Vec<u32> = pids.iter().copied().filter(|p| running(*p)).collect();
-        if alive.is_empty() && !scratch.exists() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "20 s after the test process was killed, still running: {alive:?}; scratch directory left: {}",
-            scratch.exists()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Started by the test above, which kills it; does nothing otherwise.
-#[test]
-#[ignore = "helper of harness_leaves_no_process_behind_when_the_test_process_is_killed"]
-fn harness_killed_helper() {
-    let Some(report) = std::env::var_os(KILLED_HELPER) else {
-        return;
-    };
-    let assets = Assets::find().expect("assets");
-    let cluster = Cluster::start(&assets).expect("the helper's cluster");
-    let mut text = format!("{}\n", cluster.dir().display());
-    for pid in cluster.server_pids() {
-        text.push_str(&format!("{pid}\n"));
-    }
-    let partial = std::path::PathBuf::from(&report).with_extension("partial");
-    std::fs::write(&partial, text).expect("write the report");
-    std::fs::rename(&partial, &report).expect("publish the report");
-    // Killed long before this ends.
-    std::thread::sleep(Duration::from_secs(120));
-}
-
-/// Whether `pid` is a live process (a zombie holds nothing and counts as gone).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }

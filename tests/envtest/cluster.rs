@@ -2,6 +2,7 @@
 //! kube-controller-manager on request.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -88,6 +89,20 @@ impl User {
         }
     }
 
+    /// The user as a RoleBinding or ClusterRoleBinding subject: a
+    /// `ServiceAccount` for service accounts, else a `User`.
+    pub fn subject(self) -> serde_json::Value {
+        match self.name().strip_prefix("system:serviceaccount:") {
+            Some(account) => {
+                let (namespace, name) = account.split_once(':').unwrap_or(("", account));
+                serde_json::json!({"kind": "ServiceAccount", "namespace": namespace, "name": name})
+            }
+            None => serde_json::json!({
+                "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": self.name(),
+            }),
+        }
+    }
+
     fn file_name(self) -> String {
         format!("{self:?}").to_lowercase()
     }
@@ -104,8 +119,11 @@ pub struct Cluster {
     kubectl: PathBuf,
     /// Servers, stopped in reverse order.
     processes: Mutex<Vec<Process>>,
-    janitor: Mutex<Janitor>,
+    janitor: Mutex<Option<Janitor>>,
 }
+
+/// Set to keep each cluster's scratch directory after the tests.
+pub const KEEP: &str = "ENVTEST_KEEP";
 
 /// Attempts when a freshly picked port turns out to be taken.
 const PORT_ATTEMPTS: usize = 3;
@@ -121,7 +139,14 @@ impl Cluster {
             .tempdir_in(&base)
             .map_err(|e| format!("cannot make a scratch directory in {}: {e}", base.display()))?
             .keep();
-        let janitor = Janitor::start(&dir)?;
+        // ENVTEST_KEEP=1 keeps the directory (logs, kubeconfigs) to look at.
+        let janitor = if std::env::var_os(KEEP).is_some_and(|v| !v.is_empty()) {
+            let line = format!("envtest: {KEEP} is set, keeping {}\n", dir.display());
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            None
+        } else {
+            Some(Janitor::start(&dir)?)
+        };
         let mut tokens = BTreeMap::new();
         for user in User::ALL {
             tokens.insert(user, pki::token()?);
@@ -215,7 +240,9 @@ impl Cluster {
     ) -> Result<Process, String> {
         let log = self.dir.join(format!("{name}.log"));
         let process = Process::spawn(name, program, args, &log, grace)?;
-        self.janitor.lock().expect("janitor lock").watch(&process);
+        if let Some(janitor) = self.janitor.lock().expect("janitor lock").as_mut() {
+            janitor.watch(&process);
+        }
         Ok(process)
     }
 
@@ -299,7 +326,8 @@ impl Cluster {
                     "certificate-authority": self.dir.join("pki/ca.crt"),
                 }}],
                 "users": [{"name": user.file_name(), "user": {"token": token}}],
-                "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user.file_name()}}],
+                "contexts": [{"name": "envtest",
+                    "context": {"cluster": "envtest", "user": user.file_name()}}],
                 "current-context": "envtest",
             });
             let path = self.kubeconfig(*user);

@@ -15,7 +15,8 @@
 //!
 //! Every process runs under a wrapper that stops it when the test process
 //! ends, however it ends (see `process.rs`); scratch directories go the same
-//! way.
+//! way, unless `ENVTEST_KEEP=1` asks to keep them (logs of every server,
+//! kubeconfigs of every user).
 // Not every test binary uses every item.
 #![allow(dead_code, unused_imports)]
 
@@ -33,7 +34,7 @@ pub use assets::{
     Assets, KUBEBUILDER_ASSETS, Missing, TEST_ASSET_ETCD, TEST_ASSET_KUBE_APISERVER,
     TEST_ASSET_KUBE_CONTROLLER_MANAGER, in_ci, require,
 };
-pub use cluster::{Cluster, User, free_port};
+pub use cluster::{Cluster, KEEP, User, free_port};
 pub use install::{Installed, render, repo_root};
 pub use kubectl::{Kubectl, Output};
 pub use pki::{CertPair, Pki};

@@ -32,7 +32,10 @@ echo "$p"
   cat <&3 >/dev/null
   if [ "$grace" -gt 0 ] && kill -TERM "$p" 2>/dev/null; then
     n=0
-    while [ "$n" -lt "$((grace * 10))" ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+    while [ "$n" -lt "$((grace * 10))" ] && kill -0 "$p" 2>/dev/null; do
+      sleep 0.1
+      n=$((n + 1))
+    done
   fi
   kill -KILL "$p" 2>/dev/null
 } &
