@@ -73,15 +73,13 @@ fn harness_leaves_no_process_behind_when_the_test_process_is_killed() {
     if require(&name, Assets::find()).is_none() {
         return;
     }
+    // libtest names tests by their module path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let helper = format!("{module}::harness_killed_helper");
     let dir = tempfile::tempdir().expect("temp dir");
     let report = dir.path().join("report");
     let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "harness_killed_helper",
-            "--ignored",
-            "--test-threads=1",
-        ])
+        .args(["--exact", &helper, "--ignored", "--test-threads=1"])
         .env(KILLED_HELPER, &report)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -93,7 +91,7 @@ fn harness_leaves_no_process_behind_when_the_test_process_is_killed() {
             break text;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("the helper exited ({status}) before starting its cluster");
+            panic!("the helper {helper} exited ({status}) before starting its cluster");
         }
         assert!(
             Instant::now() < deadline,
