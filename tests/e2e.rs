@@ -12,6 +12,10 @@
 
 mod e2e_support;
 mod envtest;
+/// The harness's own tests. They sit beside it but are not part of
+/// `envtest`, so other test binaries using the harness do not run them.
+#[path = "envtest/checks.rs"]
+mod envtest_checks;
 
 use std::io::Write as _;
 use std::sync::OnceLock;

@@ -1,8 +1,6 @@
 //! What the end-to-end scenarios share: PipelineRollouts as users write
 //! them, Numaplane's status, and checks of what the client sees.
 
-pub mod harness_checks;
-
 use serde_json::{Value, json};
 
 use crate::envtest::{Cluster, Kubectl, Output, User, repo_root};
