@@ -12,6 +12,7 @@ use super::http::{self, Tls};
 use super::kubectl::Kubectl;
 use super::pki::{self, Pki};
 use super::process::{Janitor, Process, wait_until};
+use super::webhook::port_taken;
 use super::{Assets, Missing};
 
 /// The users the API server knows (static tokens, `--token-auth-file`).
@@ -161,16 +162,18 @@ impl Cluster {
             janitor: Mutex::new(janitor),
         };
         cluster.write_files()?;
-        for attempt in 1..=PORT_ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             match cluster.start_servers(assets) {
                 Ok(()) => return Ok(cluster),
-                Err(why) if attempt < PORT_ATTEMPTS && why.contains("address already in use") => {
+                // A port picked a moment ago was taken since: pick others.
+                Err(why) if attempt < PORT_ATTEMPTS && port_taken(&why) => {
                     cluster.stop_all();
+                    attempt += 1;
                 }
                 Err(why) => return Err(why),
             }
         }
-        unreachable!("the last attempt returns")
     }
 
     /// The API server's URL.
