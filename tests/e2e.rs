@@ -183,6 +183,32 @@ fn scenario_1_create_without_a_timeout_gets_the_policy_default() {
     let got = stored(&alice, "e2e-override-defaults", "no-timeout");
     assert_eq!(timeout_of(&got), &json!(OVERRIDE_DEFAULT_SECONDS), "{got}");
 
+    // Argo CD's sync (server-side apply as its application controller)
+    // gets the default too, and keeps it when it applies the same
+    // manifest again (which does not carry the field).
+    let manifest = rollout("e2e-defaults", "argocd-synced", None).to_string();
+    let argocd = cluster.kubectl(User::ArgocdApplicationController);
+    for sync in ["first", "second"] {
+        argocd
+            .run_with_stdin(
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager=argocd-controller",
+                    "-f",
+                    "-",
+                ],
+                Some(&manifest),
+            )
+            .expect_success(&format!("Argo CD's {sync} sync"));
+        let got = stored(&alice, "e2e-defaults", "argocd-synced");
+        assert_eq!(
+            timeout_of(&got),
+            &json!(NO_TIMEOUT_SECONDS),
+            "after the {sync} sync: {got}"
+        );
+    }
+
     // A timeout that is given is kept.
     alice
         .create(&rollout("e2e-defaults", "given", Some(json!(60))), &[])

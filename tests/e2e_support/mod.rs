@@ -1,5 +1,7 @@
 //! What the end-to-end scenarios share: PipelineRollouts as users write
 //! them, Numaplane's status, and checks of what the client sees.
+// Not every test binary uses every item.
+#![allow(dead_code)]
 
 use serde_json::{Value, json};
 
@@ -77,6 +79,11 @@ pub fn rollout(namespace: &str, name: &str, timeout: Option<Value>) -> Value {
     let text = std::fs::read_to_string(&path).expect("read the sample PipelineRollout");
     let mut object: Value = serde_saphyr::from_str(&text).expect("the sample is YAML");
     object["metadata"] = json!({"name": name, "namespace": namespace});
+    // The sample leaves `riders:` empty (null): create drops it, server-side
+    // apply refuses it ("must be of type array").
+    if let Some(spec) = object["spec"].as_object_mut() {
+        spec.retain(|_, v| !v.is_null());
+    }
     let spec = &mut object["spec"]["pipeline"]["spec"];
     match timeout {
         Some(timeout) => spec["lifecycle"] = json!({"pauseGracePeriodSeconds": timeout}),
