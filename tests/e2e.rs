@@ -351,6 +351,18 @@ fn scenario_4_forced_reapply_needs_rbac_and_a_pause() {
     admin
         .create(&grant, &[])
         .expect_success("admin grants alice force-reapply");
+    let force_reapply = |allowed| {
+        cluster
+            .wait_for_access(
+                User::Alice,
+                "force-reapply",
+                "pipelinerollouts.numaplane.numaproj.io",
+                ns,
+                allowed,
+            )
+            .expect("RBAC sees the change")
+    };
+    force_reapply(true);
     annotate(&alice, ns, "isbsvc-pause", Some("true"))
         .expect_success("alice forces a re-apply (ISB service pause)");
     annotate(&alice, ns, "revoked", Some("true"))
@@ -361,6 +373,7 @@ fn scenario_4_forced_reapply_needs_rbac_and_a_pause() {
     admin
         .run(&["delete", "rolebinding", "alice-force-reapply", "-n", ns])
         .expect_success("admin revokes the grant");
+    force_reapply(false);
 
     // Argo CD's resource action (a merge patch, as argocd-server) and the
     // group sre: both bound in force-reapply-rbac.yaml.

@@ -55,8 +55,9 @@ pub fn binding(
     }
 }
 
-/// A namespace where alice and carol may write PipelineRollouts. Plain
-/// RBAC: the aggregated `edit` role is empty without a controller manager.
+/// A namespace where alice and carol may write PipelineRollouts, once RBAC
+/// says so. Plain RBAC: the aggregated `edit` role is empty without a
+/// controller manager.
 pub fn team_namespace(cluster: &Cluster, name: &str) -> Result<(), String> {
     let verbs = ["get", "list", "watch", "create", "update", "patch"];
     cluster.create_all(vec![
@@ -69,7 +70,17 @@ pub fn team_namespace(cluster: &Cluster, name: &str) -> Result<(), String> {
             "pipelinerollout-writer",
             &[User::Alice, User::Carol],
         ),
-    ])
+    ])?;
+    for user in [User::Alice, User::Carol] {
+        cluster.wait_for_access(
+            user,
+            "patch",
+            "pipelinerollouts.numaplane.numaproj.io",
+            name,
+            true,
+        )?;
+    }
+    Ok(())
 }
 
 /// The Numaplane sample rollout, named `namespace/name`, with `timeout` as

@@ -214,6 +214,46 @@ impl Cluster {
         &self.kubectl
     }
 
+    /// Waits (up to 10 s) until RBAC answers `allowed` to "may `user`
+    /// `verb` `resource` in `namespace`" (`kubectl auth can-i`, as admin
+    /// impersonating the user and its groups). RBAC sees new bindings
+    /// through an informer, a moment after they are written.
+    pub fn wait_for_access(
+        &self,
+        user: User,
+        verb: &str,
+        resource: &str,
+        namespace: &str,
+        allowed: bool,
+    ) -> Result<(), String> {
+        let mut args = vec![
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "-n",
+            namespace,
+            "--as",
+            user.name(),
+        ];
+        for group in user.groups() {
+            args.extend(["--as-group", group]);
+        }
+        let admin = self.kubectl(User::Admin);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = admin.run(&args);
+            let answer = out.stdout.trim();
+            if answer == if allowed { "yes" } else { "no" } {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!("RBAC still answers {answer:?} after 10 s: {out}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// GETs `path` from the API server as admin: the body, or why not
     /// (including a status other than 200).
     pub fn get_as_admin(&self, path: &str) -> Result<String, String> {
