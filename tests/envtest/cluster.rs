@@ -56,9 +56,7 @@ impl User {
             User::ArgocdApplicationController => {
                 "system:serviceaccount:argocd:argocd-application-controller"
             }
-            User::NumaplaneController => {
-                "system:serviceaccount:numaplane-system:numaplane-controller-manager"
-            }
+            User::NumaplaneController => "system:serviceaccount:numaplane-system:numaplane-sa",
             User::Webhook => {
                 "system:serviceaccount:pipelinerollout-webhook:pipelinerollout-webhook"
             }

@@ -38,6 +38,16 @@ impl Installation {
         policy: &str,
         before_webhooks: impl FnOnce(&Cluster) -> Result<(), String>,
     ) -> Result<Self, String> {
+        Self::start_with(assets, policy, &[], before_webhooks)
+    }
+
+    /// [`Installation::start`], with more flags for the webhook's `serve`.
+    pub fn start_with(
+        assets: &Assets,
+        policy: &str,
+        extra_args: &[&str],
+        before_webhooks: impl FnOnce(&Cluster) -> Result<(), String>,
+    ) -> Result<Self, String> {
         let cluster = Cluster::start(assets)?;
         cluster.install_crd(&repo_root().join(CRD))?;
         before_webhooks(&cluster)?;
@@ -49,7 +59,7 @@ impl Installation {
             WebhookOptions {
                 name: "webhook".to_owned(),
                 policy: policy_file,
-                extra_args: Vec::new(),
+                extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
             },
         )?;
         let installed = cluster.install_manifests(&repo_root().join(MANIFESTS), &webhook)?;
