@@ -8,7 +8,6 @@
 
 use std::future::Future as _;
 use std::hint::black_box;
-use std::path::Path;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -18,49 +17,9 @@ use pipelinerollout_webhook::admission::{self, AdmissionRequest, Outcome, Review
 use pipelinerollout_webhook::authz::StaticLists;
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::Value;
+use support::{MAIN, fixture, grown};
 
-const FIXTURES: &str = "tests/fixtures/admission";
-const MAIN: &str = "07-allow-data-loss-true-kubectl-annotate-alice-validate.json";
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(FIXTURES)
-        .join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Fixture 07 with `spec.pipeline.spec.vertices` of both the object and the
-/// old object grown (copies of its `cat` vertex under new names) until each
-/// object serialises to at least `object_bytes`. The same recipe as
-/// `bench/load.sh`'s generator.
-fn grown(object_bytes: usize) -> Vec<u8> {
-    let mut review: Value = serde_json::from_slice(&fixture(MAIN)).expect("fixture 07 is JSON");
-    for key in ["object", "oldObject"] {
-        let object = &mut review["request"][key];
-        let vertices = object
-            .pointer_mut("/spec/pipeline/spec/vertices")
-            .and_then(Value::as_array_mut)
-            .expect("fixture 07 has vertices");
-        let template = vertices
-            .iter()
-            .find(|v| v["name"] == "cat")
-            .cloned()
-            .expect("fixture 07 has a cat vertex");
-        let one = serde_json::to_vec(&template).expect("serialisable").len() + 1;
-        let size = serde_json::to_vec(&*object).expect("serialisable").len();
-        let needed = object_bytes.saturating_sub(size).div_ceil(one);
-        let vertices = object
-            .pointer_mut("/spec/pipeline/spec/vertices")
-            .and_then(Value::as_array_mut)
-            .expect("still there");
-        for i in 0..needed {
-            let mut vertex = template.clone();
-            vertex["name"] = Value::from(format!("cat-{i:05}"));
-            vertices.push(vertex);
-        }
-    }
-    serde_json::to_vec(&review).expect("serialisable")
-}
+mod support;
 
 fn bodies() -> Vec<(&'static str, Webhook, Vec<u8>)> {
     vec![
