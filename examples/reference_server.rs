@@ -33,9 +33,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use clap::{Parser, ValueEnum};
 use pipelinerollout_webhook::certs;
-use pipelinerollout_webhook::server::serve_connections;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
 use pipelinerollout_webhook::server::webhook::MAX_BODY_BYTES;
+use pipelinerollout_webhook::server::{ConnectionOptions, serve_connections};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -188,7 +188,7 @@ fn main() -> ExitCode {
             listener,
             Arc::new(TlsState::new(loaded.config)),
             router(args.mode),
-            args.max_connections,
+            ConnectionOptions::new(args.max_connections),
             Duration::from_secs(1),
             pipelinerollout_webhook::cli::shutdown_signal(),
         )

@@ -51,6 +51,8 @@ pub enum LogFormat {
 }
 
 /// The commands.
+// Parsed once at start-up: the size of `serve`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve /validate and /mutate over HTTPS (the default).
@@ -127,6 +129,18 @@ pub struct ServeArgs {
     /// The most connections served at once; further ones wait to be accepted.
     #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Close a connection with no request in flight after this long (HTTP/1.1 ones close after 10s idle in any case).
+    #[arg(long, env = "WEBHOOK_IDLE_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// Ping an HTTP/2 connection that has sent nothing for this long; close it if the ping is not answered within the same time (at most 10s).
+    #[arg(long, env = "WEBHOOK_KEEP_ALIVE_INTERVAL", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub keep_alive_interval: Duration,
+    /// The most request body bytes held at once, across all requests (e.g. 32Mi); a body that does not fit waits, within its deadline, then gets 503.
+    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_BODY_BYTES", default_value = "32Mi", value_parser = crate::server::budget::parse_size)]
+    pub max_inflight_body_bytes: usize,
+    /// The most requests in flight at once, across all connections and HTTP/2 streams; more get 503 at once.
+    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_REQUESTS", default_value_t = crate::server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS)]
+    pub max_inflight_requests: usize,
     /// Kubeconfig for RBAC checks (forceReapply.rbac), Events and the sweeper; without it, the in-cluster service account or KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -444,6 +458,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         shutdown_delay: args.shutdown_delay,
         shutdown_grace: args.shutdown_grace,
         max_connections: args.max_connections,
+        idle_timeout: args.idle_timeout,
+        keep_alive_interval: args.keep_alive_interval,
+        max_inflight_body_bytes: args.max_inflight_body_bytes,
+        max_inflight_requests: args.max_inflight_requests,
         kubeconfig: args.kubeconfig.clone(),
         reset_stale_force: args.reset_stale_force.then_some(args.stale_force_grace),
     };

@@ -11,15 +11,14 @@
 mod common;
 
 use std::convert::Infallible;
-use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use common::binary::Binary;
 use common::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 use hyper::{Request, StatusCode};
@@ -449,124 +448,7 @@ async fn garbage_on_the_tls_port_is_closed_and_the_server_keeps_serving() {
 // ---------------------------------------------------------------------------
 // The binary, for memory and file descriptors
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-/// The webhook binary, run on 127.0.0.1 with development certificates.
-struct Binary {
-    child: Child,
-    addr: SocketAddr,
-    admin: SocketAddr,
-    client: Client,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Binary {
-    /// Starts the binary, with at most `nofile` open files if given, and
-    /// waits until it is ready.
-    async fn start(nofile: Option<u32>) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let dir = tempfile::tempdir().expect("dir");
-        let (port, admin_port) = (free_port(), free_port());
-        let bin = env!("CARGO_BIN_EXE_pipelinerollout-webhook");
-        let mut command = match nofile {
-            None => Command::new(bin),
-            Some(n) if which("prlimit") => {
-                let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg(bin);
-                c
-            }
-            Some(n) => {
-                let mut c = Command::new("bash");
-                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), bin]);
-                c
-            }
-        };
-        let log = dir.path().join("webhook.log");
-        command
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
-            .args(["--shutdown-delay", "0s", "--shutdown-grace", "1s"])
-            .arg("--dev-certs-dir")
-            .arg(dir.path().join("certs"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        let child = command.spawn().expect("spawn the binary");
-        let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().expect("addr");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let mut binary = Self {
-            child,
-            addr,
-            admin,
-            client: Client::build(addr, &[], None),
-            log,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = binary.child.try_wait().expect("wait") {
-                panic!("the binary exited ({status}): {}", binary.log_text());
-            }
-            if TcpStream::connect(admin).await.is_ok()
-                && admin_get(admin, "/readyz").await.0 == StatusCode::OK
-            {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never ready: {}",
-                binary.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let ca = std::fs::read_to_string(binary._dir.path().join("certs/ca.crt")).expect("ca");
-        binary.client = Client::build(addr, &[&ca], None);
-        binary
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// A field of /proc/PID/status in KiB (VmRSS, VmHWM).
-    fn status_kib(&self, field: &str) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
-            .unwrap_or_else(|| panic!("no {field} in {status}"))
-    }
-
-    fn open_fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
+// `Binary` (tests/common/binary.rs) runs it.
 
 // ---------------------------------------------------------------------------
 // (d) many 8 MiB bodies

@@ -28,6 +28,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use pipelinerollout_webhook::server::budget::parse_size;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -594,6 +595,28 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
     assert!(
         !limits.contains_key("cpu"),
         "no CPU limit (throttling adds latency to every write)"
+    );
+    // The memory limit holds the body budget plus the most the rest can
+    // take at the default limits (docs/robustness.md, "Memory under a
+    // flood": 1024 connections, 512 requests waiting, the process itself).
+    let mib = |q: &str| {
+        parse_size(q).unwrap_or_else(|e| panic!("memory quantity {q}: {e}")) / (1024 * 1024)
+    };
+    let budget = flag_value(
+        container,
+        &help,
+        "--max-inflight-body-bytes",
+        "WEBHOOK_MAX_INFLIGHT_BODY_BYTES",
+    )
+    .unwrap();
+    let (budget, limit) = (mib(&budget), mib(&limits["memory"].0));
+    assert!(
+        limit >= budget + 80,
+        "a memory limit of {limit} MiB cannot hold the {budget} MiB body budget and 80 MiB more"
+    );
+    assert!(
+        mib(&requests["memory"].0) <= limit,
+        "requests within limits"
     );
 
     // Security context: the container's settings, falling back to the pod's.

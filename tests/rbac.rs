@@ -101,7 +101,7 @@ impl ApiServer {
             listener,
             Arc::new(TlsState::new(loaded.config)),
             app,
-            64,
+            server::ConnectionOptions::new(64),
             Duration::from_secs(1),
             std::future::pending(),
         ));
@@ -362,6 +362,10 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         shutdown_delay: Duration::ZERO,
         shutdown_grace: Duration::from_secs(1),
         max_connections: 16,
+        idle_timeout: server::conn::DEFAULT_IDLE_TIMEOUT,
+        keep_alive_interval: server::conn::DEFAULT_KEEP_ALIVE_INTERVAL,
+        max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+        max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
         kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
         reset_stale_force: None,
     };

@@ -3,6 +3,8 @@
 //! shutdown.
 
 pub mod admin;
+pub mod budget;
+pub mod conn;
 pub mod events;
 pub mod health;
 pub mod metrics;
@@ -13,37 +15,21 @@ pub mod webhook;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
 
+use self::budget::{Budget, BudgetError};
+pub use self::conn::{ConnectionOptions, serve_connections};
 use self::events::EventQueue;
 use self::health::Health;
 use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
 use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::policy::{Policy, PolicyError};
-
-/// How long a client may take for the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a client may take to send a request's headers. It also bounds
-/// the time from the end of the TLS handshake to the first request on a
-/// connection, whatever the protocol: hyper's own header timeout covers
-/// HTTP/1.1 only once it has told HTTP/1.1 from HTTP/2, and nothing covers
-/// a client that sends no byte, part of the HTTP/2 preface, or only the
-/// preface.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every request and the admin server share.
 #[derive(Debug)]
@@ -58,6 +44,8 @@ pub struct Shared {
     pub authorizer: Authorizer,
     /// Where the Events decisions ask for go (off without an API server).
     pub events: EventQueue,
+    /// The body budget and the request limit.
+    pub budget: Budget,
 }
 
 impl Shared {
@@ -79,13 +67,22 @@ impl Shared {
     pub fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
         let metrics = Metrics::new();
         metrics.policy_generation.set(1);
+        let budget = Budget::default();
+        metrics.budget.capacity.set(budget.bytes_i64());
         Self {
             policy: ArcSwap::from_pointee(policy),
             metrics: Arc::new(metrics),
             health: Health::default(),
             authorizer,
             events: EventQueue::off(),
+            budget,
         }
+    }
+
+    /// Puts `budget` in force (before serving).
+    pub fn set_budget(&mut self, budget: Budget) {
+        self.metrics.budget.capacity.set(budget.bytes_i64());
+        self.budget = budget;
     }
 }
 
@@ -108,6 +105,15 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// The most connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// How long a connection with no request in flight stays open.
+    pub idle_timeout: Duration,
+    /// How often a quiet HTTP/2 connection is pinged (and closed when the
+    /// ping is not answered).
+    pub keep_alive_interval: Duration,
+    /// The most request body bytes in flight, across all requests.
+    pub max_inflight_body_bytes: usize,
+    /// The most requests in flight, across all connections and streams.
+    pub max_inflight_requests: usize,
     /// The kubeconfig for RBAC checks, Events and the sweeper; without it,
     /// the in-cluster account or `KUBECONFIG`.
     pub kubeconfig: Option<PathBuf>,
@@ -125,6 +131,9 @@ pub enum StartError {
     /// The certificate, key or client CA cannot be used.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// The body budget or request limit cannot be used.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
     /// The policy asks RBAC but no API server can be reached.
     #[error("forceReapply.rbac is set but {0}")]
     Rbac(String),
@@ -175,6 +184,10 @@ impl Running {
 /// binds the webhook listener, then turns ready. Start-up problems are
 /// errors; later reload problems are logged and counted.
 pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
+    let budget = Budget::new(
+        options.max_inflight_body_bytes,
+        options.max_inflight_requests,
+    )?;
     let policy = match &options.policy_file {
         Some(path) => Policy::from_file(path)?,
         None => Policy::built_in(),
@@ -194,6 +207,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         }
     };
     let mut shared = Shared::with_authorizer(policy, authorizer);
+    shared.set_budget(budget);
     if let Some(client) = &client {
         shared.events = EventQueue::start(
             events::recorder(client.clone()),
@@ -259,15 +273,12 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
                 );
                 tokio::time::sleep(delay).await;
             };
-            serve_connections(
-                listener,
-                tls_state,
-                app,
-                options.max_connections,
-                grace,
-                accept_until,
-            )
-            .await;
+            let connections = ConnectionOptions {
+                max_connections: options.max_connections,
+                idle_timeout: options.idle_timeout,
+                keep_alive_interval: options.keep_alive_interval,
+            };
+            serve_connections(listener, tls_state, app, connections, grace, accept_until).await;
             let _ = finished.send(true);
         }
     });
@@ -344,111 +355,4 @@ fn spawn_reloaders(
             stopped(stop.clone()),
         ));
     }
-}
-
-/// Serves `app` over TLS (HTTP/1.1 and HTTP/2) on `listener` until
-/// `accept_until` completes, then stops accepting and gives the open
-/// connections `grace` to finish their requests (HTTP/2 ones get a GOAWAY).
-///
-/// Each connection gets its own task: a bounded TLS handshake with the
-/// configuration in force at accept time, then HTTP with a bound on how long
-/// headers may take, the first request's included (a connection that has
-/// sent no request by then is closed, so silent clients cannot hold the
-/// connection slots for ever). At most `max_connections` are served at once;
-/// an accept error (such as running out of file descriptors) is logged and
-/// the loop carries on after a short pause.
-pub async fn serve_connections(
-    listener: TcpListener,
-    tls: Arc<TlsState>,
-    app: Router,
-    max_connections: usize,
-    grace: Duration,
-    accept_until: impl std::future::Future<Output = ()>,
-) {
-    let mut http = auto::Builder::new(TokioExecutor::new());
-    http.http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    http.http2().timer(TokioTimer::new());
-    let http = Arc::new(http);
-    let graceful = GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(max_connections.max(1)));
-    tokio::pin!(accept_until);
-    loop {
-        let permit = tokio::select! {
-            () = &mut accept_until => break,
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            () = &mut accept_until => break,
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Out of file descriptors, for one: pause, then carry on.
-                    tracing::warn!(error = %e, "accept failed; retrying shortly");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let acceptor = TlsAcceptor::from(tls.current());
-        let http = Arc::clone(&http);
-        // Set when the connection's first request has arrived.
-        let requested = Arc::new(AtomicBool::new(false));
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(app.clone(), {
-            let requested = Arc::clone(&requested);
-            move |request: axum::extract::Request<hyper::body::Incoming>| {
-                requested.store(true, Ordering::Relaxed);
-                request
-            }
-        }));
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _ = stream.set_nodelay(true);
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let conn = http
-                .serve_connection(TokioIo::new(tls), service)
-                .into_owned();
-            let served = watcher.watch(conn);
-            tokio::pin!(served);
-            let result = match tokio::time::timeout(HEADER_READ_TIMEOUT, &mut served).await {
-                Ok(result) => result,
-                Err(_) if !requested.load(Ordering::Relaxed) => {
-                    tracing::debug!(%peer, "no request in time; closing the connection");
-                    return;
-                }
-                Err(_) => served.await,
-            };
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    tracing::info!(
-        connections = graceful.count(),
-        ?grace,
-        "no longer accepting; finishing in-flight requests"
-    );
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("grace period over; closing the remaining connections");
-    }
-    tracing::info!("webhook stopped");
 }

@@ -12,6 +12,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
+use super::budget::admit;
 use super::metrics::{RequestLabels, WebhookLabels};
 use super::{Shared, events};
 use crate::admission::{self, AdmissionRequest, Judge, Outcome, Webhook};
@@ -34,6 +35,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&shared), admit))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -44,7 +46,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
 
 /// When the API server stops waiting for the answer.
 #[derive(Debug, Clone, Copy)]
-struct Deadline(Instant);
+pub(super) struct Deadline(pub(super) Instant);
 
 /// Time kept back from the deadline for building and sending the answer.
 const SAFETY_MARGIN: Duration = Duration::from_millis(500);

@@ -2,6 +2,8 @@
 //! generated certificates, and an HTTPS client that verifies them.
 #![allow(dead_code)]
 
+pub mod binary;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,6 +87,10 @@ impl TestServer {
             shutdown_delay: Duration::from_millis(0),
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
+            idle_timeout: server::conn::DEFAULT_IDLE_TIMEOUT,
+            keep_alive_interval: server::conn::DEFAULT_KEEP_ALIVE_INTERVAL,
+            max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+            max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
             kubeconfig: None,
             reset_stale_force: None,
         };

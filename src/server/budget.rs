@@ -1,0 +1,496 @@
+//! The memory request bodies may take, whatever the load: a global budget of
+//! body bytes in flight, and a limit on requests in flight across all
+//! connections and HTTP/2 streams.
+//!
+//! A request of `/validate` or `/mutate` first takes a request slot; when
+//! none is free it is answered 503 at once (waiting would hold its headers
+//! just the same, so the limit would bound nothing). It then reserves its
+//! body's size, from `Content-Length` (over [`MAX_BODY_BYTES`]: 413 at once),
+//! or [`MAX_BODY_BYTES`] when the length is not announced (the reservation
+//! shrinks to the real size once the body is read). While it waits for the
+//! reservation its body is not read: hyper reads no further on HTTP/1.1, and
+//! HTTP/2 flow control stops the client after the stream window. If the
+//! request deadline (the API server's `?timeout=`) comes first, it gets a 503
+//! with a one-line reason. Once reserved, the body is read into one buffer
+//! of its announced size, so the handler holds one copy, and the reservation
+//! is released when the answer is ready.
+//!
+//! Small bodies (up to [`SMALL_BODY_BYTES`]) do not queue behind large ones:
+//! large bodies may take at most three quarters of the budget, waiting
+//! first-come first-served among themselves, and small ones take from the
+//! whole budget. So small requests wait only when small requests alone hold
+//! a quarter of the budget.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, Version};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::Shared;
+use super::metrics::{BudgetMetrics, LaneLabels, ReasonLabels};
+use super::webhook::{Deadline, MAX_BODY_BYTES, text};
+
+const MIB: usize = 1024 * 1024;
+
+/// The default `--max-inflight-body-bytes`: with the rest of the process
+/// (about 15 MiB) and HTTP buffers, well inside the manifests' 128 MiB
+/// memory limit (BENCHMARKS.md, "Memory under a flood").
+pub const DEFAULT_MAX_INFLIGHT_BODY_BYTES: usize = 32 * MIB;
+
+/// The default `--max-inflight-requests`.
+pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 512;
+
+/// Bodies up to this size are small: they may use the quarter of the budget
+/// that large bodies may not.
+pub const SMALL_BODY_BYTES: usize = MIB;
+
+/// A request that waits for budget gives up this long before its deadline,
+/// so that its 503 reaches the API server while it still listens.
+const WAIT_MARGIN: Duration = Duration::from_millis(250);
+
+/// The deadline when the request carries none (as the deadline layer's).
+const FALLBACK_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long the body of an HTTP/1.1 request answered with 503 unread is
+/// still read (and thrown away), so that the client sees the answer rather
+/// than a connection reset.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the limits cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetError {
+    /// The budget cannot hold the largest body beside the small reserve.
+    #[error(
+        "--max-inflight-body-bytes {got} is too small: at least {min} is needed (the largest body accepted, {MAX_BODY_BYTES} bytes, in the three quarters large bodies may use)"
+    )]
+    TooSmall {
+        /// The budget asked for.
+        got: usize,
+        /// The smallest budget that works.
+        min: usize,
+    },
+    /// More than a semaphore can count.
+    #[error("--max-inflight-body-bytes {0} is too large (at most {max})", max = Semaphore::MAX_PERMITS)]
+    TooLarge(usize),
+    /// No request could ever be served.
+    #[error("--max-inflight-requests must be at least 1")]
+    NoRequests,
+}
+
+/// Why a size could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a size: use bytes, or a number with KiB, MiB, GiB (or Ki, Mi, Gi)")]
+pub struct ParseSizeError(String);
+
+/// Reads a size such as `33554432`, `32MiB` or `32Mi`.
+pub fn parse_size(text: &str) -> Result<usize, ParseSizeError> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(digits);
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "Ki" | "KiB" => 1024,
+        "Mi" | "MiB" => MIB,
+        "Gi" | "GiB" => 1024 * MIB,
+        _ => return Err(ParseSizeError(text.to_owned())),
+    };
+    number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| ParseSizeError(text.to_owned()))
+}
+
+/// The body budget and the request slots, shared by every connection.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// Every reserved body byte, small or large.
+    all: Arc<Semaphore>,
+    /// The part of the budget large bodies may use.
+    large: Arc<Semaphore>,
+    /// Request slots.
+    requests: Arc<Semaphore>,
+    bytes: usize,
+    max_requests: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new(
+            DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+            DEFAULT_MAX_INFLIGHT_REQUESTS,
+        )
+        .unwrap_or_else(|_| unreachable!("the defaults are valid"))
+    }
+}
+
+impl Budget {
+    /// A budget of `bytes` body bytes and `requests` requests in flight.
+    pub fn new(bytes: usize, requests: usize) -> Result<Self, BudgetError> {
+        let min = (MAX_BODY_BYTES * 4).div_ceil(3);
+        if bytes < min {
+            return Err(BudgetError::TooSmall { got: bytes, min });
+        }
+        if bytes > Semaphore::MAX_PERMITS {
+            return Err(BudgetError::TooLarge(bytes));
+        }
+        if requests == 0 {
+            return Err(BudgetError::NoRequests);
+        }
+        Ok(Self {
+            all: Arc::new(Semaphore::new(bytes)),
+            large: Arc::new(Semaphore::new(bytes - bytes / 4)),
+            requests: Arc::new(Semaphore::new(requests.min(Semaphore::MAX_PERMITS))),
+            bytes,
+            max_requests: requests,
+        })
+    }
+
+    /// The budget, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The budget, in bytes, for a gauge.
+    pub fn bytes_i64(&self) -> i64 {
+        i64::try_from(self.bytes).unwrap_or(i64::MAX)
+    }
+
+    /// The most requests in flight.
+    pub fn max_requests(&self) -> usize {
+        self.max_requests
+    }
+
+    /// Reserves `bytes` (at most [`MAX_BODY_BYTES`]), waiting until `until`
+    /// at the latest; `None` if it is not free by then.
+    async fn reserve(
+        &self,
+        bytes: usize,
+        until: Instant,
+        metrics: &BudgetMetrics,
+    ) -> Option<Reservation> {
+        let n = u32::try_from(bytes).ok()?;
+        let large = bytes > SMALL_BODY_BYTES;
+        let lane = if large { "large" } else { "small" };
+        // Without waiting, if it fits.
+        let fast = if large {
+            Arc::clone(&self.large)
+                .try_acquire_many_owned(n)
+                .ok()
+                .and_then(|gate| {
+                    let all = Arc::clone(&self.all).try_acquire_many_owned(n).ok()?;
+                    Some((all, Some(gate)))
+                })
+        } else {
+            Arc::clone(&self.all)
+                .try_acquire_many_owned(n)
+                .ok()
+                .map(|all| (all, None))
+        };
+        let (all, gate) = match fast {
+            Some(held) => held,
+            None => {
+                metrics.waits.get_or_create(&LaneLabels { lane }).inc();
+                let started = Instant::now();
+                let wait = async {
+                    let gate = if large {
+                        Some(Arc::clone(&self.large).acquire_many_owned(n).await.ok()?)
+                    } else {
+                        None
+                    };
+                    let all = Arc::clone(&self.all).acquire_many_owned(n).await.ok()?;
+                    Some((all, gate))
+                };
+                let held = tokio::time::timeout_at(until.into(), wait).await;
+                metrics
+                    .wait_duration
+                    .observe(started.elapsed().as_secs_f64());
+                held.ok().flatten()?
+            }
+        };
+        Some(Reservation::new(all, gate, metrics.reserved.clone()))
+    }
+}
+
+/// Body bytes reserved for one request; released when dropped.
+#[derive(Debug)]
+struct Reservation {
+    all: OwnedSemaphorePermit,
+    large: Option<OwnedSemaphorePermit>,
+    gauge: Gauge,
+}
+
+impl Reservation {
+    fn new(all: OwnedSemaphorePermit, large: Option<OwnedSemaphorePermit>, gauge: Gauge) -> Self {
+        gauge.inc_by(i64::try_from(all.num_permits()).unwrap_or(i64::MAX));
+        Self { all, large, gauge }
+    }
+
+    fn bytes(&self) -> usize {
+        self.all.num_permits()
+    }
+
+    /// Gives back what is reserved beyond `bytes`.
+    fn shrink_to(&mut self, bytes: usize) {
+        let excess = self.all.num_permits().saturating_sub(bytes);
+        if excess == 0 {
+            return;
+        }
+        drop(self.all.split(excess));
+        if let Some(large) = &mut self.large {
+            drop(large.split(excess.min(large.num_permits())));
+        }
+        self.gauge.dec_by(i64::try_from(excess).unwrap_or(i64::MAX));
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.gauge
+            .dec_by(i64::try_from(self.all.num_permits()).unwrap_or(i64::MAX));
+    }
+}
+
+/// Why a reserved body could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    /// Longer than the largest body accepted.
+    #[error("request body is larger than the {MAX_BODY_BYTES}-byte limit")]
+    TooLarge,
+    /// Longer than its reservation (its Content-Length).
+    #[error("request body is longer than its Content-Length")]
+    LongerThanAnnounced,
+    /// The connection failed or the client gave up.
+    #[error("cannot read the request body: {0}")]
+    Failed(axum::Error),
+}
+
+/// Reads `body` into one buffer, within `reservation`.
+async fn read_body(mut body: Body, reservation: &Reservation) -> Result<Bytes, ReadError> {
+    let announced = body
+        .size_hint()
+        .exact()
+        .and_then(|n| usize::try_from(n).ok());
+    let mut buffer = Vec::with_capacity(announced.unwrap_or(0).min(reservation.bytes()));
+    while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx))
+        .await
+        .transpose()
+        .map_err(ReadError::Failed)?
+    {
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if buffer.len() + data.len() > reservation.bytes() {
+            return Err(if announced.is_some() {
+                ReadError::LongerThanAnnounced
+            } else {
+                ReadError::TooLarge
+            });
+        }
+        buffer.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(buffer))
+}
+
+/// Reads and drops what is left of an HTTP/1.1 body answered unread, for at
+/// most [`DRAIN_TIMEOUT`] and [`MAX_BODY_BYTES`], so that the connection is
+/// not closed under the answer (a reset could destroy it before the client
+/// reads it). HTTP/2 needs none of this: the stream is reset with NO_ERROR
+/// after the answer, which clients take as "stop sending".
+fn drain_later(version: Version, mut body: Body) {
+    if version >= Version::HTTP_2 {
+        return;
+    }
+    tokio::spawn(tokio::time::timeout(DRAIN_TIMEOUT, async move {
+        let mut read = 0usize;
+        while let Some(Ok(frame)) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            read += frame.data_ref().map_or(0, Bytes::len);
+            if read > MAX_BODY_BYTES {
+                break;
+            }
+        }
+    }));
+}
+
+/// The middleware on `/validate` and `/mutate`: a request slot, then the
+/// body's reservation (waiting within the deadline), then the body read
+/// into one buffer for the handler.
+pub async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let budget = &shared.budget;
+    let metrics = &shared.metrics.budget;
+    let (parts, body) = request.into_parts();
+    let announced = body.size_hint().exact();
+    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("request body is larger than the {MAX_BODY_BYTES}-byte limit"),
+        );
+    }
+    let Ok(_slot) = Arc::clone(&budget.requests).try_acquire_owned() else {
+        metrics
+            .refusals
+            .get_or_create(&ReasonLabels {
+                reason: "requests_in_flight",
+            })
+            .inc();
+        drain_later(parts.version, body);
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "too many requests in flight (the limit is {}); try again",
+                budget.max_requests
+            ),
+        );
+    };
+    let deadline = parts
+        .extensions
+        .get::<Deadline>()
+        .map_or_else(|| Instant::now() + FALLBACK_DEADLINE, |d| d.0);
+    let until = deadline
+        .checked_sub(WAIT_MARGIN)
+        .unwrap_or_else(Instant::now);
+    // Fits in usize: at most MAX_BODY_BYTES.
+    let wanted = announced.map_or(MAX_BODY_BYTES, |n| n as usize);
+    let Some(mut reservation) = budget.reserve(wanted, until, metrics).await else {
+        metrics
+            .refusals
+            .get_or_create(&ReasonLabels {
+                reason: "body_budget",
+            })
+            .inc();
+        tracing::info!(
+            body_bytes = wanted,
+            budget = budget.bytes,
+            "request refused: no body budget free before its deadline"
+        );
+        drain_later(parts.version, body);
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "the server is busy: no room for a {wanted}-byte body in the {}-byte budget before the deadline",
+                budget.bytes
+            ),
+        );
+    };
+    let bytes = match read_body(body, &reservation).await {
+        Ok(bytes) => bytes,
+        Err(e @ ReadError::TooLarge) => return text(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string()),
+        Err(e) => {
+            tracing::info!(error = %e, "bad request body");
+            return text(StatusCode::BAD_REQUEST, &e.to_string());
+        }
+    };
+    reservation.shrink_to(bytes.len());
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    drop(reservation);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("33554432").ok(), Some(32 * MIB));
+        assert_eq!(parse_size("32MiB").ok(), Some(32 * MIB));
+        assert_eq!(parse_size("32Mi").ok(), Some(32 * MIB));
+        assert_eq!(parse_size(" 512 KiB ").ok(), Some(512 * 1024));
+        assert_eq!(parse_size("1Gi").ok(), Some(1024 * MIB));
+        for bad in ["", "MiB", "32 MB", "-1", "1.5Mi", "99999999999999999999Gi"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        assert!(matches!(
+            Budget::new(8 * MIB, 1),
+            Err(BudgetError::TooSmall { .. })
+        ));
+        assert!(matches!(
+            Budget::new(32 * MIB, 0),
+            Err(BudgetError::NoRequests)
+        ));
+        let budget = Budget::new(11 * MIB, 1).expect("11 MiB holds an 8 MiB body");
+        assert!(budget.large.available_permits() >= MAX_BODY_BYTES);
+        assert_eq!(Budget::default().bytes(), DEFAULT_MAX_INFLIGHT_BODY_BYTES);
+    }
+
+    fn metrics() -> BudgetMetrics {
+        super::super::metrics::Metrics::new().budget
+    }
+
+    #[tokio::test]
+    async fn small_bodies_pass_large_ones_that_wait() {
+        let budget = Budget::new(32 * MIB, 100).expect("budget");
+        let metrics = metrics();
+        let later = Instant::now() + Duration::from_secs(5);
+        // Three 8 MiB bodies take the large bodies' 24 MiB.
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(
+                budget
+                    .reserve(8 * MIB, later, &metrics)
+                    .await
+                    .expect("fits"),
+            );
+        }
+        // A fourth waits (here: gives up at once).
+        let soon = Instant::now() + Duration::from_millis(50);
+        assert!(budget.reserve(8 * MIB, soon, &metrics).await.is_none());
+        // A fourth that waits does not hold up a small one.
+        let waiting = {
+            let (budget, metrics) = (budget.clone(), metrics.clone());
+            tokio::spawn(async move { budget.reserve(8 * MIB, later, &metrics).await })
+        };
+        tokio::task::yield_now().await;
+        let started = Instant::now();
+        let small = budget.reserve(14 * 1024, later, &metrics).await;
+        assert!(small.is_some() && started.elapsed() < Duration::from_millis(50));
+        assert_eq!(
+            metrics.reserved.get(),
+            i64::try_from(24 * MIB + 14 * 1024).expect("fits")
+        );
+        // When a large one is done, the waiting one gets its turn.
+        held.pop();
+        let fourth = waiting
+            .await
+            .expect("task")
+            .expect("reserved after the release");
+        assert_eq!(fourth.bytes(), 8 * MIB);
+        drop((held, fourth, small));
+        assert_eq!(metrics.reserved.get(), 0);
+        assert_eq!(budget.all.available_permits(), 32 * MIB);
+    }
+
+    #[tokio::test]
+    async fn a_reservation_shrinks_to_what_was_read() {
+        let budget = Budget::new(32 * MIB, 1).expect("budget");
+        let metrics = metrics();
+        let later = Instant::now() + Duration::from_secs(1);
+        let mut unknown = budget
+            .reserve(MAX_BODY_BYTES, later, &metrics)
+            .await
+            .expect("fits");
+        unknown.shrink_to(1000);
+        assert_eq!(unknown.bytes(), 1000);
+        assert_eq!(metrics.reserved.get(), 1000);
+        assert_eq!(budget.all.available_permits(), 32 * MIB - 1000);
+        assert_eq!(budget.large.available_permits(), 24 * MIB - 1000);
+        drop(unknown);
+        assert_eq!(budget.large.available_permits(), 24 * MIB);
+    }
+}
