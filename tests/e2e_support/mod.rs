@@ -1,0 +1,233 @@
+//! What the end-to-end scenarios share: PipelineRollouts as users write
+//! them, Numaplane's status, and checks of what the client sees.
+
+pub mod harness_checks;
+
+use serde_json::{Value, json};
+
+use crate::envtest::{Cluster, Kubectl, Output, User, repo_root};
+
+/// The validating webhook's name, as `manifests/base/webhooks.yaml` has it.
+pub const VALIDATE: &str = "validate.pipelinerollout-webhook.numaplane.numaproj.io";
+/// The mutating webhook's name.
+pub const MUTATE: &str = "mutate.pipelinerollout-webhook.numaplane.numaproj.io";
+/// The annotation that forces a re-apply.
+pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
+/// The resource, as kubectl names it.
+pub const ROLLOUTS: &str = "pipelinerollouts";
+/// What `default: none` writes: the built-in `noTimeoutSeconds` (README,
+/// "Policy reference"), which the base policy does not change.
+pub const NO_TIMEOUT_SECONDS: i64 = 31_536_000;
+
+const RBAC: &str = "rbac.authorization.k8s.io/v1";
+
+/// A Role (`namespace` given) or ClusterRole granting `verbs` on
+/// `resources` of numaplane.numaproj.io.
+pub fn role(namespace: Option<&str>, name: &str, resources: &[&str], verbs: &[&str]) -> Value {
+    let rules =
+        json!([{"apiGroups": ["numaplane.numaproj.io"], "resources": resources, "verbs": verbs}]);
+    match namespace {
+        Some(namespace) => json!({"apiVersion": RBAC, "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace}, "rules": rules}),
+        None => json!({"apiVersion": RBAC, "kind": "ClusterRole",
+            "metadata": {"name": name}, "rules": rules}),
+    }
+}
+
+/// A RoleBinding (`namespace` given) or ClusterRoleBinding of `users` to
+/// the `role_kind` (Role or ClusterRole) `role`.
+pub fn binding(
+    namespace: Option<&str>,
+    name: &str,
+    role_kind: &str,
+    role: &str,
+    users: &[User],
+) -> Value {
+    let role_ref =
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role});
+    let subjects: Vec<Value> = users.iter().map(|u| u.subject()).collect();
+    match namespace {
+        Some(namespace) => json!({"apiVersion": RBAC, "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": role_ref, "subjects": subjects}),
+        None => json!({"apiVersion": RBAC, "kind": "ClusterRoleBinding",
+            "metadata": {"name": name}, "roleRef": role_ref, "subjects": subjects}),
+    }
+}
+
+/// A namespace where alice and carol may write PipelineRollouts. Plain
+/// RBAC: the aggregated `edit` role is empty without a controller manager.
+pub fn team_namespace(cluster: &Cluster, name: &str) -> Result<(), String> {
+    let verbs = ["get", "list", "watch", "create", "update", "patch"];
+    cluster.create_all(vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        role(Some(name), "pipelinerollout-writer", &[ROLLOUTS], &verbs),
+        binding(
+            Some(name),
+            "pipelinerollout-writers",
+            "Role",
+            "pipelinerollout-writer",
+            &[User::Alice, User::Carol],
+        ),
+    ])
+}
+
+/// The Numaplane sample rollout, named `namespace/name`, with `timeout` as
+/// its drain timeout (`None`: no `lifecycle` at all).
+pub fn rollout(namespace: &str, name: &str, timeout: Option<Value>) -> Value {
+    let path = repo_root().join("tests/fixtures/numaplane-sample-pipelinerollout.yaml");
+    let text = std::fs::read_to_string(&path).expect("read the sample PipelineRollout");
+    let mut object: Value = serde_saphyr::from_str(&text).expect("the sample is YAML");
+    object["metadata"] = json!({"name": name, "namespace": namespace});
+    let spec = &mut object["spec"]["pipeline"]["spec"];
+    match timeout {
+        Some(timeout) => spec["lifecycle"] = json!({"pauseGracePeriodSeconds": timeout}),
+        None => {
+            spec.as_object_mut()
+                .expect("pipeline spec")
+                .remove("lifecycle");
+        }
+    }
+    object
+}
+
+/// The drain timeout of a PipelineRollout (`Null` when absent).
+pub fn timeout_of(object: &Value) -> &Value {
+    &object["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"]
+}
+
+/// A merge patch setting the drain timeout to `seconds`.
+pub fn timeout_patch(seconds: i64) -> Value {
+    json!({"spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": seconds}}}}})
+}
+
+/// The stored object; panics if it is not there.
+#[track_caller]
+pub fn stored(kubectl: &Kubectl, namespace: &str, name: &str) -> Value {
+    kubectl
+        .get(ROLLOUTS, namespace, name)
+        .unwrap_or_else(|| panic!("{namespace}/{name} is not stored"))
+}
+
+/// Checks that the validating webhook refused the request and that its
+/// message, as the client got it, contains `says`.
+#[track_caller]
+pub fn assert_refused(out: &Output, says: &str) {
+    assert!(!out.success, "expected the webhook to refuse: {out}");
+    let by = format!("admission webhook \"{VALIDATE}\" denied the request");
+    assert!(
+        out.stderr.contains(&by),
+        "refused, but not by {VALIDATE}: {out}"
+    );
+    assert!(
+        out.stderr.contains(says),
+        "the refusal does not say {says:?}: {out}"
+    );
+}
+
+/// Writes `status` through the status subresource, as Numaplane does.
+#[track_caller]
+pub fn set_status(cluster: &Cluster, namespace: &str, name: &str, status: Value) {
+    cluster
+        .kubectl(User::NumaplaneController)
+        .merge_patch(
+            ROLLOUTS,
+            namespace,
+            name,
+            &json!({"status": status}),
+            &["--subresource=status"],
+        )
+        .expect_success("Numaplane writes the status");
+}
+
+/// A status saying the pipeline is pausing: through the rollout's own
+/// pause-and-drain upgrade, or (`upgrade` false) through an
+/// ISBServiceRollout update, which leaves `upgradeInProgress` empty.
+pub fn pausing(upgrade: bool) -> Value {
+    let upgrade = if upgrade { "PipelinePauseAndDrain" } else { "" };
+    status(upgrade, "True", "PipelinePausing")
+}
+
+/// A status saying nothing pauses.
+pub fn idle() -> Value {
+    status("", "False", "Unpaused")
+}
+
+fn status(upgrade: &str, pausing: &str, reason: &str) -> Value {
+    let condition = json!({
+        "type": "PipelinePausingOrPaused",
+        "status": pausing,
+        "reason": reason,
+        "message": reason,
+        "lastTransitionTime": "2026-06-01T10:00:00Z",
+    });
+    json!({"phase": "Deployed", "upgradeInProgress": upgrade, "conditions": [condition]})
+}
+
+/// `kubectl annotate` of allow-data-loss: set to `value`, or removed.
+pub fn annotate(kubectl: &Kubectl, namespace: &str, name: &str, value: Option<&str>) -> Output {
+    let change = match value {
+        Some(value) => format!("{ALLOW_DATA_LOSS}={value}"),
+        None => format!("{ALLOW_DATA_LOSS}-"),
+    };
+    kubectl.run(&[
+        "annotate",
+        ROLLOUTS,
+        name,
+        "-n",
+        namespace,
+        &change,
+        "--overwrite",
+    ])
+}
+
+/// The allow-data-loss annotation of a PipelineRollout.
+pub fn annotation_of(object: &Value) -> Option<&str> {
+    object["metadata"]["annotations"][ALLOW_DATA_LOSS].as_str()
+}
+
+/// Calls of one webhook, from the histogram's buckets.
+pub struct Calls {
+    /// All calls.
+    pub total: f64,
+    /// Those that took at most 5 ms.
+    pub under_5ms: f64,
+    /// Those that took at most 25 ms.
+    pub under_25ms: f64,
+}
+
+/// The calls of `webhook` in the API server's
+/// `apiserver_admission_webhook_admission_duration_seconds` histogram (its
+/// buckets are cumulative; summed over operations and outcomes).
+pub fn latency(metrics: &str, webhook: &str) -> Calls {
+    let mut calls = Calls {
+        total: 0.0,
+        under_5ms: 0.0,
+        under_25ms: 0.0,
+    };
+    let name = format!("name=\"{webhook}\"");
+    for line in metrics.lines() {
+        let Some(rest) =
+            line.strip_prefix("apiserver_admission_webhook_admission_duration_seconds_bucket{")
+        else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        if !labels.contains(&name) {
+            continue;
+        }
+        if labels.contains("le=\"+Inf\"") {
+            calls.total += value;
+        } else if labels.contains("le=\"0.005\"") {
+            calls.under_5ms += value;
+        } else if labels.contains("le=\"0.025\"") {
+            calls.under_25ms += value;
+        }
+    }
+    calls
+}
