@@ -135,9 +135,9 @@ fn timeout_checks(dt: &DrainTimeout) -> Vec<Check> {
                 "an object on the way to {TIMEOUT_FIELD} is not an object, so the timeout cannot be read or set: make it an object as the PipelineRollout CRD describes"
             ),
             format!(
-                "variables.tBlock + {}",
+                "variables.tBlock + {} + variables.tBlock.split(' is ')[0] + ' an object as the PipelineRollout CRD describes'",
                 cel::string(&format!(
-                    ", not an object, so {TIMEOUT_FIELD} cannot be read or set: make it an object as the PipelineRollout CRD describes"
+                    ", not an object, so {TIMEOUT_FIELD} cannot be read or set: make "
                 ))
             ),
         ),

@@ -323,15 +323,9 @@ async fn webhook_answer(
             "dryRun": false,
         }
     });
-    let judge = Judge {
-        authorizer,
-        limit: Duration::from_secs(10),
-        now: time::OffsetDateTime::now_utc(),
-    };
-    let body = review.to_string().into_bytes();
-    let (_, outcome) = admission::answer(Webhook::Validate, policy, &body, judge)
+    let outcome = answer(policy, authorizer, &review)
         .await
-        .map_err(|e| format!("{}: the webhook could not read the review: {e}", case.name))?;
+        .map_err(|e| format!("{}: {e}", case.name))?;
     Ok(WebhookAnswer {
         allowed: outcome.allowed(),
         denials: outcome
@@ -342,6 +336,83 @@ async fn webhook_answer(
             .collect(),
         warnings: outcome.decision.warnings.clone(),
     })
+}
+
+/// `/validate`'s answer to an AdmissionReview, through `admission::answer`.
+async fn answer(
+    policy: &Policy,
+    authorizer: &Authorizer,
+    review: &Value,
+) -> Result<admission::Outcome, String> {
+    let judge = Judge {
+        authorizer,
+        limit: Duration::from_secs(10),
+        now: time::OffsetDateTime::now_utc(),
+    };
+    let body = review.to_string().into_bytes();
+    let (_, outcome) = admission::answer(Webhook::Validate, policy, &body, judge)
+        .await
+        .map_err(|e| format!("the webhook could not read the review: {e}"))?;
+    Ok(outcome)
+}
+
+/// The object of [`check_scope`], written before the policy: its timeout
+/// breaks rule 2.
+pub async fn prepare_scope(api: &Api, ns: &str) -> Result<(), String> {
+    let mut object = cases::doc().t(json!("1h")).0;
+    object["metadata"]["name"] = json!("scope");
+    api.must(User::Admin, Method::POST, &rollouts(ns), Some(&object))
+        .await
+        .map(|_| ())
+}
+
+/// Rule 9's scope, with the policy installed: a status write through
+/// `/status` and a DELETE of an object that breaks rule 2 go through, and
+/// the webhook does not judge them either.
+pub async fn check_scope(api: &Api, ns: &str, policy: &Policy) -> Result<(), String> {
+    let path = format!("{}/scope", rollouts(ns));
+    let authorizer = Authorizer::StaticLists(authz::StaticLists::new("scope check"));
+    let status = json!({"status": {"phase": "Deployed"}});
+    let stored = api
+        .must(
+            User::Admin,
+            Method::PATCH,
+            &format!("{path}/status"),
+            Some(&status),
+        )
+        .await
+        .map_err(|e| format!("a status write was refused under the policy: {e}"))?;
+    api.must(User::Alice, Method::DELETE, &path, None)
+        .await
+        .map_err(|e| format!("a DELETE was refused under the policy: {e}"))?;
+    for (operation, sub_resource, object) in [
+        ("UPDATE", "status", stored.clone()),
+        ("DELETE", "", Value::Null),
+    ] {
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": format!("scope-{operation}"),
+                "resource": {"group": "numaplane.numaproj.io", "version": "v1alpha1", "resource": "pipelinerollouts"},
+                "subResource": sub_resource,
+                "name": "scope",
+                "namespace": ns,
+                "operation": operation,
+                "userInfo": {"username": User::Alice.name(), "groups": User::Alice.groups()},
+                "object": object,
+                "oldObject": stored,
+            }
+        });
+        let outcome = answer(policy, &authorizer, &review).await?;
+        if !outcome.allowed() || outcome.judged {
+            return Err(format!(
+                "the webhook judged a {operation} {sub_resource}: {:?}",
+                outcome.decision
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A JSON value as the API server passes it on: Go decodes a number that

@@ -423,3 +423,42 @@ pub fn warn(ns: &'static str) -> Vec<Case> {
     }
     cases.into_iter().map(|c| c.ns(ns)).collect()
 }
+
+/// The other policy switches of the rule table (see `VARIANTS_POLICY` in
+/// tests/e2e_vap.rs): no pause condition, forcePromote not gated, no
+/// timeout not allowed anywhere, and a default scale factor of 1 (x100).
+pub fn variants(ns: &'static str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for user in FORCERS {
+        cases.push(create("A \"true\"", t(json!(600)).a("true")).by(user));
+        cases.push(
+            update(
+                "A \"false\" -> \"true\", idle",
+                t(json!(600)).a("false"),
+                t(json!(600)).a("true"),
+            )
+            .by(user),
+        );
+        cases.push(create("forcePromote true", t(json!(600)).fp(json!(true))).by(user));
+        cases.push(
+            update(
+                "forcePromote false -> true",
+                t(json!(600)).fp(json!(false)),
+                t(json!(600)).fp(json!(true)),
+            )
+            .by(user),
+        );
+    }
+    for (name, d) in [
+        ("T 92233721 S 1", ts(json!(92_233_721), json!(1))),
+        ("T 31536000", t(json!(31_536_000))),
+        ("T 31535999", t(json!(31_535_999))),
+        ("T 92233721 (the default S 1)", t(json!(92_233_721))),
+        ("T 92233720 (the default S 1)", t(json!(92_233_720))),
+        ("T 92233721 S 50", ts(json!(92_233_721), json!(50))),
+        ("T 3600", t(json!(3600))),
+    ] {
+        cases.push(create(name, d));
+    }
+    cases.into_iter().map(|c| c.ns(ns)).collect()
+}
