@@ -56,9 +56,14 @@ fn scoped(dt: &DrainTimeout, value: impl Fn(&TimeoutRules) -> String) -> String 
     if per.iter().all(|v| *v == top) {
         return top;
     }
-    per.iter().enumerate().rev().fold(top, |rest, (i, v)| {
-        format!("(variables.scope == {i} ? {v} : {rest})")
-    })
+    // Only the overrides that differ from the top level need a branch.
+    per.iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, v)| **v != top)
+        .fold(top.clone(), |rest, (i, v)| {
+            format!("(variables.scope == {i} ? {v} : {rest})")
+        })
 }
 
 fn scope_name(dt: &DrainTimeout) -> &'static str {
