@@ -12,6 +12,10 @@
 
 mod e2e_support;
 mod envtest;
+/// The harness's own tests. They sit beside it but are not part of
+/// `envtest`, so other test binaries using the harness do not run them.
+#[path = "envtest/checks.rs"]
+mod envtest_checks;
 
 use std::io::Write as _;
 use std::sync::OnceLock;
@@ -179,6 +183,32 @@ fn scenario_1_create_without_a_timeout_gets_the_policy_default() {
     let got = stored(&alice, "e2e-override-defaults", "no-timeout");
     assert_eq!(timeout_of(&got), &json!(OVERRIDE_DEFAULT_SECONDS), "{got}");
 
+    // Argo CD's sync (server-side apply as its application controller)
+    // gets the default too, and keeps it when it applies the same
+    // manifest again (which does not carry the field).
+    let manifest = rollout("e2e-defaults", "argocd-synced", None).to_string();
+    let argocd = cluster.kubectl(User::ArgocdApplicationController);
+    for sync in ["first", "second"] {
+        argocd
+            .run_with_stdin(
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager=argocd-controller",
+                    "-f",
+                    "-",
+                ],
+                Some(&manifest),
+            )
+            .expect_success(&format!("Argo CD's {sync} sync"));
+        let got = stored(&alice, "e2e-defaults", "argocd-synced");
+        assert_eq!(
+            timeout_of(&got),
+            &json!(NO_TIMEOUT_SECONDS),
+            "after the {sync} sync: {got}"
+        );
+    }
+
     // A timeout that is given is kept.
     alice
         .create(&rollout("e2e-defaults", "given", Some(json!(60))), &[])
@@ -321,6 +351,18 @@ fn scenario_4_forced_reapply_needs_rbac_and_a_pause() {
     admin
         .create(&grant, &[])
         .expect_success("admin grants alice force-reapply");
+    let force_reapply = |allowed| {
+        cluster
+            .wait_for_access(
+                User::Alice,
+                "force-reapply",
+                "pipelinerollouts.numaplane.numaproj.io",
+                ns,
+                allowed,
+            )
+            .expect("RBAC sees the change")
+    };
+    force_reapply(true);
     annotate(&alice, ns, "isbsvc-pause", Some("true"))
         .expect_success("alice forces a re-apply (ISB service pause)");
     annotate(&alice, ns, "revoked", Some("true"))
@@ -331,6 +373,7 @@ fn scenario_4_forced_reapply_needs_rbac_and_a_pause() {
     admin
         .run(&["delete", "rolebinding", "alice-force-reapply", "-n", ns])
         .expect_success("admin revokes the grant");
+    force_reapply(false);
 
     // Argo CD's resource action (a merge patch, as argocd-server) and the
     // group sre: both bound in force-reapply-rbac.yaml.

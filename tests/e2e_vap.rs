@@ -157,6 +157,16 @@ fn the_exported_policy_decides_like_the_webhook_on_a_real_api_server() {
     cluster
         .create_all(rbac(&namespaces))
         .expect("namespaces and RBAC");
+    // RBAC sees new bindings a moment after they are written.
+    let resource = "pipelinerollouts.numaplane.numaproj.io";
+    for user in [User::Alice, User::Carol, User::ArgocdServer] {
+        cluster
+            .wait_for_access(user, "update", resource, namespaces[0], true)
+            .expect("the writers' RBAC is in force");
+    }
+    cluster
+        .wait_for_access(User::Alice, "force-reapply", resource, "payments-eu", true)
+        .expect("alice's force-reapply grant is in force");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

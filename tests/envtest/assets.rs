@@ -15,6 +15,8 @@ pub const TEST_ASSET_ETCD: &str = "TEST_ASSET_ETCD";
 pub const TEST_ASSET_KUBE_APISERVER: &str = "TEST_ASSET_KUBE_APISERVER";
 /// Names the kube-controller-manager binary.
 pub const TEST_ASSET_KUBE_CONTROLLER_MANAGER: &str = "TEST_ASSET_KUBE_CONTROLLER_MANAGER";
+/// Names the kubectl binary.
+pub const TEST_ASSET_KUBECTL: &str = "TEST_ASSET_KUBECTL";
 
 /// Where to read how to get the binaries.
 const HOW_TO: &str = "`bash .ci/run` provides them; to run the end-to-end tests yourself see \
@@ -27,7 +29,7 @@ pub struct Assets {
     pub etcd: PathBuf,
     /// kube-apiserver.
     pub kube_apiserver: PathBuf,
-    /// kubectl (found on the PATH): the tests drive the API server with it.
+    /// kubectl: the tests drive the API server with it.
     pub kubectl: PathBuf,
 }
 
@@ -47,6 +49,7 @@ impl Assets {
     /// A binary is the file its `TEST_ASSET_*` variable names; otherwise
     /// the one of that name in the directory `KUBEBUILDER_ASSETS` names;
     /// otherwise (etcd and kubectl only) the first on the PATH.
+    /// (setup-envtest's directories hold all three.)
     pub fn find() -> Result<Self, Missing> {
         let etcd = locate("etcd", Some(TEST_ASSET_ETCD), true, true);
         let kube_apiserver = locate(
@@ -55,7 +58,7 @@ impl Assets {
             true,
             false,
         );
-        let kubectl = locate("kubectl", None, false, true);
+        let kubectl = locate("kubectl", Some(TEST_ASSET_KUBECTL), true, true);
         match (etcd, kube_apiserver, kubectl) {
             (Ok(etcd), Ok(kube_apiserver), Ok(kubectl)) => Ok(Self {
                 etcd,

@@ -12,6 +12,7 @@ use super::http::{self, Tls};
 use super::kubectl::Kubectl;
 use super::pki::{self, Pki};
 use super::process::{Janitor, Process, wait_until};
+use super::webhook::port_taken;
 use super::{Assets, Missing};
 
 /// The users the API server knows (static tokens, `--token-auth-file`).
@@ -161,16 +162,18 @@ impl Cluster {
             janitor: Mutex::new(janitor),
         };
         cluster.write_files()?;
-        for attempt in 1..=PORT_ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             match cluster.start_servers(assets) {
                 Ok(()) => return Ok(cluster),
-                Err(why) if attempt < PORT_ATTEMPTS && why.contains("address already in use") => {
+                // A port picked a moment ago was taken since: pick others.
+                Err(why) if attempt < PORT_ATTEMPTS && port_taken(&why) => {
                     cluster.stop_all();
+                    attempt += 1;
                 }
                 Err(why) => return Err(why),
             }
         }
-        unreachable!("the last attempt returns")
     }
 
     /// The API server's URL.
@@ -209,6 +212,46 @@ impl Cluster {
     /// The kubectl binary.
     pub fn kubectl_binary(&self) -> &Path {
         &self.kubectl
+    }
+
+    /// Waits (up to 10 s) until RBAC answers `allowed` to "may `user`
+    /// `verb` `resource` in `namespace`" (`kubectl auth can-i`, as admin
+    /// impersonating the user and its groups). RBAC sees new bindings
+    /// through an informer, a moment after they are written.
+    pub fn wait_for_access(
+        &self,
+        user: User,
+        verb: &str,
+        resource: &str,
+        namespace: &str,
+        allowed: bool,
+    ) -> Result<(), String> {
+        let mut args = vec![
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "-n",
+            namespace,
+            "--as",
+            user.name(),
+        ];
+        for group in user.groups() {
+            args.extend(["--as-group", group]);
+        }
+        let admin = self.kubectl(User::Admin);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = admin.run(&args);
+            let answer = out.stdout.trim();
+            if answer == if allowed { "yes" } else { "no" } {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!("RBAC still answers {answer:?} after 10 s: {out}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// GETs `path` from the API server as admin: the body, or why not

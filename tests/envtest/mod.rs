@@ -32,7 +32,7 @@ mod webhook;
 
 pub use assets::{
     Assets, KUBEBUILDER_ASSETS, Missing, TEST_ASSET_ETCD, TEST_ASSET_KUBE_APISERVER,
-    TEST_ASSET_KUBE_CONTROLLER_MANAGER, in_ci, require,
+    TEST_ASSET_KUBE_CONTROLLER_MANAGER, TEST_ASSET_KUBECTL, in_ci, require,
 };
 pub use cluster::{Cluster, KEEP, User, free_port};
 pub use install::{Installed, render, repo_root};

@@ -67,7 +67,6 @@ pub struct Process {
     stdin: Option<ChildStdin>,
     pid: u32,
     log: PathBuf,
-    grace: Duration,
 }
 
 impl Process {
@@ -118,7 +117,6 @@ impl Process {
             stdin,
             pid,
             log: log.to_owned(),
-            grace,
         })
     }
 
@@ -168,11 +166,6 @@ impl Process {
         // Closing the pipe is the signal; the wrapper does the rest.
         self.stdin.take();
         let _ = self.wrapper.wait();
-    }
-
-    /// How long the server gets between SIGTERM and SIGKILL.
-    pub fn grace(&self) -> Duration {
-        self.grace
     }
 }
 

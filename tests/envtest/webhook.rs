@@ -50,38 +50,46 @@ impl Webhook {
         for (path, text) in [(&cert, &pair.cert_pem), (&key, &pair.key_pem)] {
             std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
         }
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let mut args: Vec<String> = [
-            "serve",
-            "--listen",
-            &addr.to_string(),
-            "--admin-listen",
-            &admin.to_string(),
-            "--tls-cert",
-            &cert.display().to_string(),
-            "--tls-key",
-            &key.display().to_string(),
-            "--policy",
-            &options.policy.display().to_string(),
-            "--kubeconfig",
-            &cluster.kubeconfig(User::Webhook).display().to_string(),
-            "--shutdown-delay",
-            "0s",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        args.extend(options.extra_args.iter().cloned());
-        let mut webhook = Self {
-            options,
-            addr,
-            admin,
-            args,
-            process: None,
-        };
-        webhook.resume(cluster)?;
-        Ok(webhook)
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+            let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+            let mut args: Vec<String> = [
+                "serve",
+                "--listen",
+                &addr.to_string(),
+                "--admin-listen",
+                &admin.to_string(),
+                "--tls-cert",
+                &cert.display().to_string(),
+                "--tls-key",
+                &key.display().to_string(),
+                "--policy",
+                &options.policy.display().to_string(),
+                "--kubeconfig",
+                &cluster.kubeconfig(User::Webhook).display().to_string(),
+                "--shutdown-delay",
+                "0s",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+            args.extend(options.extra_args.iter().cloned());
+            let mut webhook = Self {
+                options: options.clone(),
+                addr,
+                admin,
+                args,
+                process: None,
+            };
+            match webhook.resume(cluster) {
+                Ok(()) => return Ok(webhook),
+                // A port picked a moment ago was taken since: pick others.
+                Err(why) if attempt < 3 && port_taken(&why) => continue,
+                Err(why) => return Err(why),
+            }
+        }
     }
 
     /// The base of the webhook configurations' `clientConfig.url`:
@@ -134,6 +142,11 @@ impl Webhook {
         self.process = Some(process);
         ready
     }
+}
+
+/// Whether a start-up error says a port was taken.
+pub(super) fn port_taken(why: &str) -> bool {
+    why.to_lowercase().contains("address already in use")
 }
 
 impl Drop for Webhook {

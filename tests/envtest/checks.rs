@@ -1,5 +1,6 @@
 //! Checks of the harness itself: the optional kube-controller-manager, and
-//! that a killed test process leaves nothing behind.
+//! that a killed test process leaves nothing behind. Included by
+//! tests/e2e.rs only (it uses that file's shared cluster).
 
 use std::time::{Duration, Instant};
 
@@ -81,6 +82,8 @@ fn harness_leaves_no_process_behind_when_the_test_process_is_killed() {
     let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", &helper, "--ignored", "--test-threads=1"])
         .env(KILLED_HELPER, &report)
+        // Its scratch directory must go, whatever this run keeps.
+        .env_remove(envtest::KEEP)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
