@@ -68,6 +68,8 @@ pub enum Command {
     },
     /// Write a CA and a serving certificate for the in-cluster Service, plus the kustomize patch that puts the CA into the webhook configurations (for installing without cert-manager).
     GenCerts(GenCertsArgs),
+    /// Print the validation rules of a policy as a ValidatingAdmissionPolicy and its binding (YAML), for in-process admission without the webhook (docs/vap.md).
+    ExportVap(crate::vap::ExportVapArgs),
 }
 
 /// Flags of `gen-certs`.
@@ -214,7 +216,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Some(Command::Check(args)) => run_check(&args),
         Some(Command::CheckPolicy { file }) => run_check_policy(&file),
         Some(Command::GenCerts(args)) => run_gen_certs(&args),
+        Some(Command::ExportVap(args)) => run_export_vap(&args),
     }
+}
+
+fn run_export_vap(args: &crate::vap::ExportVapArgs) -> ExitCode {
+    crate::vap::run(args)
 }
 
 fn load_policy(path: Option<&Path>) -> Result<Policy, crate::policy::PolicyError> {

@@ -21,3 +21,4 @@ pub mod policy;
 pub mod rollout;
 pub mod server;
 pub mod sweeper;
+pub mod vap;

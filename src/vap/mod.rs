@@ -1,0 +1,307 @@
+//! `export-vap`: the validation rules of a policy as a Kubernetes
+//! ValidatingAdmissionPolicy and its binding, for clusters that prefer
+//! in-process admission (CEL) to a webhook. The policy's values are written
+//! into the expressions (no params resource), so the output is
+//! deterministic and reviewable. See docs/vap.md.
+//!
+//! [`variables`] and [`rules`] build the CEL (with [`cel`]'s pieces); this
+//! module wraps it
+//! in the Kubernetes objects, says what the export does not cover, and runs
+//! the command.
+
+pub mod cel;
+pub mod rules;
+pub mod variables;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
+    ValidatingAdmissionPolicySpec, Validation, Variable,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
+
+use crate::policy::model::{Mode, Policy};
+use crate::policy::{PolicyError, format_seconds};
+
+/// The name the policy and its binding get unless `--name` says otherwise.
+pub const DEFAULT_NAME: &str = "pipelinerollout-policy";
+
+/// The namespaces the webhook configurations exclude
+/// (`manifests/base/webhooks.yaml`); the exported policy excludes the same.
+pub const EXCLUDED_NAMESPACES: [&str; 2] = ["pipelinerollout-webhook", "kube-system"];
+
+/// The PipelineRollout version the policy matches. Not `*`: the type
+/// checker skips policies whose rules name `*` versions.
+pub const API_VERSION: &str = "v1alpha1";
+
+/// What `export-vap` produced for a policy.
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The ValidatingAdmissionPolicy.
+    pub policy: ValidatingAdmissionPolicy,
+    /// Its binding.
+    pub binding: ValidatingAdmissionPolicyBinding,
+    /// What the exported policy does not do that the webhook does, one
+    /// line each (the comment block).
+    pub not_covered: Vec<String>,
+    /// Validations the policy asks for that CEL cannot express (`--strict`
+    /// fails on these): today a `minPauseAge` above 0.
+    pub inexpressible: Vec<String>,
+    /// What each validation checks, in order (the comment block lists them).
+    pub validations: Vec<&'static str>,
+}
+
+/// Exports `policy` under `name`.
+pub fn export(policy: &Policy, name: &str) -> Export {
+    let built = rules::rules(policy);
+    let validations = built.checks.iter().map(|c| c.rule).collect();
+    let meta = ObjectMeta {
+        name: Some(name.to_owned()),
+        labels: Some(
+            [(
+                "app.kubernetes.io/name".to_owned(),
+                "pipelinerollout-webhook".to_owned(),
+            )]
+            .into(),
+        ),
+        ..ObjectMeta::default()
+    };
+    let rule = NamedRuleWithOperations {
+        api_groups: Some(vec!["numaplane.numaproj.io".to_owned()]),
+        api_versions: Some(vec![API_VERSION.to_owned()]),
+        operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
+        resources: Some(vec!["pipelinerollouts".to_owned()]),
+        scope: Some("Namespaced".to_owned()),
+        ..NamedRuleWithOperations::default()
+    };
+    let namespace_selector = LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "kubernetes.io/metadata.name".to_owned(),
+            operator: "NotIn".to_owned(),
+            values: Some(EXCLUDED_NAMESPACES.map(str::to_owned).to_vec()),
+        }]),
+        ..LabelSelector::default()
+    };
+    let spec = ValidatingAdmissionPolicySpec {
+        failure_policy: Some("Fail".to_owned()),
+        match_constraints: Some(MatchResources {
+            match_policy: Some("Equivalent".to_owned()),
+            namespace_selector: Some(namespace_selector),
+            resource_rules: Some(vec![rule]),
+            ..MatchResources::default()
+        }),
+        variables: Some(
+            built
+                .variables
+                .into_iter()
+                .map(|v| Variable {
+                    name: v.name.to_owned(),
+                    expression: v.expression,
+                })
+                .collect(),
+        ),
+        validations: Some(
+            built
+                .checks
+                .into_iter()
+                .map(|c| Validation {
+                    expression: c.expression,
+                    message: Some(c.message),
+                    message_expression: Some(c.message_expression),
+                    // 403 like the webhook's denials, not 422.
+                    reason: Some("Forbidden".to_owned()),
+                })
+                .collect(),
+        ),
+        ..ValidatingAdmissionPolicySpec::default()
+    };
+    let actions = match policy.mode {
+        Mode::Enforce => vec!["Deny".to_owned()],
+        Mode::Warn => vec!["Warn".to_owned(), "Audit".to_owned()],
+    };
+    Export {
+        policy: ValidatingAdmissionPolicy {
+            metadata: meta.clone(),
+            spec: Some(spec),
+            status: None,
+        },
+        binding: ValidatingAdmissionPolicyBinding {
+            metadata: meta,
+            spec: ValidatingAdmissionPolicyBindingSpec {
+                policy_name: name.to_owned(),
+                validation_actions: actions,
+                ..ValidatingAdmissionPolicyBindingSpec::default()
+            },
+        },
+        not_covered: not_covered(policy),
+        inexpressible: inexpressible(policy),
+        validations,
+    }
+}
+
+/// The `minPauseAge` settings above 0, by key.
+fn inexpressible(policy: &Policy) -> Vec<String> {
+    let mut found = Vec::new();
+    let top = policy.force_reapply.min_pause_age_seconds;
+    if top > 0 {
+        found.push(format!(
+            "forceReapply.minPauseAge is {}",
+            format_seconds(top)
+        ));
+    }
+    for (i, ns) in policy.drain_timeout.namespaces.iter().enumerate() {
+        if let Some(age) = ns.min_pause_age_seconds.filter(|a| *a > 0) {
+            found.push(format!(
+                "drainTimeout.namespaces[{i}].minPauseAge is {}",
+                format_seconds(age)
+            ));
+        }
+    }
+    found
+}
+
+fn not_covered(policy: &Policy) -> Vec<String> {
+    let mut lines = vec![
+        "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
+    ];
+    if policy.force_reapply.one_shot {
+        lines.push("the one-shot reset (forceReapply.oneShot): /mutate and the sweeper set allow-data-loss back to \"false\" once the pause is over".to_owned());
+    }
+    lines.extend([
+        "Events (ForceReapplyAllowed, ForceReapplyDenied, ForcePromoteAllowed) and the force-reapply and force-promote audit annotations".to_owned(),
+        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) are allowed silently".to_owned(),
+        "messages: the API server shows the first failing validation's message; the webhook lists every violation".to_owned(),
+    ]);
+    let ages = inexpressible(policy);
+    if ages.is_empty() {
+        lines.push(
+            "forceReapply.minPauseAge (CEL in admission has no clock): not used by this policy"
+                .to_owned(),
+        );
+    } else {
+        lines.push(format!(
+            "forceReapply.minPauseAge (CEL in admission has no clock): NOT ENFORCED here, although {}",
+            ages.join(", ")
+        ));
+    }
+    lines
+}
+
+impl Export {
+    /// The YAML: the comment block, then the policy and the binding as two
+    /// documents.
+    pub fn to_yaml(&self) -> Result<String, String> {
+        let policy = serde_saphyr::to_string(&self.policy)
+            .map_err(|e| format!("cannot render the ValidatingAdmissionPolicy: {e}"))?;
+        let binding = serde_saphyr::to_string(&self.binding)
+            .map_err(|e| format!("cannot render the binding: {e}"))?;
+        let mut out = String::new();
+        out.push_str(&format!(
+            "# Exported by `pipelinerollout-webhook export-vap` ({}): the validations of\n\
+             # /validate under the policy, as a ValidatingAdmissionPolicy and its binding\n\
+             # (see docs/vap.md). The policy's values are written into the expressions.\n\
+             # failurePolicy Fail: an expression that fails, or runs past the CEL cost\n\
+             # budget, refuses the request (as the webhook's configurations do when it is down).\n\
+             #\n\
+             # Not covered by this export (the webhook does these):\n",
+            env!("CARGO_PKG_VERSION")
+        ));
+        for line in &self.not_covered {
+            out.push_str(&format!("# - {line}\n"));
+        }
+        out.push_str("#\n# The validations, in order (a denial shows the first that fails):\n");
+        for (i, rule) in self.validations.iter().enumerate() {
+            out.push_str(&format!("# {i:>2}. {rule}\n"));
+        }
+        out.push_str("---\n");
+        out.push_str(&policy);
+        out.push_str("---\n");
+        out.push_str(&binding);
+        Ok(out)
+    }
+}
+
+/// Flags of `export-vap`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportVapArgs {
+    /// Policy file (YAML or JSON); without it, the built-in policy.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The name of the ValidatingAdmissionPolicy and of its binding.
+    #[arg(long, default_value = DEFAULT_NAME)]
+    pub name: String,
+    /// Write the YAML to this file instead of standard output.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Exit 1 (writing nothing) when the policy asks for a validation CEL cannot express (a minPauseAge above 0).
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Runs `export-vap`: 0 when written, 1 when `--strict` refuses, 2 on a bad
+/// policy, name or output file.
+pub fn run(args: &ExportVapArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((code, message)) => {
+            eprintln!("export-vap: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run_inner(args: &ExportVapArgs) -> Result<(), (u8, String)> {
+    let policy = match &args.policy {
+        Some(path) => Policy::from_file(path),
+        None => Ok(Policy::built_in()),
+    }
+    .map_err(|e: PolicyError| (2, e.to_string()))?;
+    if !valid_name(&args.name) {
+        return Err((
+            2,
+            format!(
+                "--name {:?} is not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)",
+                args.name
+            ),
+        ));
+    }
+    let export = export(&policy, &args.name);
+    if args.strict && !export.inexpressible.is_empty() {
+        return Err((
+            1,
+            format!(
+                "--strict: the policy asks for what a ValidatingAdmissionPolicy cannot check (CEL in admission has no clock): {}",
+                export.inexpressible.join("; ")
+            ),
+        ));
+    }
+    let yaml = export.to_yaml().map_err(|e| (2, e))?;
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, yaml).map_err(|e| (2, format!("{}: {e}", path.display())))
+        }
+        None => {
+            print!("{yaml}");
+            Ok(())
+        }
+    }
+}
+
+/// A DNS subdomain name, as Kubernetes requires of object names.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}

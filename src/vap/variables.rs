@@ -1,0 +1,274 @@
+//! The variables the validations share: what the request, the object and
+//! the stored object hold on the paths the rules read, each read once, and
+//! guarded so that no wrongly typed value raises a CEL runtime error. The
+//! API server does not type-check variables (tests/vap.rs checks that each
+//! is defined before it is read).
+
+use super::cel::{self, Step};
+use crate::policy::model::DrainTimeout;
+use crate::rollout::ALLOW_DATA_LOSS;
+
+/// A named CEL expression that validations read as `variables.NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Var {
+    /// The name.
+    pub name: &'static str,
+    /// The CEL expression.
+    pub expression: String,
+}
+
+const TIMEOUT_KEYS: [&str; 5] = [
+    "spec",
+    "pipeline",
+    "spec",
+    "lifecycle",
+    "pauseGracePeriodSeconds",
+];
+const SCALE_KEYS: [&str; 4] = ["spec", "strategy", "recycleStrategy", "scaleFactor"];
+const PROMOTE_KEYS: [&str; 4] = ["spec", "strategy", "progressive", "forcePromote"];
+const META_KEYS: [&str; 2] = ["metadata", "annotations"];
+
+/// The variables for a policy with `dt`'s namespace overrides and default
+/// scale factor, each after those it reads.
+pub fn variables(dt: &DrainTimeout) -> Vec<Var> {
+    let mut vars = Vars(Vec::new());
+    request_vars(&mut vars, dt);
+    for (prefix, root) in [("", "object"), ("old", "oldObject")] {
+        timeout_vars(&mut vars, prefix, root);
+        scale_vars(&mut vars, prefix, root, dt.default_recycle_scale_factor);
+        annotation_vars(&mut vars, prefix, root);
+        promote_var(&mut vars, prefix, root);
+    }
+    comparison_vars(&mut vars);
+    vars.0
+}
+
+struct Vars(Vec<Var>);
+
+impl Vars {
+    fn add(&mut self, name: &'static str, expression: String) {
+        self.0.push(Var { name, expression });
+    }
+}
+
+/// `old` + `Name`, or `name`: the variable for the stored object.
+fn var_name(prefix: &str, name: &'static str) -> &'static str {
+    match (prefix, name) {
+        ("", name) => name,
+        (_, "tBlock") => "oldTBlock",
+        (_, "t") => "oldT",
+        (_, "tInt") => "oldTInt",
+        (_, "s") => "oldS",
+        (_, "sEff") => "oldSEff",
+        (_, "sInt") => "oldSInt",
+        (_, "metaBad") => "oldMetaBad",
+        (_, "a") => "oldA",
+        (_, "forcePromote") => "oldForcePromote",
+        (_, other) => other,
+    }
+}
+
+/// For the stored object every expression starts with `oldObject != null`
+/// (it is null on CREATE).
+fn guarded(root: &str, expression: String, otherwise: &str) -> String {
+    if root == "oldObject" {
+        format!("oldObject == null ? {otherwise} :\n  {expression}")
+    } else {
+        expression
+    }
+}
+
+fn request_vars(vars: &mut Vars, dt: &DrainTimeout) {
+    // request.name is omitted for generateName; request.namespace is always
+    // there for a namespaced resource, but costs nothing to guard.
+    // (`namespace` is a reserved word in CEL.)
+    vars.add(
+        "ns",
+        "has(request.namespace) ? request.namespace : ''".into(),
+    );
+    vars.add("name", "has(request.name) ? request.name : ''".into());
+    vars.add(
+        "user",
+        "has(request.userInfo.username) ? request.userInfo.username : ''".into(),
+    );
+    if dt.namespaces.is_empty() {
+        return;
+    }
+    // The first override with a matching pattern wins.
+    let mut scope = "-1".to_owned();
+    let mut scope_name = cel::string("the policy");
+    for (i, ns) in dt.namespaces.iter().enumerate().rev() {
+        let any = ns
+            .patterns
+            .iter()
+            .map(|p| cel::namespace_matches("variables.ns", p))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        scope = format!("({any}) ? {i} :\n  {scope}");
+        for p in ns.patterns.iter().rev() {
+            let text = format!("the policy for namespaces \"{p}\"");
+            scope_name = format!(
+                "{} ? {} :\n  {scope_name}",
+                cel::namespace_matches("variables.ns", p),
+                cel::string(&text)
+            );
+        }
+    }
+    vars.add("scope", scope);
+    vars.add("scopeName", scope_name);
+}
+
+fn timeout_vars(vars: &mut Vars, prefix: &str, root: &str) {
+    let steps = cel::steps(root, &TIMEOUT_KEYS, Some(3));
+    let (levels, leaf) = steps.split_at(4);
+    let block = var_name(prefix, "tBlock");
+    vars.add(block, guarded(root, cel::first_non_map(levels), "''"));
+    // With no level blocked, every present level is a map.
+    let present: Vec<String> = steps
+        .iter()
+        .map(|s: &Step| format!("has({0}) && {0} != null", s.select))
+        .collect();
+    vars.add(
+        var_name(prefix, "t"),
+        guarded(
+            root,
+            format!(
+                "variables.{block} == '' && {} ?\n  {} : null",
+                present.join(" && "),
+                leaf[0].select
+            ),
+            "null",
+        ),
+    );
+    let t = format!("variables.{}", var_name(prefix, "t"));
+    vars.add(var_name(prefix, "tInt"), cel::int_view(&t));
+}
+
+fn scale_vars(vars: &mut Vars, prefix: &str, root: &str, default: u64) {
+    let steps = cel::steps(root, &SCALE_KEYS, None);
+    let (levels, leaf) = steps.split_at(3);
+    let s = var_name(prefix, "s");
+    vars.add(
+        s,
+        guarded(
+            root,
+            format!(
+                "{} && has({leaf}) ?\n  dyn({leaf}) : null",
+                cel::all_maps(levels),
+                leaf = leaf[0].select
+            ),
+            "null",
+        ),
+    );
+    // S as the rules use it: the rollout's own, else the policy default.
+    let eff = var_name(prefix, "sEff");
+    vars.add(
+        eff,
+        format!("variables.{s} == null ? {default} : variables.{s}"),
+    );
+    vars.add(
+        var_name(prefix, "sInt"),
+        cel::int_view(&format!("variables.{eff}")),
+    );
+}
+
+fn annotation_vars(vars: &mut Vars, prefix: &str, root: &str) {
+    let steps = cel::steps(root, &META_KEYS, None);
+    let bad = var_name(prefix, "metaBad");
+    vars.add(bad, guarded(root, cel::first_non_map(&steps), "''"));
+    let annotations = &steps[1].select;
+    let key = cel::string(ALLOW_DATA_LOSS);
+    vars.add(
+        var_name(prefix, "a"),
+        guarded(
+            root,
+            format!(
+                "variables.{bad} == '' && {} && {key} in {annotations} ?\n  {annotations}[{key}] : null",
+                cel::all_maps(&steps)
+            ),
+            "null",
+        ),
+    );
+}
+
+fn promote_var(vars: &mut Vars, prefix: &str, root: &str) {
+    let steps = cel::steps(root, &PROMOTE_KEYS, None);
+    let (levels, leaf) = steps.split_at(3);
+    vars.add(
+        var_name(prefix, "forcePromote"),
+        guarded(
+            root,
+            format!(
+                "{} && has({leaf}) && {leaf} == true",
+                cel::all_maps(levels),
+                leaf = leaf[0].select
+            ),
+            "false",
+        ),
+    );
+}
+
+/// What ratcheting (rule 8) and the gates (rules 6 and 7) compare.
+fn comparison_vars(vars: &mut Vars) {
+    vars.add(
+        "tSame",
+        format!(
+            "oldObject != null && variables.t != null && variables.oldT != null && ({})",
+            cel::same(
+                "variables.t",
+                "variables.tInt",
+                "variables.oldT",
+                "variables.oldTInt"
+            )
+        ),
+    );
+    vars.add(
+        "sValid",
+        "variables.s == null || (variables.sInt != null && variables.sInt >= 1 && variables.sInt <= 100)"
+            .into(),
+    );
+    vars.add(
+        "sSame",
+        format!(
+            "oldObject != null && ({})",
+            cel::same(
+                "variables.sEff",
+                "variables.sInt",
+                "variables.oldSEff",
+                "variables.oldSInt"
+            )
+        ),
+    );
+    // ceil(100 / S), for a valid S only.
+    vars.add(
+        "multiplier",
+        "variables.sValid ? (100 + variables.sInt - 1) / variables.sInt : 1".into(),
+    );
+    vars.add(
+        "aSame",
+        "oldObject != null && variables.a != null && variables.oldA != null && \
+         type(variables.a) == type(variables.oldA) && variables.a == variables.oldA"
+            .into(),
+    );
+    // Rule 6's trigger: the annotation becomes exactly "true".
+    vars.add(
+        "reapply",
+        "variables.a == 'true' && !(oldObject != null && variables.oldA == 'true')".into(),
+    );
+    // Rule 7's trigger: forcePromote is turned on.
+    vars.add(
+        "promote",
+        "variables.forcePromote && !(oldObject != null && variables.oldForcePromote)".into(),
+    );
+    // Both pause signals, read from the stored object as the webhook's
+    // PipelineRollout::is_pausing reads them.
+    vars.add(
+        "pausing",
+        "oldObject != null && has(oldObject.status) && type(oldObject.status) == map && (\n  \
+         (has(oldObject.status.upgradeInProgress) && oldObject.status.upgradeInProgress == 'PipelinePauseAndDrain') ||\n  \
+         (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
+         oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
+         has(c.status) && c.status == 'True' && has(c.reason) && c.reason == 'PipelinePausing')))"
+            .into(),
+    );
+}
