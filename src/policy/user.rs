@@ -72,6 +72,10 @@ impl UserInfo {
 pub enum Permission {
     /// Nothing in the request needed permission, so nobody was asked.
     NotNeeded,
+    /// The request is denied for another reason anyway, the static lists
+    /// do not grant it, and only RBAC could: RBAC was not asked, so the
+    /// permission is not known (and not given as a reason).
+    NotAsked,
     /// Granted; says how (for the audit log).
     Granted(String),
     /// Refused; says why, in words the requester can act on.

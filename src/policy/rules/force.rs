@@ -164,14 +164,17 @@ pub fn judge_gates(
     let user = review.user.username();
     let update = review.operation == Operation::Update;
     let refused = match permission {
-        Permission::Granted(_) => None,
+        Permission::Granted(_) | Permission::NotAsked => None,
         Permission::Refused(why) => Some(why.clone()),
         Permission::NotNeeded => Some("its permission was not checked".to_owned()),
     };
     let age = gates
         .pause_age
         .map_or_else(|| "an unknown time".to_owned(), format_seconds);
-    if gates.reapply {
+    // Not asked (denied anyway, only RBAC could grant it): the gate speaks
+    // only when it denies for its own pause conditions.
+    let not_asked = *permission == Permission::NotAsked;
+    if gates.reapply && (!not_asked || gates.reapply_denied_anyway()) {
         let outcome = if refused.is_none() && !gates.reapply_denied_anyway() {
             Ok(())
         } else {
@@ -197,7 +200,9 @@ pub fn judge_gates(
             outcome,
         );
     }
-    if gates.promote {
+    // Not asked: the request is denied anyway, and the promotion's
+    // permission is not known, so it adds no reason of its own.
+    if gates.promote && !not_asked {
         let outcome = match &refused {
             None => Ok(()),
             Some(why) => Err(Violation::ForcePromoteDenied {

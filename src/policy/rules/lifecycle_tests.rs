@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use time::macros::datetime;
 
 use super::*;
-use crate::policy::{Policy, UserInfo};
+use crate::policy::{Permission, Policy, UserInfo};
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
 
 const NOW: OffsetDateTime = datetime!(2026-12-01 10:00:00 UTC);
@@ -456,4 +456,43 @@ fn a_reset_and_a_default_make_one_patch_of_two_operations() {
         patched["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"],
         31_536_000
     );
+}
+
+#[test]
+fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
+    let p = policy("forceReapply:\n  rbac: {verb: force-reapply}\n");
+    // Not pausing: denied for that alone; RBAC (which might grant alice)
+    // was not asked, so the message gives no permission advice.
+    let idle = json!({"upgradeInProgress": ""});
+    let old = rollout(Some("false"), Some(idle.clone()));
+    let new = rollout(Some("true"), Some(idle));
+    let object = parse(&new);
+    let stored = parse(&old);
+    let user = alice();
+    let review = Review {
+        operation: Operation::Update,
+        namespace: "default",
+        user: &user,
+        object: &object,
+        old_object: Some(&stored),
+        now: NOW,
+    };
+    let validation = validate(&p, review);
+    assert_eq!(validation.settled_permission(), Some(Permission::NotAsked));
+    let d = validation.finish(&Permission::NotAsked);
+    let message = d.denial_message().unwrap_or_default();
+    assert!(message.contains("the pipeline is not pausing"), "{message}");
+    assert!(!message.contains("ask a platform admin"), "{message}");
+    assert!(d.audit["force-reapply"].starts_with("denied by rule 6"));
+
+    // Pausing, but the timeout is invalid: denied for the timeout; the
+    // force gate records nothing it did not decide.
+    let pausing = json!({"upgradeInProgress": "PipelinePauseAndDrain"});
+    let old = rollout(Some("false"), Some(pausing.clone()));
+    let mut new = rollout(Some("true"), Some(pausing));
+    new["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"] = json!(5);
+    let d = validate_case(&p, "default", &alice(), Some(&old), &new);
+    assert!(!d.allowed());
+    assert!(!d.audit.contains_key("force-reapply"), "{:?}", d.audit);
+    assert!(d.events.is_empty(), "{:?}", d.events);
 }

@@ -50,8 +50,9 @@ pub fn validate<'a>(policy: &'a Policy, review: Review<'a>) -> Validation<'a> {
 impl Validation<'_> {
     /// The requester's permission to force, when it is settled without
     /// asking an API server: not needed, or needed when the request is
-    /// denied anyway (then the static lists answer alone, and a refusal
-    /// says RBAC was not asked). `None`: ask who may force.
+    /// denied anyway (then the static lists answer alone; where only RBAC
+    /// could grant it, it is [`Permission::NotAsked`]). `None`: ask who may
+    /// force.
     pub fn settled_permission(&self) -> Option<Permission> {
         if !self.gates.need_permission() {
             return Some(Permission::NotNeeded);
@@ -64,10 +65,7 @@ impl Validation<'_> {
         let force = &self.policy.force_reapply;
         Some(
             match (force.static_permission(self.review.user), &force.rbac) {
-                (Permission::Refused(why), Some(rbac)) => Permission::Refused(format!(
-                    "{why} (RBAC verb \"{}\" was not asked: the request is refused for another reason too)",
-                    rbac.verb
-                )),
+                (Permission::Refused(_), Some(_)) => Permission::NotAsked,
                 (answer, _) => answer,
             },
         )
