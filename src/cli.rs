@@ -192,19 +192,39 @@ impl From<WebhookArg> for Webhook {
     }
 }
 
-/// Sets up logging to stderr.
-pub fn init_logging(cli: &Cli) {
+/// Keeps the log writer's background thread; dropping it flushes what is
+/// queued. Hold it until the program ends.
+#[must_use = "dropping the guard stops the log writer"]
+pub struct LoggingGuard {
+    _writer: tracing_appender::non_blocking::WorkerGuard,
+}
+
+impl std::fmt::Debug for LoggingGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoggingGuard")
+    }
+}
+
+/// Sets up logging to stderr through a non-blocking writer: a request never
+/// waits for stderr; when the writer's queue is full, lines are dropped and
+/// counted (`pipelinerollout_webhook_log_lines_dropped_total`).
+pub fn init_logging(cli: &Cli) -> LoggingGuard {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log_level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .finish(std::io::stderr());
+    crate::server::metrics::count_dropped_log_lines(writer.error_counter());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match cli.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+    LoggingGuard { _writer: guard }
 }
 
 /// Runs the parsed command line.

@@ -8,7 +8,20 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tracing_appender::non_blocking::ErrorCounter;
+
 use crate::admission::Outcome;
+
+/// The log writer's count of dropped lines, when logging goes through it.
+static DROPPED_LOG_LINES: OnceLock<ErrorCounter> = OnceLock::new();
+
+/// Makes `log_lines_dropped_total` report the log writer's dropped lines.
+pub fn count_dropped_log_lines(counter: ErrorCounter) {
+    let _ = DROPPED_LOG_LINES.set(counter);
+}
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -115,6 +128,10 @@ pub struct Metrics {
     pub sweeper_watch_restarts: Counter,
     /// The body budget and the request limit.
     pub budget: BudgetMetrics,
+    /// Log lines dropped because the log writer's queue was full.
+    pub log_lines_dropped: Counter,
+    /// How many of those the counter has been told about.
+    log_lines_seen: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -146,6 +163,12 @@ impl Metrics {
         let sweeper_conflicts = Counter::default();
         let sweeper_errors = Counter::default();
         let sweeper_watch_restarts = Counter::default();
+        let log_lines_dropped = Counter::default();
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because the non-blocking log writer's queue was full (requests never wait for the log)",
+            log_lines_dropped.clone(),
+        );
         registry.register(
             "events",
             "Kubernetes Events on PipelineRollouts, by reason and result (sent, failed, dropped)",
@@ -249,6 +272,8 @@ impl Metrics {
             sweeper_errors,
             sweeper_watch_restarts,
             budget,
+            log_lines_dropped,
+            log_lines_seen: AtomicU64::new(0),
         }
     }
 
@@ -289,6 +314,11 @@ impl Metrics {
 
     /// The metrics in the OpenMetrics text format.
     pub fn encode(&self) -> String {
+        if let Some(dropped) = DROPPED_LOG_LINES.get() {
+            let now = u64::try_from(dropped.dropped_lines()).unwrap_or(u64::MAX);
+            let before = self.log_lines_seen.swap(now, Ordering::Relaxed);
+            self.log_lines_dropped.inc_by(now.saturating_sub(before));
+        }
         let mut out = String::new();
         // Writing to a String does not fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -365,5 +395,20 @@ impl BudgetMetrics {
             metrics.refusals.clone(),
         );
         metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_log_lines_are_exported_from_the_start() {
+        let text = Metrics::new().encode();
+        assert!(
+            text.lines()
+                .any(|l| l == "pipelinerollout_webhook_log_lines_dropped_total 0"),
+            "{text}"
+        );
     }
 }
