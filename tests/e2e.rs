@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use e2e_support::{
     ALLOW_DATA_LOSS, MUTATE, NO_TIMEOUT_SECONDS, ROLLOUTS, VALIDATE, annotate, annotation_of,
-    assert_refused, binding, idle, latency, pausing, role, rollout, set_status, stored,
-    team_namespace, timeout_of, timeout_patch,
+    assert_refused, binding, idle, latency, pausing, rollout, set_status, stored, team_namespace,
+    timeout_of, timeout_patch,
 };
 use envtest::{Assets, Cluster, Installation, User, repo_root, require};
 use serde_json::{Value, json};
@@ -92,33 +92,7 @@ fn shared_policy() -> Result<String, String> {
 /// Before the webhooks exist: the other components' RBAC, and scenario 3's
 /// object with a timeout the policy forbids.
 fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
-    // What Argo CD's and Numaplane's own installs grant their accounts.
-    let all = [
-        "get", "list", "watch", "create", "update", "patch", "delete",
-    ];
-    cluster.create_all(vec![
-        role(None, "e2e-argocd", &[ROLLOUTS], &all),
-        role(
-            None,
-            "e2e-numaplane",
-            &[ROLLOUTS, "pipelinerollouts/status"],
-            &all,
-        ),
-        binding(
-            None,
-            "e2e-argocd",
-            "ClusterRole",
-            "e2e-argocd",
-            &[User::ArgocdServer, User::ArgocdApplicationController],
-        ),
-        binding(
-            None,
-            "e2e-numaplane",
-            "ClusterRole",
-            "e2e-numaplane",
-            &[User::NumaplaneController],
-        ),
-    ])?;
+    e2e_support::grant_components(cluster)?;
     team_namespace(cluster, LEGACY_NAMESPACE)?;
     let out = cluster.kubectl(User::Admin).create(
         &rollout(LEGACY_NAMESPACE, LEGACY_NAME, Some(json!(LEGACY_TIMEOUT))),

@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use e2e_support::{
-    ALLOW_DATA_LOSS, ROLLOUTS, annotate, annotation_of, assert_refused, binding, idle, pausing,
-    role, rollout, set_status, stored, team_namespace,
+    ALLOW_DATA_LOSS, ROLLOUTS, annotate, annotation_of, assert_refused, idle, pausing, rollout,
+    set_status, stored, team_namespace,
 };
 use envtest::{Cluster, Installation, User};
 use serde_json::{Value, json};
@@ -33,7 +33,7 @@ fn shared() -> Option<&'static Installation> {
             assets,
             &policy()?,
             &["--reset-stale-force", "--stale-force-grace", &grace],
-            grant_components,
+            e2e_support::grant_components,
         )
     })
 }
@@ -45,36 +45,6 @@ fn policy() -> Result<String, String> {
         serde_saphyr::from_str(&text).map_err(|e| format!("base policy.yaml: {e}"))?;
     policy["drainTimeout"]["namespaces"] = json!([{"match": [YOUNG_MATCH], "minPauseAge": "1h"}]);
     Ok(policy.to_string())
-}
-
-/// What Argo CD's and Numaplane's own installs grant their accounts.
-fn grant_components(cluster: &Cluster) -> Result<(), String> {
-    let all = [
-        "get", "list", "watch", "create", "update", "patch", "delete",
-    ];
-    cluster.create_all(vec![
-        role(None, "e2e-argocd", &[ROLLOUTS], &all),
-        role(
-            None,
-            "e2e-numaplane",
-            &[ROLLOUTS, "pipelinerollouts/status"],
-            &all,
-        ),
-        binding(
-            None,
-            "e2e-argocd",
-            "ClusterRole",
-            "e2e-argocd",
-            &[User::ArgocdServer, User::ArgocdApplicationController],
-        ),
-        binding(
-            None,
-            "e2e-numaplane",
-            "ClusterRole",
-            "e2e-numaplane",
-            &[User::NumaplaneController],
-        ),
-    ])
 }
 
 /// Creates `ns/name` with a valid timeout and `status`.

@@ -55,6 +55,37 @@ pub fn binding(
     }
 }
 
+/// What Argo CD's and Numaplane's own installs grant their accounts: all
+/// of PipelineRollouts, and (Numaplane) their status.
+pub fn grant_components(cluster: &Cluster) -> Result<(), String> {
+    let all = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    cluster.create_all(vec![
+        role(None, "e2e-argocd", &[ROLLOUTS], &all),
+        role(
+            None,
+            "e2e-numaplane",
+            &[ROLLOUTS, "pipelinerollouts/status"],
+            &all,
+        ),
+        binding(
+            None,
+            "e2e-argocd",
+            "ClusterRole",
+            "e2e-argocd",
+            &[User::ArgocdServer, User::ArgocdApplicationController],
+        ),
+        binding(
+            None,
+            "e2e-numaplane",
+            "ClusterRole",
+            "e2e-numaplane",
+            &[User::NumaplaneController],
+        ),
+    ])
+}
+
 /// A namespace where alice and carol may write PipelineRollouts, once RBAC
 /// says so. Plain RBAC: the aggregated `edit` role is empty without a
 /// controller manager.
