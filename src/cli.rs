@@ -490,9 +490,20 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         max_inflight_body_bytes: args.max_inflight_body_bytes,
         max_inflight_requests: args.max_inflight_requests,
         kubeconfig: args.kubeconfig.clone(),
-        reset_stale_force: args.reset_stale_force.then_some(args.stale_force_grace),
     };
     let running = server::start(options).await.map_err(|e| e.to_string())?;
+    if args.reset_stale_force {
+        match &running.client {
+            Some(client) => crate::sweeper::spawn(
+                client.0.clone(),
+                std::sync::Arc::clone(&running.shared),
+                args.stale_force_grace,
+            ),
+            None => tracing::warn!(
+                "--reset-stale-force is set but no API server can be reached: the sweeper is off"
+            ),
+        }
+    }
     tracing::info!(
         listen = %running.addr,
         admin = ?running.admin_addr,

@@ -117,9 +117,6 @@ pub struct ServeOptions {
     /// The kubeconfig for RBAC checks, Events and the sweeper; without it,
     /// the in-cluster account or `KUBECONFIG`.
     pub kubeconfig: Option<PathBuf>,
-    /// Run the stale-force sweeper, resetting a force whose pause has been
-    /// over this long; `None`: no sweeper.
-    pub reset_stale_force: Option<Duration>,
 }
 
 /// Why the server could not start.
@@ -153,6 +150,16 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
         .map_err(|source| StartError::Bind { addr, source })
 }
 
+/// The API server client a started server holds.
+#[derive(Clone)]
+pub struct ApiClient(pub kube::Client);
+
+impl std::fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiClient")
+    }
+}
+
 /// A started server.
 #[derive(Debug)]
 pub struct Running {
@@ -162,6 +169,9 @@ pub struct Running {
     pub admin_addr: Option<SocketAddr>,
     /// The state the server shares (policy, metrics, health).
     pub shared: Arc<Shared>,
+    /// The API server client, when one could be built (for background work
+    /// beside the server, such as the sweeper).
+    pub client: Option<ApiClient>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -216,13 +226,6 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         tracing::info!("Events on PipelineRollouts are on");
     }
     let shared = Arc::new(shared);
-    if let (Some(client), Some(grace)) = (&client, options.reset_stale_force) {
-        crate::sweeper::spawn(client.clone(), Arc::clone(&shared), grace);
-    } else if options.reset_stale_force.is_some() {
-        tracing::warn!(
-            "--reset-stale-force is set but no API server can be reached: the sweeper is off"
-        );
-    }
     // `stop` starts the shutdown; `finished` says the webhook has stopped,
     // which ends the admin server and the reloaders.
     let (stop, stop_rx) = watch::channel(false);
@@ -286,6 +289,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         addr,
         admin_addr,
         shared,
+        client: client.map(ApiClient),
         stop,
         task,
     })

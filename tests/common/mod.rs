@@ -92,7 +92,6 @@ impl TestServer {
             max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
             max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
             kubeconfig: None,
-            reset_stale_force: None,
         };
         tweak(&mut options);
         let running = server::start(options).await.expect("server starts");
