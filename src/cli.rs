@@ -244,11 +244,16 @@ fn run_export_vap(args: &crate::vap::ExportVapArgs) -> ExitCode {
     crate::vap::run(args)
 }
 
-fn load_policy(path: Option<&Path>) -> Result<Policy, crate::policy::PolicyError> {
-    match path {
-        Some(path) => Policy::from_file(path),
-        None => Ok(Policy::built_in()),
-    }
+/// A runtime for the one-shot commands (`review`, `check`); `Err` is the
+/// exit code after saying why.
+fn current_thread_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("cannot start the async runtime: {e}");
+            ExitCode::from(2)
+        })
 }
 
 fn run_gen_certs(args: &GenCertsArgs) -> ExitCode {
@@ -332,7 +337,10 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
 }
 
 fn run_check(args: &crate::check::CheckArgs) -> ExitCode {
-    crate::check::run(args)
+    match current_thread_runtime() {
+        Ok(runtime) => crate::check::run(args, &runtime),
+        Err(code) => code,
+    }
 }
 
 fn run_check_policy(file: &Path) -> ExitCode {
@@ -349,7 +357,7 @@ fn run_check_policy(file: &Path) -> ExitCode {
 }
 
 fn run_review(args: &ReviewArgs) -> ExitCode {
-    let policy = match load_policy(args.policy.as_deref()) {
+    let policy = match Policy::from_file_or_built_in(args.policy.as_deref()) {
         Ok(policy) => policy,
         Err(e) => {
             eprintln!("{e}");
@@ -363,15 +371,9 @@ fn run_review(args: &ReviewArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
+    let runtime = match current_thread_runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
     };
     let answer = runtime.block_on(async {
         let authorizer = match &args.kubeconfig {
@@ -495,7 +497,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     if args.reset_stale_force {
         match &running.client {
             Some(client) => crate::sweeper::spawn(
-                client.0.clone(),
+                client.clone(),
                 std::sync::Arc::clone(&running.shared),
                 args.stale_force_grace,
             ),

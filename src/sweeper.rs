@@ -97,11 +97,13 @@ impl StaleForces {
     }
 
     /// How many objects are tracked.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.tracked.len()
     }
 
     /// Whether none are.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.tracked.is_empty()
     }
@@ -246,7 +248,7 @@ async fn reset(
                 resource.api_version.clone(),
                 (namespace, name, uid),
             );
-            shared.events.send(event, &shared.metrics);
+            shared.events.send(event);
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
             shared.metrics.sweeper_conflicts.inc();

@@ -9,18 +9,16 @@
 
 mod common;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use common::binary::Binary;
+use common::body::Stalled;
 use common::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Bytes, Frame, SizeHint};
+use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pipelinerollout_webhook::policy::Policy;
@@ -337,28 +335,6 @@ async fn http2_flood_of_large_streams_stays_within_the_budget() {
         all
     })
     .await;
-}
-
-/// A request body that sends one chunk, then never ends.
-struct Stalled(Option<Bytes>, u64);
-
-impl Body for Stalled {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut().0.take() {
-            Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
-            None => Poll::Pending,
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.1)
-    }
 }
 
 /// Starts a request on a new HTTP/1.1 connection that announces `announced`

@@ -1373,8 +1373,15 @@ fn the_no_stale_force_sweeper_component_turns_it_off_with_its_rbac() {
     assert_eq!(env(&install).as_deref(), Some("false"));
     // The binary reads the variable: "true" turns the sweeper on (which,
     // with no API server here, it says it cannot run), "false" leaves it off.
-    assert!(serve_log("true").contains("--reset-stale-force is set but no API server"));
-    assert!(!serve_log("false").contains("reset-stale-force"));
+    let (on, off) = (serve_log("true"), serve_log("false"));
+    for log in [&on, &off] {
+        assert!(
+            log.contains("serving /validate and /mutate"),
+            "serve started:\n{log}"
+        );
+    }
+    assert!(on.contains("--reset-stale-force is set but no API server"));
+    assert!(!off.contains("reset-stale-force"));
     check_install(
         &docs,
         &Expect {

@@ -71,16 +71,13 @@ pub enum OutputFormat {
 
 /// Runs `check`: exit 0 when nothing would be denied, 1 when something
 /// would, 2 when some input was unreadable or the policy is invalid.
-pub fn run(args: &CheckArgs) -> ExitCode {
-    let policy = match &args.policy {
-        Some(path) => match Policy::from_file(path) {
-            Ok(policy) => policy,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::from(2);
-            }
-        },
-        None => Policy::built_in(),
+pub fn run(args: &CheckArgs, runtime: &tokio::runtime::Runtime) -> ExitCode {
+    let policy = match Policy::from_file_or_built_in(args.policy.as_deref()) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
     };
     if args.paths.iter().any(|p| p == "-") && args.against.iter().any(|p| p == "-") {
         eprintln!(
@@ -88,16 +85,6 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
     let report = runtime.block_on(check(&policy, args));
     let rendered = match args.output {
         OutputFormat::Text => report.text(),

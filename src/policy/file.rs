@@ -367,6 +367,14 @@ impl Policy {
         Self::from_yaml(&text).map_err(|e| e.in_file(path))
     }
 
+    /// The policy in `path`, or the built-in one when there is no file.
+    pub fn from_file_or_built_in(path: Option<&Path>) -> Result<Self, PolicyError> {
+        match path {
+            Some(path) => Self::from_file(path),
+            None => Ok(Self::built_in()),
+        }
+    }
+
     /// The policy in the file format, every key spelled out.
     pub fn to_yaml(&self) -> String {
         serde_saphyr::to_string(&to_file(self))

@@ -104,18 +104,27 @@ impl DrainTimeout {
     /// The rules in force in `namespace`: the first override that matches, or
     /// the cluster-wide rules.
     pub fn scope(&self, namespace: &str) -> Scope<'_> {
-        for ns in &self.namespaces {
-            if let Some(pattern) = ns.patterns.iter().find(|p| wildcard_match(p, namespace)) {
-                return Scope {
-                    rules: &ns.rules,
-                    matched: Some(pattern),
-                };
-            }
+        match self.matching(namespace) {
+            Some((ns, pattern)) => Scope {
+                rules: &ns.rules,
+                matched: Some(pattern),
+            },
+            None => Scope {
+                rules: &self.rules,
+                matched: None,
+            },
         }
-        Scope {
-            rules: &self.rules,
-            matched: None,
-        }
+    }
+
+    /// The first override that matches `namespace`, with the pattern that
+    /// matched it.
+    pub fn matching(&self, namespace: &str) -> Option<(&NamespaceRules, &str)> {
+        self.namespaces.iter().find_map(|ns| {
+            ns.patterns
+                .iter()
+                .find(|p| wildcard_match(p, namespace))
+                .map(|p| (ns, p.as_str()))
+        })
     }
 
     /// The value `/mutate` writes for a default.
@@ -195,10 +204,8 @@ impl Policy {
     /// first matching override's, else `forceReapply.minPauseAge`.
     pub fn min_pause_age_seconds(&self, namespace: &str) -> u64 {
         self.drain_timeout
-            .namespaces
-            .iter()
-            .find(|ns| ns.patterns.iter().any(|p| wildcard_match(p, namespace)))
-            .and_then(|ns| ns.min_pause_age_seconds)
+            .matching(namespace)
+            .and_then(|(ns, _)| ns.min_pause_age_seconds)
             .unwrap_or(self.force_reapply.min_pause_age_seconds)
     }
 }

@@ -96,7 +96,8 @@ pub fn recorder(client: kube::Client) -> Recorder {
 /// sweeper. Off when no API server can be reached.
 #[derive(Debug, Clone, Default)]
 pub struct EventQueue {
-    tx: Option<mpsc::Sender<PendingEvent>>,
+    /// The queue and the metrics its Events are counted in; `None`: off.
+    tx: Option<(mpsc::Sender<PendingEvent>, Arc<Metrics>)>,
 }
 
 impl EventQueue {
@@ -114,6 +115,7 @@ impl EventQueue {
     /// counting each in `metrics`.
     pub fn start(publisher: impl PublishEvent, metrics: Arc<Metrics>) -> Self {
         let (tx, mut rx) = mpsc::channel::<PendingEvent>(QUEUE_CAPACITY);
+        let counted = Arc::clone(&metrics);
         tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
                 let result = match publisher.publish(&event).await {
@@ -123,16 +125,18 @@ impl EventQueue {
                         "failed"
                     }
                 };
-                count(&metrics, event.reason, result);
+                count(&counted, event.reason, result);
             }
         });
-        Self { tx: Some(tx) }
+        Self {
+            tx: Some((tx, metrics)),
+        }
     }
 
     /// Queues an Event; never waits. A full queue drops it (logged and
     /// counted as `dropped`).
-    pub fn send(&self, event: PendingEvent, metrics: &Metrics) {
-        let Some(tx) = &self.tx else {
+    pub fn send(&self, event: PendingEvent) {
+        let Some((tx, metrics)) = &self.tx else {
             return;
         };
         let reason = event.reason;
@@ -143,30 +147,26 @@ impl EventQueue {
     }
 }
 
-/// Queues the Events an answered review's decision asks for (none for a
-/// dry run: the webhook configurations say `sideEffects: NoneOnDryRun`).
-pub fn queue_decision_events(
-    queue: &EventQueue,
-    metrics: &Metrics,
-    request: &AdmissionRequest,
-    outcome: &Outcome,
-) {
-    if outcome.dry_run || !queue.is_on() {
-        return;
-    }
-    for event in &outcome.decision.events {
-        let regarding = (
-            request.namespace.as_str(),
-            request.name.as_str(),
-            request.object_uid(),
-        );
-        let pending = PendingEvent::about(
-            event.reason,
-            event.note.clone(),
-            request.object_api_version(),
-            regarding,
-        );
-        queue.send(pending, metrics);
+impl EventQueue {
+    /// Queues the Events an answered review's decision asks for (none for a
+    /// dry run: the webhook configurations say `sideEffects: NoneOnDryRun`).
+    pub fn send_decision_events(&self, request: &AdmissionRequest, outcome: &Outcome) {
+        if outcome.dry_run || !self.is_on() {
+            return;
+        }
+        for event in &outcome.decision.events {
+            let regarding = (
+                request.namespace.as_str(),
+                request.name.as_str(),
+                request.object_uid(),
+            );
+            self.send(PendingEvent::about(
+                event.reason,
+                event.note.clone(),
+                request.object_api_version(),
+                regarding,
+            ));
+        }
     }
 }
 
@@ -218,7 +218,7 @@ mod tests {
         let queue = EventQueue::start(sink.clone(), Arc::clone(&metrics));
         let started = std::time::Instant::now();
         for n in 0..QUEUE_CAPACITY + 50 {
-            queue.send(event(n), &metrics);
+            queue.send(event(n));
         }
         assert!(
             started.elapsed() < Duration::from_millis(40),

@@ -150,18 +150,7 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
         .map_err(|source| StartError::Bind { addr, source })
 }
 
-/// The API server client a started server holds.
-#[derive(Clone)]
-pub struct ApiClient(pub kube::Client);
-
-impl std::fmt::Debug for ApiClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiClient")
-    }
-}
-
 /// A started server.
-#[derive(Debug)]
 pub struct Running {
     /// The webhook's bound address.
     pub addr: SocketAddr,
@@ -171,9 +160,19 @@ pub struct Running {
     pub shared: Arc<Shared>,
     /// The API server client, when one could be built (for background work
     /// beside the server, such as the sweeper).
-    pub client: Option<ApiClient>,
+    pub client: Option<kube::Client>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("addr", &self.addr)
+            .field("admin_addr", &self.admin_addr)
+            .field("connected", &self.client.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Running {
@@ -198,10 +197,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         options.max_inflight_body_bytes,
         options.max_inflight_requests,
     )?;
-    let policy = match &options.policy_file {
-        Some(path) => Policy::from_file(path)?,
-        None => Policy::built_in(),
-    };
+    let policy = Policy::from_file_or_built_in(options.policy_file.as_deref())?;
     // RBAC needs an API server when the policy asks for it; otherwise one is
     // used if found, so a reloaded policy can turn RBAC on.
     let (client, authorizer) = match crate::authz::kube_client(options.kubeconfig.as_deref()).await
@@ -301,7 +297,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         addr,
         admin_addr,
         shared,
-        client: client.map(ApiClient),
+        client,
         stop,
         task,
     })

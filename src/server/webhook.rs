@@ -12,9 +12,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
+use super::Shared;
 use super::budget::admit;
 use super::metrics::{RequestLabels, WebhookLabels};
-use super::{Shared, events};
 use crate::admission::{self, AdmissionRequest, Judge, Outcome, Webhook};
 
 /// The largest request body accepted (larger ones get 413).
@@ -113,7 +113,7 @@ async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u
         }
         Ok((request, outcome)) => {
             shared.metrics.record(&outcome);
-            events::queue_decision_events(&shared.events, &shared.metrics, &request, &outcome);
+            shared.events.send_decision_events(&request, &outcome);
             log_decision(&request, &outcome, started);
             let answered = Answered {
                 operation: outcome.operation.as_str(),

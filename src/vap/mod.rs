@@ -256,11 +256,8 @@ pub fn run(args: &ExportVapArgs) -> ExitCode {
 }
 
 fn run_inner(args: &ExportVapArgs) -> Result<(), (u8, String)> {
-    let policy = match &args.policy {
-        Some(path) => Policy::from_file(path),
-        None => Ok(Policy::built_in()),
-    }
-    .map_err(|e: PolicyError| (2, e.to_string()))?;
+    let policy = Policy::from_file_or_built_in(args.policy.as_deref())
+        .map_err(|e: PolicyError| (2, e.to_string()))?;
     if !valid_name(&args.name) {
         return Err((
             2,

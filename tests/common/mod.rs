@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod body;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -125,19 +125,22 @@ impl ForceGates {
             (true, Operation::Create, _) => Some(NotPausing::NewObject),
             (true, Operation::Update, false) => Some(NotPausing::Idle),
         };
-        let age = pause_age(review);
-        let too_young = if reapply && not_pausing.is_none() {
-            pause_age_problem(policy.min_pause_age_seconds(review.namespace), &age)
-        } else {
-            None
+        let promote = policy.force_reapply.gate_force_promote && review.force_promote_turned_on();
+        // The pause's age matters only to a gate that applies.
+        let age = (reapply || promote).then(|| pause_age(review));
+        let too_young = match &age {
+            Some(age) if reapply && not_pausing.is_none() => {
+                pause_age_problem(policy.min_pause_age_seconds(review.namespace), age)
+            }
+            _ => None,
         };
         Self {
             reapply,
-            promote: policy.force_reapply.gate_force_promote && review.force_promote_turned_on(),
+            promote,
             not_pausing,
             pausing,
             too_young,
-            pause_age: age.ok().map(|(age, _)| age),
+            pause_age: age.and_then(Result::ok).map(|(age, _)| age),
         }
     }
 
@@ -161,16 +164,24 @@ pub fn judge_gates(
     gates: &ForceGates,
     permission: &Permission,
 ) {
+    if !gates.need_permission() {
+        return;
+    }
     let user = review.user.username();
-    let update = review.operation == Operation::Update;
     let refused = match permission {
         Permission::Granted(_) | Permission::NotAsked => None,
         Permission::Refused(why) => Some(why.clone()),
         Permission::NotNeeded => Some("its permission was not checked".to_owned()),
     };
-    let age = gates
-        .pause_age
-        .map_or_else(|| "an unknown time".to_owned(), format_seconds);
+    let settle = Settle {
+        mode: policy.mode,
+        update: review.operation == Operation::Update,
+        user,
+        permission,
+        age: gates
+            .pause_age
+            .map_or_else(|| "an unknown time".to_owned(), format_seconds),
+    };
     // Not asked (denied anyway, only RBAC could grant it): the gate speaks
     // only when it denies for its own pause conditions.
     let not_asked = *permission == Permission::NotAsked;
@@ -185,43 +196,53 @@ pub fn judge_gates(
                 too_young: gates.too_young.clone(),
             })
         };
-        let what = (
-            EventReason::ForceReapplyAllowed,
-            "allow-data-loss to \"true\" (a forced re-apply that skips draining)",
-        );
-        let event = force_event(policy.mode, &outcome, update, what, user, &age);
-        decision.events.extend(event);
-        record_gate(
-            decision,
-            policy.mode,
-            Gate::ForceReapply,
-            user,
-            permission,
-            outcome,
-        );
+        settle.gate(decision, Gate::ForceReapply, outcome);
     }
     // Not asked: the request is denied anyway, and the promotion's
     // permission is not known, so it adds no reason of its own.
     if gates.promote && !not_asked {
-        let outcome = match &refused {
+        let outcome = match refused {
             None => Ok(()),
-            Some(why) => Err(Violation::ForcePromoteDenied {
+            Some(refused) => Err(Violation::ForcePromoteDenied {
                 user: user.to_owned(),
-                refused: why.clone(),
+                refused,
             }),
         };
-        let what = (
-            EventReason::ForcePromoteAllowed,
-            "forcePromote on (a promotion that skips draining)",
-        );
-        let event = force_event(policy.mode, &outcome, update, what, user, &age);
+        settle.gate(decision, Gate::ForcePromote, outcome);
+    }
+}
+
+/// What every gate's decision is recorded with.
+struct Settle<'a> {
+    mode: Mode,
+    update: bool,
+    user: &'a str,
+    permission: &'a Permission,
+    age: String,
+}
+
+impl Settle<'_> {
+    /// Records one gate's decision: its Event, audit annotation, metric
+    /// label and denial.
+    fn gate(&self, decision: &mut Decision, gate: Gate, outcome: Result<(), Violation>) {
+        let what = match gate {
+            Gate::ForceReapply => (
+                EventReason::ForceReapplyAllowed,
+                "allow-data-loss to \"true\" (a forced re-apply that skips draining)",
+            ),
+            Gate::ForcePromote => (
+                EventReason::ForcePromoteAllowed,
+                "forcePromote on (a promotion that skips draining)",
+            ),
+        };
+        let event = force_event(self.mode, &outcome, self.update, what, self.user, &self.age);
         decision.events.extend(event);
         record_gate(
             decision,
-            policy.mode,
-            Gate::ForcePromote,
-            user,
-            permission,
+            self.mode,
+            gate,
+            self.user,
+            self.permission,
             outcome,
         );
     }
