@@ -483,3 +483,34 @@ async fn a_slow_body_is_cut_off_at_the_api_servers_deadline() {
     );
     let _ = admin_get;
 }
+
+/// The read syscalls a process has made (`syscr` in /proc/PID/io).
+fn read_syscalls(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("/proc/PID/io");
+    io.lines()
+        .find_map(|l| l.strip_prefix("syscr:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no syscr in {io}"))
+}
+
+#[tokio::test]
+async fn an_idle_server_does_not_keep_rereading_its_files() {
+    // Watching the certificate and policy directories must not turn the
+    // server's own reads of those files into a reason to read them again.
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "mode: enforce\n").expect("policy file");
+    let policy = policy.to_str().expect("utf-8 path");
+    let binary = common::binary::Binary::start_with(None, &["--policy", policy]).await;
+    // Let start-up settle (the first checks after the watches are set up).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = read_syscalls(binary.pid());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reads = read_syscalls(binary.pid()) - before;
+    // With the default 10 s poll, at most one poll can fall in the window
+    // (a few reads); a read loop makes hundreds.
+    assert!(
+        reads < 30,
+        "{reads} read calls in 2 idle seconds: the server keeps rereading its files"
+    );
+}

@@ -185,19 +185,38 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
+    use tokio::sync::Semaphore;
+
     use super::*;
 
-    /// Records what it is asked to publish, after a pause.
-    #[derive(Clone, Default)]
-    struct Slow(Arc<Mutex<Vec<PendingEvent>>>);
+    /// Holds every publish until the gate opens, then records it: an API
+    /// server that does not answer, then recovers.
+    #[derive(Clone)]
+    struct Gated {
+        gate: Arc<Semaphore>,
+        seen: Arc<Mutex<Vec<String>>>,
+    }
 
-    impl PublishEvent for Slow {
+    impl Gated {
+        fn closed() -> Self {
+            Self {
+                gate: Arc::new(Semaphore::new(0)),
+                seen: Arc::default(),
+            }
+        }
+
+        fn seen(&self) -> Vec<String> {
+            self.seen.lock().map(|v| v.clone()).unwrap_or_default()
+        }
+    }
+
+    impl PublishEvent for Gated {
         async fn publish(&self, event: &PendingEvent) -> Result<(), String> {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            self.0
+            let _open = self.gate.acquire().await.map_err(|e| e.to_string())?;
+            self.seen
                 .lock()
                 .map_err(|e| e.to_string())?
-                .push(event.clone());
+                .push(event.note.clone());
             Ok(())
         }
     }
@@ -211,38 +230,68 @@ mod tests {
         )
     }
 
-    #[tokio::test]
-    async fn a_full_queue_drops_and_counts_without_waiting() {
+    fn counted(metrics: &Metrics, result: &str) -> f64 {
+        let text = metrics.encode();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find(|l| l.contains(&format!("result=\"{result}\"")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    // A current-thread runtime: the publishing task cannot run while the
+    // test sends, so the queue's fill is exact.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stuck_api_server_costs_dropped_events_not_waiting_requests() {
         let metrics = Arc::new(Metrics::new());
-        let sink = Slow::default();
+        let sink = Gated::closed();
         let queue = EventQueue::start(sink.clone(), Arc::clone(&metrics));
-        let started = std::time::Instant::now();
+        // `send` is synchronous: had it waited for room, this loop would
+        // never return (nothing drains the queue until the test yields).
         for n in 0..QUEUE_CAPACITY + 50 {
             queue.send(event(n));
         }
-        assert!(
-            started.elapsed() < Duration::from_millis(40),
-            "sending never waits for the API server"
+        assert_eq!(
+            counted(&metrics, "dropped"),
+            50.0,
+            "the overflow is counted"
         );
-        let text = metrics.encode();
-        let dropped = text
-            .lines()
-            .find(|l| l.contains("result=\"dropped\""))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        assert!(dropped >= 49.0, "{text}");
-        tokio::time::sleep(Duration::from_millis(120)).await;
-        let sent = sink.0.lock().map(|v| v.len()).unwrap_or(0);
-        assert!(sent >= 1, "queued events are published");
+
+        sink.gate.add_permits(QUEUE_CAPACITY);
+        let all_sent = async {
+            while sink.seen().len() < QUEUE_CAPACITY {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        assert!(
+            tokio::time::timeout(Duration::from_secs(10), all_sent)
+                .await
+                .is_ok(),
+            "the queued events are published once the API server answers; published {}",
+            sink.seen().len()
+        );
+        let seen = sink.seen();
+        assert_eq!(seen.first().map(String::as_str), Some("note 0"));
+        let last = format!("note {}", QUEUE_CAPACITY - 1);
+        assert_eq!(
+            seen.last(),
+            Some(&last),
+            "the newest 50 were the ones dropped"
+        );
+        assert_eq!(counted(&metrics, "sent"), QUEUE_CAPACITY as f64);
     }
 
     #[test]
-    fn an_event_names_the_rollout() {
+    fn an_event_is_about_the_rollout_it_names() {
         let e = event(1);
         assert_eq!(e.regarding.kind.as_deref(), Some("PipelineRollout"));
+        assert_eq!(
+            e.regarding.api_version.as_deref(),
+            Some("numaplane.numaproj.io/v1alpha1")
+        );
         assert_eq!(e.regarding.namespace.as_deref(), Some("team-a"));
+        assert_eq!(e.regarding.name.as_deref(), Some("p"));
         assert_eq!(e.regarding.uid.as_deref(), Some("uid-1"));
-        assert_eq!(REPORTING_CONTROLLER, "pipelinerollout-webhook");
     }
 }

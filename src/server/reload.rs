@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 /// The contents of a set of files (`None` for one that cannot be read).
@@ -29,6 +30,21 @@ async fn snapshot_off_workers(paths: &Arc<Vec<PathBuf>>) -> Option<Snapshot> {
     tokio::task::spawn_blocking(move || snapshot(&paths))
         .await
         .ok()
+}
+
+/// Whether a file-system event can mean new contents. Opening and reading a
+/// file cannot, and reacting to them would loop: every check reads the
+/// files, and those reads would trigger the next check (before this filter
+/// the server re-read its certificate every 50 ms, idle or not). A writer
+/// closing the file, or anything else, counts; so does a watch error.
+fn may_change(event: &notify::Result<notify::Event>) -> bool {
+    match event {
+        Ok(event) => match event.kind {
+            EventKind::Access(kind) => kind == AccessKind::Close(AccessMode::Write),
+            _ => true,
+        },
+        Err(_) => true,
+    }
 }
 
 /// Runs `on_change` whenever the contents of `paths` differ from the last
@@ -61,9 +77,11 @@ pub async fn watch(
             }
         })
         .collect();
-    let watcher = notify::recommended_watcher(move |_event| {
-        // A full channel already holds a pending check.
-        let _ = tx.try_send(());
+    let watcher = notify::recommended_watcher(move |event| {
+        if may_change(&event) {
+            // A full channel already holds a pending check.
+            let _ = tx.try_send(());
+        }
     })
     .and_then(|mut w| {
         for dir in &dirs {
@@ -107,5 +125,36 @@ pub async fn watch(
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{CreateKind, DataChange, ModifyKind, RemoveKind};
+
+    use super::*;
+
+    #[test]
+    fn only_events_that_can_change_contents_start_a_check() {
+        let cases = [
+            (EventKind::Access(AccessKind::Open(AccessMode::Any)), false),
+            (EventKind::Access(AccessKind::Read), false),
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Read)),
+                false,
+            ),
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Write)),
+                true,
+            ),
+            (EventKind::Create(CreateKind::File), true),
+            (EventKind::Modify(ModifyKind::Data(DataChange::Any)), true),
+            (EventKind::Remove(RemoveKind::File), true),
+            (EventKind::Any, true),
+        ];
+        for (kind, want) in cases {
+            assert_eq!(may_change(&Ok(notify::Event::new(kind))), want, "{kind:?}");
+        }
+        assert!(may_change(&Err(notify::Error::generic("queue overflow"))));
     }
 }
