@@ -613,3 +613,54 @@ async fn the_accept_loop_survives_running_out_of_file_descriptors() {
         binary.log_text()
     );
 }
+
+// ---------------------------------------------------------------------------
+// a log collector that stops reading
+
+#[tokio::test]
+async fn a_stalled_log_pipe_drops_counted_lines_and_never_stalls_requests() {
+    // Standard error is a pipe nobody reads: once the pipe (64 KiB) and the
+    // writer's queue are full, lines must be dropped and counted, and
+    // requests answered as before. `trace` makes every request log many
+    // lines (TLS, HTTP), so the queue fills within a few hundred requests.
+    let binary = Binary::start_with_stalled_log(&["--log-level", "trace"]).await;
+    let body = fixture_json("01-create-kubectl-apply-validate.json").to_string();
+    let dropped = || async {
+        let (_, _, metrics) = admin_get(binary.admin, "/metrics").await;
+        metric_value(&metrics, "pipelinerollout_webhook_log_lines_dropped_total ")
+            .unwrap_or_else(|| panic!("no dropped-lines counter in\n{metrics}"))
+    };
+    let started = Instant::now();
+    let mut sent = 0;
+    while dropped().await == 0.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no line dropped after {sent} requests"
+        );
+        for _ in 0..50 {
+            let answer = tokio::time::timeout(
+                Duration::from_secs(5),
+                binary.client.post("/validate?timeout=10s", body.clone()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("request {sent} waited on the stalled log"));
+            assert_eq!(answer.status, StatusCode::OK, "request {sent}");
+            sent += 1;
+        }
+    }
+    // Full, not just filling: later requests are still answered at once.
+    for _ in 0..20 {
+        let before = Instant::now();
+        let answer = binary
+            .client
+            .post("/validate?timeout=10s", body.clone())
+            .await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert!(
+            before.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            before.elapsed()
+        );
+    }
+    assert!(dropped().await > 0.0);
+}

@@ -43,6 +43,16 @@ impl Binary {
 
     /// Starts the binary with extra flags `args`.
     pub async fn start_with(nofile: Option<u32>, args: &[&str]) -> Self {
+        Self::launch(nofile, args, false).await
+    }
+
+    /// Starts the binary with its standard error on a pipe that nobody
+    /// reads: a log collector that has stalled. (`log_text` is then empty.)
+    pub async fn start_with_stalled_log(args: &[&str]) -> Self {
+        Self::launch(None, args, true).await
+    }
+
+    async fn launch(nofile: Option<u32>, args: &[&str], stalled_log: bool) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("dir");
         let (port, admin_port) = (free_port(), free_port());
@@ -70,7 +80,11 @@ impl Binary {
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
+            .stderr(if stalled_log {
+                Stdio::piped()
+            } else {
+                Stdio::from(std::fs::File::create(&log).expect("log file"))
+            });
         let child = command.spawn().expect("spawn the binary");
         let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().expect("addr");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
