@@ -1,6 +1,7 @@
 //! A typed, lenient view of a PipelineRollout: the few fields the policy
 //! judges, read in one pass; every other field is skipped without being built.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -37,6 +38,41 @@ pub struct PipelineRollout {
     spec: Obj<Spec>,
     #[serde(default)]
     status: Obj<Status>,
+}
+
+/// A stored PipelineRollout as a watch delivers it: the typed metadata
+/// the Kubernetes client needs, and the lenient view of `spec` and `status`
+/// read straight from the bytes. Everything else, the pipeline spec above
+/// all, is skipped while reading and never held.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Stored {
+    /// The object's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Obj<Spec>,
+    #[serde(default)]
+    status: Obj<Status>,
+}
+
+impl Stored {
+    /// The view the rules read, built from the parts kept.
+    pub fn view(&self) -> PipelineRollout {
+        let annotations = match &self.metadata.annotations {
+            Some(all) => Obj::Present(Annotations {
+                allow_data_loss: all.get(ALLOW_DATA_LOSS).cloned().map(Value::String),
+            }),
+            None => Obj::Missing,
+        };
+        PipelineRollout {
+            metadata: Obj::Present(Metadata {
+                annotations,
+                uid: Text(self.metadata.uid.clone()),
+            }),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -357,6 +393,34 @@ mod tests {
 
     fn view(v: Value) -> PipelineRollout {
         PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
+    }
+
+    #[test]
+    fn a_stored_object_gives_the_view_a_request_gives() {
+        // Every object and old object in the captured AdmissionReviews, plus
+        // shapes the captures lack: the sweeper's reading must judge them as
+        // the webhook's does.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission");
+        let mut objects = vec![
+            json!({"metadata": {"name": "p", "namespace": "n"}}),
+            json!({"metadata": {"name": "p", "annotations": {ALLOW_DATA_LOSS: "true"}},
+                   "spec": {"strategy": {"progressive": {"forcePromote": true}}},
+                   "status": {"upgradeInProgress": "Progressive", "conditions": "odd"}}),
+        ];
+        for entry in std::fs::read_dir(&dir).expect("fixtures") {
+            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
+            let review: Value = serde_json::from_str(&text).expect("fixture JSON");
+            for key in ["object", "oldObject"] {
+                if let Some(object) = review["request"].get(key).filter(|o| o.is_object()) {
+                    objects.push(object.clone());
+                }
+            }
+        }
+        assert!(objects.len() > 10, "the fixtures hold objects");
+        for object in objects {
+            let stored: Stored = serde_json::from_value(object.clone()).expect("a stored object");
+            assert_eq!(stored.view(), view(object.clone()), "{object}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! saw: a concurrent change wins and is looked at again. Two replicas need
 //! no leader election; the second reset simply fails its test.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
@@ -23,7 +27,7 @@ use serde_json::Value;
 
 use crate::admission::{GROUP, RESOURCE};
 use crate::policy::rules::EventReason;
-use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
+use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
 use crate::server::Shared;
 use crate::server::events::PendingEvent;
 use crate::server::metrics::ResetLabels;
@@ -140,22 +144,49 @@ pub fn spawn(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
     tokio::spawn(run(client, shared, grace));
 }
 
-fn key_of(object: &DynamicObject) -> Option<Key> {
+/// The watch reads PipelineRollouts as [`Stored`]: typed metadata and the
+/// lenient view, straight from the bytes, so a 1 MiB object is neither
+/// built as a JSON tree nor converted twice.
+impl Resource for Stored {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("PipelineRollout")
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(GROUP)
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(VERSION)
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(RESOURCE)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn key_of(object: &Stored) -> Option<Key> {
     Some((
         object.metadata.namespace.clone()?,
         object.metadata.name.clone()?,
     ))
 }
 
-fn view(object: &DynamicObject) -> Option<PipelineRollout> {
-    let value = serde_json::to_value(object).ok()?;
-    serde_json::from_value(value).ok()
-}
-
 /// Watches and resets until the process ends.
 async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
     let resource = api_resource();
-    let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let all: Api<Stored> = Api::all(client.clone());
     let stream = watcher::watcher(all, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let mut stale = StaleForces::default();
@@ -185,8 +216,8 @@ async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
                 }
                 Some(Ok(Event::InitDone)) => {}
                 Some(Ok(Event::Apply(object) | Event::InitApply(object))) => {
-                    if let (Some(key), Some(view)) = (key_of(&object), view(&object)) {
-                        stale.observe(key, object.metadata.resource_version.as_deref(), &view, Instant::now());
+                    if let Some(key) = key_of(&object) {
+                        stale.observe(key, object.metadata.resource_version.as_deref(), &object.view(), Instant::now());
                     }
                 }
                 Some(Ok(Event::Delete(object))) => {
