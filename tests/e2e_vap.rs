@@ -28,25 +28,8 @@ use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::vap;
 use serde_json::{Value, json};
 
-/// The overrides policy: first match wins (`ledger` and `payments-*`
-/// before `pay*`), a top-level min inherited by the overrides, a default
-/// scale factor of 25 (x4), and RBAC besides the group sre.
-const OVERRIDES_POLICY: &str = "\
-drainTimeout:
-  min: 60s
-  defaultRecycleScaleFactor: 25
-  namespaces:
-  - match: [\"payments-*\", ledger]
-    default: 5m
-    allowNoTimeout: false
-  - match: [\"pay*\", \"*-prod\"]
-    default: 10m
-    max: 2h
-forceReapply:
-  users: []
-  groups: [sre]
-  rbac: {verb: force-reapply}
-";
+/// The overrides policy (see the file for what it exercises).
+const OVERRIDES_POLICY: &str = include_str!("fixtures/policies/overrides-rbac.yaml");
 
 /// The remaining switches: no pause condition, forcePromote not gated, no
 /// timeout nowhere, and a default scale factor of 1.

@@ -14,23 +14,9 @@ use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::vap::{self, Export};
 use serde_json::Value;
 
-/// Namespace overrides (first match wins, wildcards), RBAC, and a policy
-/// where no timeout is not allowed in some namespaces.
-const OVERRIDES_RBAC: &str = "\
-drainTimeout:
-  min: 60s
-  namespaces:
-  - match: [\"payments-*\", ledger]
-    default: 5m
-    allowNoTimeout: false
-  - match: [\"pay*\", \"*-prod\"]
-    default: 10m
-    max: 2h
-forceReapply:
-  users: []
-  groups: [sre]
-  rbac: {verb: force-reapply}
-";
+/// Namespace overrides (first match wins, wildcards), RBAC, a default scale
+/// factor, and no timeout refused in some namespaces.
+const OVERRIDES_RBAC: &str = include_str!("fixtures/policies/overrides-rbac.yaml");
 
 fn policies() -> Vec<(&'static str, Policy)> {
     let parse = |yaml: &str| Policy::from_yaml(yaml).expect("test policy is valid");
