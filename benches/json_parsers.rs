@@ -1,61 +1,20 @@
-//! The request parse alone, with two JSON readers behind the same lenient
-//! serde types the webhook reads an AdmissionReview with (a mirror of
-//! `admission::request`'s envelope): serde_json (what the webhook uses) and
-//! sonic-rs (SIMD), plus sonic-rs's lazy field access alone. Run side by
+//! The request parse alone, with two JSON readers behind the very serde
+//! types the webhook reads an AdmissionReview with (`admission::Envelope`):
+//! serde_json (what the webhook uses) and sonic-rs (SIMD), plus sonic-rs's lazy field access alone. Run side by
 //! side: `cargo bench --bench json_parsers`; see BENCHMARKS.md (simd-json
 //! was measured too, slower on large bodies, and dropped).
 
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use pipelinerollout_webhook::lenient::{Obj, Text};
-use pipelinerollout_webhook::policy::UserInfo;
-use pipelinerollout_webhook::rollout::PipelineRollout;
-use serde::Deserialize;
-use serde_json::Value;
+use pipelinerollout_webhook::admission::{AdmissionRequest, Envelope};
 use support::{MAIN, fixture, grown};
 
 mod support;
 
-#[derive(Deserialize)]
-#[allow(dead_code)]
-struct Envelope {
-    #[serde(default, rename = "apiVersion")]
-    api_version: Text,
-    #[serde(default)]
-    kind: Text,
-    #[serde(default)]
-    request: Obj<RequestFields>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)]
-struct RequestFields {
-    #[serde(default)]
-    uid: Text,
-    #[serde(default)]
-    name: Text,
-    #[serde(default)]
-    namespace: Text,
-    #[serde(default)]
-    operation: Text,
-    #[serde(default)]
-    user_info: Obj<UserInfo>,
-    #[serde(default)]
-    object: Obj<PipelineRollout>,
-    #[serde(default)]
-    old_object: Obj<PipelineRollout>,
-    #[serde(default)]
-    dry_run: Option<Value>,
-}
-
-/// What each reader must agree on: the uid and the timeout slot.
-fn summary(e: &Envelope) -> Option<(String, String)> {
-    let request = e.request.get()?;
-    let uid = request.uid.as_deref()?.to_owned();
-    let object = request.object.get()?;
-    Some((uid, format!("{:?}", object.timeout())))
+/// The request each reader's envelope gives, for comparing them.
+fn request(envelope: Envelope) -> String {
+    format!("{:?}", AdmissionRequest::from_envelope(envelope))
 }
 
 fn parsers(c: &mut Criterion) {
@@ -66,7 +25,7 @@ fn parsers(c: &mut Criterion) {
     for (name, body) in &bodies {
         let a: Envelope = serde_json::from_slice(body).expect("serde_json reads it");
         let b: Envelope = sonic_rs::from_slice(body).expect("sonic-rs reads it");
-        assert_eq!(summary(&a), summary(&b), "{name}: sonic-rs agrees");
+        assert_eq!(request(a), request(b), "{name}: sonic-rs agrees");
     }
     let mut group = c.benchmark_group("parse");
     for (name, body) in &bodies {
@@ -76,7 +35,7 @@ fn parsers(c: &mut Criterion) {
                 black_box(
                     serde_json::from_slice::<Envelope>(black_box(body))
                         .ok()
-                        .map(|e| e.request.get().is_some()),
+                        .map(AdmissionRequest::from_envelope),
                 )
             });
         });
@@ -85,7 +44,7 @@ fn parsers(c: &mut Criterion) {
                 black_box(
                     sonic_rs::from_slice::<Envelope>(black_box(body))
                         .ok()
-                        .map(|e| e.request.get().is_some()),
+                        .map(AdmissionRequest::from_envelope),
                 )
             });
         });

@@ -20,7 +20,7 @@ use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
@@ -128,16 +128,6 @@ pub fn reset_patch(resource_version: &str) -> json_patch::Patch {
     ])
 }
 
-fn api_resource() -> ApiResource {
-    ApiResource {
-        group: GROUP.to_owned(),
-        version: VERSION.to_owned(),
-        api_version: format!("{GROUP}/{VERSION}"),
-        kind: "PipelineRollout".to_owned(),
-        plural: RESOURCE.to_owned(),
-    }
-}
-
 /// Starts the sweeper in the background.
 pub fn spawn(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
     tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
@@ -185,7 +175,6 @@ fn key_of(object: &Stored) -> Option<Key> {
 
 /// Watches and resets until the process ends.
 async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
-    let resource = api_resource();
     let all: Api<Stored> = Api::all(client.clone());
     let stream = watcher::watcher(all, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
@@ -231,7 +220,7 @@ async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
                     continue;
                 }
                 for (key, rv, uid) in stale.due(Instant::now(), grace) {
-                    reset(&client, &resource, &shared, &key, &rv, uid.as_deref(), grace).await;
+                    reset(&client, &shared, &key, &rv, uid.as_deref(), grace).await;
                     stale.forget(&key);
                 }
             }
@@ -242,14 +231,13 @@ async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
 /// Resets one object's annotation, counting the outcome.
 async fn reset(
     client: &kube::Client,
-    resource: &ApiResource,
     shared: &Shared,
     (namespace, name): &Key,
     resource_version: &str,
     uid: Option<&str>,
     grace: Duration,
 ) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+    let api: Api<Stored> = Api::namespaced(client.clone(), namespace);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -276,7 +264,7 @@ async fn reset(
             let event = PendingEvent::about(
                 EventReason::ForceReapplyReset,
                 note,
-                resource.api_version.clone(),
+                Stored::api_version(&()).into_owned(),
                 (namespace, name, uid),
             );
             shared.events.send(event);

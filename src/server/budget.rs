@@ -322,6 +322,23 @@ fn drain_later(version: Version, mut body: Body) {
     }));
 }
 
+/// A 503 with `message`, counted under `reason`; the unread body is
+/// drained after the answer.
+fn refuse(
+    metrics: &BudgetMetrics,
+    reason: &'static str,
+    version: Version,
+    body: Body,
+    message: &str,
+) -> Response {
+    metrics
+        .refusals
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
+    drain_later(version, body);
+    text(StatusCode::SERVICE_UNAVAILABLE, message)
+}
+
 /// The middleware on `/validate` and `/mutate`: a request slot, then the
 /// body's reservation (waiting within the deadline), then the body read
 /// into one buffer for the handler.
@@ -337,20 +354,11 @@ pub async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Ne
         );
     }
     let Ok(_slot) = Arc::clone(&budget.requests).try_acquire_owned() else {
-        metrics
-            .refusals
-            .get_or_create(&ReasonLabels {
-                reason: "requests_in_flight",
-            })
-            .inc();
-        drain_later(parts.version, body);
-        return text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "too many requests in flight (the limit is {}); try again",
-                budget.max_requests
-            ),
+        let message = format!(
+            "too many requests in flight (the limit is {}); try again",
+            budget.max_requests
         );
+        return refuse(metrics, "requests_in_flight", parts.version, body, &message);
     };
     let deadline = parts
         .extensions
@@ -362,25 +370,16 @@ pub async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Ne
     // Fits in usize: at most MAX_BODY_BYTES.
     let wanted = announced.map_or(MAX_BODY_BYTES, |n| n as usize);
     let Some(mut reservation) = budget.reserve(wanted, until, metrics).await else {
-        metrics
-            .refusals
-            .get_or_create(&ReasonLabels {
-                reason: "body_budget",
-            })
-            .inc();
         tracing::info!(
             body_bytes = wanted,
             budget = budget.bytes,
             "request refused: no body budget free before its deadline"
         );
-        drain_later(parts.version, body);
-        return text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "the server is busy: no room for a {wanted}-byte body in the {}-byte budget before the deadline",
-                budget.bytes
-            ),
+        let message = format!(
+            "the server is busy: no room for a {wanted}-byte body in the {}-byte budget before the deadline",
+            budget.bytes
         );
+        return refuse(metrics, "body_budget", parts.version, body, &message);
     };
     let bytes = match read_body(body, &reservation).await {
         Ok(bytes) => bytes,

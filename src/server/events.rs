@@ -151,7 +151,7 @@ impl EventQueue {
     /// Queues the Events an answered review's decision asks for (none for a
     /// dry run: the webhook configurations say `sideEffects: NoneOnDryRun`).
     pub fn send_decision_events(&self, request: &AdmissionRequest, outcome: &Outcome) {
-        if outcome.dry_run || !self.is_on() {
+        if request.dry_run || !self.is_on() {
             return;
         }
         for event in &outcome.decision.events {

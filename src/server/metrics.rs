@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing_appender::non_blocking::ErrorCounter;
 
-use crate::admission::Outcome;
+use crate::admission::{AdmissionRequest, Outcome};
 
 /// The log writer's count of dropped lines, when logging goes through it.
 static DROPPED_LOG_LINES: OnceLock<ErrorCounter> = OnceLock::new();
@@ -279,8 +279,8 @@ impl Metrics {
 
     /// Records what one answered review decided: the force gates, and the
     /// RBAC check made for it.
-    pub fn record(&self, outcome: &Outcome) {
-        if outcome.decision.reset_force && !outcome.dry_run {
+    pub fn record(&self, request: &AdmissionRequest, outcome: &Outcome) {
+        if outcome.decision.reset_force && !request.dry_run {
             self.force_resets
                 .get_or_create(&ResetLabels { by: "mutate" })
                 .inc();

@@ -112,11 +112,11 @@ async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u
             text(StatusCode::BAD_REQUEST, &e.to_string())
         }
         Ok((request, outcome)) => {
-            shared.metrics.record(&outcome);
+            shared.metrics.record(&request, &outcome);
             shared.events.send_decision_events(&request, &outcome);
             log_decision(&request, &outcome, started);
             let answered = Answered {
-                operation: outcome.operation.as_str(),
+                operation: request.operation.as_str(),
                 allowed: outcome.allowed(),
             };
             let mut response = (
@@ -140,7 +140,7 @@ fn log_decision(request: &AdmissionRequest, outcome: &Outcome, started: Instant)
     tracing::info!(
         webhook = outcome.webhook.as_str(),
         uid = %request.uid,
-        operation = outcome.operation.as_str(),
+        operation = request.operation.as_str(),
         object = %format_args!("{}/{}", request.namespace, request.name),
         user = request.user.username(),
         dry_run = request.dry_run,
