@@ -385,6 +385,33 @@ async fn with_limit(args: &Args, work: impl Future<Output = Outcome>) -> Outcome
         .unwrap_or_else(|_| Outcome::Failed(format!("no answer within {limit:?}")))
 }
 
+/// The probe's one connection, in either protocol.
+enum ProbeSender {
+    Http1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    Http2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+impl ProbeSender {
+    /// Waits until the connection can take a request; false once it is
+    /// closed.
+    async fn ready(&mut self) -> bool {
+        match self {
+            Self::Http1(s) => s.ready().await.is_ok(),
+            Self::Http2(s) => s.ready().await.is_ok(),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error> {
+        match self {
+            Self::Http1(s) => s.send_request(request).await,
+            Self::Http2(s) => s.send_request(request).await,
+        }
+    }
+}
+
 /// Small requests on one kept-alive connection (HTTP/2 when `http2`) every
 /// `probe_every` until `stop`: their latencies, and failures.
 async fn probe(
@@ -402,55 +429,37 @@ async fn probe(
     let path = format!("/validate?timeout={}", args.timeout);
     let mut latencies = Vec::new();
     let mut failures = Vec::new();
-    if http2 {
-        let (mut sender, conn) =
+    let mut sender = if http2 {
+        let (sender, conn) =
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                 .await
                 .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
-        let mut i = 0;
-        while !*stop.borrow() {
-            let uid = format!("probe-{i}");
-            let body = template.body(&uid).concat();
-            let len = body.len();
-            let started = Instant::now();
-            let outcome = judge(
-                sender
-                    .send_request(request(&path, Full::new(body), len, true))
-                    .await,
-                &uid,
-            )
-            .await;
-            record(&mut latencies, &mut failures, started, outcome);
-            i += 1;
-            tokio::time::sleep(args.probe_every).await;
-        }
+        ProbeSender::Http2(sender)
     } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
-        let mut i = 0;
-        while !*stop.borrow() {
-            let uid = format!("probe-{i}");
-            let body = template.body(&uid).concat();
-            let len = body.len();
-            if sender.ready().await.is_err() {
-                failures.push("probe connection closed".to_owned());
-                break;
-            }
-            let started = Instant::now();
-            let outcome = judge(
-                sender
-                    .send_request(request(&path, Full::new(body), len, false))
-                    .await,
-                &uid,
-            )
-            .await;
-            record(&mut latencies, &mut failures, started, outcome);
-            i += 1;
-            tokio::time::sleep(args.probe_every).await;
+        ProbeSender::Http1(sender)
+    };
+    let mut i = 0;
+    while !*stop.borrow() {
+        let uid = format!("probe-{i}");
+        let body = template.body(&uid).concat();
+        let len = body.len();
+        if !sender.ready().await {
+            failures.push("probe connection closed".to_owned());
+            break;
         }
+        let started = Instant::now();
+        let response = sender
+            .send(request(&path, Full::new(body), len, http2))
+            .await;
+        let outcome = judge(response, &uid).await;
+        record(&mut latencies, &mut failures, started, outcome);
+        i += 1;
+        tokio::time::sleep(args.probe_every).await;
     }
     Ok((latencies, failures))
 }

@@ -2,7 +2,8 @@
 //! webhook's TLS/HTTP stack: `tls::load` for the rustls configuration and
 //! `server::serve_connections` for the accept loop, TLS handshake and
 //! HTTP/1.1 + HTTP/2 serving, an axum `Router` with the same 8 MiB body limit,
-//! and the same multi-threaded tokio runtime. Only the handler differs:
+//! and the same multi-threaded tokio runtime (`cli::serving_runtime`). Only
+//! the handler differs:
 //!
 //! - `constant`: reads the body and answers every POST with the same small
 //!   AdmissionReview. The transport floor: no webhook on this stack can be
@@ -161,11 +162,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The same runtime as `serve`: multi-threaded, one worker per core.
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match pipelinerollout_webhook::cli::serving_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("reference_server: cannot start the async runtime: {e}");

@@ -445,11 +445,17 @@ fn read_input(file: &str) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&value).map_err(|e| format!("{file}: {e}"))
 }
 
-fn run_serve(args: ServeArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+/// The runtime `serve` runs on: multi-threaded, one worker per core
+/// (`TOKIO_WORKER_THREADS` overrides). The benchmark's reference servers
+/// run on it too, so that only the handlers differ.
+pub fn serving_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
+}
+
+fn run_serve(args: ServeArgs) -> ExitCode {
+    let runtime = match serving_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the async runtime: {e}");

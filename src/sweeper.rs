@@ -25,15 +25,12 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
-use crate::admission::{GROUP, RESOURCE};
+use crate::admission::{GROUP, RESOURCE, VERSION};
 use crate::policy::rules::EventReason;
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
 use crate::server::Shared;
 use crate::server::events::PendingEvent;
 use crate::server::metrics::ResetLabels;
-
-/// The PipelineRollout version the sweeper watches.
-pub const VERSION: &str = "v1alpha1";
 
 /// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";

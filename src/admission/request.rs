@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::{API_VERSIONS, GROUP, RESOURCE};
+use super::{API_VERSIONS, GROUP, RESOURCE, VERSION};
 use crate::lenient::{Obj, Text};
 use crate::policy::UserInfo;
 use crate::policy::rules::{Operation, Review};
@@ -206,7 +206,7 @@ impl AdmissionRequest {
     /// The object's apiVersion as the request names it (group/version).
     pub fn object_api_version(&self) -> String {
         let version = self.resource.get().and_then(|r| r.version.as_deref());
-        format!("{GROUP}/{}", version.unwrap_or("v1alpha1"))
+        format!("{GROUP}/{}", version.unwrap_or(VERSION))
     }
 
     /// The object's uid: from the object, else the stored object.

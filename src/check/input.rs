@@ -101,7 +101,7 @@ pub fn api_version_of(object: &Value) -> &str {
         .get("apiVersion")
         .and_then(Value::as_str)
         .and_then(|v| v.split_once('/'))
-        .map_or("v1alpha1", |(_, version)| version)
+        .map_or(crate::admission::VERSION, |(_, version)| version)
 }
 
 fn is_list(object: &Value) -> bool {

@@ -90,11 +90,7 @@ fn validate_case(
         old_object: old.as_ref(),
         now: NOW,
     };
-    let validation = validate(policy, review);
-    let permission = validation
-        .settled_permission()
-        .unwrap_or_else(|| policy.force_reapply.static_permission(user));
-    validation.finish(&permission)
+    validate(policy, review).finish_by_static_lists()
 }
 
 struct AgeCase {

@@ -71,6 +71,18 @@ impl Validation<'_> {
         )
     }
 
+    /// Finishes the judgement with the static lists as the only source of
+    /// permission: what the tables test (no RBAC is ever asked there).
+    #[cfg(test)]
+    pub(crate) fn finish_by_static_lists(self) -> Decision {
+        let permission = self.settled_permission().unwrap_or_else(|| {
+            self.policy
+                .force_reapply
+                .static_permission(self.review.user)
+        });
+        self.finish(&permission)
+    }
+
     /// Finishes the judgement with the requester's permission (the settled
     /// one, or the answer of whoever was asked).
     pub fn finish(self, permission: &Permission) -> Decision {

@@ -308,11 +308,7 @@ fn run(case: &Case) -> Decision {
         old_object: old.as_ref(),
         now: now(),
     };
-    let validation = validate(&case.policy, review);
-    let permission = validation
-        .settled_permission()
-        .unwrap_or_else(|| case.policy.force_reapply.static_permission(&case.user));
-    validation.finish(&permission)
+    validate(&case.policy, review).finish_by_static_lists()
 }
 
 fn assert_warnings_short(name: &str, warnings: &[String]) {
