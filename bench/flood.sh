@@ -30,6 +30,8 @@ cd "$(dirname "$0")/.."
 : "${OUT:=target/bench-results/$(date +%Y%m%d-%H%M%S)-flood}"
 
 log() { printf '[flood.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 mkdir -p "$OUT" target/flood
 OUT=$(cd "$OUT" && pwd)
@@ -69,17 +71,6 @@ FIXTURE=tests/fixtures/admission/07-allow-data-loss-true-kubectl-annotate-alice-
 python3 bench/bench.py grow "$FIXTURE" $((H1_BYTES * 47 / 100)) "$OUT/h1-body.json" >&2
 python3 bench/bench.py grow "$FIXTURE" $((H2_BYTES * 47 / 100)) "$OUT/h2-body.json" >&2
 CERTS="$OUT/certs"
-
-wait_quiet() {
-    local waited=0 load
-    load=$(cut -d' ' -f1 /proc/loadavg)
-    while awk -v l="$load" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }' && [ "$waited" -lt "$MAX_WAIT" ]; do
-        log "load average $load > $MAX_LOAD: waiting 30 s"
-        sleep 30
-        waited=$((waited + 30))
-        load=$(cut -d' ' -f1 /proc/loadavg)
-    done
-}
 
 start_server() { # name
     local extra=()
@@ -144,7 +135,7 @@ EOF
 for round in $(seq 1 "$ROUNDS"); do
     for scenario in $SCENARIOS; do
         for name in "${NAMES[@]}"; do
-            wait_quiet
+            wait_for_quiet 30
             start_server "$name"
             HOLDER=
             case "$scenario" in

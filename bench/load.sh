@@ -62,6 +62,8 @@ PY="python3 bench/bench.py"
 CLK_TCK=$(getconf CLK_TCK)
 
 log() { printf '[load.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 cleanup() {
     for name in "${!PID[@]}"; do
@@ -88,18 +90,6 @@ ensure_oha() {
 build() {
     log "building the release binary and the reference servers"
     cargo build --release --bin pipelinerollout-webhook --example reference_server
-}
-
-wait_for_quiet() {
-    local waited=0 load
-    load=$(cut -d' ' -f1 /proc/loadavg)
-    while awk -v l="$load" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }' && [ "$waited" -lt "$MAX_WAIT" ]; do
-        log "load average $load > $MAX_LOAD (others compiling?): waiting 60 s"
-        sleep 60
-        waited=$((waited + 60))
-        load=$(cut -d' ' -f1 /proc/loadavg)
-    done
-    log "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo -1; }
