@@ -192,11 +192,11 @@ impl From<WebhookArg> for Webhook {
     }
 }
 
-/// Keeps the log writer's background thread; dropping it flushes what is
-/// queued. Hold it until the program ends.
+/// Keeps the log writer's background thread; dropping it writes what is
+/// waiting. Hold it until the program ends.
 #[must_use = "dropping the guard stops the log writer"]
 pub struct LoggingGuard {
-    _writer: tracing_appender::non_blocking::WorkerGuard,
+    _sink: Option<crate::logsink::SinkGuard>,
 }
 
 impl std::fmt::Debug for LoggingGuard {
@@ -205,34 +205,34 @@ impl std::fmt::Debug for LoggingGuard {
     }
 }
 
-/// How many log lines may wait for stderr before new ones are dropped: a
-/// few seconds of decision lines at full load. The writer's queue is
-/// allocated, and touched, whole at start-up (32 bytes a line), so
-/// tracing-appender's default of 128,000 lines cost 4 MiB of resident memory
-/// on an idle server; this costs 256 KiB.
-pub const LOG_QUEUE_LINES: usize = 8192;
-
-/// Sets up logging to stderr through a non-blocking writer: a request never
-/// waits for stderr; when the writer's queue is full, lines are dropped and
-/// counted (`pipelinerollout_webhook_log_lines_dropped_total`).
+/// Sets up logging to stderr through [`crate::logsink`]: a request never
+/// waits for stderr, lines are written in batches, and when stderr does not
+/// keep up lines are dropped and counted
+/// (`pipelinerollout_webhook_log_lines_dropped_total`). Should the writer
+/// thread fail to start, lines are written to stderr directly.
 pub fn init_logging(cli: &Cli) -> LoggingGuard {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log_level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(true)
-        .buffered_lines_limit(LOG_QUEUE_LINES)
-        .finish(std::io::stderr());
-    crate::server::metrics::count_dropped_log_lines(writer.error_counter());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(writer);
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let Ok((sink, guard)) = crate::logsink::LogSink::start(std::io::stderr()) else {
+        let builder = builder.with_writer(std::io::stderr);
+        match cli.log_format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().flatten_event(true).init(),
+        }
+        tracing::warn!("the log writer thread did not start: logging straight to stderr");
+        return LoggingGuard { _sink: None };
+    };
+    crate::server::metrics::count_dropped_log_lines(sink.dropped_lines());
+    let builder = builder.with_writer(sink);
     match cli.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
-    LoggingGuard { _writer: guard }
+    LoggingGuard { _sink: Some(guard) }
 }
 
 /// Runs the parsed command line.

@@ -7,7 +7,8 @@
 //! policy and the rules), [`rollout`] and [`lenient`] (the lenient view of
 //! the object). Each module imports only from those after it. Beside the
 //! server, [`sweeper`] resets forces whose pause ended without a write, and
-//! [`check`] (offline, for CI) judges manifests through [`admission`].
+//! [`check`] (offline, for CI) judges manifests through [`admission`], and
+//! [`logsink`] writes the log lines in batches off the request path.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod certs;
 pub mod check;
 pub mod cli;
 pub mod lenient;
+pub mod logsink;
 pub mod policy;
 pub mod rollout;
 pub mod server;

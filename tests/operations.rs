@@ -484,13 +484,13 @@ async fn a_slow_body_is_cut_off_at_the_api_servers_deadline() {
     let _ = admin_get;
 }
 
-/// The read syscalls a process has made (`syscr` in /proc/PID/io).
-fn read_syscalls(pid: u32) -> u64 {
+/// A counter of /proc/PID/io: `syscr` (read calls) or `syscw` (write calls).
+fn io_counter(pid: u32, field: &str) -> u64 {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("/proc/PID/io");
     io.lines()
-        .find_map(|l| l.strip_prefix("syscr:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no syscr in {io}"))
+        .unwrap_or_else(|| panic!("no {field} in {io}"))
 }
 
 #[tokio::test]
@@ -504,13 +504,43 @@ async fn an_idle_server_does_not_keep_rereading_its_files() {
     let binary = common::binary::Binary::start_with(None, &["--policy", policy]).await;
     // Let start-up settle (the first checks after the watches are set up).
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = read_syscalls(binary.pid());
+    let before = io_counter(binary.pid(), "syscr");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let reads = read_syscalls(binary.pid()) - before;
+    let reads = io_counter(binary.pid(), "syscr") - before;
     // With the default 10 s poll, at most one poll can fall in the window
     // (a few reads); a read loop makes hundreds.
     assert!(
         reads < 30,
         "{reads} read calls in 2 idle seconds: the server keeps rereading its files"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_server_writes_its_log_in_batches_not_line_by_line() {
+    // At trace level every request logs several lines (TLS, HTTP, the
+    // decision). Written one by one, that is several write calls a request
+    // on top of the answer's own; gathered, a few a second.
+    let binary = common::binary::Binary::start_with(None, &["--log-level", "trace"]).await;
+    let body = common::fixture_json("01-create-kubectl-apply-validate.json").to_string();
+    let _ = binary.client.post("/validate", body.clone()).await;
+    let before = io_counter(binary.pid(), "syscw");
+    let requests: u64 = 300;
+    for _ in 0..requests {
+        let answer = binary.client.post("/validate", body.clone()).await;
+        assert_eq!(answer.status, StatusCode::OK);
+    }
+    let writes = io_counter(binary.pid(), "syscw") - before;
+    // An event's text may span lines; each event starts with its time.
+    let log = binary.log_text();
+    let events = log.lines().filter(|l| l.starts_with("20")).count() as u64;
+    assert!(
+        events > 3 * requests,
+        "only {events} log events: not at trace level?"
+    );
+    // The answers' own writes (and the runtime's wake-ups) are a few a
+    // request; a write per event would be at least `events`.
+    assert!(
+        writes < events / 2,
+        "{writes} write calls for {requests} answers and {events} log events"
     );
 }

@@ -11,15 +11,14 @@ use prometheus_client::registry::{Registry, Unit};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tracing_appender::non_blocking::ErrorCounter;
-
 use crate::admission::{AdmissionRequest, Outcome};
+use crate::logsink::DroppedLines;
 
 /// The log writer's count of dropped lines, when logging goes through it.
-static DROPPED_LOG_LINES: OnceLock<ErrorCounter> = OnceLock::new();
+static DROPPED_LOG_LINES: OnceLock<DroppedLines> = OnceLock::new();
 
 /// Makes `log_lines_dropped_total` report the log writer's dropped lines.
-pub fn count_dropped_log_lines(counter: ErrorCounter) {
+pub fn count_dropped_log_lines(counter: DroppedLines) {
     let _ = DROPPED_LOG_LINES.set(counter);
 }
 
@@ -315,7 +314,7 @@ impl Metrics {
     /// The metrics in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         if let Some(dropped) = DROPPED_LOG_LINES.get() {
-            let now = u64::try_from(dropped.dropped_lines()).unwrap_or(u64::MAX);
+            let now = dropped.get();
             let before = self.log_lines_seen.swap(now, Ordering::Relaxed);
             self.log_lines_dropped.inc_by(now.saturating_sub(before));
         }
