@@ -211,28 +211,31 @@ impl std::fmt::Debug for LoggingGuard {
 /// (`pipelinerollout_webhook_log_lines_dropped_total`). Should the writer
 /// thread fail to start, lines are written to stderr directly.
 pub fn init_logging(cli: &Cli) -> LoggingGuard {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log_level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Boxed, so that both writers fit one builder: one small allocation a
+    // line, against about 19 k instructions to format a decision line.
+    let (writer, guard) = match crate::logsink::LogSink::start(std::io::stderr()) {
+        Ok((sink, guard)) => {
+            crate::server::metrics::count_dropped_log_lines(sink.dropped_lines());
+            (BoxMakeWriter::new(sink), Some(guard))
+        }
+        Err(_) => (BoxMakeWriter::new(std::io::stderr), None),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let Ok((sink, guard)) = crate::logsink::LogSink::start(std::io::stderr()) else {
-        let builder = builder.with_writer(std::io::stderr);
-        match cli.log_format {
-            LogFormat::Text => builder.init(),
-            LogFormat::Json => builder.json().flatten_event(true).init(),
-        }
-        tracing::warn!("the log writer thread did not start: logging straight to stderr");
-        return LoggingGuard { _sink: None };
-    };
-    crate::server::metrics::count_dropped_log_lines(sink.dropped_lines());
-    let builder = builder.with_writer(sink);
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(writer);
     match cli.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
-    LoggingGuard { _sink: Some(guard) }
+    if guard.is_none() {
+        tracing::warn!("the log writer thread did not start: logging straight to stderr");
+    }
+    LoggingGuard { _sink: guard }
 }
 
 /// Runs the parsed command line.
