@@ -165,7 +165,7 @@ impl Metrics {
         let log_lines_dropped = Counter::default();
         registry.register(
             "log_lines_dropped",
-            "Log lines dropped because the non-blocking log writer's queue was full (requests never wait for the log)",
+            "Log lines dropped because the log buffer was full or their write failed (requests never wait for the log)",
             log_lines_dropped.clone(),
         );
         registry.register(
