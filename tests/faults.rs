@@ -620,7 +620,7 @@ async fn the_accept_loop_survives_running_out_of_file_descriptors() {
 #[tokio::test]
 async fn a_stalled_log_pipe_drops_counted_lines_and_never_stalls_requests() {
     // Standard error is a pipe nobody reads: once the pipe (64 KiB) and the
-    // writer's queue are full, lines must be dropped and counted, and
+    // log buffer are full, lines must be dropped and counted, and
     // requests answered as before. `trace` makes every request log many
     // lines (TLS, HTTP), so the queue fills within a few hundred requests.
     let binary = Binary::start_with_stalled_log(&["--log-level", "trace"]).await;

@@ -127,7 +127,7 @@ pub struct Metrics {
     pub sweeper_watch_restarts: Counter,
     /// The body budget and the request limit.
     pub budget: BudgetMetrics,
-    /// Log lines dropped because the log writer's queue was full.
+    /// Log lines dropped because the log buffer was full or their write failed.
     pub log_lines_dropped: Counter,
     /// How many of those the counter has been told about.
     log_lines_seen: AtomicU64,
