@@ -8,7 +8,7 @@
 //! before the next write. Under steady load that is a few writes a second
 //! instead of one write, and one wake-up, per line. When the buffer is full
 //! because the output is slow or nobody reads it, new lines are dropped and
-//! counted ([`DroppedLines`]); nothing ever waits for the output.
+//! counted ([`LogSink::dropped_lines`]); nothing ever waits for the output.
 //!
 //! Why not tracing-appender's non-blocking writer, which this replaces: it
 //! hands every line to its thread through a channel, waking the thread and
@@ -18,9 +18,10 @@
 //! too little to measure.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
 
 /// How long the writer lets lines gather after a write.
 pub const LINGER: Duration = Duration::from_millis(50);
@@ -33,15 +34,13 @@ pub const CAPACITY: usize = 256 * 1024;
 /// How long dropping the guard waits for the last lines to be written.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
-/// How the sink buffers: [`LogSink::start`] uses the constants above.
+/// How the sink buffers: [`LogSink::start`] uses the constants above; the
+/// tests, smaller ones.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// See [`CAPACITY`].
-    pub capacity: usize,
-    /// See [`HIGH_WATER`].
-    pub high_water: usize,
-    /// See [`LINGER`].
-    pub linger: Duration,
+struct Limits {
+    capacity: usize,
+    high_water: usize,
+    linger: Duration,
 }
 
 impl Default for Limits {
@@ -70,7 +69,7 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     finished: Condvar,
-    dropped: AtomicU64,
+    dropped: Counter,
     limits: Limits,
 }
 
@@ -85,7 +84,7 @@ impl Shared {
         let mut state = self.lock();
         if state.pending.len() + line.len() > self.limits.capacity {
             drop(state);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.dropped.inc();
             return;
         }
         state.pending.extend_from_slice(line);
@@ -120,7 +119,7 @@ impl Shared {
             let lines = std::mem::take(&mut state.lines);
             drop(state);
             if out.write_all(&batch).and_then(|()| out.flush()).is_err() {
-                self.dropped.fetch_add(lines, Ordering::Relaxed);
+                self.dropped.inc_by(lines);
             }
             batch.clear();
             state = self.lock();
@@ -149,19 +148,6 @@ pub struct LogSink {
     shared: Arc<Shared>,
 }
 
-/// Reads how many lines the sink has dropped.
-#[derive(Clone)]
-pub struct DroppedLines {
-    shared: Arc<Shared>,
-}
-
-impl DroppedLines {
-    /// Lines dropped so far: the buffer was full, or the output failed.
-    pub fn get(&self) -> u64 {
-        self.shared.dropped.load(Ordering::Relaxed)
-    }
-}
-
 /// Keeps the writer thread; dropping it writes what is waiting, for at most
 /// a second (an output nobody reads must not hold the process).
 #[must_use = "dropping the guard closes the sink"]
@@ -170,13 +156,13 @@ pub struct SinkGuard {
 }
 
 impl LogSink {
-    /// Starts a sink writing to `out` with the default [`Limits`].
+    /// Starts a sink writing to `out` with [`CAPACITY`], [`HIGH_WATER`] and [`LINGER`].
     pub fn start<W: Write + Send + 'static>(out: W) -> io::Result<(Self, SinkGuard)> {
         Self::start_with(out, Limits::default())
     }
 
     /// Starts a sink writing to `out`; `Err` when the thread cannot start.
-    pub fn start_with<W: Write + Send + 'static>(
+    fn start_with<W: Write + Send + 'static>(
         out: W,
         limits: Limits,
     ) -> io::Result<(Self, SinkGuard)> {
@@ -187,7 +173,7 @@ impl LogSink {
             }),
             wake: Condvar::new(),
             finished: Condvar::new(),
-            dropped: AtomicU64::new(0),
+            dropped: Counter::default(),
             limits,
         });
         let writer = Arc::clone(&shared);
@@ -200,11 +186,10 @@ impl LogSink {
         Ok((Self { shared }, guard))
     }
 
-    /// The counter of dropped lines.
-    pub fn dropped_lines(&self) -> DroppedLines {
-        DroppedLines {
-            shared: Arc::clone(&self.shared),
-        }
+    /// The lines dropped so far (the buffer was full, or the output
+    /// failed), as a counter the metrics registry can hold itself.
+    pub fn dropped_lines(&self) -> Counter {
+        self.shared.dropped.clone()
     }
 }
 

@@ -9,16 +9,15 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::admission::{AdmissionRequest, Outcome};
-use crate::logsink::DroppedLines;
 
 /// The log writer's count of dropped lines, when logging goes through it.
-static DROPPED_LOG_LINES: OnceLock<DroppedLines> = OnceLock::new();
+static DROPPED_LOG_LINES: OnceLock<Counter> = OnceLock::new();
 
-/// Makes `log_lines_dropped_total` report the log writer's dropped lines.
-pub fn count_dropped_log_lines(counter: DroppedLines) {
+/// Makes `log_lines_dropped_total` report the log writer's dropped lines:
+/// call it before [`Metrics::new`], which registers that very counter.
+pub fn count_dropped_log_lines(counter: Counter) {
     let _ = DROPPED_LOG_LINES.set(counter);
 }
 
@@ -129,8 +128,6 @@ pub struct Metrics {
     pub budget: BudgetMetrics,
     /// Log lines dropped because the log buffer was full or their write failed.
     pub log_lines_dropped: Counter,
-    /// How many of those the counter has been told about.
-    log_lines_seen: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -162,7 +159,8 @@ impl Metrics {
         let sweeper_conflicts = Counter::default();
         let sweeper_errors = Counter::default();
         let sweeper_watch_restarts = Counter::default();
-        let log_lines_dropped = Counter::default();
+        // The log sink's own counter when it runs (the binary), else a new one.
+        let log_lines_dropped = DROPPED_LOG_LINES.get().cloned().unwrap_or_default();
         registry.register(
             "log_lines_dropped",
             "Log lines dropped because the log buffer was full or their write failed (requests never wait for the log)",
@@ -272,7 +270,6 @@ impl Metrics {
             sweeper_watch_restarts,
             budget,
             log_lines_dropped,
-            log_lines_seen: AtomicU64::new(0),
         }
     }
 
@@ -313,11 +310,6 @@ impl Metrics {
 
     /// The metrics in the OpenMetrics text format.
     pub fn encode(&self) -> String {
-        if let Some(dropped) = DROPPED_LOG_LINES.get() {
-            let now = dropped.get();
-            let before = self.log_lines_seen.swap(now, Ordering::Relaxed);
-            self.log_lines_dropped.inc_by(now.saturating_sub(before));
-        }
         let mut out = String::new();
         // Writing to a String does not fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
