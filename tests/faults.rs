@@ -622,7 +622,7 @@ async fn a_stalled_log_pipe_drops_counted_lines_and_never_stalls_requests() {
     // Standard error is a pipe nobody reads: once the pipe (64 KiB) and the
     // log buffer are full, lines must be dropped and counted, and
     // requests answered as before. `trace` makes every request log many
-    // lines (TLS, HTTP), so the queue fills within a few hundred requests.
+    // lines (TLS, HTTP), so the buffer fills within a few hundred requests.
     let binary = Binary::start_with_stalled_log(&["--log-level", "trace"]).await;
     let body = fixture_json("01-create-kubectl-apply-validate.json").to_string();
     let dropped = || async {
