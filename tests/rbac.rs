@@ -421,3 +421,127 @@ async fn review_with_a_kubeconfig_asks_rbac() {
     );
     assert_eq!(api.received().len(), 1);
 }
+
+/// `alice_forces` as a forged requester: its own name and `groups` groups
+/// of 64 bytes each.
+fn forged_force(name: &str, groups: usize) -> Value {
+    let mut request = alice_forces();
+    let groups: Vec<String> = (0..groups).map(|i| format!("forged-{i:057}")).collect();
+    request["request"]["userInfo"]["username"] = json!(name);
+    request["request"]["userInfo"]["groups"] = json!(groups);
+    request
+}
+
+/// Sends `requests` from 4 connections at once; every answer is a denial.
+async fn send_all_denied(client: &Client, requests: Vec<Value>) {
+    let mut lanes: Vec<Vec<Value>> = vec![Vec::new(); 4];
+    for (i, request) in requests.into_iter().enumerate() {
+        lanes[i % 4].push(request);
+    }
+    let tasks: Vec<_> = lanes
+        .into_iter()
+        .map(|lane| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for request in lane {
+                    let response = send(&client, &request, "").await;
+                    assert_eq!(response["allowed"], false, "{response}");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("sender");
+    }
+}
+
+/// One round of forged requests: 60 requesters with 1 MiB of groups each,
+/// then 400 requesters with 60 KiB of groups each, whose reviews first fail
+/// (nothing is kept) and then are denied (kept up to the byte bound).
+async fn forge_a_round(api: &ApiServer, client: &Client, round: usize) {
+    let huge: Vec<Value> = (0..60)
+        .map(|i| forged_force(&format!("huge-{round}-{i}"), 16_384))
+        .collect();
+    let reviews_before = api.received().len();
+    send_all_denied(client, huge).await;
+    assert_eq!(
+        api.received().len(),
+        reviews_before,
+        "an oversized requester must cost no SubjectAccessReview"
+    );
+    for (wave, behaviour) in [Behaviour::Fail, Behaviour::Deny].into_iter().enumerate() {
+        api.set(behaviour);
+        let near_limit: Vec<Value> = (0..200)
+            .map(|i| forged_force(&format!("near-{round}-{wave}-{i}"), 960))
+            .collect();
+        send_all_denied(client, near_limit).await;
+    }
+    api.set(Behaviour::Fail);
+}
+
+/// Forged requests cannot grow the process: requesters with megabytes of
+/// groups are refused without a SubjectAccessReview, and hundreds of
+/// distinct forged requesters just under the size limit fill the answer
+/// cache only up to its byte bound. The webhook binary stays under 64 MiB
+/// throughout; once the answers have expired it is back near its idle size
+/// (what is left is free memory the allocator keeps), and a second round
+/// leaves it no larger than the first did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_identities_cannot_grow_memory() {
+    let api = ApiServer::start(Behaviour::Fail).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "forceReapply:\n  rbac: {verb: force-reapply, cacheTTL: 2s}\n",
+    )
+    .expect("policy");
+    let path = |p: &std::path::Path| p.to_str().expect("UTF-8 path").to_owned();
+    let (policy, kubeconfig) = (path(&policy), path(&api.kubeconfig));
+    let binary = common::binary::Binary::start_with(
+        None,
+        &["--policy", &policy, "--kubeconfig", &kubeconfig],
+    )
+    .await;
+    send_all_denied(&binary.client, vec![forged_force("warm-up", 10); 8]).await;
+    let answer = send(&binary.client, &forged_force("huge", 16_384), "").await;
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("more than the 1000 groups and 65536 bytes"),
+        "{answer}"
+    );
+    let idle_kib = binary.status_kib("VmRSS");
+    let mut after_kib = Vec::new();
+    for round in 0..2 {
+        forge_a_round(&api, &binary.client, round).await;
+        let peak_kib = binary.status_kib("VmHWM");
+        assert!(
+            peak_kib < 64 * 1024,
+            "round {round}: peak RSS {} MiB (idle {} MiB)",
+            peak_kib / 1024,
+            idle_kib / 1024
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Adding a key drops every expired answer.
+        send_all_denied(&binary.client, vec![forged_force("after", 10)]).await;
+        after_kib.push(binary.status_kib("VmRSS"));
+        eprintln!(
+            "forged identities, round {round}: VmRSS {} MiB idle, VmHWM {} MiB, VmRSS {} MiB after the TTL",
+            idle_kib / 1024,
+            peak_kib / 1024,
+            after_kib[round] / 1024
+        );
+    }
+    assert!(
+        after_kib[0] <= idle_kib + 16 * 1024,
+        "RSS {} MiB after the TTL, {} MiB idle",
+        after_kib[0] / 1024,
+        idle_kib / 1024
+    );
+    assert!(
+        after_kib[1] <= after_kib[0] + 4 * 1024,
+        "a second round grew the process: {} MiB after it, {} MiB after the first",
+        after_kib[1] / 1024,
+        after_kib[0] / 1024
+    );
+}

@@ -1,7 +1,12 @@
-//! Recent RBAC answers, keyed by everything that can change them. Answers
-//! expire after the policy's cacheTTL; when the cache is full the oldest
-//! answer goes first; concurrent misses for one key share one
-//! SubjectAccessReview.
+//! Recent RBAC answers, keyed by everything that can change them.
+//!
+//! The cache is bounded twice, by answers and by the bytes of their keys,
+//! because a key holds the requester's groups and extra attributes, which a
+//! forged request can make large. Answers expire after the policy's
+//! cacheTTL; expired answers are dropped whenever a new key is added; when
+//! either bound is reached the answer closest to expiry goes first. A check
+//! that fails, times out or is abandoned leaves nothing behind. Concurrent
+//! misses for one key share one SubjectAccessReview.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,6 +19,10 @@ use tokio::sync::OnceCell;
 /// asked meanwhile. Holds when it expires and whether the verb is allowed.
 type Slot = Arc<OnceCell<(Instant, bool)>>;
 
+/// What one entry costs beyond its key's bytes: the map's bucket, the
+/// slot's allocation and the `String` header, rounded up.
+const ENTRY_OVERHEAD: usize = 128;
+
 /// Whether an answer was asked for now or reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -23,57 +32,122 @@ pub enum Source {
     Cached,
 }
 
+/// How large the cache may grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// The most answers (and checks in flight) held at once.
+    pub entries: usize,
+    /// The most bytes of keys (plus a fixed overhead per entry) held at once.
+    pub bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    map: HashMap<String, Slot>,
+    /// Bytes charged for the entries in `map`: each key's length plus
+    /// [`ENTRY_OVERHEAD`].
+    bytes: usize,
+}
+
+impl Slots {
+    fn cost(key: &str) -> usize {
+        key.len() + ENTRY_OVERHEAD
+    }
+
+    fn remove(&mut self, key: &str) {
+        if self.map.remove(key).is_some() {
+            self.bytes -= Self::cost(key);
+        }
+    }
+
+    fn drop_expired(&mut self, now: Instant) {
+        let mut freed = 0;
+        self.map.retain(|key, slot| {
+            let live = slot.get().is_none_or(|(expires, _)| *expires > now);
+            if !live {
+                freed += Self::cost(key);
+            }
+            live
+        });
+        self.bytes -= freed;
+    }
+
+    /// Removes the answer closest to expiry; false when only checks in
+    /// flight are left.
+    fn drop_soonest(&mut self) -> bool {
+        let soonest = self
+            .map
+            .iter()
+            .filter_map(|(k, s)| s.get().map(|(expires, _)| (*expires, k)))
+            .min()
+            .map(|(_, k)| k.clone());
+        match soonest {
+            Some(key) => {
+                self.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// A bounded map of answers.
 #[derive(Debug)]
 pub struct AnswerCache {
-    slots: Mutex<HashMap<String, Slot>>,
-    limit: usize,
+    slots: Mutex<Slots>,
+    bounds: Bounds,
 }
 
 impl AnswerCache {
-    /// A cache of at most about `limit` answers (checks in flight may add
-    /// to it for a moment).
-    pub fn new(limit: usize) -> Self {
+    /// A cache within `bounds`. Checks in flight count against both bounds
+    /// but are never dropped for room; a key larger than the byte bound is
+    /// checked without being kept.
+    pub fn new(bounds: Bounds) -> Self {
         Self {
-            slots: Mutex::new(HashMap::new()),
-            limit: limit.max(1),
+            slots: Mutex::new(Slots::default()),
+            bounds: Bounds {
+                entries: bounds.entries.max(1),
+                bytes: bounds.bytes,
+            },
         }
     }
 
-    /// How many answers (and checks in flight) it holds.
+    /// How many answers (and checks in flight) it holds, and the bytes
+    /// charged for them.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.slots.lock().map_or(0, |s| s.len())
+    pub fn usage(&self) -> (usize, usize) {
+        self.slots.lock().map_or((0, 0), |s| (s.map.len(), s.bytes))
     }
 
-    /// The slot for `key`: the live one, or a new one in place of a missing
-    /// or expired one.
-    fn slot(&self, key: &str) -> Slot {
+    /// The slot for `key`, and whether it is kept in the map: the live one,
+    /// or a new one in place of a missing or expired one.
+    fn slot(&self, key: &str) -> (Slot, bool) {
         let Ok(mut slots) = self.slots.lock() else {
             // A poisoned lock only loses the sharing, never the answer.
-            return Slot::default();
+            return (Slot::default(), false);
         };
         let now = Instant::now();
-        if let Some(slot) = slots.get(key)
+        if let Some(slot) = slots.map.get(key)
             && slot.get().is_none_or(|(expires, _)| *expires > now)
         {
-            return Arc::clone(slot);
+            return (Arc::clone(slot), true);
         }
-        if slots.len() >= self.limit && !slots.contains_key(key) {
-            slots.retain(|_, s| s.get().is_none_or(|(expires, _)| *expires > now));
-            if slots.len() >= self.limit {
-                let oldest = slots
-                    .iter()
-                    .filter_map(|(k, s)| s.get().map(|(expires, _)| (*expires, k.clone())))
-                    .min();
-                if let Some((_, k)) = oldest {
-                    slots.remove(&k);
-                }
+        slots.remove(key);
+        slots.drop_expired(now);
+        let cost = Slots::cost(key);
+        if cost > self.bounds.bytes {
+            return (Slot::default(), false);
+        }
+        while slots.map.len() >= self.bounds.entries || slots.bytes + cost > self.bounds.bytes {
+            if !slots.drop_soonest() {
+                // Full of checks in flight: answer this one without keeping it.
+                return (Slot::default(), false);
             }
         }
         let slot = Slot::default();
-        slots.insert(key.to_owned(), Arc::clone(&slot));
-        slot
+        slots.map.insert(key.to_owned(), Arc::clone(&slot));
+        slots.bytes += cost;
+        (slot, true)
     }
 
     /// The answer for `key`: from the cache, from a check already in flight
@@ -88,7 +162,14 @@ impl AnswerCache {
     where
         F: Future<Output = Result<bool, E>>,
     {
-        let slot = self.slot(key);
+        let (slot, kept) = self.slot(key);
+        // Removes the entry if this call ends (with an error, or dropped by
+        // a timeout) while the slot is still unanswered.
+        let _unanswered = kept.then(|| Unanswered {
+            cache: self,
+            key,
+            slot: Arc::clone(&slot),
+        });
         let mut source = Source::Cached;
         let (_, allowed) = *slot
             .get_or_try_init(|| {
@@ -100,92 +181,30 @@ impl AnswerCache {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+/// Takes an unanswered slot out of the cache when its caller goes away.
+struct Unanswered<'a> {
+    cache: &'a AnswerCache,
+    key: &'a str,
+    slot: Slot,
+}
 
-    use super::*;
-
-    #[tokio::test]
-    async fn concurrent_misses_share_one_check() {
-        let cache = AnswerCache::new(10);
-        let asked = AtomicUsize::new(0);
-        let ask = || async {
-            asked.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            Ok::<_, ()>(true)
-        };
-        let ttl = Duration::from_secs(10);
-        let (a, b, c) = tokio::join!(
-            cache.get_or_ask("k", ttl, ask),
-            cache.get_or_ask("k", ttl, ask),
-            cache.get_or_ask("k", ttl, ask),
-        );
-        assert_eq!(
-            asked.load(Ordering::SeqCst),
-            1,
-            "one check for three callers"
-        );
-        let sources = [a, b, c].map(|r| r.expect("answer").1);
-        assert_eq!(
-            sources.iter().filter(|s| **s == Source::Fresh).count(),
-            1,
-            "{sources:?}"
-        );
-        assert_eq!(
-            cache.get_or_ask("k", ttl, ask).await,
-            Ok((true, Source::Cached))
-        );
-    }
-
-    #[tokio::test]
-    async fn expired_answers_and_errors_are_asked_again() {
-        let cache = AnswerCache::new(10);
-        let got = cache
-            .get_or_ask("k", Duration::ZERO, || async { Ok::<_, ()>(true) })
-            .await;
-        assert_eq!(got, Ok((true, Source::Fresh)));
-        let got = cache
-            .get_or_ask("k", Duration::ZERO, || async { Ok::<_, ()>(false) })
-            .await;
-        assert_eq!(got, Ok((false, Source::Fresh)), "a TTL of 0 keeps nothing");
-        let err = cache
-            .get_or_ask("e", Duration::from_secs(10), || async {
-                Err::<bool, _>("down")
-            })
-            .await;
-        assert_eq!(err, Err("down"));
-        let got = cache
-            .get_or_ask("e", Duration::from_secs(10), || async {
-                Ok::<_, &str>(true)
-            })
-            .await;
-        assert_eq!(got, Ok((true, Source::Fresh)), "an error is not kept");
-    }
-
-    #[tokio::test]
-    async fn a_full_cache_drops_the_oldest_answer_first() {
-        let cache = AnswerCache::new(3);
-        for (key, ttl) in [("a", 30), ("b", 10), ("c", 20)] {
-            let _ = cache
-                .get_or_ask(key, Duration::from_secs(ttl), || async {
-                    Ok::<_, ()>(true)
-                })
-                .await;
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.slot.initialized() {
+            return;
         }
-        let _ = cache
-            .get_or_ask("d", Duration::from_secs(40), || async { Ok::<_, ()>(true) })
-            .await;
-        assert_eq!(cache.len(), 3);
-        for (key, kept) in [("a", true), ("b", false), ("c", true), ("d", true)] {
-            let (_, source) = cache
-                .get_or_ask(key, Duration::from_secs(40), || async { Ok::<_, ()>(true) })
-                .await
-                .expect("answer");
-            assert_eq!(source == Source::Cached, kept, "{key}");
-            if !kept {
-                break; // asking again re-inserted it and evicted another
-            }
+        let Ok(mut slots) = self.cache.slots.lock() else {
+            return;
+        };
+        if slots
+            .map
+            .get(self.key)
+            .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
+        {
+            slots.remove(self.key);
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

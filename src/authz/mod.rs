@@ -17,6 +17,37 @@ pub use rbac::{RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError, kube_client
 
 use crate::policy::{ForceReapply, Permission, UserInfo};
 
+/// The most groups a requester may carry for a force to be considered.
+/// Authenticators in common use send a few hundred at most (Microsoft Entra
+/// ID puts no more than 200 into a token); a request with more is forged.
+pub const MAX_GROUPS: usize = 1_000;
+
+/// The most bytes of userInfo (username, uid, groups, extra keys and
+/// values, added up) a requester may carry for a force to be considered:
+/// 1,000 groups of 64 characters.
+pub const MAX_USER_INFO_BYTES: usize = 64 * 1024;
+
+/// Why `user` is too large to be a requester the API server sent, if it is.
+/// Such a request is refused any force without asking RBAC, so that a
+/// forged identity costs neither a SubjectAccessReview nor cache memory.
+pub fn oversized_user(user: &UserInfo) -> Option<String> {
+    let groups = user.groups().count();
+    let extra: usize = user
+        .extra_map()
+        .iter()
+        .map(|(k, v)| k.len() + v.iter().map(String::len).sum::<usize>())
+        .sum();
+    let bytes = user.username().len()
+        + user.uid().map_or(0, str::len)
+        + user.groups().map(str::len).sum::<usize>()
+        + extra;
+    (groups > MAX_GROUPS || bytes > MAX_USER_INFO_BYTES).then(|| {
+        format!(
+            "the request's userInfo carries {groups} groups and {bytes} bytes, more than the {MAX_GROUPS} groups and {MAX_USER_INFO_BYTES} bytes any API server sends, so it is not considered for a force; if this identity is real, force the re-apply as a user with fewer groups"
+        )
+    })
+}
+
 /// What an RBAC check did, for the metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RbacTrace {
@@ -86,6 +117,9 @@ impl StaticLists {
 
     /// The lists' answer, with no I/O.
     pub fn answer(&self, policy: &ForceReapply, user: &UserInfo) -> Permission {
+        if let Some(why) = oversized_user(user) {
+            return Permission::Refused(why);
+        }
         match (policy.static_permission(user), &policy.rbac) {
             (Permission::Refused(why), Some(rbac)) => Permission::Refused(format!(
                 "{why}, and RBAC (verb \"{}\") could not be asked: {}",
@@ -156,5 +190,51 @@ mod tests {
             lists.answer(&policy, &admin),
             Permission::Granted(_)
         ));
+    }
+
+    #[test]
+    fn a_requester_larger_than_any_api_server_sends_is_refused() {
+        let policy = Policy::built_in().force_reapply;
+        let lists = StaticLists::new("no API server");
+        // Every requester is in system:masters, so only the size refuses.
+        let groups = |more: Vec<String>| {
+            let mut all = vec!["system:masters".to_owned()];
+            all.extend(more);
+            all
+        };
+        let cases = [
+            (
+                "one group more than the limit",
+                groups((0..MAX_GROUPS).map(|i| format!("g{i}")).collect()),
+                true,
+            ),
+            (
+                "one group longer than the byte limit",
+                groups(vec!["g".repeat(MAX_USER_INFO_BYTES)]),
+                true,
+            ),
+            (
+                "at the group limit, under the byte limit",
+                groups((1..MAX_GROUPS).map(|i| format!("{i:064}")).collect()),
+                false,
+            ),
+            (
+                "an ordinary requester",
+                groups(vec!["devs".to_owned()]),
+                false,
+            ),
+        ];
+        for (name, groups, refused) in cases {
+            let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+            let user = UserInfo::new("root", &groups);
+            match (lists.answer(&policy, &user), refused) {
+                (Permission::Refused(why), true) => assert!(
+                    why.contains("more than the 1000 groups and 65536 bytes"),
+                    "{name}: {why}"
+                ),
+                (Permission::Granted(_), false) => {}
+                (other, _) => panic!("{name}: got {other:?}"),
+            }
+        }
     }
 }

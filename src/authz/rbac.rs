@@ -8,8 +8,8 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::PostParams;
 
-use super::cache::{AnswerCache, Source};
-use super::{ForcePermission, PermissionCheck, RbacTrace, Target};
+use super::cache::{AnswerCache, Bounds, Source};
+use super::{ForcePermission, PermissionCheck, RbacTrace, Target, oversized_user};
 use crate::policy::{ForceReapply, Permission, RbacPolicy, UserInfo};
 
 /// The API group the custom verb is checked on.
@@ -17,8 +17,13 @@ pub const RBAC_GROUP: &str = "numaplane.numaproj.io";
 /// The resource the custom verb is checked on.
 pub const RBAC_RESOURCE: &str = "pipelinerollouts";
 
-/// The most answers kept.
-const CACHE_LIMIT: usize = 10_000;
+/// The most answers kept, and the most bytes their keys may take: 10,000
+/// typical requesters (a few hundred bytes each) fit, and whatever the
+/// requesters carry the cache stays within a few MiB.
+const CACHE_BOUNDS: Bounds = Bounds {
+    entries: 10_000,
+    bytes: 4 << 20,
+};
 
 /// Why RBAC could not answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -66,7 +71,7 @@ impl RbacAuthorizer {
     pub fn new(client: kube::Client) -> Self {
         Self {
             client,
-            cache: AnswerCache::new(CACHE_LIMIT),
+            cache: AnswerCache::new(CACHE_BOUNDS),
         }
     }
 
@@ -123,6 +128,9 @@ impl ForcePermission for RbacAuthorizer {
         target: Target<'_>,
         limit: Duration,
     ) -> PermissionCheck {
+        if let Some(why) = oversized_user(user) {
+            return Permission::Refused(why).into();
+        }
         let refused = match policy.static_permission(user) {
             Permission::Refused(why) => why,
             answer => return answer.into(),
