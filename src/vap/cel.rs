@@ -87,13 +87,15 @@ pub fn all_maps(steps: &[Step]) -> String {
 
 /// The first step that is present, not null and not a map, as the text
 /// `PATH is KIND` (`''` when there is none): the webhook's "blocked" path.
-/// An absent or null step ends the walk with `''`.
+/// An absent or null step ends the walk with `''`. A null is found by its
+/// type: `x == null` does not type-check where the schema makes `x` a map
+/// (`metadata.annotations` is a `map(string, string)`).
 pub fn first_non_map(steps: &[Step]) -> String {
     let mut expr = "''".to_owned();
     for step in steps.iter().rev() {
         let s = &step.select;
         expr = format!(
-            "(!has({s}) || {s} == null) ? '' :\n  type({s}) != map ? {} + {} :\n  {expr}",
+            "(!has({s}) || type({s}) == null_type) ? '' :\n  type({s}) != map ? {} + {} :\n  {expr}",
             string(&format!("{} is ", step.dotted)),
             kind_of_non_map(s),
         );
