@@ -167,6 +167,15 @@ mod tests {
     }
 
     #[test]
+    fn a_null_on_the_way_is_found_by_its_type() {
+        // `annotations == null` does not type-check: the schema makes it a
+        // map(string, string).
+        let text = first_non_map(&steps("object", &["metadata", "annotations"], None));
+        assert!(text.contains("type(object.metadata.annotations) == null_type"));
+        assert!(!text.contains("== null)"), "{text}");
+    }
+
+    #[test]
     fn schemaless_steps_go_through_dyn() {
         let s = steps(
             "object",

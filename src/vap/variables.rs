@@ -180,14 +180,15 @@ fn annotation_vars(vars: &mut Vars, prefix: &str, root: &str) {
     vars.add(bad, guarded(root, cel::first_non_map(&steps), "''"));
     let annotations = &steps[1].select;
     let key = cel::string(ALLOW_DATA_LOSS);
-    // The annotation, if set: an optional, as a `string` and a `null`
-    // branch do not type-check.
+    // The annotation, if set and not null: an optional, as a `string` and
+    // a `null` branch do not type-check.
     vars.add(
         var_name(prefix, "a"),
         guarded(
             root,
             format!(
-                "variables.{bad} == '' && {} && {key} in {annotations} ?\n  optional.of({annotations}[{key}]) : optional.none()",
+                "variables.{bad} == '' && {} && {key} in {annotations} && type({annotations}[{key}]) != null_type ?\n  \
+                 optional.of({annotations}[{key}]) : optional.none()",
                 cel::all_maps(&steps)
             ),
             "optional.none()",

@@ -98,7 +98,8 @@ impl std::fmt::Display for Warning {
 
 /// Waits until the status controller has type-checked the policy `name`
 /// (its `observedGeneration` is the policy's generation) and returns its
-/// warnings, labelled by `labels` (what each validation is, by index).
+/// warnings, labelled by `labels` (what each validation is, by index;
+/// `validation N` past its end).
 pub async fn warnings(api: &Api, name: &str, labels: &[String]) -> Result<Vec<Warning>, String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -117,11 +118,13 @@ pub async fn warnings(api: &Api, name: &str, labels: &[String]) -> Result<Vec<Wa
                 .iter()
                 .map(|w| {
                     let field = w["fieldRef"].as_str().unwrap_or_default().to_owned();
+                    let index = validation_index(&field);
                     Warning {
                         policy: name.to_owned(),
-                        what: validation_index(&field)
-                            .and_then(|i| labels.get(i).cloned())
-                            .unwrap_or_else(|| "?".to_owned()),
+                        what: match index.and_then(|i| labels.get(i)) {
+                            Some(label) => label.clone(),
+                            None => index.map_or("?".to_owned(), |i| format!("validation {i}")),
+                        },
                         field,
                         text: w["warning"].as_str().unwrap_or_default().to_owned(),
                     }
