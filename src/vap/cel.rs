@@ -87,13 +87,15 @@ pub fn all_maps(steps: &[Step]) -> String {
 
 /// The first step that is present, not null and not a map, as the text
 /// `PATH is KIND` (`''` when there is none): the webhook's "blocked" path.
-/// An absent or null step ends the walk with `''`.
+/// An absent or null step ends the walk with `''`. A null is found by its
+/// type: `x == null` does not type-check where the schema makes `x` a map
+/// (`metadata.annotations` is a `map(string, string)`).
 pub fn first_non_map(steps: &[Step]) -> String {
     let mut expr = "''".to_owned();
     for step in steps.iter().rev() {
         let s = &step.select;
         expr = format!(
-            "(!has({s}) || {s} == null) ? '' :\n  type({s}) != map ? {} + {} :\n  {expr}",
+            "(!has({s}) || type({s}) == null_type) ? '' :\n  type({s}) != map ? {} + {} :\n  {expr}",
             string(&format!("{} is ", step.dotted)),
             kind_of_non_map(s),
         );
@@ -162,6 +164,15 @@ mod tests {
             namespace_matches("ns", "team-*-prod"),
             "ns.matches('^team-.*-prod$')"
         );
+    }
+
+    #[test]
+    fn a_null_on_the_way_is_found_by_its_type() {
+        // `annotations == null` does not type-check: the schema makes it a
+        // map(string, string).
+        let text = first_non_map(&steps("object", &["metadata", "annotations"], None));
+        assert!(text.contains("type(object.metadata.annotations) == null_type"));
+        assert!(!text.contains("== null)"), "{text}");
     }
 
     #[test]

@@ -230,13 +230,13 @@ fn annotation_check() -> Check {
     let advice = ", which Numaplane ignores (it acts only on exactly \"true\"): set \"true\" to force a re-apply, or \"false\", or remove it";
     check(
         "rule 5: allow-data-loss is \"true\" or \"false\"",
-        "variables.a == null || variables.a == 'true' || variables.a == 'false' || variables.aSame"
+        "!variables.a.hasValue() || variables.a.value() == 'true' || variables.a.value() == 'false' || variables.aSame"
             .into(),
         &format!("{field} is neither \"true\" nor \"false\"{advice}"),
         format!(
             "{} + {} + {}",
             cel::string(&format!("{field} is ")),
-            cel::show("variables.a"),
+            cel::show("variables.a.value()"),
             cel::string(advice)
         ),
     )

@@ -1,8 +1,10 @@
 //! The variables the validations share: what the request, the object and
 //! the stored object hold on the paths the rules read, each read once, and
-//! guarded so that no wrongly typed value raises a CEL runtime error. The
-//! API server does not type-check variables (tests/vap.rs checks that each
-//! is defined before it is read).
+//! guarded so that no wrongly typed value raises a CEL runtime error. Each
+//! expression also type-checks against the CRD's schema: the API server's
+//! checker reports nothing about variables, so tests/e2e_vap.rs has it
+//! check each one as a validation (and tests/vap.rs checks that each is
+//! defined before it is read).
 
 use super::cel::{self, Step};
 use crate::policy::model::DrainTimeout;
@@ -178,15 +180,18 @@ fn annotation_vars(vars: &mut Vars, prefix: &str, root: &str) {
     vars.add(bad, guarded(root, cel::first_non_map(&steps), "''"));
     let annotations = &steps[1].select;
     let key = cel::string(ALLOW_DATA_LOSS);
+    // The annotation, if set and not null: an optional, as a `string` and
+    // a `null` branch do not type-check.
     vars.add(
         var_name(prefix, "a"),
         guarded(
             root,
             format!(
-                "variables.{bad} == '' && {} && {key} in {annotations} ?\n  {annotations}[{key}] : null",
+                "variables.{bad} == '' && {} && {key} in {annotations} && type({annotations}[{key}]) != null_type ?\n  \
+                 optional.of({annotations}[{key}]) : optional.none()",
                 cel::all_maps(&steps)
             ),
-            "null",
+            "optional.none()",
         ),
     );
 }
@@ -246,14 +251,15 @@ fn comparison_vars(vars: &mut Vars) {
     );
     vars.add(
         "aSame",
-        "oldObject != null && variables.a != null && variables.oldA != null && \
-         type(variables.a) == type(variables.oldA) && variables.a == variables.oldA"
+        "oldObject != null && variables.a.hasValue() && variables.oldA.hasValue() && \
+         type(variables.a.value()) == type(variables.oldA.value()) && variables.a.value() == variables.oldA.value()"
             .into(),
     );
     // Rule 6's trigger: the annotation becomes exactly "true".
     vars.add(
         "reapply",
-        "variables.a == 'true' && !(oldObject != null && variables.oldA == 'true')".into(),
+        "variables.a.orValue('') == 'true' && !(oldObject != null && variables.oldA.orValue('') == 'true')"
+            .into(),
     );
     // Rule 7's trigger: forcePromote is turned on.
     vars.add(

@@ -9,6 +9,7 @@
 pub mod cases;
 pub mod gates;
 pub mod tables;
+pub mod typecheck;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
