@@ -1,5 +1,10 @@
 //! Finding and reading the files to check: files, directories (read
 //! recursively) and standard input.
+//!
+//! A directory walk stays inside the directory it was given: a symbolic
+//! link whose target lies outside it is reported, not read (name the target
+//! itself to check it). No file or input larger than [`MAX_FILE_BYTES`] is
+//! read.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -12,6 +17,17 @@ pub const STDIN: &str = "<stdin>";
 
 /// The extensions read when walking a directory.
 pub const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
+
+/// The largest file (or standard input) `check` reads: far above any
+/// manifest, small enough that a wrong path (a disk image, a log) is
+/// refused rather than read into memory.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+fn too_large(bytes: u64) -> String {
+    format!(
+        "the file is {bytes} bytes, more than the {MAX_FILE_BYTES} bytes check reads: check the path, or split the manifests into smaller files"
+    )
+}
 
 /// Reads every path: files, directories (recursively, `.yaml`, `.yml` and
 /// `.json`, sorted, hidden entries skipped) and `-` for standard input.
@@ -34,7 +50,8 @@ pub fn read_paths(paths: &[String]) -> Inputs {
         let mut files = Vec::new();
         let path = Path::new(path);
         if path.is_dir() {
-            if let Err(problem) = walk(path, &mut files) {
+            let root = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+            if let Err(problem) = walk(&root, path, &mut files, &mut inputs) {
                 inputs.files += 1;
                 inputs.items.push(Item::Problem(problem));
             }
@@ -62,7 +79,17 @@ fn problem(inputs: &mut Inputs, file: &str, message: String) {
 
 fn read_stdin(inputs: &mut Inputs) {
     let mut text = String::new();
-    match std::io::stdin().read_to_string(&mut text) {
+    let read = std::io::stdin()
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text);
+    if text.len() as u64 > MAX_FILE_BYTES {
+        let message = format!(
+            "standard input holds more than the {MAX_FILE_BYTES} bytes check reads: check the manifests in smaller parts"
+        );
+        problem(inputs, STDIN, message);
+        return;
+    }
+    match read {
         // Empty input most likely means the command before the pipe
         // failed, which `sh` without pipefail would hide.
         Ok(_) if documents::split_yaml(&text).is_empty() => problem(
@@ -75,7 +102,14 @@ fn read_stdin(inputs: &mut Inputs) {
     }
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Problem> {
+/// Collects the files below `dir` (inside the canonical `root`); links that
+/// lead outside `root` are reported in `inputs` and skipped.
+fn walk(
+    root: &Path,
+    dir: &Path,
+    files: &mut Vec<PathBuf>,
+    inputs: &mut Inputs,
+) -> Result<(), Problem> {
     let unreadable = |e: std::io::Error| Problem {
         location: Location::file(&dir.display().to_string()),
         message: format!("cannot read directory: {e}"),
@@ -89,7 +123,16 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Problem> {
         // Symbolic links to directories are not followed (no loops).
         let file_type = entry.file_type().map_err(unreadable)?;
         if file_type.is_dir() {
-            walk(&path, files)?;
+            walk(root, &path, files, inputs)?;
+        } else if file_type.is_symlink()
+            && let Some(outside) = path.canonicalize().ok().filter(|t| !t.starts_with(root))
+        {
+            inputs.files += 1;
+            let message = format!(
+                "a symbolic link to {}, outside the directory given; not read (name that file to check it)",
+                outside.display()
+            );
+            problem(inputs, &path.display().to_string(), message);
         } else if path.is_file()
             && path.extension().is_some_and(|ext| {
                 EXTENSIONS
@@ -103,18 +146,34 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Problem> {
     Ok(())
 }
 
+/// Reads at most [`MAX_FILE_BYTES`] of `path`, or says why not.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    let unreadable = |e: std::io::Error| format!("cannot read the file: {e}; check the path");
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let announced = file.metadata().map_err(unreadable)?.len();
+    if announced > MAX_FILE_BYTES {
+        return Err(too_large(announced));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    match bytes.len() as u64 {
+        n if n > MAX_FILE_BYTES => Err(too_large(n)),
+        _ => Ok(bytes),
+    }
+}
+
 fn read_file(inputs: &mut Inputs, path: &Path) {
     let name = path.display().to_string();
-    let text = std::fs::read(path)
-        .map_err(|e| format!("cannot read the file: {e}; check the path"))
-        .and_then(|bytes| {
-            String::from_utf8(bytes).map_err(|e| {
-                format!(
-                    "not UTF-8 text (invalid byte at offset {}): save the manifest as UTF-8",
-                    e.utf8_error().valid_up_to()
-                )
-            })
-        });
+    let text = read_bounded(path).and_then(|bytes| {
+        String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "not UTF-8 text (invalid byte at offset {}): save the manifest as UTF-8",
+                e.utf8_error().valid_up_to()
+            )
+        })
+    });
     match text {
         Ok(text) => {
             let json_only = path
@@ -174,5 +233,58 @@ mod tests {
         // A file named explicitly is read whatever its extension.
         let inputs = read_paths(&[root.join("notes.txt").display().to_string()]);
         assert!(matches!(&inputs.items[..], [Item::Problem(p)] if p.location.line == Some(1)));
+    }
+
+    fn problems(inputs: &Inputs) -> Vec<String> {
+        inputs
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Problem(p) => Some(p.message.clone()),
+                Item::Rollout(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_walk_reads_no_link_that_leads_outside_the_directory() {
+        let outside = tempfile::tempdir().expect("dir");
+        let secret = outside.path().join("secret.yaml");
+        std::fs::write(&secret, "kind: Secret\n").expect("write");
+        let tree = tempfile::tempdir().expect("dir");
+        let root = tree.path();
+        std::fs::write(root.join("real.yaml"), "kind: ConfigMap\n").expect("write");
+        std::os::unix::fs::symlink(&secret, root.join("escape.yaml")).expect("link");
+        std::os::unix::fs::symlink(root.join("real.yaml"), root.join("inside.yaml")).expect("link");
+        let inputs = read_paths(&[root.display().to_string()]);
+        let found = problems(&inputs);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("a symbolic link to")
+                && found[0].contains("outside the directory given"),
+            "{found:?}"
+        );
+        assert_eq!(
+            inputs.skipped, 2,
+            "the link inside the tree is read: {inputs:?}"
+        );
+        // Named on its own, the link is followed: the user asked for it.
+        let named = read_paths(&[root.join("escape.yaml").display().to_string()]);
+        assert!(problems(&named).is_empty(), "{named:?}");
+    }
+
+    #[test]
+    fn a_file_above_the_limit_is_refused_unread() {
+        let dir = tempfile::tempdir().expect("dir");
+        let big = dir.path().join("big.yaml");
+        let file = std::fs::File::create(&big).expect("create");
+        file.set_len(MAX_FILE_BYTES + 1).expect("grow");
+        let inputs = read_paths(&[big.display().to_string()]);
+        let found = problems(&inputs);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains(&format!("more than the {MAX_FILE_BYTES} bytes check reads")),
+            "{found:?}"
+        );
     }
 }
