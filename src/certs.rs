@@ -173,20 +173,37 @@ impl CertPaths {
     }
 }
 
+/// Writes `text` to `path`; a `private` file is readable by its owner only
+/// from the moment it holds a byte: it is created with mode 0600, and an
+/// existing file is restricted before it is truncated and written.
 fn write_file(path: &Path, text: &str, private: bool) -> Result<(), CertError> {
     let io_err = |source| CertError::Io {
         path: path.display().to_string(),
         source,
     };
-    fs::write(path, text).map_err(io_err)?;
+    if !private {
+        return fs::write(path, text).map_err(io_err);
+    }
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
     #[cfg(unix)]
-    if private {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let file = options.open(path).map_err(io_err)?;
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(io_err)?;
+        write_all(file, text).map_err(io_err)
     }
     #[cfg(not(unix))]
-    let _ = private;
-    Ok(())
+    write_all(options.open(path).map_err(io_err)?, text).map_err(io_err)
+}
+
+fn write_all(mut file: fs::File, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    file.set_len(0)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
 }
 
 /// The names the development certificate is valid for.
@@ -224,4 +241,35 @@ pub fn write_ca_bundle_patch(dir: &Path, ca_pem: &str) -> Result<(), CertError> 
          - op: add\n  path: /webhooks/0/clientConfig/caBundle\n  value: {bundle}\n"
     );
     write_file(&dir.join(CA_BUNDLE_PATCH), &text, false)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn private_keys_are_owner_only_whether_new_or_overwritten() {
+        let dir = tempfile::tempdir().expect("dir");
+        let new = dir.path().join("new.key");
+        write_file(&new, "secret", true).expect("write");
+        assert_eq!(mode(&new), 0o600);
+        assert_eq!(fs::read_to_string(&new).expect("read"), "secret");
+
+        let old = dir.path().join("old.key");
+        fs::write(&old, "a much longer old secret").expect("write");
+        fs::set_permissions(&old, fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_file(&old, "short", true).expect("overwrite");
+        assert_eq!(
+            mode(&old),
+            0o600,
+            "an existing world-readable key is restricted"
+        );
+        assert_eq!(fs::read_to_string(&old).expect("read"), "short");
+    }
 }
