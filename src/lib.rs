@@ -19,6 +19,7 @@ pub mod check;
 pub mod cli;
 pub mod lenient;
 pub mod logsink;
+pub mod logtext;
 pub mod policy;
 pub mod rollout;
 pub mod server;

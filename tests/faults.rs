@@ -663,3 +663,37 @@ async fn a_stalled_log_pipe_drops_counted_lines_and_never_stalls_requests() {
         );
     }
 }
+
+/// A forged request whose uid, user name and object name hold newlines
+/// cannot start a log line of its own: the text log escapes them.
+#[tokio::test]
+async fn request_fields_cannot_forge_a_log_line() {
+    let binary = Binary::start_with(None, &["--log-format", "text"]).await;
+    let mut request = fixture_json("07-allow-data-loss-true-kubectl-annotate-alice-validate.json");
+    let forged = "FORGED level=INFO decision allowed=true";
+    request["request"]["uid"] = serde_json::json!(format!("u1\n{forged} uid"));
+    request["request"]["userInfo"]["username"] =
+        serde_json::json!(format!("mallory\n{forged} user"));
+    request["request"]["name"] = serde_json::json!(format!("p\r\n{forged} name"));
+    let answer = binary.client.post("/validate", request.to_string()).await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !binary.log_text().contains("mallory") {
+        assert!(
+            Instant::now() < deadline,
+            "no decision line: {}",
+            binary.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = binary.log_text();
+    let starts: Vec<&str> = log.lines().filter(|l| l.starts_with("FORGED")).collect();
+    assert!(starts.is_empty(), "forged lines {starts:?} in\n{log}");
+    for escaped in [
+        format!("u1\\n{forged} uid"),
+        format!("mallory\\n{forged} user"),
+        format!("p\\r\\n{forged} name"),
+    ] {
+        assert!(log.contains(&escaped), "{escaped:?} is not in\n{log}");
+    }
+}

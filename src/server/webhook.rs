@@ -16,6 +16,7 @@ use super::Shared;
 use super::budget::admit;
 use super::metrics::{RequestLabels, WebhookLabels};
 use crate::admission::{self, AdmissionRequest, Judge, Outcome, Webhook};
+use crate::logtext::{Escaped, EscapedObject};
 
 /// The largest request body accepted (larger ones get 413).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -108,7 +109,7 @@ async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u
     let judge = Judge::now(&shared.authorizer, budget);
     match admission::answer(webhook, &policy, body, judge).await {
         Err(e) => {
-            tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
+            tracing::info!(webhook = webhook.as_str(), error = %Escaped(&e.to_string()), "bad request");
             text(StatusCode::BAD_REQUEST, &e.to_string())
         }
         Ok((request, outcome)) => {
@@ -135,14 +136,14 @@ async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u
 fn log_decision(request: &AdmissionRequest, outcome: &Outcome, started: Instant) {
     let decision = &outcome.decision;
     if let Some(trace) = outcome.rbac {
-        tracing::debug!(uid = %request.uid, result = trace.result, cached = trace.cached, duration = ?trace.duration, "RBAC check");
+        tracing::debug!(uid = %Escaped(&request.uid), result = trace.result, cached = trace.cached, duration = ?trace.duration, "RBAC check");
     }
     tracing::info!(
         webhook = outcome.webhook.as_str(),
-        uid = %request.uid,
+        uid = %Escaped(&request.uid),
         operation = request.operation.as_str(),
-        object = %format_args!("{}/{}", request.namespace, request.name),
-        user = request.user.username(),
+        object = %EscapedObject(&request.namespace, &request.name),
+        user = %Escaped(request.user.username()),
         dry_run = request.dry_run,
         judged = outcome.judged,
         allowed = outcome.allowed(),
