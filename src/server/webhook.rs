@@ -143,7 +143,7 @@ fn log_decision(request: &AdmissionRequest, outcome: &Outcome, started: Instant)
         uid = %Escaped(&request.uid),
         operation = request.operation.as_str(),
         object = %EscapedObject(&request.namespace, &request.name),
-        user = %Escaped(request.user.username()),
+        user = request.user.username(),
         dry_run = request.dry_run,
         judged = outcome.judged,
         allowed = outcome.allowed(),
