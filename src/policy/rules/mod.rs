@@ -131,6 +131,3 @@ pub fn mutate(policy: &Policy, review: &Review<'_>) -> Decision {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod lifecycle_tests;
