@@ -170,9 +170,12 @@ fn warn_mode_table() {
     assert!(would_deny >= 10, "the table exercises warn mode");
 }
 
+/// A table's name and its cases.
+type NamedTable = (&'static str, fn() -> Vec<Case>);
+
 /// Every `/validate` case of every table, its name prefixed with its table's.
 fn all_validate_cases() -> Vec<Case> {
-    let tables: [(&str, fn() -> Vec<Case>); 8] = [
+    let tables: [NamedTable; 8] = [
         ("timeouts", timeout_cases),
         ("namespaces", namespace_cases),
         ("annotation", annotation_cases),
