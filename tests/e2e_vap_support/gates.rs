@@ -3,19 +3,25 @@
 
 use serde_json::{Value, json};
 
-use super::cases::{Case, condition, create, doc, not_pausing, pausing, ppnd, update};
+use test_builders::pipeline_rollout;
+use test_builders::status::{
+    PAUSING_CONDITION, condition_status, not_pausing_statuses, pause_and_drain_status,
+    pausing_statuses,
+};
+
+use super::cases::{Case, create, update};
 use super::tables::FORCERS;
 use crate::envtest::User;
 
 /// Rules 6, 7 and 11 under the built-in policy.
 pub fn force_cases() -> Vec<Case> {
-    let base = || doc().t(json!(600));
+    let base = || pipeline_rollout().with_timeout(json!(600));
     let with = |a: Option<&str>| match a {
-        Some(a) => base().a(a),
+        Some(a) => base().with_allow_data_loss(a),
         None => base(),
     };
     let mut cases = Vec::new();
-    for (pname, status) in pausing() {
+    for (pname, status) in pausing_statuses() {
         for old_a in [Some("false"), Some("True"), None] {
             for user in FORCERS {
                 let name = format!("A {old_a:?} -> \"true\", {pname}");
@@ -30,12 +36,12 @@ pub fn force_cases() -> Vec<Case> {
             update(
                 &format!("A \"true\" kept, {pname}"),
                 with(Some("true")),
-                with(Some("true")).edited(),
+                with(Some("true")).with_unrelated_edit(),
             )
             .status(status.clone()),
         );
     }
-    for (pname, status) in not_pausing() {
+    for (pname, status) in not_pausing_statuses() {
         for user in FORCERS {
             let mut case = update(
                 &format!("A \"false\" -> \"true\", {pname}"),
@@ -51,7 +57,7 @@ pub fn force_cases() -> Vec<Case> {
         let mut kept = update(
             &format!("A \"true\" kept, {pname} (rule 11)"),
             with(Some("true")),
-            with(Some("true")).edited(),
+            with(Some("true")).with_unrelated_edit(),
         );
         if let Some(status) = &status {
             kept = kept.status(status.clone());
@@ -67,7 +73,7 @@ pub fn force_cases() -> Vec<Case> {
         update(
             "pausing only in the new object's status",
             with(Some("false")),
-            with(Some("true")).at(&["status"], ppnd()),
+            with(Some("true")).with_status(pause_and_drain_status(None)),
         )
         .by(User::ArgocdServer),
     );
@@ -77,7 +83,7 @@ pub fn force_cases() -> Vec<Case> {
             with(Some("true")),
             with(Some("false")),
         )
-        .status(ppnd()),
+        .status(pause_and_drain_status(None)),
     );
     cases.push(update(
         "A \"true\" -> \"false\", idle",
@@ -92,7 +98,7 @@ pub fn force_cases() -> Vec<Case> {
     cases.push(update(
         "A \"false\" kept, idle",
         with(Some("false")),
-        with(Some("false")).edited(),
+        with(Some("false")).with_unrelated_edit(),
     ));
     cases.push(
         update(
@@ -100,7 +106,7 @@ pub fn force_cases() -> Vec<Case> {
             with(Some("false")),
             with(Some("true")),
         )
-        .status(ppnd())
+        .status(pause_and_drain_status(None))
         .terminating(),
     );
     cases.push(
@@ -113,7 +119,7 @@ pub fn force_cases() -> Vec<Case> {
     );
     // Rule 7.
     let fp = |v: Option<Value>| match v {
-        Some(v) => base().fp(v),
+        Some(v) => base().with_force_promote(v),
         None => base(),
     };
     let on = || Some(json!(true));
@@ -134,14 +140,14 @@ pub fn force_cases() -> Vec<Case> {
                 fp(Some(json!(false))),
                 fp(on()),
             )
-            .status(condition("PipelinePausingOrPaused", "False", "Unpaused"))
+            .status(condition_status(PAUSING_CONDITION, "False", "Unpaused"))
             .by(user),
         );
     }
     cases.push(update(
         "forcePromote true kept",
         fp(on()),
-        fp(on()).edited(),
+        fp(on()).with_unrelated_edit(),
     ));
     cases.push(update(
         "forcePromote true -> false",
@@ -154,13 +160,19 @@ pub fn force_cases() -> Vec<Case> {
         cases.push(
             update(
                 "A \"true\" and forcePromote while pausing",
-                fp(None).a("false"),
-                fp(on()).a("true"),
+                fp(None).with_allow_data_loss("false"),
+                fp(on()).with_allow_data_loss("true"),
             )
-            .status(ppnd())
+            .status(pause_and_drain_status(None))
             .by(user),
         );
     }
-    cases.push(create("A \"true\" and forcePromote", fp(on()).a("true")).by(User::ArgocdServer));
+    cases.push(
+        create(
+            "A \"true\" and forcePromote",
+            fp(on()).with_allow_data_loss("true"),
+        )
+        .by(User::ArgocdServer),
+    );
     cases
 }
