@@ -5,7 +5,7 @@ use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
 use serde_json::Value;
 
 use super::decision::{Decision, EventReason, ForceEvent};
-use super::review::{Operation, Review};
+use super::rollout_write::{Operation, RolloutWrite};
 use super::violation::cut;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::Policy;
@@ -20,14 +20,14 @@ pub const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss wa
 /// one drain as usual. Never on CREATE, never when this request turns the
 /// annotation on, never while a pause is in progress; a re-invocation sees
 /// "false" and does nothing.
-pub fn reset_stale_force(policy: &Policy, review: &Review<'_>, decision: &mut Decision) {
-    let Some(old) = review.old() else {
+pub fn reset_stale_force(policy: &Policy, write: &RolloutWrite<'_>, decision: &mut Decision) {
+    let Some(old) = write.old() else {
         return;
     };
     let stale = policy.force_reapply.one_shot
-        && review.operation == Operation::Update
+        && write.operation == Operation::Update
         && old.forces_reapply()
-        && review.object.forces_reapply()
+        && write.object.forces_reapply()
         && old.pause_is_over();
     if !stale {
         return;
@@ -45,7 +45,7 @@ pub fn reset_stale_force(policy: &Policy, review: &Review<'_>, decision: &mut De
         "force-reapply-reset".to_owned(),
         format!(
             "reset to \"false\" by /mutate on an update by user \"{}\": the pause it was set for is over",
-            review.user.username()
+            write.user.username()
         ),
     );
     decision.events.push(ForceEvent {
@@ -53,7 +53,7 @@ pub fn reset_stale_force(policy: &Policy, review: &Review<'_>, decision: &mut De
         note: cut(
             &format!(
                 "allow-data-loss reset to \"false\" by the mutating webhook on an update by user \"{}\": the forced re-apply is over, so this change drains as usual",
-                review.user.username()
+                write.user.username()
             ),
             1000,
         ),
@@ -63,15 +63,15 @@ pub fn reset_stale_force(policy: &Policy, review: &Review<'_>, decision: &mut De
 /// Fills in a missing drain timeout: a JSON Patch operation that adds the
 /// namespace's default, creating the objects on the way. A present timeout
 /// (even an invalid one) is never changed.
-pub fn default_timeout(policy: &Policy, review: &Review<'_>, decision: &mut Decision) {
-    match review.object.timeout() {
+pub fn default_timeout(policy: &Policy, write: &RolloutWrite<'_>, decision: &mut Decision) {
+    match write.object.timeout() {
         TimeoutSlot::Set(_) => {}
         TimeoutSlot::Blocked { path, found } => decision.warnings.push(format!(
             "no default drain timeout set: {path} is {found}, not an object"
         )),
         TimeoutSlot::Unset { depth } => {
             let dt = &policy.drain_timeout;
-            let default = dt.scope(review.namespace).rules.default;
+            let default = dt.scope(write.namespace).rules.default;
             let seconds = dt.default_seconds(default);
             let mut value = Value::from(seconds);
             for key in TIMEOUT_PATH[depth + 1..].iter().rev() {

@@ -11,7 +11,7 @@ use super::fixtures::{NOW, alice, built_in, overrides, parse, policy};
 use super::runner::{Mismatches, Named, run_table};
 use super::validate_case::{check_warnings_short, create, run};
 use crate::policy::Policy;
-use crate::policy::rules::{Decision, Operation, Review, mutate};
+use crate::policy::rules::{Decision, Operation, RolloutWrite, mutate};
 
 /// One `/mutate` case.
 pub(super) struct MutateCase {
@@ -36,7 +36,7 @@ impl Named for MutateCase {
 pub(super) fn run_mutate(case: &MutateCase) -> Decision {
     let object = parse(&case.object);
     let user = alice();
-    let review = Review {
+    let write = RolloutWrite {
         operation: case.op,
         namespace: case.ns,
         user: &user,
@@ -47,7 +47,7 @@ pub(super) fn run_mutate(case: &MutateCase) -> Decision {
         },
         now: NOW,
     };
-    mutate(&case.policy, &review)
+    mutate(&case.policy, &write)
 }
 
 /// A scope for the mutate table: label, policy, namespace, expected default.

@@ -10,7 +10,7 @@ use test_builders::status::{
 use super::fixtures::{NOW, alice, argocd_server, parse, pipeline_rollout, policy};
 use super::runner::{Mismatches, Named, run_table};
 use crate::policy::rules::{
-    Decision, EventReason, Operation, Review, defaulting, mutate, validate,
+    Decision, EventReason, Operation, RolloutWrite, defaulting, mutate, validate,
 };
 use crate::policy::{Permission, Policy, UserInfo};
 
@@ -37,7 +37,7 @@ fn validate_case(
 ) -> Decision {
     let object = parse(new);
     let old = old.map(parse);
-    let review = Review {
+    let write = RolloutWrite {
         operation: if old.is_some() {
             Operation::Update
         } else {
@@ -49,7 +49,7 @@ fn validate_case(
         old_object: old.as_ref(),
         now: NOW,
     };
-    validate(policy, review).finish_by_static_lists()
+    validate(policy, write).finish_by_static_lists()
 }
 
 /// Runs `/mutate` on an UPDATE from `old` to `new` (or a CREATE of `new`)
@@ -58,7 +58,7 @@ fn mutate_case(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
     let object = parse(new);
     let old = old.map(parse);
     let user = argocd_server();
-    let review = Review {
+    let write = RolloutWrite {
         operation: if old.is_some() {
             Operation::Update
         } else {
@@ -70,7 +70,7 @@ fn mutate_case(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
         old_object: old.as_ref(),
         now: NOW,
     };
-    mutate(policy, &review)
+    mutate(policy, &write)
 }
 
 /// A forced re-apply by Argo CD while pausing, judged against a minimum
@@ -474,7 +474,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     let object = parse(&new);
     let stored = parse(&old);
     let user = alice();
-    let review = Review {
+    let write = RolloutWrite {
         operation: Operation::Update,
         namespace: "default",
         user: &user,
@@ -482,7 +482,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
         old_object: Some(&stored),
         now: NOW,
     };
-    let validation = validate(&p, review);
+    let validation = validate(&p, write);
     assert_eq!(validation.settled_permission(), Some(Permission::NotAsked));
     let d = validation.finish(&Permission::NotAsked);
     let message = d.denial_message().unwrap_or_default();

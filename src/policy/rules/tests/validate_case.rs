@@ -6,7 +6,7 @@ use test_builders::PipelineRolloutDoc;
 
 use super::fixtures::{NOW, alice, built_in, parse};
 use super::runner::{Mismatches, Named};
-use crate::policy::rules::{Decision, Operation, Review, Violation, validate};
+use crate::policy::rules::{Decision, Operation, RolloutWrite, Violation, validate};
 use crate::policy::{Policy, UserInfo};
 
 /// The kinds of violation, so that a table can name the denials it expects.
@@ -149,7 +149,7 @@ impl Case {
 pub(super) fn run(case: &Case) -> Decision {
     let object = parse(&case.object);
     let old = case.old.as_ref().map(parse);
-    let review = Review {
+    let write = RolloutWrite {
         operation: case.op,
         namespace: case.ns,
         user: &case.user,
@@ -157,7 +157,7 @@ pub(super) fn run(case: &Case) -> Decision {
         old_object: old.as_ref(),
         now: NOW,
     };
-    validate(&case.policy, review).finish_by_static_lists()
+    validate(&case.policy, write).finish_by_static_lists()
 }
 
 /// Records each warning longer than kubectl's line of 120 characters.
