@@ -2,13 +2,13 @@
 //! force a re-apply or a promotion and when, and a force left on.
 
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use super::decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 use super::rollout_write::{Operation, RolloutWrite};
 use super::violation::{NotPausing, PauseAgeProblem, Violation, cut, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{Mode, Policy};
+use crate::policy::timestamp::format_rfc3339_utc;
 use crate::policy::user::Permission;
 use crate::rollout::PauseStart;
 
@@ -94,7 +94,7 @@ fn pause_age_problem(
             Some(PauseAgeProblem::TooYoung {
                 age: *age,
                 min,
-                allowed_from: rfc3339_utc(from),
+                allowed_from: format_rfc3339_utc(from),
             })
         }
         Err(detail) => Some(PauseAgeProblem::StartUnreadable {
@@ -102,13 +102,6 @@ fn pause_age_problem(
             min,
         }),
     }
-}
-
-/// A time in RFC 3339, UTC, whole seconds.
-fn rfc3339_utc(at: OffsetDateTime) -> String {
-    let at = at.to_offset(time::UtcOffset::UTC);
-    let at = at.replace_nanosecond(0).unwrap_or(at);
-    at.format(&Rfc3339).unwrap_or_else(|_| at.to_string())
 }
 
 impl ForceGates {
