@@ -1,15 +1,18 @@
-//! The admission rules, as pure functions of the policy and the request.
+//! The admission rules, as pure functions of the policy and the write they
+//! judge ([`RolloutWrite`]).
 //!
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
-//! (rules 5 to 7 and 11), [`defaulting`] (`/mutate`). [`validate`] combines
-//! them and applies ratcheting (rule 8) and warn mode (rule 10) in one
-//! place; [`mutate`] builds the patch. Both end in a [`Decision`], which the
-//! admission layer turns into the wire answer.
+//! (rules 5 to 7 and 11); for `/mutate`, [`defaulting`] (the missing
+//! timeout) and [`stale_force_reset`] (the one-shot force). [`validate`]
+//! combines the findings and applies ratcheting (rule 8) and warn mode
+//! (rule 10) in one place; [`mutate`] builds the patch. Both end in a
+//! [`Decision`], which the admission layer turns into the wire answer.
 
 pub mod decision;
 pub mod defaulting;
 pub mod force;
 pub mod rollout_write;
+pub mod stale_force_reset;
 pub mod timeout;
 pub mod violation;
 
@@ -123,7 +126,7 @@ impl Validation<'_> {
 pub fn mutate(policy: &Policy, write: &RolloutWrite<'_>) -> Decision {
     let mut decision = Decision::default();
     defaulting::default_timeout(policy, write, &mut decision);
-    defaulting::reset_stale_force(policy, write, &mut decision);
+    stale_force_reset::reset_stale_force(policy, write, &mut decision);
     decision
 }
 

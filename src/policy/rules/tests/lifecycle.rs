@@ -10,7 +10,7 @@ use test_builders::status::{
 use super::fixtures::{NOW, alice, argocd_server, parse, pipeline_rollout, policy};
 use super::runner::{Mismatches, Named, run_table};
 use crate::policy::rules::{
-    Decision, EventReason, Operation, RolloutWrite, defaulting, mutate, validate,
+    Decision, EventReason, Operation, RolloutWrite, mutate, stale_force_reset, validate,
 };
 use crate::policy::{Permission, Policy, UserInfo};
 
@@ -418,11 +418,12 @@ fn check_reset(case: &ResetCase, m: &mut Mismatches) {
     m.equal(
         "warnings",
         d.warnings.as_slice(),
-        &[defaulting::RESET_WARNING.to_owned()],
+        &[stale_force_reset::RESET_WARNING.to_owned()],
     );
-    m.check(defaulting::RESET_WARNING.chars().count() < 120, || {
-        "the reset warning is too long".to_owned()
-    });
+    m.check(
+        stale_force_reset::RESET_WARNING.chars().count() < 120,
+        || "the reset warning is too long".to_owned(),
+    );
     let audit = d.audit.get("force-reapply-reset");
     m.check(audit.is_some_and(|a| a.contains("argocd-server")), || {
         format!("audit {audit:?}")
