@@ -3,7 +3,7 @@
 //! documents (the shared builders' JSON, as a [`PipelineRollout`]).
 
 use serde_json::Value;
-use test_builders::{rollout, users};
+use test_builders::{PipelineRolloutDoc, rollout, users};
 use time::OffsetDateTime;
 use time::macros::datetime;
 
@@ -77,6 +77,22 @@ pub(super) fn forcers() -> Vec<(&'static str, UserInfo, bool)> {
         ("system:masters", admin(), true),
         ("alice", alice(), false),
     ]
+}
+
+/// A PipelineRollout with a valid timeout (600 s), the allow-data-loss
+/// annotation (if given) and the status (if given).
+pub(super) fn rollout_with(
+    allow_data_loss: Option<&str>,
+    status: Option<Value>,
+) -> PipelineRolloutDoc {
+    let mut doc = pipeline_rollout().with_timeout(600);
+    if let Some(value) = allow_data_loss {
+        doc = doc.with_allow_data_loss(value);
+    }
+    if let Some(status) = status {
+        doc = doc.with_status(status);
+    }
+    doc
 }
 
 /// A document as the rules read it.

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use test_builders::PipelineRolloutDoc;
 use test_builders::status::{not_pausing_statuses, pause_and_drain_status, pausing_statuses};
 
-use super::fixtures::{argocd_server, forcers, pipeline_rollout, policy};
+use super::fixtures::{argocd_server, forcers, pipeline_rollout, policy, rollout_with};
 use super::validate_case::{Case, ViolationKind, check_table, create, update};
 
 // Rule 5: the annotation's value.
@@ -83,17 +83,6 @@ fn annotation_value_table() {
 
 pub(super) fn reapply_cases() -> Vec<Case> {
     use ViolationKind::*;
-    let base = || pipeline_rollout().with_timeout(json!(600));
-    let with = |a: Option<&str>, status: Option<Value>| {
-        let mut d = base();
-        if let Some(a) = a {
-            d = d.with_allow_data_loss(json!(a));
-        }
-        if let Some(s) = status {
-            d = d.with_status(s);
-        }
-        d
-    };
     // A status the API server's schema would refuse: not pausing either.
     let mut not_pausing = not_pausing_statuses();
     not_pausing.push(("status a string", Some(json!("weird"))));
@@ -108,8 +97,8 @@ pub(super) fn reapply_cases() -> Vec<Case> {
                 let name = format!("UPDATE A {old_a:?} -> \"true\", {pname}, {uname}");
                 let case = update(
                     &name,
-                    with(old_a, Some(status.clone())),
-                    with(Some("true"), Some(status.clone())),
+                    rollout_with(old_a, Some(status.clone())),
+                    rollout_with(Some("true"), Some(status.clone())),
                 )
                 .user(user.clone());
                 cases.push(if *granted {
@@ -133,8 +122,8 @@ pub(super) fn reapply_cases() -> Vec<Case> {
             let name = format!("UPDATE A \"false\" -> \"true\", {pname}, {uname}");
             let mut case = update(
                 &name,
-                with(Some("false"), status.clone()),
-                with(Some("true"), status.clone()),
+                rollout_with(Some("false"), status.clone()),
+                rollout_with(Some("true"), status.clone()),
             )
             .user(user.clone())
             .deny(&[Reapply])
@@ -155,7 +144,7 @@ pub(super) fn reapply_cases() -> Vec<Case> {
     for (uname, user, granted) in &users {
         let case = create(
             &format!("CREATE A \"true\", {uname}"),
-            with(Some("true"), None),
+            rollout_with(Some("true"), None),
         )
         .user(user.clone())
         .deny(&[Reapply])
@@ -171,8 +160,8 @@ pub(super) fn reapply_cases() -> Vec<Case> {
     cases.push(
         update(
             "pausing only in the new object's status",
-            with(Some("false"), None),
-            with(Some("true"), Some(pause_and_drain_status(None))),
+            rollout_with(Some("false"), None),
+            rollout_with(Some("true"), Some(pause_and_drain_status(None))),
         )
         .user(argocd_server())
         .deny(&[Reapply])
@@ -181,8 +170,8 @@ pub(super) fn reapply_cases() -> Vec<Case> {
     cases.push(
         update(
             "pausing only in the old object's status",
-            with(Some("false"), Some(pause_and_drain_status(None))),
-            with(Some("true"), None),
+            rollout_with(Some("false"), Some(pause_and_drain_status(None))),
+            rollout_with(Some("true"), None),
         )
         .user(argocd_server())
         .audit("force-reapply", "allowed"),
@@ -192,11 +181,11 @@ pub(super) fn reapply_cases() -> Vec<Case> {
     for (uname, user, granted) in &users {
         let name = |label: &str| format!("requirePausing false, {label}, {uname}");
         for case in [
-            create(&name("CREATE"), with(Some("true"), None)),
+            create(&name("CREATE"), rollout_with(Some("true"), None)),
             update(
                 &name("UPDATE idle"),
-                with(Some("false"), None),
-                with(Some("true"), None),
+                rollout_with(Some("false"), None),
+                rollout_with(Some("true"), None),
             ),
         ] {
             let case = case.policy(no_pause()).user(user.clone());
@@ -213,8 +202,8 @@ pub(super) fn reapply_cases() -> Vec<Case> {
     for (pname, status) in &pausing {
         cases.push(update(
             &format!("A \"true\" kept, {pname}, alice"),
-            with(Some("true"), Some(status.clone())),
-            with(Some("true"), Some(status.clone())).with_unrelated_edit(),
+            rollout_with(Some("true"), Some(status.clone())),
+            rollout_with(Some("true"), Some(status.clone())).with_unrelated_edit(),
         ));
     }
     for (pname, status) in &not_pausing {
@@ -222,8 +211,8 @@ pub(super) fn reapply_cases() -> Vec<Case> {
         cases.push(
             update(
                 &format!("A \"true\" kept, {pname}, alice (rule 11)"),
-                with(Some("true"), status.clone()),
-                with(Some("true"), status.clone()).with_unrelated_edit(),
+                rollout_with(Some("true"), status.clone()),
+                rollout_with(Some("true"), status.clone()).with_unrelated_edit(),
             )
             .warn(&["set it to \"false\""]),
         );
@@ -231,42 +220,42 @@ pub(super) fn reapply_cases() -> Vec<Case> {
     cases.push(
         update(
             "A \"true\" kept, nothing pausing, argocd (rule 11)",
-            with(Some("true"), None),
-            with(Some("true"), None).with_unrelated_edit(),
+            rollout_with(Some("true"), None),
+            rollout_with(Some("true"), None).with_unrelated_edit(),
         )
         .user(argocd_server())
         .warn(&["without draining"]),
     );
     cases.push(update(
         "A \"true\" -> \"false\", pausing, alice",
-        with(Some("true"), Some(pause_and_drain_status(None))),
-        with(Some("false"), Some(pause_and_drain_status(None))),
+        rollout_with(Some("true"), Some(pause_and_drain_status(None))),
+        rollout_with(Some("false"), Some(pause_and_drain_status(None))),
     ));
     cases.push(update(
         "A \"true\" -> \"false\", idle, alice",
-        with(Some("true"), None),
-        with(Some("false"), None),
+        rollout_with(Some("true"), None),
+        rollout_with(Some("false"), None),
     ));
     cases.push(update(
         "A \"true\" -> removed, idle, alice",
-        with(Some("true"), None),
-        with(None, None),
+        rollout_with(Some("true"), None),
+        rollout_with(None, None),
     ));
     cases.push(update(
         "A \"false\" kept, idle, alice",
-        with(Some("false"), None),
-        with(Some("false"), None).with_unrelated_edit(),
+        rollout_with(Some("false"), None),
+        rollout_with(Some("false"), None).with_unrelated_edit(),
     ));
     cases.push(create(
         "CREATE A \"false\", alice",
-        with(Some("false"), None),
+        rollout_with(Some("false"), None),
     ));
     // Rule 9: a terminating object is judged like any other.
     cases.push(
         update(
             "terminating, A -> \"true\", pausing, alice",
-            with(Some("false"), Some(pause_and_drain_status(None))).terminating(),
-            with(Some("true"), Some(pause_and_drain_status(None))).terminating(),
+            rollout_with(Some("false"), Some(pause_and_drain_status(None))).terminating(),
+            rollout_with(Some("true"), Some(pause_and_drain_status(None))).terminating(),
         )
         .deny(&[Reapply])
         .audit("force-reapply", "denied by rule 6"),
@@ -274,11 +263,11 @@ pub(super) fn reapply_cases() -> Vec<Case> {
     cases.push(
         update(
             "terminating, finalizer removed, A \"true\" kept, idle",
-            with(Some("true"), None).terminating().with_field(
+            rollout_with(Some("true"), None).terminating().with_field(
                 &["metadata", "finalizers"],
                 json!(["numaplane.numaproj.io/finalizer"]),
             ),
-            with(Some("true"), None).terminating(),
+            rollout_with(Some("true"), None).terminating(),
         )
         .warn(&["\"false\""]),
     );

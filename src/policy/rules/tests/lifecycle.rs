@@ -7,28 +7,20 @@ use test_builders::status::{
     PAUSING_CONDITION, condition_status, pause_and_drain_status, pausing_since,
 };
 
-use super::fixtures::{NOW, alice, argocd_server, parse, pipeline_rollout, policy};
+use super::fixtures::{NOW, alice, argocd_server, parse, pipeline_rollout, policy, rollout_with};
 use super::runner::{Mismatches, Named, run_table};
 use crate::policy::rules::{
     Decision, EventReason, Operation, RolloutWrite, mutate, stale_force_reset, validate,
 };
 use crate::policy::{Permission, Policy, UserInfo};
 
-/// A PipelineRollout with a valid timeout, the annotation allow-data-loss
-/// (if given) and the status (if given).
+/// [`rollout_with`]'s document, as JSON.
 fn rollout(allow_data_loss: Option<&str>, status: Option<Value>) -> Value {
-    let mut doc = pipeline_rollout().with_timeout(600);
-    if let Some(value) = allow_data_loss {
-        doc = doc.with_allow_data_loss(value);
-    }
-    if let Some(status) = status {
-        doc = doc.with_status(status);
-    }
-    doc.into_json()
+    rollout_with(allow_data_loss, status).into_json()
 }
 
 /// Runs `/validate` on an UPDATE from `old` to `new` (or a CREATE of `new`).
-fn validate_case(
+fn validated(
     policy: &Policy,
     ns: &str,
     user: &UserInfo,
@@ -54,7 +46,7 @@ fn validate_case(
 
 /// Runs `/mutate` on an UPDATE from `old` to `new` (or a CREATE of `new`)
 /// by Argo CD's API server.
-fn mutate_case(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
+fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
     let object = parse(new);
     let old = old.map(parse);
     let user = argocd_server();
@@ -233,7 +225,7 @@ fn min_pause_age_table() {
         let policy = policy(case.policy);
         let old = rollout(Some("false"), Some(case.status.clone()));
         let new = rollout(Some("true"), Some(case.status.clone()));
-        let d = validate_case(&policy, case.ns, &(case.user)(), Some(&old), &new);
+        let d = validated(&policy, case.ns, &(case.user)(), Some(&old), &new);
         let message = d.denial_message().unwrap_or_default();
         m.check(d.allowed() == case.denied_with.is_empty(), || {
             format!("allowed={} {message}", d.allowed())
@@ -266,7 +258,7 @@ fn min_pause_age_table() {
 fn a_refused_create_asks_for_no_event_and_an_allowed_promotion_does() {
     let p = policy(MIN_10M);
     let created = rollout(Some("true"), None);
-    let d = validate_case(&p, "default", &alice(), None, &created);
+    let d = validated(&p, "default", &alice(), None, &created);
     assert!(!d.allowed());
     assert!(
         d.events.is_empty(),
@@ -279,7 +271,7 @@ fn a_refused_create_asks_for_no_event_and_an_allowed_promotion_does() {
         .with_timeout(600)
         .with_force_promote(true)
         .into_json();
-    let d = validate_case(&p, "default", &argocd_server(), Some(&old), &promoted);
+    let d = validated(&p, "default", &argocd_server(), Some(&old), &promoted);
     assert!(d.allowed(), "{:?}", d.denial_message());
     let reasons: Vec<EventReason> = d.events.iter().map(|e| e.reason).collect();
     assert_eq!(reasons, [EventReason::ForcePromoteAllowed]);
@@ -385,7 +377,7 @@ fn one_shot_reset_table() {
 /// Checks one reset case.
 fn check_reset(case: &ResetCase, m: &mut Mismatches) {
     let policy = policy(case.policy);
-    let d = mutate_case(&policy, case.old.as_ref(), &case.new);
+    let d = mutated(&policy, case.old.as_ref(), &case.new);
     m.check(d.reset_force == case.reset, || {
         format!("reset_force {}, want {}: {d:?}", d.reset_force, case.reset)
     });
@@ -429,12 +421,12 @@ fn check_reset(case: &ResetCase, m: &mut Mismatches) {
         format!("audit {audit:?}")
     });
     // Re-invoked on the patched object, /mutate does nothing more.
-    let again = mutate_case(&policy, case.old.as_ref(), &patched);
+    let again = mutated(&policy, case.old.as_ref(), &patched);
     m.check(again.patch.is_empty() && !again.reset_force, || {
         format!("again: {again:?}")
     });
     // And /validate then sees "false": rule 11 stays quiet.
-    let v = validate_case(
+    let v = validated(
         &policy,
         "default",
         &argocd_server(),
@@ -453,7 +445,7 @@ fn a_reset_and_a_default_make_one_patch_of_two_operations() {
         .with_allow_data_loss("true")
         .into_json();
     let new = old.clone();
-    let d = mutate_case(&Policy::built_in(), Some(&old), &new);
+    let d = mutated(&Policy::built_in(), Some(&old), &new);
     assert_eq!(d.patch.len(), 2, "{:?}", d.patch);
     let mut patched = new;
     json_patch::patch(&mut patched, &d.patch).expect("the patch applies");
@@ -497,7 +489,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     let old = rollout(Some("false"), Some(pausing.clone()));
     let mut new = rollout(Some("true"), Some(pausing));
     new["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"] = json!(5);
-    let d = validate_case(&p, "default", &alice(), Some(&old), &new);
+    let d = validated(&p, "default", &alice(), Some(&old), &new);
     assert!(!d.allowed());
     assert!(!d.audit.contains_key("force-reapply"), "{:?}", d.audit);
     assert!(d.events.is_empty(), "{:?}", d.events);
