@@ -53,6 +53,8 @@ pub(super) fn run_mutate(case: &MutateCase) -> Decision {
 /// A scope for the mutate table: label, policy, namespace, expected default.
 type MutateScope = (&'static str, fn() -> Policy, &'static str, u64);
 
+/// Every way T can be missing, in every scope; present values of every
+/// type; and the shapes too malformed to patch.
 pub(super) fn mutate_cases() -> Vec<MutateCase> {
     let meta = || json!({"name": "p", "namespace": "ns", "labels": {"team": "a"}});
     let pipeline_spec = || {

@@ -9,9 +9,7 @@ use test_builders::status::{not_pausing_statuses, pause_and_drain_status, pausin
 use super::fixtures::{argocd_server, forcers, pipeline_rollout, policy, rollout_with};
 use super::validate_case::{Case, ViolationKind, check_table, create, update};
 
-// Rule 5: the annotation's value.
-// ---------------------------------------------------------------------------
-
+/// Rule 5: allow-data-loss must be exactly "true" or "false".
 pub(super) fn annotation_cases() -> Vec<Case> {
     use ViolationKind::*;
     let annotated = |v: Value| {
@@ -76,11 +74,8 @@ fn annotation_value_table() {
     check_table("annotation value", &annotation_cases());
 }
 
-// ---------------------------------------------------------------------------
-// Rule 6: the forced re-apply; rule 11: the annotation left at "true";
-// rule 9: terminating objects are judged.
-// ---------------------------------------------------------------------------
-
+/// Rule 6: who may set allow-data-loss to "true" and when; rule 11: the
+/// annotation left at "true"; rule 9: terminating objects are judged.
 pub(super) fn reapply_cases() -> Vec<Case> {
     use ViolationKind::*;
     // A status the API server's schema would refuse: not pausing either.

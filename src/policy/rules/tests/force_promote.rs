@@ -7,6 +7,7 @@ use super::fixtures::{argocd_server, forcers, pipeline_rollout, policy};
 use super::validate_case::{Case, ViolationKind, check_table, create, update};
 use crate::rollout::FORCE_PROMOTE_FIELD;
 
+/// Rule 7: who may turn on forcePromote (no pause needed).
 pub(super) fn promote_cases() -> Vec<Case> {
     use ViolationKind::*;
     let promote = |v: Option<Value>| match v {

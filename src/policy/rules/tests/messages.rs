@@ -7,6 +7,7 @@ use super::fixtures::{overrides, pipeline_rollout};
 use super::validate_case::{Case, ViolationKind, check_table, create};
 use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, SCALE_FACTOR_FIELD, TIMEOUT_FIELD};
 
+/// One case per violation, checking its message.
 pub(super) fn message_cases() -> Vec<Case> {
     use ViolationKind::*;
     let timeout = |v: Value| pipeline_rollout().with_timeout(v);

@@ -7,6 +7,7 @@ use test_builders::status::pause_and_drain_status;
 use super::fixtures::{overrides, pipeline_rollout};
 use super::validate_case::{Case, ViolationKind, check_table, create, update};
 
+/// Rule 8 for rules 2 to 5, and rules 6 and 7, which do not ratchet.
 pub(super) fn ratchet_cases() -> Vec<Case> {
     use ViolationKind::*;
     let timeout = |v: Value| pipeline_rollout().with_timeout(v);

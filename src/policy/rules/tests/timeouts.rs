@@ -7,6 +7,8 @@ use test_builders::PipelineRolloutDoc;
 use super::fixtures::{overrides, pipeline_rollout, policy};
 use super::validate_case::{Case, ViolationKind, check_table, create, update};
 
+/// Rules 1 to 4 under the built-in policy (and a few others): T absent,
+/// not an integer, out of bounds, overflowing with S; S out of range.
 pub(super) fn timeout_cases() -> Vec<Case> {
     use ViolationKind::*;
     let timeout = |v: Value| pipeline_rollout().with_timeout(v);
@@ -264,10 +266,8 @@ fn drain_timeout_and_scale_factor_table() {
     check_table("drain timeout and scale factor", &timeout_cases());
 }
 
-// ---------------------------------------------------------------------------
-// Namespace overrides.
-// ---------------------------------------------------------------------------
-
+/// The namespace overrides of [`overrides`]: the first match wins, and
+/// what an override leaves out comes from the top level.
 pub(super) fn namespace_cases() -> Vec<Case> {
     use ViolationKind::*;
     let timeout = |v: Value| pipeline_rollout().with_timeout(v);

@@ -15,6 +15,7 @@ use super::timeouts::{namespace_cases, timeout_cases};
 use super::validate_case::{Case, check, check_warnings_short, create, run, update};
 use crate::policy::Mode;
 
+/// Rule 10: the tables' violations in warn mode.
 pub(super) fn warn_cases() -> Vec<Case> {
     let timeout = |v: Value| pipeline_rollout().with_timeout(v);
     let would = "warn mode, would deny: ";
