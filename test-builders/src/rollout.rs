@@ -127,11 +127,6 @@ impl PipelineRolloutDoc {
             .with_field(&["metadata", "finalizers"], json!([]))
     }
 
-    /// The document.
-    pub fn json(&self) -> &Value {
-        &self.0
-    }
-
     /// The document, taken out of the builder.
     pub fn into_json(self) -> Value {
         self.0

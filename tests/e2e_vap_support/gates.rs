@@ -2,7 +2,6 @@
 //! set allow-data-loss to "true" or turn on forcePromote, and when.
 
 use serde_json::{Value, json};
-
 use test_builders::pipeline_rollout;
 use test_builders::status::{
     PAUSING_CONDITION, condition_status, not_pausing_statuses, pause_and_drain_status,
@@ -16,7 +15,7 @@ use crate::envtest::User;
 /// Rules 6, 7 and 11 under the built-in policy.
 pub fn force_cases() -> Vec<Case> {
     let base = || pipeline_rollout().with_timeout(json!(600));
-    let with = |a: Option<&str>| match a {
+    let annotated = |a: Option<&str>| match a {
         Some(a) => base().with_allow_data_loss(a),
         None => base(),
     };
@@ -26,7 +25,7 @@ pub fn force_cases() -> Vec<Case> {
             for user in FORCERS {
                 let name = format!("A {old_a:?} -> \"true\", {pname}");
                 cases.push(
-                    update(&name, with(old_a), with(Some("true")))
+                    update(&name, annotated(old_a), annotated(Some("true")))
                         .status(status.clone())
                         .by(user),
                 );
@@ -35,8 +34,8 @@ pub fn force_cases() -> Vec<Case> {
         cases.push(
             update(
                 &format!("A \"true\" kept, {pname}"),
-                with(Some("true")),
-                with(Some("true")).with_unrelated_edit(),
+                annotated(Some("true")),
+                annotated(Some("true")).with_unrelated_edit(),
             )
             .status(status.clone()),
         );
@@ -45,8 +44,8 @@ pub fn force_cases() -> Vec<Case> {
         for user in FORCERS {
             let mut case = update(
                 &format!("A \"false\" -> \"true\", {pname}"),
-                with(Some("false")),
-                with(Some("true")),
+                annotated(Some("false")),
+                annotated(Some("true")),
             )
             .by(user);
             if let Some(status) = &status {
@@ -56,8 +55,8 @@ pub fn force_cases() -> Vec<Case> {
         }
         let mut kept = update(
             &format!("A \"true\" kept, {pname} (rule 11)"),
-            with(Some("true")),
-            with(Some("true")).with_unrelated_edit(),
+            annotated(Some("true")),
+            annotated(Some("true")).with_unrelated_edit(),
         );
         if let Some(status) = &status {
             kept = kept.status(status.clone());
@@ -65,46 +64,46 @@ pub fn force_cases() -> Vec<Case> {
         cases.push(kept);
     }
     for user in FORCERS {
-        cases.push(create("A \"true\"", with(Some("true"))).by(user));
+        cases.push(create("A \"true\"", annotated(Some("true"))).by(user));
     }
     // The pause is read from the stored object; a status sent with an
     // UPDATE is not even kept (the status subresource).
     cases.push(
         update(
             "pausing only in the new object's status",
-            with(Some("false")),
-            with(Some("true")).with_status(pause_and_drain_status(None)),
+            annotated(Some("false")),
+            annotated(Some("true")).with_status(pause_and_drain_status(None)),
         )
         .by(User::ArgocdServer),
     );
     cases.push(
         update(
             "A \"true\" -> \"false\", pausing",
-            with(Some("true")),
-            with(Some("false")),
+            annotated(Some("true")),
+            annotated(Some("false")),
         )
         .status(pause_and_drain_status(None)),
     );
     cases.push(update(
         "A \"true\" -> \"false\", idle",
-        with(Some("true")),
-        with(Some("false")),
+        annotated(Some("true")),
+        annotated(Some("false")),
     ));
     cases.push(update(
         "A \"true\" -> removed, idle",
-        with(Some("true")),
-        with(None),
+        annotated(Some("true")),
+        annotated(None),
     ));
     cases.push(update(
         "A \"false\" kept, idle",
-        with(Some("false")),
-        with(Some("false")).with_unrelated_edit(),
+        annotated(Some("false")),
+        annotated(Some("false")).with_unrelated_edit(),
     ));
     cases.push(
         update(
             "A -> \"true\", pausing",
-            with(Some("false")),
-            with(Some("true")),
+            annotated(Some("false")),
+            annotated(Some("true")),
         )
         .status(pause_and_drain_status(None))
         .terminating(),
@@ -112,33 +111,33 @@ pub fn force_cases() -> Vec<Case> {
     cases.push(
         update(
             "finalizer removed, A \"true\" kept, idle",
-            with(Some("true")),
-            with(Some("true")),
+            annotated(Some("true")),
+            annotated(Some("true")),
         )
         .terminating(),
     );
     // Rule 7.
-    let fp = |v: Option<Value>| match v {
+    let promote = |v: Option<Value>| match v {
         Some(v) => base().with_force_promote(v),
         None => base(),
     };
     let on = || Some(json!(true));
     for user in FORCERS {
-        cases.push(create("forcePromote true", fp(on())).by(user));
+        cases.push(create("forcePromote true", promote(on())).by(user));
         cases.push(
             update(
                 "forcePromote false -> true",
-                fp(Some(json!(false))),
-                fp(on()),
+                promote(Some(json!(false))),
+                promote(on()),
             )
             .by(user),
         );
-        cases.push(update("forcePromote absent -> true", fp(None), fp(on())).by(user));
+        cases.push(update("forcePromote absent -> true", promote(None), promote(on())).by(user));
         cases.push(
             update(
                 "forcePromote false -> true, idle status",
-                fp(Some(json!(false))),
-                fp(on()),
+                promote(Some(json!(false))),
+                promote(on()),
             )
             .status(condition_status(PAUSING_CONDITION, "False", "Unpaused"))
             .by(user),
@@ -146,22 +145,26 @@ pub fn force_cases() -> Vec<Case> {
     }
     cases.push(update(
         "forcePromote true kept",
-        fp(on()),
-        fp(on()).with_unrelated_edit(),
+        promote(on()),
+        promote(on()).with_unrelated_edit(),
     ));
     cases.push(update(
         "forcePromote true -> false",
-        fp(on()),
-        fp(Some(json!(false))),
+        promote(on()),
+        promote(Some(json!(false))),
     ));
-    cases.push(update("forcePromote true -> absent", fp(on()), fp(None)));
-    cases.push(create("forcePromote false", fp(Some(json!(false)))));
+    cases.push(update(
+        "forcePromote true -> absent",
+        promote(on()),
+        promote(None),
+    ));
+    cases.push(create("forcePromote false", promote(Some(json!(false)))));
     for user in [User::Alice, User::ArgocdServer] {
         cases.push(
             update(
                 "A \"true\" and forcePromote while pausing",
-                fp(None).with_allow_data_loss("false"),
-                fp(on()).with_allow_data_loss("true"),
+                promote(None).with_allow_data_loss("false"),
+                promote(on()).with_allow_data_loss("true"),
             )
             .status(pause_and_drain_status(None))
             .by(user),
@@ -170,7 +173,7 @@ pub fn force_cases() -> Vec<Case> {
     cases.push(
         create(
             "A \"true\" and forcePromote",
-            fp(on()).with_allow_data_loss("true"),
+            promote(on()).with_allow_data_loss("true"),
         )
         .by(User::ArgocdServer),
     );
