@@ -65,8 +65,8 @@ fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
     mutate(policy, &write)
 }
 
-/// A forced re-apply by Argo CD while pausing, judged against a minimum
-/// pause age.
+/// A forced re-apply (allow-data-loss "false" -> "true") while pausing,
+/// judged against a minimum pause age.
 struct AgeCase {
     name: &'static str,
     policy: &'static str,
