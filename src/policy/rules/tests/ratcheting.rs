@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use test_builders::status::pause_and_drain_status;
 
-use super::fixtures::{overrides, pipeline_rollout};
+use super::fixtures::{overrides, pipeline_rollout, rollout_with};
 use super::validate_case::{Case, ViolationKind, check_table, create, update};
 
 /// Rule 8 for rules 2 to 5, and rules 6 and 7, which do not ratchet.
@@ -235,8 +235,8 @@ pub(super) fn ratchet_cases() -> Vec<Case> {
         // Rules 6 and 7 do not ratchet.
         update(
             "rule 6 is not ratcheted",
-            annotated(json!("false")).with_status(pause_and_drain_status(None)),
-            annotated(json!("true")).with_status(pause_and_drain_status(None)),
+            rollout_with(Some("false"), Some(pause_and_drain_status(None))),
+            rollout_with(Some("true"), Some(pause_and_drain_status(None))),
         )
         .deny(&[Reapply])
         .audit("force-reapply", "denied"),

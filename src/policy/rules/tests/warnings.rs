@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use test_builders::status::pause_and_drain_status;
 
 use super::defaulting::{mutate_cases, run_mutate};
-use super::fixtures::{admin, argocd_server, built_in, pipeline_rollout, warn_mode};
+use super::fixtures::{admin, argocd_server, built_in, pipeline_rollout, rollout_with, warn_mode};
 use super::force::{annotation_cases, reapply_cases};
 use super::force_promote::promote_cases;
 use super::messages::message_cases;
@@ -63,23 +63,15 @@ pub(super) fn warn_cases() -> Vec<Case> {
         .audit("force-reapply", "would-deny by rule 6"),
         update(
             "warn: alice A -> \"true\" while pausing",
-            timeout(json!(600))
-                .with_allow_data_loss(json!("false"))
-                .with_status(pause_and_drain_status(None)),
-            timeout(json!(600))
-                .with_allow_data_loss(json!("true"))
-                .with_status(pause_and_drain_status(None)),
+            rollout_with(Some("false"), Some(pause_and_drain_status(None))),
+            rollout_with(Some("true"), Some(pause_and_drain_status(None))),
         )
         .warn(&[would])
         .audit("force-reapply", "would-deny"),
         update(
             "warn: argocd A -> \"true\" while pausing",
-            timeout(json!(600))
-                .with_allow_data_loss(json!("false"))
-                .with_status(pause_and_drain_status(None)),
-            timeout(json!(600))
-                .with_allow_data_loss(json!("true"))
-                .with_status(pause_and_drain_status(None)),
+            rollout_with(Some("false"), Some(pause_and_drain_status(None))),
+            rollout_with(Some("true"), Some(pause_and_drain_status(None))),
         )
         .user(argocd_server())
         .audit("force-reapply", "allowed: user"),
