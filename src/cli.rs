@@ -167,7 +167,7 @@ pub struct ReviewArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Judge as at this time (RFC 3339, e.g. 2026-12-01T10:00:00Z) instead of now, so a check of forceReapply.minPauseAge is reproducible.
-    #[arg(long, value_parser = crate::policy::duration::parse_rfc3339)]
+    #[arg(long, value_parser = crate::policy::timestamp::parse_rfc3339)]
     pub now: Option<time::OffsetDateTime>,
     /// The AdmissionReview file, or - for stdin (the default).
     #[arg(default_value = "-")]

@@ -20,7 +20,7 @@ mod envtest;
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use e2e_vap_support::cases::{Case, doc};
+use e2e_vap_support::cases::Case;
 use e2e_vap_support::{
     Api, Judged, check_scope, judge_all, prepare, prepare_scope, rollouts, tables, typecheck,
 };
@@ -29,6 +29,7 @@ use hyper::Method;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::vap;
 use serde_json::{Value, json};
+use test_builders::pipeline_rollout;
 
 /// The overrides policy (see the file for what it exercises).
 const OVERRIDES_POLICY: &str = include_str!("fixtures/policies/overrides-rbac.yaml");
@@ -267,7 +268,7 @@ async fn type_checked(api: &Api, name: &str) -> Result<(), String> {
 /// (warned about, in warn mode) by the policy `name`, or (`active` false)
 /// no longer is.
 async fn wait_for(api: &Api, name: &str, ns: &str, active: bool, warn: bool) -> Result<(), String> {
-    let mut probe = doc().t(json!("probe")).0;
+    let mut probe = pipeline_rollout().with_timeout("probe").into_json();
     probe["metadata"]["name"] = json!("vap-probe");
     let path = format!("{}?dryRun=All", rollouts(ns));
     let by = format!("ValidatingAdmissionPolicy '{name}'");

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use super::{API_VERSIONS, GROUP, RESOURCE, VERSION};
 use crate::lenient::{Obj, Text};
 use crate::policy::UserInfo;
-use crate::policy::rules::{Operation, Review};
+use crate::policy::rules::{Operation, RolloutWrite};
 use crate::rollout::PipelineRollout;
 
 /// The operation of an admission request, as the API server names it.
@@ -233,7 +233,10 @@ impl AdmissionRequest {
 
     /// The rules' view of this request, or `Ok(None)` when it is not judged
     /// (DELETE, CONNECT, other resources and subresources).
-    pub(super) fn review(&self, now: OffsetDateTime) -> Result<Option<Review<'_>>, Unjudgeable> {
+    pub(super) fn review(
+        &self,
+        now: OffsetDateTime,
+    ) -> Result<Option<RolloutWrite<'_>>, Unjudgeable> {
         let Some(operation) = self.operation.judged() else {
             return Ok(None);
         };
@@ -257,7 +260,7 @@ impl AdmissionRequest {
                 )));
             }
         };
-        Ok(Some(Review {
+        Ok(Some(RolloutWrite {
             operation,
             namespace: &self.namespace,
             user: &self.user,

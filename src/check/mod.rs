@@ -51,7 +51,7 @@ pub struct CheckArgs {
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
     /// Judge as at this time (RFC 3339) instead of now, so forceReapply.minPauseAge is checked reproducibly.
-    #[arg(long, value_parser = crate::policy::duration::parse_rfc3339)]
+    #[arg(long, value_parser = crate::policy::timestamp::parse_rfc3339)]
     pub now: Option<time::OffsetDateTime>,
     /// Manifest files, directories (read recursively: .yaml, .yml, .json), or - for standard input.
     #[arg(required = true, value_name = "PATH")]

@@ -37,12 +37,6 @@ pub fn format_seconds(seconds: u64) -> String {
     humantime::format_duration(Duration::from_secs(seconds)).to_string()
 }
 
-/// Reads a time in RFC 3339, such as `2026-12-01T10:00:00Z` (for `--now`).
-pub fn parse_rfc3339(text: &str) -> Result<time::OffsetDateTime, String> {
-    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {e}"))
-}
-
 struct SecondsVisitor;
 
 impl Visitor<'_> for SecondsVisitor {

@@ -3,8 +3,9 @@
 //! server, cli): who is asking ([`UserInfo`]) and whether they may
 //! ([`Permission`]) are types it owns, filled in by those layers.
 //!
-//! Inside, the data moves one way: [`duration`] ← [`model`] ← [`rules`] ←
-//! `checks` ← `file` (parsing and rendering the policy file).
+//! Inside, the data moves one way: [`duration`] and [`timestamp`] ←
+//! [`model`] ← [`rules`] ← `checks` ← `file` (parsing and rendering the
+//! policy file).
 
 mod checks;
 pub mod duration;
@@ -12,6 +13,7 @@ mod error;
 mod file;
 pub mod model;
 pub mod rules;
+pub mod timestamp;
 pub mod user;
 
 pub use duration::format_seconds;

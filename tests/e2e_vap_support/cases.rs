@@ -1,4 +1,4 @@
-//! The rule-table cases of src/policy/rules/tests.rs that can be written to
+//! The rule-table cases of src/policy/rules/tests/ that can be written to
 //! a real API server, as PipelineRollout documents, for the differential
 //! test. Some of those cases cannot: the CRD's schema, or the API server's
 //! own decoding of `metadata`, refuses them before any admission control
@@ -7,91 +7,9 @@
 //! that neither engine ever sees them.
 
 use serde_json::{Value, json};
+use test_builders::PipelineRolloutDoc;
 
 use crate::envtest::User;
-
-/// The annotation that forces a re-apply.
-pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
-
-/// A PipelineRollout document under construction.
-#[derive(Debug, Clone)]
-pub struct Doc(pub Value);
-
-/// A small PipelineRollout without a drain timeout (name and namespace are
-/// filled in by the driver).
-pub fn doc() -> Doc {
-    Doc(json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "PipelineRollout",
-        "metadata": {"labels": {"team": "a"}},
-        "spec": {"pipeline": {"spec": {
-            "vertices": [{"name": "in", "source": {"generator": {"rpu": 5}}}, {"name": "out", "sink": {"log": {}}}],
-            "edges": [{"from": "in", "to": "out"}]
-        }}}
-    }))
-}
-
-impl Doc {
-    /// Sets `path`, creating objects on the way (replacing non-objects).
-    pub fn at(mut self, path: &[&str], value: Value) -> Self {
-        let Some((last, parents)) = path.split_last() else {
-            return self;
-        };
-        let mut cur = &mut self.0;
-        for key in parents {
-            if !cur.is_object() {
-                *cur = json!({});
-            }
-            cur = cur
-                .as_object_mut()
-                .map(|o| o.entry((*key).to_owned()).or_insert_with(|| json!({})))
-                .unwrap_or_else(|| unreachable!("made an object above"));
-        }
-        if !cur.is_object() {
-            *cur = json!({});
-        }
-        if let Some(obj) = cur.as_object_mut() {
-            obj.insert((*last).to_owned(), value);
-        }
-        self
-    }
-    /// The drain timeout T.
-    pub fn t(self, value: Value) -> Self {
-        self.at(
-            &[
-                "spec",
-                "pipeline",
-                "spec",
-                "lifecycle",
-                "pauseGracePeriodSeconds",
-            ],
-            value,
-        )
-    }
-    /// `spec.pipeline.spec.lifecycle` itself.
-    pub fn lifecycle(self, value: Value) -> Self {
-        self.at(&["spec", "pipeline", "spec", "lifecycle"], value)
-    }
-    /// The recycle scale factor S.
-    pub fn s(self, value: Value) -> Self {
-        self.at(
-            &["spec", "strategy", "recycleStrategy", "scaleFactor"],
-            value,
-        )
-    }
-    /// The allow-data-loss annotation A.
-    pub fn a(self, value: &str) -> Self {
-        self.at(&["metadata", "annotations", ALLOW_DATA_LOSS], json!(value))
-    }
-    /// spec.strategy.progressive.forcePromote.
-    pub fn fp(self, value: Value) -> Self {
-        self.at(&["spec", "strategy", "progressive", "forcePromote"], value)
-    }
-    /// An unrelated edit, so an UPDATE changes something.
-    pub fn edited(self) -> Self {
-        self.at(&["metadata", "labels", "edited"], json!("yes"))
-    }
-}
 
 /// The stored object of an UPDATE case, written before the policy exists.
 #[derive(Debug, Clone)]
@@ -124,24 +42,24 @@ pub struct Case {
 }
 
 /// A CREATE of `object` by alice.
-pub fn create(name: &str, object: Doc) -> Case {
+pub fn create(name: &str, object: PipelineRolloutDoc) -> Case {
     Case {
         name: format!("CREATE {name}"),
         ns: "",
         user: User::Alice,
         old: None,
-        object: object.0,
+        object: object.into_json(),
         rejected: false,
         generate_name: false,
     }
 }
 
 /// An UPDATE from `old` to `new` by alice.
-pub fn update(name: &str, old: Doc, new: Doc) -> Case {
+pub fn update(name: &str, old: PipelineRolloutDoc, new: PipelineRolloutDoc) -> Case {
     Case {
         name: format!("UPDATE {name}"),
         old: Some(Old {
-            object: old.0,
+            object: old.into_json(),
             status: None,
             terminating: false,
         }),
@@ -181,61 +99,6 @@ impl Case {
         self.rejected = true;
         self
     }
-}
-
-/// A status saying a pause-and-drain upgrade is in progress.
-pub fn ppnd() -> Value {
-    json!({"phase": "Pending", "upgradeInProgress": "PipelinePauseAndDrain"})
-}
-
-/// A status with a `PipelinePausingOrPaused` condition.
-pub fn condition(kind: &str, status: &str, reason: &str) -> Value {
-    json!({"phase": "Deployed", "upgradeInProgress": "", "conditions": [
-        {"type": "ChildResourcesHealthy", "status": "True", "reason": "Successful",
-         "message": "ok", "lastTransitionTime": "2026-06-01T10:00:00Z"},
-        {"type": kind, "status": status, "reason": reason,
-         "message": reason, "lastTransitionTime": "2026-06-01T10:00:00Z"}
-    ]})
-}
-
-/// The pausing statuses of the rule table, by name.
-pub fn pausing() -> Vec<(&'static str, Value)> {
-    vec![
-        ("PipelinePauseAndDrain", ppnd()),
-        (
-            "condition PipelinePausing",
-            condition("PipelinePausingOrPaused", "True", "PipelinePausing"),
-        ),
-    ]
-}
-
-/// The statuses of the rule table that are not pausing (`None`: no status).
-pub fn not_pausing() -> Vec<(&'static str, Option<Value>)> {
-    let pause = "PipelinePausingOrPaused";
-    vec![
-        ("no status", None),
-        (
-            "upgradeInProgress empty",
-            Some(json!({"upgradeInProgress": ""})),
-        ),
-        (
-            "Progressive",
-            Some(json!({"upgradeInProgress": "Progressive"})),
-        ),
-        (
-            "reason PipelinePaused",
-            Some(condition(pause, "True", "PipelinePaused")),
-        ),
-        ("status False", Some(condition(pause, "False", "Unpaused"))),
-        (
-            "status False reason PipelinePausing",
-            Some(condition(pause, "False", "PipelinePausing")),
-        ),
-        (
-            "other condition type",
-            Some(condition("Progressing", "True", "PipelinePausing")),
-        ),
-    ]
 }
 
 /// T values for CREATE, with the name the table gives them. Floats are

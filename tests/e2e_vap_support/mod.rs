@@ -20,6 +20,7 @@ use pipelinerollout_webhook::admission::{self, Judge, Webhook};
 use pipelinerollout_webhook::authz::{self, Authorizer};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
+use test_builders::{pipeline_rollout, users};
 
 use crate::envtest::{Cluster, User};
 use cases::Case;
@@ -360,7 +361,7 @@ async fn answer(
 /// The object of [`check_scope`], written before the policy: its timeout
 /// breaks rule 2.
 pub async fn prepare_scope(api: &Api, ns: &str) -> Result<(), String> {
-    let mut object = cases::doc().t(json!("1h")).0;
+    let mut object = pipeline_rollout().with_timeout("1h").into_json();
     object["metadata"]["name"] = json!("scope");
     api.must(User::Admin, Method::POST, &rollouts(ns), Some(&object))
         .await
@@ -456,5 +457,21 @@ fn go_round_trip_of_numbers() {
         let sent: Value = serde_json::from_str(sent).expect("JSON");
         let seen: Value = serde_json::from_str(seen).expect("JSON");
         assert_eq!(go_round_trip(&sent), seen, "{sent}");
+    }
+}
+
+/// The users the harness writes as are the builders' users: the same
+/// username and groups, so the webhook is asked about the request the
+/// API server saw.
+#[test]
+fn the_harness_users_are_the_builders_users() {
+    for (user, built) in [
+        (User::Admin, users::admin()),
+        (User::Alice, users::alice()),
+        (User::Carol, users::carol()),
+        (User::ArgocdServer, users::argocd_server()),
+    ] {
+        assert_eq!(users::username(&built), user.name(), "{user:?}");
+        assert_eq!(users::groups(&built), user.groups(), "{user:?}");
     }
 }

@@ -2,20 +2,20 @@
 //! force a re-apply or a promotion and when, and a force left on.
 
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use super::decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
-use super::review::{Operation, Review};
+use super::rollout_write::{Operation, RolloutWrite};
 use super::violation::{NotPausing, PauseAgeProblem, Violation, cut, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{Mode, Policy};
+use crate::policy::timestamp::format_rfc3339_utc;
 use crate::policy::user::Permission;
 use crate::rollout::PauseStart;
 
 /// Rule 5's first half: `metadata` and its annotations must be objects.
-pub fn metadata_finding(review: &Review<'_>) -> Option<Finding> {
-    let (path, kind) = review.object.malformed_metadata()?;
-    let unchanged = review
+pub fn metadata_finding(write: &RolloutWrite<'_>) -> Option<Finding> {
+    let (path, kind) = write.object.malformed_metadata()?;
+    let unchanged = write
         .old()
         .is_some_and(|o| o.malformed_metadata() == Some((path, kind)));
     Some(Finding {
@@ -25,12 +25,12 @@ pub fn metadata_finding(review: &Review<'_>) -> Option<Finding> {
 }
 
 /// Rule 5: the annotation, when present, is exactly "true" or "false".
-pub fn annotation_finding(review: &Review<'_>) -> Option<Finding> {
-    let value = review
+pub fn annotation_finding(write: &RolloutWrite<'_>) -> Option<Finding> {
+    let value = write
         .object
         .allow_data_loss()
         .filter(|v| v.as_str() != Some("true") && v.as_str() != Some("false"))?;
-    let unchanged = review
+    let unchanged = write
         .old()
         .is_some_and(|o| o.allow_data_loss() == Some(value));
     Some(Finding {
@@ -59,13 +59,13 @@ pub struct ForceGates {
 
 /// The age of the stored object's pause at `now`, in seconds (a start in
 /// the future counts as 0), or why it cannot be read.
-fn pause_age(review: &Review<'_>) -> Result<(u64, OffsetDateTime), String> {
-    let Some(old) = review.old() else {
+fn pause_age(write: &RolloutWrite<'_>) -> Result<(u64, OffsetDateTime), String> {
+    let Some(old) = write.old() else {
         return Err("a new PipelineRollout has no pause".to_owned());
     };
     match old.pause_started() {
         PauseStart::At(start) => {
-            let age = (review.now - start).whole_seconds().max(0);
+            let age = (write.now - start).whole_seconds().max(0);
             Ok((u64::try_from(age).unwrap_or(0), start))
         }
         PauseStart::Missing => Err(
@@ -94,7 +94,7 @@ fn pause_age_problem(
             Some(PauseAgeProblem::TooYoung {
                 age: *age,
                 min,
-                allowed_from: rfc3339_utc(from),
+                allowed_from: format_rfc3339_utc(from),
             })
         }
         Err(detail) => Some(PauseAgeProblem::StartUnreadable {
@@ -104,33 +104,26 @@ fn pause_age_problem(
     }
 }
 
-/// A time in RFC 3339, UTC, whole seconds.
-fn rfc3339_utc(at: OffsetDateTime) -> String {
-    let at = at.to_offset(time::UtcOffset::UTC);
-    let at = at.replace_nanosecond(0).unwrap_or(at);
-    at.format(&Rfc3339).unwrap_or_else(|_| at.to_string())
-}
-
 impl ForceGates {
     /// Works out which gates a request meets.
-    pub fn of(policy: &Policy, review: &Review<'_>) -> Self {
-        let reapply = review.annotation_becomes_true();
-        let pausing = review.old_is_pausing();
+    pub fn of(policy: &Policy, write: &RolloutWrite<'_>) -> Self {
+        let reapply = write.annotation_becomes_true();
+        let pausing = write.old_is_pausing();
         let not_pausing = match (
             reapply && policy.force_reapply.require_pausing,
-            review.operation,
+            write.operation,
             pausing,
         ) {
             (false, _, _) | (true, Operation::Update, true) => None,
             (true, Operation::Create, _) => Some(NotPausing::NewObject),
             (true, Operation::Update, false) => Some(NotPausing::Idle),
         };
-        let promote = policy.force_reapply.gate_force_promote && review.force_promote_turned_on();
+        let promote = policy.force_reapply.gate_force_promote && write.force_promote_turned_on();
         // The pause's age matters only to a gate that applies.
-        let age = (reapply || promote).then(|| pause_age(review));
+        let age = (reapply || promote).then(|| pause_age(write));
         let too_young = match &age {
             Some(age) if reapply && not_pausing.is_none() => {
-                pause_age_problem(policy.min_pause_age_seconds(review.namespace), age)
+                pause_age_problem(policy.min_pause_age_seconds(write.namespace), age)
             }
             _ => None,
         };
@@ -160,14 +153,14 @@ impl ForceGates {
 pub fn judge_gates(
     decision: &mut Decision,
     policy: &Policy,
-    review: &Review<'_>,
+    write: &RolloutWrite<'_>,
     gates: &ForceGates,
     permission: &Permission,
 ) {
     if !gates.need_permission() {
         return;
     }
-    let user = review.user.username();
+    let user = write.user.username();
     let refused = match permission {
         Permission::Granted(_) | Permission::NotAsked => None,
         Permission::Refused(why) => Some(why.clone()),
@@ -175,7 +168,7 @@ pub fn judge_gates(
     };
     let settle = Settle {
         mode: policy.mode,
-        update: review.operation == Operation::Update,
+        update: write.operation == Operation::Update,
         user,
         permission,
         age: gates
@@ -283,9 +276,9 @@ fn force_event(
 }
 
 /// Rule 11: the annotation left at "true" after the force is over.
-pub fn stale_force_warning(review: &Review<'_>, gates: &ForceGates) -> Option<String> {
-    let stale = review.object.forces_reapply()
-        && review
+pub fn stale_force_warning(write: &RolloutWrite<'_>, gates: &ForceGates) -> Option<String> {
+    let stale = write.object.forces_reapply()
+        && write
             .old()
             .is_some_and(crate::rollout::PipelineRollout::forces_reapply)
         && !gates.pausing;

@@ -1,21 +1,24 @@
-//! The admission rules, as pure functions of the policy and the request.
+//! The admission rules, as pure functions of the policy and the write they
+//! judge ([`RolloutWrite`]).
 //!
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
-//! (rules 5 to 7 and 11), [`defaulting`] (`/mutate`). [`validate`] combines
-//! them and applies ratcheting (rule 8) and warn mode (rule 10) in one
-//! place; [`mutate`] builds the patch. Both end in a [`Decision`], which the
-//! admission layer turns into the wire answer.
+//! (rules 5 to 7 and 11); for `/mutate`, [`defaulting`] (the missing
+//! timeout) and [`stale_force_reset`] (the one-shot force). [`validate`]
+//! combines the findings and applies ratcheting (rule 8) and warn mode
+//! (rule 10) in one place; [`mutate`] builds the patch. Both end in a
+//! [`Decision`], which the admission layer turns into the wire answer.
 
 pub mod decision;
 pub mod defaulting;
 pub mod force;
-pub mod review;
+pub mod rollout_write;
+pub mod stale_force_reset;
 pub mod timeout;
 pub mod violation;
 
 pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 pub use force::ForceGates;
-pub use review::{Operation, Review};
+pub use rollout_write::{Operation, RolloutWrite};
 pub use timeout::check_timeout;
 pub use violation::{NotPausing, PauseAgeProblem, Violation};
 
@@ -27,21 +30,21 @@ use super::user::Permission;
 #[derive(Debug)]
 pub struct Validation<'a> {
     policy: &'a Policy,
-    review: Review<'a>,
+    write: RolloutWrite<'a>,
     findings: Vec<Finding>,
     gates: ForceGates,
 }
 
 /// Judges a CREATE or UPDATE for `/validate`, short of the permission:
 /// finish it with [`Validation::finish`].
-pub fn validate<'a>(policy: &'a Policy, review: Review<'a>) -> Validation<'a> {
-    let mut findings: Vec<Finding> = force::metadata_finding(&review).into_iter().collect();
-    findings.extend(timeout::findings(&policy.drain_timeout, &review));
-    findings.extend(force::annotation_finding(&review));
-    let gates = ForceGates::of(policy, &review);
+pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'a> {
+    let mut findings: Vec<Finding> = force::metadata_finding(&write).into_iter().collect();
+    findings.extend(timeout::findings(&policy.drain_timeout, &write));
+    findings.extend(force::annotation_finding(&write));
+    let gates = ForceGates::of(policy, &write);
     Validation {
         policy,
-        review,
+        write,
         findings,
         gates,
     }
@@ -64,7 +67,7 @@ impl Validation<'_> {
         }
         let force = &self.policy.force_reapply;
         Some(
-            match (force.static_permission(self.review.user), &force.rbac) {
+            match (force.static_permission(self.write.user), &force.rbac) {
                 (Permission::Refused(_), Some(_)) => Permission::NotAsked,
                 (answer, _) => answer,
             },
@@ -75,11 +78,9 @@ impl Validation<'_> {
     /// permission: what the tables test (no RBAC is ever asked there).
     #[cfg(test)]
     pub(crate) fn finish_by_static_lists(self) -> Decision {
-        let permission = self.settled_permission().unwrap_or_else(|| {
-            self.policy
-                .force_reapply
-                .static_permission(self.review.user)
-        });
+        let permission = self
+            .settled_permission()
+            .unwrap_or_else(|| self.policy.force_reapply.static_permission(self.write.user));
         self.finish(&permission)
     }
 
@@ -101,13 +102,13 @@ impl Validation<'_> {
         force::judge_gates(
             &mut decision,
             self.policy,
-            &self.review,
+            &self.write,
             &self.gates,
             permission,
         );
         decision
             .warnings
-            .extend(force::stale_force_warning(&self.review, &self.gates));
+            .extend(force::stale_force_warning(&self.write, &self.gates));
         // Rule 10: warn mode denies nothing.
         if self.policy.mode == Mode::Warn {
             for violation in std::mem::take(&mut decision.denials) {
@@ -122,15 +123,12 @@ impl Validation<'_> {
 
 /// Judges a CREATE or UPDATE for `/mutate`: the patch that fills in what the
 /// policy defaults, and resets a force that is over (one-shot).
-pub fn mutate(policy: &Policy, review: &Review<'_>) -> Decision {
+pub fn mutate(policy: &Policy, write: &RolloutWrite<'_>) -> Decision {
     let mut decision = Decision::default();
-    defaulting::default_timeout(policy, review, &mut decision);
-    defaulting::reset_stale_force(policy, review, &mut decision);
+    defaulting::default_timeout(policy, write, &mut decision);
+    stale_force_reset::reset_stale_force(policy, write, &mut decision);
     decision
 }
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod lifecycle_tests;

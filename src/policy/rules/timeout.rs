@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::decision::Finding;
-use super::review::Review;
+use super::rollout_write::RolloutWrite;
 use super::violation::{Violation, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, Scope};
@@ -12,11 +12,11 @@ use crate::rollout::{PipelineRollout, TimeoutSlot};
 
 /// The findings of rules 2 to 4 for one request, each with whether its
 /// inputs are unchanged from the stored object.
-pub fn findings(dt: &DrainTimeout, review: &Review<'_>) -> Vec<Finding> {
+pub fn findings(dt: &DrainTimeout, write: &RolloutWrite<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
-    let object = review.object;
-    let old = review.old();
-    let scope = dt.scope(review.namespace);
+    let object = write.object;
+    let old = write.old();
+    let scope = dt.scope(write.namespace);
     let timeout = object.timeout();
     let timeout_unchanged = old.is_some_and(|o| o.timeout() == timeout);
     let scale = scale_factor(object, dt);

@@ -1,4 +1,5 @@
-//! What the rules look at in one admission request.
+//! What the rules judge: one write (a CREATE or UPDATE) of a
+//! PipelineRollout, with who makes it, where and when.
 
 use std::fmt;
 
@@ -25,9 +26,11 @@ impl fmt::Display for Operation {
     }
 }
 
-/// What the rules look at in one admission request.
+/// One write of a PipelineRollout, as the rules look at it: the
+/// operation, the namespace, the user, the object, the stored object, and
+/// the time it is judged at.
 #[derive(Debug, Clone, Copy)]
-pub struct Review<'a> {
+pub struct RolloutWrite<'a> {
     /// CREATE or UPDATE.
     pub operation: Operation,
     /// The object's namespace (selects the namespace override).
@@ -43,7 +46,7 @@ pub struct Review<'a> {
     pub now: OffsetDateTime,
 }
 
-impl Review<'_> {
+impl RolloutWrite<'_> {
     /// The stored object, on UPDATE only.
     pub fn old(&self) -> Option<&PipelineRollout> {
         match self.operation {

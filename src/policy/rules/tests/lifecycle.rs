@@ -1,75 +1,26 @@
-//! Table-driven tests of the force lifecycle: the one-shot reset in
-//! `/mutate`, the minimum pause age of rule 6, and the Events decisions ask
-//! for. Every case is judged at [`NOW`].
+//! The force lifecycle: the minimum pause age of rule 6, the Events
+//! decisions ask for, and the one-shot reset of a stale force in `/mutate`.
 
 use serde_json::{Value, json};
-use time::OffsetDateTime;
-use time::macros::datetime;
+use test_builders::rollout::ALLOW_DATA_LOSS;
+use test_builders::status::{
+    PAUSING_CONDITION, condition_status, pause_and_drain_status, pausing_since,
+};
 
-use super::*;
+use super::fixtures::{NOW, alice, argocd_server, parse, pipeline_rollout, policy, rollout_with};
+use super::runner::{Mismatches, Named, run_table};
+use crate::policy::rules::{
+    Decision, EventReason, Operation, RolloutWrite, mutate, stale_force_reset, validate,
+};
 use crate::policy::{Permission, Policy, UserInfo};
-use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
 
-const NOW: OffsetDateTime = datetime!(2026-12-01 10:00:00 UTC);
-
-fn policy(yaml: &str) -> Policy {
-    Policy::from_yaml(yaml).unwrap_or_else(|e| panic!("test policy {yaml:?} is invalid: {e}"))
-}
-
-fn argocd() -> UserInfo {
-    UserInfo::new(
-        "system:serviceaccount:argocd:argocd-server",
-        &["system:serviceaccounts", "system:authenticated"],
-    )
-}
-
-fn alice() -> UserInfo {
-    UserInfo::new("alice", &["devs", "system:authenticated"])
-}
-
-/// A PipelineRollout with a valid timeout, the annotation `a` (if any) and
-/// the status `status` (if any).
-fn rollout(a: Option<&str>, status: Option<Value>) -> Value {
-    let mut doc = json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "PipelineRollout",
-        "metadata": {"name": "p", "namespace": "default", "uid": "u-1", "annotations": {}},
-        "spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": 600}}}}
-    });
-    if let Some(a) = a {
-        doc["metadata"]["annotations"][ALLOW_DATA_LOSS] = json!(a);
-    }
-    if let Some(status) = status {
-        doc["status"] = status;
-    }
-    doc
-}
-
-/// A status pausing by the condition, which began at `since`.
-fn pausing_since(since: &str) -> Value {
-    json!({"upgradeInProgress": "", "conditions": [{
-        "type": "PipelinePausingOrPaused", "status": "True",
-        "reason": "PipelinePausing", "lastTransitionTime": since
-    }]})
-}
-
-/// A pause-and-drain upgrade whose pause began at `begin` (if given).
-fn ppnd(begin: Option<&str>) -> Value {
-    match begin {
-        Some(begin) => json!({
-            "upgradeInProgress": "PipelinePauseAndDrain",
-            "pauseStatus": {"lastPauseBeginTime": begin}
-        }),
-        None => json!({"upgradeInProgress": "PipelinePauseAndDrain"}),
-    }
-}
-
-fn parse(value: &Value) -> PipelineRollout {
-    PipelineRollout::from_json(&value.to_string()).expect("test object is JSON")
+/// [`rollout_with`]'s document, as JSON.
+fn rollout(allow_data_loss: Option<&str>, status: Option<Value>) -> Value {
+    rollout_with(allow_data_loss, status).into_json()
 }
 
 /// Runs `/validate` on an UPDATE from `old` to `new` (or a CREATE of `new`).
-fn validate_case(
+fn validated(
     policy: &Policy,
     ns: &str,
     user: &UserInfo,
@@ -78,7 +29,7 @@ fn validate_case(
 ) -> Decision {
     let object = parse(new);
     let old = old.map(parse);
-    let review = Review {
+    let write = RolloutWrite {
         operation: if old.is_some() {
             Operation::Update
         } else {
@@ -90,9 +41,32 @@ fn validate_case(
         old_object: old.as_ref(),
         now: NOW,
     };
-    validate(policy, review).finish_by_static_lists()
+    validate(policy, write).finish_by_static_lists()
 }
 
+/// Runs `/mutate` on an UPDATE from `old` to `new` (or a CREATE of `new`)
+/// by Argo CD's API server.
+fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
+    let object = parse(new);
+    let old = old.map(parse);
+    let user = argocd_server();
+    let write = RolloutWrite {
+        operation: if old.is_some() {
+            Operation::Update
+        } else {
+            Operation::Create
+        },
+        namespace: "default",
+        user: &user,
+        object: &object,
+        old_object: old.as_ref(),
+        now: NOW,
+    };
+    mutate(policy, &write)
+}
+
+/// A forced re-apply (allow-data-loss "false" -> "true") while pausing,
+/// judged against a minimum pause age.
 struct AgeCase {
     name: &'static str,
     policy: &'static str,
@@ -114,7 +88,7 @@ fn age_cases() -> Vec<AgeCase> {
         name,
         policy,
         ns: "default",
-        user: argocd,
+        user: argocd_server,
         status,
         denied_with,
         event,
@@ -148,28 +122,28 @@ fn age_cases() -> Vec<AgeCase> {
         case(
             "pause-and-drain began 2m ago",
             MIN_10M,
-            ppnd(Some("2026-12-01T09:58:00Z")),
+            pause_and_drain_status(Some("2026-12-01T09:58:00Z")),
             &["has lasted 2m", "from 2026-12-01T10:08:00Z"],
             Some((ForceReapplyDenied, "minPauseAge")),
         ),
         case(
             "pause-and-drain began 20m ago",
             MIN_10M,
-            ppnd(Some("2026-12-01T09:40:00Z")),
+            pause_and_drain_status(Some("2026-12-01T09:40:00Z")),
             &[],
             Some((ForceReapplyAllowed, "20m")),
         ),
         case(
             "pause start missing: fail closed",
             MIN_10M,
-            ppnd(None),
+            pause_and_drain_status(None),
             &["pause start cannot be read", "lastPauseBeginTime"],
             Some((ForceReapplyDenied, "cannot be read")),
         ),
         case(
             "pause start not RFC 3339: fail closed",
             MIN_10M,
-            ppnd(Some("yesterday")),
+            pause_and_drain_status(Some("yesterday")),
             &[
                 "pause start cannot be read",
                 "\"yesterday\", not an RFC 3339 time",
@@ -179,7 +153,7 @@ fn age_cases() -> Vec<AgeCase> {
         case(
             "pause start in the future counts as 0",
             MIN_10M,
-            ppnd(Some("2026-12-01T10:30:00Z")),
+            pause_and_drain_status(Some("2026-12-01T10:30:00Z")),
             &["has lasted 0s", "from 2026-12-01T10:40:00Z"],
             None,
         ),
@@ -239,45 +213,52 @@ fn age_cases() -> Vec<AgeCase> {
     ]
 }
 
+impl Named for AgeCase {
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
 #[test]
 fn min_pause_age_table() {
-    for case in age_cases() {
-        let name = case.name;
+    run_table("min pause age", &age_cases(), |case, m| {
         let policy = policy(case.policy);
         let old = rollout(Some("false"), Some(case.status.clone()));
         let new = rollout(Some("true"), Some(case.status.clone()));
-        let d = validate_case(&policy, case.ns, &(case.user)(), Some(&old), &new);
+        let d = validated(&policy, case.ns, &(case.user)(), Some(&old), &new);
         let message = d.denial_message().unwrap_or_default();
-        assert_eq!(
-            d.allowed(),
-            case.denied_with.is_empty(),
-            "{name}: allowed={} {message}",
-            d.allowed()
-        );
+        m.check(d.allowed() == case.denied_with.is_empty(), || {
+            format!("allowed={} {message}", d.allowed())
+        });
         for part in case.denied_with {
-            assert!(message.contains(part), "{name}: lacks {part:?}: {message}");
+            m.check(message.contains(part), || {
+                format!("message lacks {part:?}: {message}")
+            });
         }
         if let Some((reason, part)) = case.event {
-            let event = d.events.iter().find(|e| e.reason == reason);
-            let event = event.unwrap_or_else(|| panic!("{name}: no {reason:?} in {:?}", d.events));
-            assert!(
-                event.note.contains(part),
-                "{name}: note lacks {part:?}: {}",
-                event.note
-            );
-            assert!(event.note.chars().count() <= 1000, "{name}: note too long");
+            match d.events.iter().find(|e| e.reason == reason) {
+                None => m.check(false, || format!("no {reason:?} in {:?}", d.events)),
+                Some(event) => {
+                    m.check(event.note.contains(part), || {
+                        format!("note lacks {part:?}: {}", event.note)
+                    });
+                    m.check(event.note.chars().count() <= 1000, || {
+                        format!("note too long: {}", event.note)
+                    });
+                }
+            }
         }
         for w in &d.warnings {
-            assert!(w.chars().count() <= 120, "{name}: long warning {w}");
+            m.check(w.chars().count() <= 120, || format!("long warning {w}"));
         }
-    }
+    });
 }
 
 #[test]
 fn a_refused_create_asks_for_no_event_and_an_allowed_promotion_does() {
     let p = policy(MIN_10M);
     let created = rollout(Some("true"), None);
-    let d = validate_case(&p, "default", &alice(), None, &created);
+    let d = validated(&p, "default", &alice(), None, &created);
     assert!(!d.allowed());
     assert!(
         d.events.is_empty(),
@@ -286,9 +267,11 @@ fn a_refused_create_asks_for_no_event_and_an_allowed_promotion_does() {
     );
 
     let old = rollout(None, None);
-    let mut promoted = rollout(None, None);
-    promoted["spec"]["strategy"] = json!({"progressive": {"forcePromote": true}});
-    let d = validate_case(&p, "default", &argocd(), Some(&old), &promoted);
+    let promoted = pipeline_rollout()
+        .with_timeout(600)
+        .with_force_promote(true)
+        .into_json();
+    let d = validated(&p, "default", &argocd_server(), Some(&old), &promoted);
     assert!(d.allowed(), "{:?}", d.denial_message());
     let reasons: Vec<EventReason> = d.events.iter().map(|e| e.reason).collect();
     assert_eq!(reasons, [EventReason::ForcePromoteAllowed]);
@@ -300,6 +283,7 @@ fn a_refused_create_asks_for_no_event_and_an_allowed_promotion_does() {
     assert!(d.events[0].note.contains("argocd-server"));
 }
 
+/// A `/mutate` that may reset a stale force.
 struct ResetCase {
     name: &'static str,
     policy: &'static str,
@@ -316,9 +300,7 @@ fn reset_cases() -> Vec<ResetCase> {
         new,
         reset,
     };
-    let idle = json!({"upgradeInProgress": "", "conditions": [
-        {"type": "PipelinePausingOrPaused", "status": "False", "reason": "PipelineUnpaused"}
-    ]});
+    let idle = condition_status(PAUSING_CONDITION, "False", "PipelineUnpaused");
     vec![
         case(
             "true kept after the pause: reset",
@@ -334,16 +316,19 @@ fn reset_cases() -> Vec<ResetCase> {
         ),
         case(
             "true kept while pausing and draining",
-            Some(rollout(Some("true"), Some(ppnd(None)))),
-            rollout(Some("true"), Some(ppnd(None))),
+            Some(rollout(Some("true"), Some(pause_and_drain_status(None)))),
+            rollout(Some("true"), Some(pause_and_drain_status(None))),
             false,
         ),
         case(
             "true kept while paused (condition True, reason PipelinePaused)",
             Some(rollout(
                 Some("true"),
-                Some(json!({"conditions": [{"type": "PipelinePausingOrPaused",
-                    "status": "True", "reason": "PipelinePaused"}]})),
+                Some(condition_status(
+                    PAUSING_CONDITION,
+                    "True",
+                    "PipelinePaused",
+                )),
             )),
             rollout(Some("true"), Some(idle.clone())),
             false,
@@ -378,75 +363,92 @@ fn reset_cases() -> Vec<ResetCase> {
     ]
 }
 
-fn mutate_case(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
-    let object = parse(new);
-    let old = old.map(parse);
-    let user = argocd();
-    let review = Review {
-        operation: if old.is_some() {
-            Operation::Update
-        } else {
-            Operation::Create
-        },
-        namespace: "default",
-        user: &user,
-        object: &object,
-        old_object: old.as_ref(),
-        now: NOW,
-    };
-    mutate(policy, &review)
-}
-
-#[test]
-fn one_shot_reset_table() {
-    for case in reset_cases() {
-        let name = case.name;
-        let policy = policy(case.policy);
-        let d = mutate_case(&policy, case.old.as_ref(), &case.new);
-        assert_eq!(d.reset_force, case.reset, "{name}: {d:?}");
-        let reset_events = d
-            .events
-            .iter()
-            .filter(|e| e.reason == EventReason::ForceReapplyReset)
-            .count();
-        assert_eq!(reset_events, usize::from(case.reset), "{name}");
-        if !case.reset {
-            assert!(d.patch.is_empty(), "{name}: unexpected patch {:?}", d.patch);
-            assert!(!d.audit.contains_key("force-reapply-reset"), "{name}");
-            continue;
-        }
-        // The patch, applied as the API server applies it, leaves "false".
-        let mut patched = case.new.clone();
-        json_patch::patch(&mut patched, &d.patch)
-            .unwrap_or_else(|e| panic!("{name}: patch does not apply: {e}"));
-        assert_eq!(
-            patched["metadata"]["annotations"][ALLOW_DATA_LOSS], "false",
-            "{name}"
-        );
-        assert_eq!(d.warnings, [defaulting::RESET_WARNING], "{name}");
-        assert!(defaulting::RESET_WARNING.chars().count() < 120);
-        assert!(d.audit["force-reapply-reset"].contains("argocd-server"));
-        // Re-invoked on the patched object, /mutate does nothing more.
-        let again = mutate_case(&policy, case.old.as_ref(), &patched);
-        assert!(
-            again.patch.is_empty() && !again.reset_force,
-            "{name}: {again:?}"
-        );
-        // And /validate then sees "false": rule 11 stays quiet.
-        let v = validate_case(&policy, "default", &argocd(), case.old.as_ref(), &patched);
-        assert!(v.allowed() && v.warnings.is_empty(), "{name}: {v:?}");
+impl Named for ResetCase {
+    fn name(&self) -> &str {
+        self.name
     }
 }
 
 #[test]
+fn one_shot_reset_table() {
+    run_table("one-shot reset", &reset_cases(), check_reset);
+}
+
+/// Checks one reset case.
+fn check_reset(case: &ResetCase, m: &mut Mismatches) {
+    let policy = policy(case.policy);
+    let d = mutated(&policy, case.old.as_ref(), &case.new);
+    m.check(d.reset_force == case.reset, || {
+        format!("reset_force {}, want {}: {d:?}", d.reset_force, case.reset)
+    });
+    let reset_events = d
+        .events
+        .iter()
+        .filter(|e| e.reason == EventReason::ForceReapplyReset)
+        .count();
+    m.equal("reset Events", reset_events, usize::from(case.reset));
+    if !case.reset {
+        m.check(d.patch.is_empty(), || {
+            format!("unexpected patch {:?}", d.patch)
+        });
+        m.check(!d.audit.contains_key("force-reapply-reset"), || {
+            format!("audit {:?}", d.audit)
+        });
+        return;
+    }
+    // The patch, applied as the API server applies it, leaves "false".
+    let mut patched = case.new.clone();
+    if let Err(e) = json_patch::patch(&mut patched, &d.patch) {
+        m.check(false, || format!("patch does not apply: {e}"));
+        return;
+    }
+    m.equal(
+        "allow-data-loss after the patch",
+        &patched["metadata"]["annotations"][ALLOW_DATA_LOSS],
+        &json!("false"),
+    );
+    m.equal(
+        "warnings",
+        d.warnings.as_slice(),
+        &[stale_force_reset::RESET_WARNING.to_owned()],
+    );
+    m.check(
+        stale_force_reset::RESET_WARNING.chars().count() < 120,
+        || "the reset warning is too long".to_owned(),
+    );
+    let audit = d.audit.get("force-reapply-reset");
+    m.check(audit.is_some_and(|a| a.contains("argocd-server")), || {
+        format!("audit {audit:?}")
+    });
+    // Re-invoked on the patched object, /mutate does nothing more.
+    let again = mutated(&policy, case.old.as_ref(), &patched);
+    m.check(again.patch.is_empty() && !again.reset_force, || {
+        format!("again: {again:?}")
+    });
+    // And /validate then sees "false": rule 11 stays quiet.
+    let v = validated(
+        &policy,
+        "default",
+        &argocd_server(),
+        case.old.as_ref(),
+        &patched,
+    );
+    m.check(v.allowed() && v.warnings.is_empty(), || {
+        format!("validated: {v:?}")
+    });
+}
+
+#[test]
 fn a_reset_and_a_default_make_one_patch_of_two_operations() {
-    let mut old = rollout(Some("true"), None);
-    old["spec"]["pipeline"]["spec"]["lifecycle"] = json!({});
+    let old = pipeline_rollout()
+        .with_lifecycle(json!({}))
+        .with_allow_data_loss("true")
+        .into_json();
     let new = old.clone();
-    let d = mutate_case(&Policy::built_in(), Some(&old), &new);
+    let d = mutated(&Policy::built_in(), Some(&old), &new);
     assert_eq!(d.patch.len(), 2, "{:?}", d.patch);
     let mut patched = new;
-    json_patch::patch(&mut patched, &d.patch).expect("applies");
+    json_patch::patch(&mut patched, &d.patch).expect("the patch applies");
     assert_eq!(patched["metadata"]["annotations"][ALLOW_DATA_LOSS], "false");
     assert_eq!(
         patched["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"],
@@ -465,7 +467,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     let object = parse(&new);
     let stored = parse(&old);
     let user = alice();
-    let review = Review {
+    let write = RolloutWrite {
         operation: Operation::Update,
         namespace: "default",
         user: &user,
@@ -473,7 +475,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
         old_object: Some(&stored),
         now: NOW,
     };
-    let validation = validate(&p, review);
+    let validation = validate(&p, write);
     assert_eq!(validation.settled_permission(), Some(Permission::NotAsked));
     let d = validation.finish(&Permission::NotAsked);
     let message = d.denial_message().unwrap_or_default();
@@ -487,7 +489,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     let old = rollout(Some("false"), Some(pausing.clone()));
     let mut new = rollout(Some("true"), Some(pausing));
     new["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"] = json!(5);
-    let d = validate_case(&p, "default", &alice(), Some(&old), &new);
+    let d = validated(&p, "default", &alice(), Some(&old), &new);
     assert!(!d.allowed());
     assert!(!d.audit.contains_key("force-reapply"), "{:?}", d.audit);
     assert!(d.events.is_empty(), "{:?}", d.events);

@@ -1,0 +1,61 @@
+//! `/mutate`: the one-shot force. A forced re-apply whose pause is over is
+//! reset, so that later changes drain as usual.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{PatchOperation, ReplaceOperation};
+use serde_json::Value;
+
+use super::decision::{Decision, EventReason, ForceEvent};
+use super::rollout_write::{Operation, RolloutWrite};
+use super::violation::cut;
+use crate::policy::model::Policy;
+use crate::rollout::ALLOW_DATA_LOSS;
+
+/// The warning a reset answers with (kubectl prints it).
+pub const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss was reset to \"false\", so this change drains as usual";
+
+/// The one-shot force (`forceReapply.oneShot`): on an UPDATE that keeps
+/// `allow-data-loss: "true"` after the stored object's pause is over, a
+/// patch operation sets it back to "false", so this change and every later
+/// one drain as usual. Never on CREATE, never when this request turns the
+/// annotation on, never while a pause is in progress; a re-invocation sees
+/// "false" and does nothing.
+pub fn reset_stale_force(policy: &Policy, write: &RolloutWrite<'_>, decision: &mut Decision) {
+    let Some(old) = write.old() else {
+        return;
+    };
+    let stale = policy.force_reapply.one_shot
+        && write.operation == Operation::Update
+        && old.forces_reapply()
+        && write.object.forces_reapply()
+        && old.pause_is_over();
+    if !stale {
+        return;
+    }
+    let path = PointerBuf::from_tokens(["metadata", "annotations", ALLOW_DATA_LOSS]);
+    decision
+        .patch
+        .push(PatchOperation::Replace(ReplaceOperation {
+            path,
+            value: Value::from("false"),
+        }));
+    decision.reset_force = true;
+    decision.warnings.push(RESET_WARNING.to_owned());
+    decision.audit.insert(
+        "force-reapply-reset".to_owned(),
+        format!(
+            "reset to \"false\" by /mutate on an update by user \"{}\": the pause it was set for is over",
+            write.user.username()
+        ),
+    );
+    decision.events.push(ForceEvent {
+        reason: EventReason::ForceReapplyReset,
+        note: cut(
+            &format!(
+                "allow-data-loss reset to \"false\" by the mutating webhook on an update by user \"{}\": the forced re-apply is over, so this change drains as usual",
+                write.user.username()
+            ),
+            1000,
+        ),
+    });
+}

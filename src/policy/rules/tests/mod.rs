@@ -1,0 +1,18 @@
+//! Table-driven tests of the pure admission rules: rules 1 to 11 of
+//! `/validate`, `/mutate`, and the force lifecycle, one file per topic.
+//! The documents and users come from the `test-builders` crate, which the
+//! end-to-end tables share; every case has a name, and a failing table
+//! lists each failing case by name with what differed ([`runner`]).
+
+mod fixtures;
+mod runner;
+mod validate_case;
+
+mod defaulting;
+mod force;
+mod force_promote;
+mod lifecycle;
+mod messages;
+mod ratcheting;
+mod timeouts;
+mod warnings;
