@@ -11,25 +11,23 @@
 //! Without the binaries these tests print a skip line each, and fail in CI.
 
 mod e2e_support;
-mod envtest;
-/// The harness's own tests. They sit beside it but are not part of
-/// `envtest`, so other test binaries using the harness do not run them.
-#[path = "envtest/checks.rs"]
-mod envtest_checks;
 
 use std::io::Write as _;
+use std::path::Path;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e_support::{
     ALLOW_DATA_LOSS, MUTATE, NO_TIMEOUT_SECONDS, ROLLOUTS, VALIDATE, annotate, annotation_of,
-    assert_refused, binding, idle, latency, pausing, rollout, set_status, stored, team_namespace,
-    timeout_of, timeout_patch,
+    assert_refused, idle, pausing, rollout, set_status, stored, team_namespace, timeout_of,
+    timeout_patch,
 };
-use envtest::{Assets, Cluster, Installation, User, repo_root, require};
+use envtest::{Assets, Cluster, Installation, User, binding, repo_root, require, webhook_calls};
 use serde_json::{Value, json};
 
+/// The webhook binary the API server calls.
+const WEBHOOK: &str = env!("CARGO_BIN_EXE_pipelinerollout-webhook");
 /// The one override the shared webhook's policy adds to the base policy.
 const OVERRIDE_MATCH: &str = "e2e-override-*";
 /// That override's default: 5m.
@@ -54,7 +52,12 @@ static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
 /// namespace sees the base policy unchanged.
 fn shared() -> Option<&'static Installation> {
     envtest::shared(&SHARED, &envtest::test_name(), |assets| {
-        Installation::start(assets, &shared_policy()?, before_webhooks)
+        Installation::start(
+            assets,
+            Path::new(WEBHOOK),
+            &shared_policy()?,
+            before_webhooks,
+        )
     })
 }
 
@@ -484,7 +487,8 @@ fn scenario_7_webhook_down_refuses_writes_until_it_is_back() {
         return;
     };
     let policy = envtest::base_policy().expect("base policy");
-    let mut env = Installation::start(&assets, &policy, |_| Ok(())).expect("a cluster of its own");
+    let mut env = Installation::start(&assets, Path::new(WEBHOOK), &policy, |_| Ok(()))
+        .expect("a cluster of its own");
     let ns = "e2e-webhook-down";
     let admin = env.cluster.kubectl(User::Admin);
     admin
@@ -547,7 +551,7 @@ fn scenario_8_latency_as_the_api_server_sees_it() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     for webhook in [MUTATE, VALIDATE] {
-        let calls = latency(&metrics, webhook);
+        let calls = webhook_calls(&metrics, webhook);
         assert!(calls.total > 0.0, "the API server never called {webhook}");
         report.push_str(&format!(
             "  {webhook}: {} calls, {:.1}% under 5 ms, {:.1}% under 25 ms\n",

@@ -6,8 +6,8 @@
 //! the sweeper (as the Deployment in manifests/base does).
 
 mod e2e_support;
-mod envtest;
 
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,7 @@ fn shared() -> Option<&'static Installation> {
         let grace = format!("{}s", GRACE.as_secs());
         Installation::start_with(
             assets,
+            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
             &policy()?,
             &["--reset-stale-force", "--stale-force-grace", &grace],
             e2e_support::grant_components,

@@ -13,7 +13,6 @@
 //! binaries this test prints a skip line, and fails in CI.
 
 mod e2e_vap_support;
-mod envtest;
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};

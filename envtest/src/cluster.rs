@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::http::{self, Tls};
-use super::kubectl::Kubectl;
-use super::pki::{self, Pki};
-use super::process::{Janitor, Process, wait_until};
-use super::webhook::port_taken;
-use super::{Assets, Missing};
+use crate::http::{self, Tls};
+use crate::kubectl::Kubectl;
+use crate::pki::{self, Pki};
+use crate::process::{Janitor, Process, wait_until};
+use crate::webhook::port_taken;
+use crate::{Assets, Missing};
 
 /// The users the API server knows (static tokens, `--token-auth-file`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -181,7 +181,7 @@ impl Cluster {
 
     /// The cluster's CA (it signs the API server's and the webhook's
     /// serving certificates).
-    pub fn pki(&self) -> &Pki {
+    pub(crate) fn pki(&self) -> &Pki {
         &self.pki
     }
 
@@ -208,7 +208,7 @@ impl Cluster {
     }
 
     /// The kubectl binary.
-    pub fn kubectl_binary(&self) -> &Path {
+    pub(crate) fn kubectl_binary(&self) -> &Path {
         &self.kubectl
     }
 
@@ -272,7 +272,7 @@ impl Cluster {
     /// Starts a process that lives no longer than the cluster (and never
     /// outlives the test process); its output goes to `NAME.log` in the
     /// scratch directory.
-    pub fn spawn(
+    pub(crate) fn spawn(
         &self,
         name: &str,
         program: &Path,
@@ -463,7 +463,7 @@ impl Drop for Cluster {
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::cluster::{Cluster, User};
-use super::webhook::Webhook;
+use crate::cluster::{Cluster, User};
+use crate::webhook::Webhook;
 
 /// Kinds of the rendered manifests that are created as rendered.
 const INSTALLED: [&str; 8] = [
@@ -34,9 +34,11 @@ const SKIPPED: [&str; 5] = [
     "ConfigMap",
 ];
 
-/// The repository's root.
+/// The repository's root: the directory above this crate's (`envtest/`).
+/// [`CRD`](crate::CRD) and [`MANIFESTS`](crate::MANIFESTS) are relative to it.
 pub fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    crate_dir.parent().unwrap_or(crate_dir)
 }
 
 /// What [`Cluster::install_manifests`] created.
@@ -98,7 +100,7 @@ impl Cluster {
             }
             if !INSTALLED.contains(&kind.as_str()) {
                 return Err(format!(
-                    "{} renders {id}, which tests/envtest/install.rs neither installs nor skips: \
+                    "{} renders {id}, which envtest/src/install.rs neither installs nor skips: \
                      add its kind to INSTALLED or SKIPPED",
                     kustomization.display()
                 ));
@@ -189,7 +191,7 @@ impl Cluster {
 }
 
 /// `kubectl kustomize DIR`, as documents.
-pub fn render(kubectl: &Path, kustomization: &Path) -> Result<Vec<Value>, String> {
+pub(crate) fn render(kubectl: &Path, kustomization: &Path) -> Result<Vec<Value>, String> {
     let out = Command::new(kubectl)
         .arg("kustomize")
         .arg(kustomization)

@@ -7,15 +7,15 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use super::User;
+use crate::User;
 
 /// kubectl bound to one user of one cluster.
 #[derive(Debug, Clone)]
 pub struct Kubectl {
-    pub(super) binary: PathBuf,
-    pub(super) kubeconfig: PathBuf,
-    pub(super) cache_dir: PathBuf,
-    pub(super) user: User,
+    pub(crate) binary: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) cache_dir: PathBuf,
+    pub(crate) user: User,
 }
 
 /// What one kubectl run did.

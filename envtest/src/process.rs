@@ -120,11 +120,6 @@ impl Process {
         })
     }
 
-    /// The name given at start.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// The server's pid.
     pub fn pid(&self) -> u32 {
         self.pid
@@ -153,11 +148,6 @@ impl Process {
     /// The last `lines` lines of the server's log.
     pub fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)
-    }
-
-    /// Whether the server is still running.
-    pub fn running(&mut self) -> bool {
-        matches!(self.wrapper.try_wait(), Ok(None))
     }
 
     /// Stops the server and waits until it is gone. Stopping a stopped

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::assets::{Assets, require};
-use super::cluster::Cluster;
-use super::install::{Installed, repo_root};
-use super::webhook::{Webhook, WebhookOptions};
+use crate::assets::{Assets, require};
+use crate::cluster::Cluster;
+use crate::install::{Installed, repo_root};
+use crate::webhook::{Webhook, WebhookOptions};
 
 /// The Numaplane CRD the tests install.
 pub const CRD: &str = "tests/fixtures/numaplane-pipelinerollout-crd.yaml";
@@ -31,19 +31,21 @@ pub struct Installation {
 impl Installation {
     /// Starts a cluster; installs the CRD; runs `before_webhooks` (objects
     /// that must predate the webhooks); writes `policy` (YAML or JSON) to a
-    /// file and starts the webhook with it; installs the manifests; and
-    /// waits until the API server calls the webhooks.
+    /// file and starts the webhook binary `webhook` with it; installs the
+    /// manifests; and waits until the API server calls the webhooks.
     pub fn start(
         assets: &Assets,
+        webhook: &Path,
         policy: &str,
         before_webhooks: impl FnOnce(&Cluster) -> Result<(), String>,
     ) -> Result<Self, String> {
-        Self::start_with(assets, policy, &[], before_webhooks)
+        Self::start_with(assets, webhook, policy, &[], before_webhooks)
     }
 
     /// [`Installation::start`], with more flags for the webhook's `serve`.
     pub fn start_with(
         assets: &Assets,
+        webhook: &Path,
         policy: &str,
         extra_args: &[&str],
         before_webhooks: impl FnOnce(&Cluster) -> Result<(), String>,
@@ -57,6 +59,7 @@ impl Installation {
         let webhook = Webhook::start(
             &cluster,
             WebhookOptions {
+                binary: webhook.to_owned(),
                 name: "webhook".to_owned(),
                 policy: policy_file,
                 extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),

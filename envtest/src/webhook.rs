@@ -5,16 +5,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::cluster::{Cluster, User, free_port};
-use super::http;
-use super::process::{Process, wait_until};
-
-/// The binary under test.
-pub const BINARY: &str = env!("CARGO_BIN_EXE_pipelinerollout-webhook");
+use crate::cluster::{Cluster, User, free_port};
+use crate::http;
+use crate::process::{Process, wait_until};
 
 /// How to run the webhook.
 #[derive(Debug, Clone)]
 pub struct WebhookOptions {
+    /// The `pipelinerollout-webhook` binary (from a test of the webhook's
+    /// own package: `env!("CARGO_BIN_EXE_pipelinerollout-webhook")`).
+    pub binary: PathBuf,
     /// A name for its log file and messages (unique per cluster).
     pub name: String,
     /// The policy file (`--policy`).
@@ -122,10 +122,9 @@ impl Webhook {
     /// same files, and waits until it is ready.
     pub fn resume(&mut self, cluster: &Cluster) -> Result<(), String> {
         self.stop();
-        let binary = PathBuf::from(BINARY);
         let mut process = cluster.spawn(
             &self.options.name,
-            &binary,
+            &self.options.binary,
             &self.args,
             Duration::from_secs(5),
         )?;
@@ -145,7 +144,7 @@ impl Webhook {
 }
 
 /// Whether a start-up error says a port was taken.
-pub(super) fn port_taken(why: &str) -> bool {
+pub(crate) fn port_taken(why: &str) -> bool {
     why.to_lowercase().contains("address already in use")
 }
 

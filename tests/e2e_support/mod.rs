@@ -3,9 +3,8 @@
 // Not every test binary uses every item.
 #![allow(dead_code)]
 
+use envtest::{Cluster, Kubectl, Output, User, binding, repo_root};
 use serde_json::{Value, json};
-
-use crate::envtest::{Cluster, Kubectl, Output, User, repo_root};
 
 /// The validating webhook's name, as `manifests/base/webhooks.yaml` has it.
 pub const VALIDATE: &str = "validate.pipelinerollout-webhook.numaplane.numaproj.io";
@@ -31,27 +30,6 @@ pub fn role(namespace: Option<&str>, name: &str, resources: &[&str], verbs: &[&s
             "metadata": {"name": name, "namespace": namespace}, "rules": rules}),
         None => json!({"apiVersion": RBAC, "kind": "ClusterRole",
             "metadata": {"name": name}, "rules": rules}),
-    }
-}
-
-/// A RoleBinding (`namespace` given) or ClusterRoleBinding of `users` to
-/// the `role_kind` (Role or ClusterRole) `role`.
-pub fn binding(
-    namespace: Option<&str>,
-    name: &str,
-    role_kind: &str,
-    role: &str,
-    users: &[User],
-) -> Value {
-    let role_ref =
-        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role});
-    let subjects: Vec<Value> = users.iter().map(|u| u.subject()).collect();
-    match namespace {
-        Some(namespace) => json!({"apiVersion": RBAC, "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": namespace},
-            "roleRef": role_ref, "subjects": subjects}),
-        None => json!({"apiVersion": RBAC, "kind": "ClusterRoleBinding",
-            "metadata": {"name": name}, "roleRef": role_ref, "subjects": subjects}),
     }
 }
 
@@ -231,50 +209,4 @@ pub fn annotate(kubectl: &Kubectl, namespace: &str, name: &str, value: Option<&s
 /// The allow-data-loss annotation of a PipelineRollout.
 pub fn annotation_of(object: &Value) -> Option<&str> {
     object["metadata"]["annotations"][ALLOW_DATA_LOSS].as_str()
-}
-
-/// Calls of one webhook, from the histogram's buckets.
-pub struct Calls {
-    /// All calls.
-    pub total: f64,
-    /// Those that took at most 5 ms.
-    pub under_5ms: f64,
-    /// Those that took at most 25 ms.
-    pub under_25ms: f64,
-}
-
-/// The calls of `webhook` in the API server's
-/// `apiserver_admission_webhook_admission_duration_seconds` histogram (its
-/// buckets are cumulative; summed over operations and outcomes).
-pub fn latency(metrics: &str, webhook: &str) -> Calls {
-    let mut calls = Calls {
-        total: 0.0,
-        under_5ms: 0.0,
-        under_25ms: 0.0,
-    };
-    let name = format!("name=\"{webhook}\"");
-    for line in metrics.lines() {
-        let Some(rest) =
-            line.strip_prefix("apiserver_admission_webhook_admission_duration_seconds_bucket{")
-        else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(value) = value.parse::<f64>() else {
-            continue;
-        };
-        if !labels.contains(&name) {
-            continue;
-        }
-        if labels.contains("le=\"+Inf\"") {
-            calls.total += value;
-        } else if labels.contains("le=\"0.005\"") {
-            calls.under_5ms += value;
-        } else if labels.contains("le=\"0.025\"") {
-            calls.under_25ms += value;
-        }
-    }
-    calls
 }

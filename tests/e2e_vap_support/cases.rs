@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::envtest::User;
+use envtest::User;
 
 /// The annotation that forces a re-apply.
 pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::cases::{Case, condition, create, doc, not_pausing, pausing, ppnd, update};
 use super::tables::FORCERS;
-use crate::envtest::User;
+use envtest::User;
 
 /// Rules 6, 7 and 11 under the built-in policy.
 pub fn force_cases() -> Vec<Case> {

@@ -20,8 +20,8 @@ use pipelinerollout_webhook::authz::{self, Authorizer};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
 
-use crate::envtest::{Cluster, User};
 use cases::Case;
+use envtest::{Cluster, User};
 
 /// The PipelineRollouts of a namespace.
 pub fn rollouts(namespace: &str) -> String {

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::cases::{Case, Doc, create, doc, pausing, ppnd, timeout_values, update};
-use crate::envtest::User;
+use envtest::User;
 
 /// The users whose permission the rule table varies.
 pub const FORCERS: [User; 3] = [User::ArgocdServer, User::Admin, User::Alice];
