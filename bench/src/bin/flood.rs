@@ -10,9 +10,9 @@
 //! it also reports the server's VmHWM and the highest VmRSS it sampled.
 //!
 //! ```text
-//! cargo run --release --example flood -- --addr 127.0.0.1:18443 --ca certs/ca.crt \
+//! cargo run --release -p bench --bin flood -- --addr 127.0.0.1:18443 --ca certs/ca.crt \
 //!     --body big.json --pad-to 7864320 --http1 48
-//! cargo run --release --example flood -- --addr 127.0.0.1:18443 --ca certs/ca.crt \
+//! cargo run --release -p bench --bin flood -- --addr 127.0.0.1:18443 --ca certs/ca.crt \
 //!     --body big.json --pad-to 4194304 --http2 8x32
 //! ```
 #![forbid(unsafe_code)]

@@ -12,7 +12,7 @@
 //!   `request.uid` in an allowed AdmissionReview. What a naive webhook pays.
 //!
 //! ```text
-//! cargo run --release --example reference_server -- --mode constant --listen 127.0.0.1:18444 --certs /tmp/certs
+//! cargo run --release -p bench --bin reference_server -- --mode constant --listen 127.0.0.1:18444 --certs /tmp/certs
 //! ```
 //!
 //! `--certs DIR` holds `tls.crt` and `tls.key` (and `ca.crt`, for clients);
