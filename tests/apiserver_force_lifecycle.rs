@@ -2,16 +2,16 @@
 //! the one-shot reset stored by the next write, the sweeper resetting
 //! without any write, the minimum pause age, and the Events each step
 //! records (none for a dry run). Same harness and skip rules as
-//! tests/e2e.rs; this binary runs its own cluster, whose webhook also runs
+//! tests/apiserver_webhook.rs; this binary runs its own cluster, whose webhook also runs
 //! the sweeper (as the Deployment in manifests/base does).
 
-mod e2e_support;
+mod apiserver_support;
 
 use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use e2e_support::{
+use apiserver_support::{
     ALLOW_DATA_LOSS, ROLLOUTS, annotate, annotation_of, assert_refused, idle, pausing, rollout,
     set_status, stored, team_namespace,
 };
@@ -34,7 +34,7 @@ fn shared() -> Option<&'static Installation> {
             Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
             &policy()?,
             &["--reset-stale-force", "--stale-force-grace", &grace],
-            e2e_support::grant_components,
+            apiserver_support::grant_components,
         )
     })
 }

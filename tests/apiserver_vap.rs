@@ -12,13 +12,13 @@
 //! One cluster for all four, one policy installed at a time. Without the
 //! binaries this test prints a skip line, and fails in CI.
 
-mod e2e_vap_support;
+mod apiserver_vap_support;
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use e2e_vap_support::cases::{Case, doc};
-use e2e_vap_support::{
+use apiserver_vap_support::cases::{Case, doc};
+use apiserver_vap_support::{
     Api, Judged, check_scope, judge_all, prepare, prepare_scope, rollouts, tables,
 };
 use envtest::{Assets, CRD, Cluster, User, repo_root, require};

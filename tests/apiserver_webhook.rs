@@ -1,4 +1,4 @@
-//! End-to-end tests through a real kube-apiserver (see tests/envtest and
+//! End-to-end tests through a real kube-apiserver (see envtest/ and
 //! docs/end-to-end-tests.md): the Numaplane CRD and the project's manifests
 //! installed as users install them, the real webhook binary with the
 //! policy users install, and kubectl acting as people, Argo CD and
@@ -10,7 +10,7 @@
 //!
 //! Without the binaries these tests print a skip line each, and fail in CI.
 
-mod e2e_support;
+mod apiserver_support;
 
 use std::io::Write as _;
 use std::path::Path;
@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use e2e_support::{
+use apiserver_support::{
     ALLOW_DATA_LOSS, MUTATE, NO_TIMEOUT_SECONDS, ROLLOUTS, VALIDATE, annotate, annotation_of,
     assert_refused, idle, pausing, rollout, set_status, stored, team_namespace, timeout_of,
     timeout_patch,
@@ -71,7 +71,7 @@ fn shared_policy() -> Result<String, String> {
         Some(found) if *found == want => Ok(()),
         found => Err(format!(
             "the end-to-end scenarios assume base policy.yaml has {pointer} = {want}, \
-             found {found:?}: update tests/e2e.rs"
+             found {found:?}: update tests/apiserver_webhook.rs"
         )),
     };
     expect("/mode", json!("enforce"))?;
@@ -95,7 +95,7 @@ fn shared_policy() -> Result<String, String> {
 /// Before the webhooks exist: the other components' RBAC, and scenario 3's
 /// object with a timeout the policy forbids.
 fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
-    e2e_support::grant_components(cluster)?;
+    apiserver_support::grant_components(cluster)?;
     team_namespace(cluster, LEGACY_NAMESPACE)?;
     let out = cluster.kubectl(User::Admin).create(
         &rollout(LEGACY_NAMESPACE, LEGACY_NAME, Some(json!(LEGACY_TIMEOUT))),

@@ -1,13 +1,13 @@
 //! The binary's commands, run as a user runs them.
 
-mod common;
+mod https_support;
 
 use std::io::Write as _;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::fixtures_dir;
+use https_support::fixtures_dir;
 use serde_json::Value;
 
 fn bin() -> Command {
@@ -315,9 +315,10 @@ fn gen_certs_renews_under_the_same_ca() {
         client_ca: None,
     };
     assert!(pipelinerollout_webhook::server::tls::load(&files).is_ok());
-    let der = common::cert_der(&out.join("tls.crt"));
+    let der = https_support::cert_der(&out.join("tls.crt"));
     let end_entity = rustls_pki_types::CertificateDer::from(der);
-    let ca_der = rustls_pki_types::CertificateDer::from(common::cert_der(&out.join("ca.crt")));
+    let ca_der =
+        rustls_pki_types::CertificateDer::from(https_support::cert_der(&out.join("ca.crt")));
     let anchor = webpki_anchor(&ca_der);
     let cert = webpki::EndEntityCert::try_from(&end_entity).expect("parse");
     let now = rustls_pki_types::UnixTime::now();

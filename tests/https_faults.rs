@@ -8,16 +8,16 @@
 //! their timings do not disturb one another; the file runs in about 20s.
 //! Findings and numbers: docs/robustness.md (`-- --nocapture` prints them).
 
-mod common;
+mod https_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::binary::Binary;
-use common::body::Stalled;
-use common::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
+use https_support::binary::Binary;
+use https_support::body::Stalled;
+use https_support::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -424,7 +424,7 @@ async fn garbage_on_the_tls_port_is_closed_and_the_server_keeps_serving() {
 // ---------------------------------------------------------------------------
 // The binary, for memory and file descriptors
 
-// `Binary` (tests/common/binary.rs) runs it.
+// `Binary` (tests/https_support/binary.rs) runs it.
 
 // ---------------------------------------------------------------------------
 // (d) many 8 MiB bodies

@@ -1,4 +1,4 @@
-//! Fault tests, continued from tests/faults.rs: floods of large bodies
+//! Fault tests, continued from tests/https_faults.rs: floods of large bodies
 //! against the body budget and the request limit (memory measured on the
 //! binary), requests that wait for budget past their deadline, too many
 //! requests at once, and connections that go idle or dead.
@@ -7,17 +7,17 @@
 //! timings and memory figures do not disturb one another. Findings and
 //! numbers: docs/robustness.md (`-- --nocapture` prints them).
 
-mod common;
+mod https_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::binary::Binary;
-use common::body::Stalled;
-use common::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
 use http_body_util::{BodyExt, Full};
+use https_support::binary::Binary;
+use https_support::body::Stalled;
+use https_support::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};

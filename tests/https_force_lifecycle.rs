@@ -2,9 +2,9 @@
 //! (patch applied to the object and checked), the minimum pause age in
 //! `/validate`, and `review --now` reproducing a clock-dependent decision.
 
-mod common;
+mod https_support;
 
-use common::{TestServer, fixture_json, patch_of, response_for, warnings_of};
+use https_support::{TestServer, fixture_json, patch_of, response_for, warnings_of};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
 
@@ -102,7 +102,7 @@ fn review_now_makes_the_pause_age_reproducible() {
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "forceReapply:\n  minPauseAge: 10m\n").expect("policy");
     let fixture =
-        common::fixtures_dir().join("04-allow-data-loss-argocd-server-action-validate.json");
+        https_support::fixtures_dir().join("04-allow-data-loss-argocd-server-action-validate.json");
     let review = |now: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
             .args(["review", "--webhook", "validate", "--now", now, "--policy"])

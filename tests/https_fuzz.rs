@@ -6,16 +6,16 @@
 //! server over HTTPS.
 //!
 //! The default run is short (256 cases per property). For a long session:
-//! `PROPTEST_CASES=100000 cargo test --release --test fuzz` (see
+//! `PROPTEST_CASES=100000 cargo test --release --test https_fuzz` (see
 //! docs/robustness.md); every `PROPTEST_*` variable is honoured.
 
-mod common;
+mod https_support;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine as _;
-use common::{Client, TestServer, fixture, fixture_json, fixtures_dir, response_for};
+use https_support::{Client, TestServer, fixture, fixture_json, fixtures_dir, response_for};
 use hyper::StatusCode;
 use pipelinerollout_webhook::admission::{API_VERSIONS, Webhook};
 use pipelinerollout_webhook::policy::Policy;
@@ -810,7 +810,7 @@ fn envelope(sent: &Value) -> Option<(&str, &str)> {
 
 /// Runs one body through `handle` and checks the answer.
 fn check(webhook: Webhook, body: &[u8], tampered: bool) -> Result<Seen, TestCaseError> {
-    let result = common::answer_now(webhook, &POLICY, body);
+    let result = https_support::answer_now(webhook, &POLICY, body);
     // How serde_json reads the same bytes; `None` when it cannot (invalid
     // UTF-8 or lone surrogates in skipped strings, numbers out of range,
     // nesting past 128: the lenient reader skips those it does not need).
@@ -877,7 +877,7 @@ fn check(webhook: Webhook, body: &[u8], tampered: bool) -> Result<Seen, TestCase
             json_patch::patch(&mut object, &patch)
                 .map_err(|e| TestCaseError::fail(format!("patch does not apply: {e}")))?;
             let written = object
-                .pointer(common::TIMEOUT_POINTER)
+                .pointer(https_support::TIMEOUT_POINTER)
                 .and_then(Value::as_u64);
             prop_assert_eq!(written, outcome.decision.defaulted);
             return Ok(Seen::Patched);
@@ -1150,7 +1150,7 @@ async fn nastiest_bodies_over_https_leave_the_server_serving() {
         } else {
             Webhook::Validate
         };
-        let expected = common::answer_now(webhook, &POLICY, &body);
+        let expected = https_support::answer_now(webhook, &POLICY, &body);
         let answer = client.post(path, body.clone()).await;
         match expected {
             Ok((_, outcome)) => {

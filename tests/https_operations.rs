@@ -1,13 +1,13 @@
 //! Operations: certificate and policy reload, readiness, metrics, mTLS and
 //! request deadlines, against the real server over HTTPS.
 
-mod common;
+mod https_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{
+use https_support::{
     Client, TestServer, admin_get, cert_der, fixture, fixture_json, metric_value, response_for,
 };
 use hyper::StatusCode;
@@ -501,7 +501,7 @@ async fn an_idle_server_does_not_keep_rereading_its_files() {
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "mode: enforce\n").expect("policy file");
     let policy = policy.to_str().expect("utf-8 path");
-    let binary = common::binary::Binary::start_with(None, &["--policy", policy]).await;
+    let binary = https_support::binary::Binary::start_with(None, &["--policy", policy]).await;
     // Let start-up settle (the first checks after the watches are set up).
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = io_counter(binary.pid(), "syscr");
@@ -519,8 +519,8 @@ async fn an_idle_server_does_not_keep_rereading_its_files() {
 /// `requests` requests one after another at `level`, and the log events it
 /// wrote.
 async fn writes_while_answering(level: &str, requests: u64) -> (u64, u64) {
-    let binary = common::binary::Binary::start_with(None, &["--log-level", level]).await;
-    let body = common::fixture_json("01-create-kubectl-apply-validate.json").to_string();
+    let binary = https_support::binary::Binary::start_with(None, &["--log-level", level]).await;
+    let body = https_support::fixture_json("01-create-kubectl-apply-validate.json").to_string();
     let _ = binary.client.post("/validate", body.clone()).await;
     let before = io_counter(binary.pid(), "syscw");
     for _ in 0..requests {

@@ -1,7 +1,7 @@
 //! RBAC authorisation of the forced re-apply through SubjectAccessReviews,
 //! against an HTTPS stand-in for the API server's endpoint.
 
-mod common;
+mod https_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
-use common::{Client, TestServer, fixture_json, metric_value, response_for};
+use https_support::{Client, TestServer, fixture_json, metric_value, response_for};
 use pipelinerollout_webhook::certs;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
@@ -379,8 +379,8 @@ fn review_without_a_kubeconfig_denies_what_only_rbac_could_allow() {
     let dir = tempfile::tempdir().expect("dir");
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "forceReapply:\n  rbac: {verb: force-reapply}\n").expect("policy");
-    let fixture =
-        common::fixtures_dir().join("07-allow-data-loss-true-kubectl-annotate-alice-validate.json");
+    let fixture = https_support::fixtures_dir()
+        .join("07-allow-data-loss-true-kubectl-annotate-alice-validate.json");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
         .args(["review", "--webhook", "validate", "--policy"])
         .arg(&policy)
@@ -398,8 +398,8 @@ async fn review_with_a_kubeconfig_asks_rbac() {
     let dir = tempfile::tempdir().expect("dir");
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "forceReapply:\n  rbac: {verb: force-reapply}\n").expect("policy");
-    let fixture =
-        common::fixtures_dir().join("07-allow-data-loss-true-kubectl-annotate-alice-validate.json");
+    let fixture = https_support::fixtures_dir()
+        .join("07-allow-data-loss-true-kubectl-annotate-alice-validate.json");
     let kubeconfig = api.kubeconfig.clone();
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))

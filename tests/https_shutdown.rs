@@ -1,13 +1,13 @@
 //! SIGTERM while requests are in flight: the binary keeps answering during
 //! the shutdown delay, loses no request, and exits 0.
 
-mod common;
+mod https_support;
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Client, admin_get, fixture_json, response_for};
+use https_support::{Client, admin_get, fixture_json, response_for};
 use hyper::StatusCode;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

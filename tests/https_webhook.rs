@@ -2,9 +2,9 @@
 //! endpoint it was captured for, variations of each rule, both apiVersions,
 //! warn mode, namespace overrides and the HTTP error cases.
 
-mod common;
+mod https_support;
 
-use common::{
+use https_support::{
     Client, TIMEOUT_POINTER, TestServer, fixture, fixture_json, patch_of, response_for, warnings_of,
 };
 use hyper::{Method, StatusCode};
@@ -147,7 +147,7 @@ async fn every_fixture_gets_the_documented_answer() {
     let server = TestServer::start(Policy::built_in()).await;
     let client = server.client();
     let listed: Vec<&str> = FIXTURES.iter().map(|e| e.file).collect();
-    for entry in std::fs::read_dir(common::fixtures_dir()).expect("fixtures") {
+    for entry in std::fs::read_dir(https_support::fixtures_dir()).expect("fixtures") {
         let name = entry
             .expect("entry")
             .file_name()

@@ -1,7 +1,7 @@
 //! The variables the validations share: what the request, the object and
 //! the stored object hold on the paths the rules read, each read once, and
 //! guarded so that no wrongly typed value raises a CEL runtime error. The
-//! API server does not type-check variables (tests/vap.rs checks that each
+//! API server does not type-check variables (tests/cli_export_vap.rs checks that each
 //! is defined before it is read).
 
 use super::cel::{self, Step};
