@@ -77,7 +77,8 @@ impl Cluster {
 
     /// Renders `kustomization` (such as `manifests/base`) with `kubectl
     /// kustomize` and creates what an API server without pods can use:
-    /// every kind in [`INSTALLED`], with each webhook's
+    /// Namespaces, ServiceAccounts, RBAC and both kinds of webhook
+    /// configuration (`INSTALLED` in `install.rs`), with each webhook's
     /// `clientConfig.service` replaced by `clientConfig.url` =
     /// `https://127.0.0.1:PORT` + the service's `path`, pointing at
     /// `webhook`, and `caBundle` = the cluster's CA. Everything else is

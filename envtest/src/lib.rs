@@ -24,6 +24,7 @@
 //! way, unless `ENVTEST_KEEP=1` asks to keep them (logs of every server,
 //! kubeconfigs of every user).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod assets;
 mod cluster;
