@@ -5,6 +5,10 @@
 //! paths and ports, probes, RBAC, certificates, security context, rules,
 //! timeouts, failurePolicy and the policy file.
 //!
+//! Each invariant is a test of its own that checks every rendering; each
+//! rendering also has a test that checks every invariant on it. The
+//! renderings are made once per test process (`RENDERINGS`).
+//!
 //! Needs `kubectl` (with its built-in kustomize) on the PATH; without it the
 //! tests fail and say so.
 
