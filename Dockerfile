@@ -16,6 +16,9 @@ RUN grep -qx 'channel = "1.95.0"' rust-toolchain.toml \
     || { echo "rust-toolchain.toml names another toolchain than this Dockerfile (1.95.0)" >&2; exit 1; }
 # --locked: exactly the dependency versions of Cargo.lock. The cache mounts
 # (BuildKit) keep downloaded crates and build artifacts between builds.
+# The workspace's other members (envtest/, bench/) come along with
+# `COPY . .` because Cargo reads every member's manifest; `cargo build` at
+# the root builds only the root package, the webhook.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Memory under a flood of large AdmissionReviews (issue 12): the release
-# webhook, started fresh for every run, against examples/flood.rs. See
+# webhook, started fresh for every run, against bench/src/bin/flood.rs. See
 # BENCHMARKS.md, "Memory under a flood".
 #
 #   bench/flood.sh                      the scenarios against the current tree
@@ -58,12 +58,13 @@ if [ -n "$BEFORE_REV" ]; then
     BIN[before]=target/flood/webhook-$rev
     NAMES+=(before)
 fi
-log "building the current tree's webhook and examples/flood.rs"
-cargo build --release --locked --bin pipelinerollout-webhook --example flood
+log "building the current tree's webhook and bench/src/bin/flood.rs"
+cargo build --release --locked --bin pipelinerollout-webhook
+cargo build --release --locked -p bench --bin flood
 cp target/release/pipelinerollout-webhook target/flood/webhook-current
 BIN[after]=target/flood/webhook-current
 NAMES+=(after)
-FLOOD=target/release/examples/flood
+FLOOD=target/release/flood
 
 FIXTURE=tests/fixtures/admission/07-allow-data-loss-true-kubectl-annotate-alice-validate.json
 # An UPDATE carries the object twice: grow each to a bit under half the size

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load benchmark of the webhook against two reference servers on the same
-# TLS/HTTP stack (examples/reference_server.rs). See BENCHMARKS.md.
+# TLS/HTTP stack (bench/src/bin/reference_server.rs). See BENCHMARKS.md.
 #
 #   bench/load.sh          full run: matrix (3 rounds x 10 s per cell), scale, start-to-ready
 #   bench/load.sh smoke    the same, shortened: under a minute once built
@@ -57,7 +57,7 @@ declare -A PORT=([webhook]=$WEBHOOK_PORT [webhook-quiet]=$QUIET_PORT [constant]=
     [parse-all]=$PARSE_ALL_PORT)
 declare -A PID=()
 WEBHOOK=target/release/pipelinerollout-webhook
-REFERENCE=target/release/examples/reference_server
+REFERENCE=target/release/reference_server
 PY="python3 bench/bench.py"
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -89,7 +89,8 @@ ensure_oha() {
 
 build() {
     log "building the release binary and the reference servers"
-    cargo build --release --bin pipelinerollout-webhook --example reference_server
+    cargo build --release --bin pipelinerollout-webhook
+    cargo build --release -p bench --bin reference_server
 }
 
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo -1; }

@@ -5,6 +5,10 @@
 //! paths and ports, probes, RBAC, certificates, security context, rules,
 //! timeouts, failurePolicy and the policy file.
 //!
+//! Each invariant is a test of its own that checks every rendering; each
+//! rendering also has a test that checks every invariant on it. The
+//! renderings are made once per test process (`RENDERINGS`).
+//!
 //! Needs `kubectl` (with its built-in kustomize) on the PATH; without it the
 //! tests fail and say so.
 
@@ -12,11 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingWebhook, ValidatingWebhookConfiguration,
     WebhookClientConfig,
 };
 use k8s_openapi::api::apps::v1::Deployment;
@@ -60,6 +66,7 @@ enum CaSource {
 }
 
 /// What an overlay must render to.
+#[derive(Debug, Clone, Copy)]
 struct Expect {
     ca: CaSource,
     failure_policy: &'static str,
@@ -197,6 +204,8 @@ struct Install {
     network_policies: Vec<NetworkPolicy>,
     mutating: Vec<MutatingWebhookConfiguration>,
     validating: Vec<ValidatingWebhookConfiguration>,
+    policies: Vec<ValidatingAdmissionPolicy>,
+    policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     /// cert-manager.io objects, kept as JSON.
     cert_manager: Vec<Value>,
 }
@@ -285,6 +294,12 @@ fn parse(docs: &[Value]) -> Install {
             }
             ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
                 install.validating.push(typed(doc, &what));
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+                install.policies.push(typed(doc, &what));
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+                install.policy_bindings.push(typed(doc, &what));
             }
             ("cert-manager.io/v1", "Issuer" | "Certificate") => {
                 install.cert_manager.push(doc.clone());
@@ -455,16 +470,345 @@ fn sorted(items: Option<&Vec<String>>) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------------------
-// The invariants
+// The renderings, made once per test process
 
-/// Everything an install must satisfy; returns the parsed objects for the
-/// overlay-specific checks.
-fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> Install {
-    let install = parse(docs);
-    let help = serve_help();
+/// The certificates `gen-certs` wrote for the self-signed overlay.
+struct Certs {
+    ca: Vec<u8>,
+    cert: Vec<u8>,
+    key: Vec<u8>,
+}
 
-    // The namespace.
-    let namespace = named(&install.namespaces, NAMESPACE, "Namespace");
+/// One install as `kubectl kustomize` renders it, parsed, with what it
+/// must render to.
+struct Rendering {
+    /// The directory below `manifests/` (`base`, `overlays/fail-open`, ...).
+    dir: String,
+    expect: Expect,
+    install: Install,
+    /// What `gen-certs` wrote before rendering (`CaSource::GenCerts` only).
+    certs: Option<Certs>,
+    /// What `check-policy` prints for the policy ConfigMap's policy; run
+    /// by the first test that needs it.
+    effective_policy: OnceLock<String>,
+}
+
+/// An overlay of the base with the no-stale-force-sweeper component,
+/// written into the workspace (`the_no_stale_force_sweeper_component_...`).
+const NO_SWEEPER: &str = "overlays/no-sweeper-test";
+
+/// An overlay of the base with the opt-in components
+/// force-reapply-bindings and rollouts-in-skipped-namespaces, written into
+/// the workspace.
+const WITH_OPT_INS: &str = "overlays/opt-ins-test";
+
+/// What the base and the no-sweeper overlay must render to.
+const BASE_EXPECT: Expect = Expect {
+    ca: CaSource::None,
+    failure_policy: "Fail",
+};
+
+/// Every install the invariants are checked on: the base, the no-sweeper
+/// overlay and every overlay in [`OVERLAYS`], rendered in parallel from one
+/// copy of `manifests/` (the workspace is removed once they are read). A
+/// failure is kept as its message, which every test that needs the
+/// renderings reports.
+static RENDERINGS: LazyLock<Result<Vec<Rendering>, String>> = LazyLock::new(|| {
+    std::panic::catch_unwind(render_all).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "rendering the manifests panicked".to_owned())
+    })
+});
+
+/// `serve --help`, split per flag (read once).
+static HELP: LazyLock<BTreeMap<String, String>> = LazyLock::new(serve_help);
+
+fn renderings() -> &'static [Rendering] {
+    match &*RENDERINGS {
+        Ok(renderings) => renderings,
+        Err(why) => panic!("{why}"),
+    }
+}
+
+/// The rendering of `dir` (below `manifests/`).
+fn rendering(dir: &str) -> &'static Rendering {
+    renderings()
+        .iter()
+        .find(|r| r.dir == dir)
+        .unwrap_or_else(|| panic!("manifests/{dir} is not among the renderings"))
+}
+
+fn render_all() -> Vec<Rendering> {
+    let ws = Workspace::new();
+    let overlay = ws.manifests().join(NO_SWEEPER);
+    fs::create_dir_all(&overlay).expect("overlay dir");
+    fs::write(
+        overlay.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\ncomponents:\n- ../../components/no-stale-force-sweeper\n",
+    )
+    .expect("write overlay");
+    let overlay = ws.manifests().join(WITH_OPT_INS);
+    fs::create_dir_all(&overlay).expect("overlay dir");
+    fs::write(
+        overlay.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\ncomponents:\n- ../../components/force-reapply-bindings\n- ../../components/rollouts-in-skipped-namespaces\n",
+    )
+    .expect("write overlay");
+    let mut wanted = vec![
+        ("base".to_owned(), BASE_EXPECT),
+        (NO_SWEEPER.to_owned(), BASE_EXPECT),
+        (WITH_OPT_INS.to_owned(), BASE_EXPECT),
+    ];
+    for (name, expect) in &OVERLAYS {
+        wanted.push((format!("overlays/{name}"), *expect));
+    }
+    let mut certs = wanted
+        .iter()
+        .any(|(_, e)| e.ca == CaSource::GenCerts)
+        .then(|| {
+            ws.gen_certs();
+            let read = |file: &str| fs::read(ws.certs_dir().join(file)).expect(file);
+            Certs {
+                ca: read("ca.crt"),
+                cert: read("tls.crt"),
+                key: read("tls.key"),
+            }
+        });
+    let ws = &ws;
+    let rendered: Vec<Vec<Value>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = wanted
+            .iter()
+            .map(|(dir, _)| scope.spawn(move || ws.render(dir)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    rendered
+        .into_iter()
+        .zip(wanted)
+        .map(|(docs, (dir, expect))| Rendering {
+            install: parse(&docs),
+            certs: if expect.ca == CaSource::GenCerts {
+                certs.take()
+            } else {
+                None
+            },
+            dir,
+            expect,
+            effective_policy: OnceLock::new(),
+        })
+        .collect()
+}
+
+/// Runs `check` on every rendering, saying on stderr (shown when the test
+/// fails) which one it checks.
+fn on_every_rendering(check: fn(&Rendering)) {
+    for rendering in renderings() {
+        eprintln!("checking manifests/{}", rendering.dir);
+        check(rendering);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The objects the invariants look at
+
+/// The Deployment's pod: its labels, its spec and its one container.
+struct Pod<'a> {
+    labels: BTreeMap<String, String>,
+    spec: &'a PodSpec,
+    container: &'a Container,
+}
+
+fn pod(install: &Install) -> Pod<'_> {
+    let deployment = one(&install.deployments, "Deployment");
+    let template = &deployment.spec.template;
+    let labels = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .expect("pod labels");
+    let spec: &PodSpec = template.spec.as_ref().expect("pod spec");
+    let container = one(&spec.containers, "container");
+    Pod {
+        labels,
+        spec,
+        container,
+    }
+}
+
+/// The webhook port (the `--listen` port) and the admin port (the
+/// `--admin-listen` one) the container uses.
+fn ports(container: &Container) -> (i32, i32) {
+    let listen = flag_value(container, &HELP, "--listen", "WEBHOOK_LISTEN").expect("--listen");
+    let admin = flag_value(container, &HELP, "--admin-listen", "WEBHOOK_ADMIN_LISTEN")
+        .expect("--admin-listen");
+    (port_of(&listen), port_of(&admin))
+}
+
+/// The container port the Service's `port` targets.
+fn service_port(service: &Service, container: &Container, port: i32) -> i32 {
+    let service_ports = service
+        .spec
+        .as_ref()
+        .expect("Service spec")
+        .ports
+        .clone()
+        .unwrap_or_default();
+    let p = service_ports
+        .iter()
+        .find(|p| p.port == port)
+        .unwrap_or_else(|| panic!("the Service has no port {port}"));
+    resolve_port(
+        container,
+        p.target_port.as_ref().unwrap_or(&IntOrString::Int(port)),
+    )
+}
+
+/// The volume and the file name behind `file` (a path a flag names),
+/// checked to be a read-only directory mount.
+fn mounted_dir(container: &Container, file: &str) -> (String, String) {
+    let mounts = container.volume_mounts.clone().unwrap_or_default();
+    let path = Path::new(file);
+    let dir = path
+        .parent()
+        .and_then(Path::to_str)
+        .unwrap_or_else(|| panic!("{file} has no directory"))
+        .to_owned();
+    let mount = mounts
+        .iter()
+        .find(|m| m.mount_path.trim_end_matches('/') == dir)
+        .unwrap_or_else(|| panic!("nothing is mounted at {dir} (for {file})"));
+    assert!(
+        mount.sub_path.is_none() && mount.sub_path_expr.is_none(),
+        "{dir} is mounted as a directory (subPath would never be updated)"
+    );
+    assert_eq!(mount.read_only, Some(true), "{dir} is mounted read-only");
+    (
+        mount.name.clone(),
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_else(|| panic!("{file} has no file name"))
+            .to_owned(),
+    )
+}
+
+/// The ConfigMap the `--policy` file comes from, and its key.
+fn policy_source(pod: &Pod<'_>) -> (String, String) {
+    let volumes = pod.spec.volumes.clone().unwrap_or_default();
+    let policy_file =
+        flag_value(pod.container, &HELP, "--policy", "WEBHOOK_POLICY").expect("--policy");
+    let (policy_volume, policy_key) = mounted_dir(pod.container, &policy_file);
+    let policy_cm_name = volumes
+        .iter()
+        .find(|v| v.name == policy_volume)
+        .and_then(|v| v.config_map.as_ref())
+        .map(|c| c.name.clone())
+        .expect("the policy volume is a ConfigMap");
+    (policy_cm_name, policy_key)
+}
+
+impl Rendering {
+    /// What `check-policy` prints for the policy in the policy ConfigMap.
+    fn effective_policy(&self) -> &str {
+        self.effective_policy.get_or_init(|| {
+            let (policy_cm_name, policy_key) = policy_source(&pod(&self.install));
+            let policy_cm = named(&self.install.config_maps, &policy_cm_name, "ConfigMap");
+            let policy_text = policy_cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get(&policy_key))
+                .unwrap_or_else(|| panic!("ConfigMap {policy_cm_name} has no {policy_key}"));
+            check_policy(policy_text)
+        })
+    }
+}
+
+/// The webhook configurations and their one webhook each.
+struct Webhooks<'a> {
+    mutating: &'a MutatingWebhookConfiguration,
+    validating: &'a ValidatingWebhookConfiguration,
+    mutate: MutatingWebhook,
+    validate: ValidatingWebhook,
+}
+
+fn webhooks(install: &Install) -> Webhooks<'_> {
+    let mutating = named(
+        &install.mutating,
+        WEBHOOK_CONFIG,
+        "MutatingWebhookConfiguration",
+    );
+    let validating = named(
+        &install.validating,
+        WEBHOOK_CONFIG,
+        "ValidatingWebhookConfiguration",
+    );
+    let mutate = one(
+        &mutating.webhooks.clone().unwrap_or_default(),
+        "mutating webhook",
+    )
+    .clone();
+    let validate = one(
+        &validating.webhooks.clone().unwrap_or_default(),
+        "validating webhook",
+    )
+    .clone();
+    Webhooks {
+        mutating,
+        validating,
+        mutate,
+        validate,
+    }
+}
+
+fn service_name(service: &Service) -> String {
+    service.metadata.name.clone().expect("the Service's name")
+}
+
+// ---------------------------------------------------------------------------
+// The invariants, one function each; every rendering must hold all of them
+
+/// Every invariant, on one rendering.
+fn holds_every_invariant(r: &Rendering) {
+    for check in INVARIANTS {
+        check(r);
+    }
+}
+
+/// The invariants, in the order they are read.
+const INVARIANTS: [fn(&Rendering); 20] = [
+    namespace_is_restricted,
+    deployment_selects_at_least_two_replicas,
+    args_are_flags_serve_has,
+    ports_are_the_listen_ports,
+    probes_ask_the_admin_server,
+    termination_outlasts_the_shutdown,
+    resources_request_and_limit_memory_only,
+    memory_limit_holds_the_body_budget,
+    security_context_is_restricted,
+    pods_spread_over_nodes_and_zones,
+    disruption_budget_keeps_one_pod,
+    tls_and_policy_are_read_only_directories,
+    policy_configmap_keeps_its_name_and_asks_rbac,
+    service_targets_the_container_ports,
+    webhook_configurations_match_the_server,
+    ca_comes_from_cert_manager_or_gen_certs,
+    rbac_grants_exactly_what_is_needed,
+    network_policy_opens_the_ports,
+    force_is_granted_only_by_the_opt_in_bindings,
+    skipped_namespaces_and_own_account_are_guarded,
+];
+
+/// The namespace.
+fn namespace_is_restricted(r: &Rendering) {
+    let namespace = named(&r.install.namespaces, NAMESPACE, "Namespace");
     let pod_security = namespace
         .metadata
         .labels
@@ -475,35 +819,33 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         Some("restricted"),
         "the webhook's namespace enforces the restricted Pod Security level"
     );
+}
 
-    // The Deployment and its one container.
-    let deployment = one(&install.deployments, "Deployment");
+/// The Deployment and its one container.
+fn deployment_selects_at_least_two_replicas(r: &Rendering) {
+    let deployment = one(&r.install.deployments, "Deployment");
     assert_eq!(deployment.metadata.namespace.as_deref(), Some(NAMESPACE));
     let spec = &deployment.spec;
     assert!(
         spec.replicas.unwrap_or(1) >= 2,
         "at least two replicas: every PipelineRollout write waits for the webhook"
     );
-    let template = &spec.template;
-    let pod_labels = template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.labels.clone())
-        .expect("pod labels");
+    let pod = pod(&r.install);
     assert!(
-        selects(&spec.selector, &pod_labels),
+        selects(&spec.selector, &pod.labels),
         "the Deployment's selector matches its pods"
     );
-    let pod: &PodSpec = template.spec.as_ref().expect("pod spec");
-    let container = one(&pod.containers, "container");
+}
 
-    // Command line: every flag is one the binary has.
+/// Command line: every flag is one the binary has.
+fn args_are_flags_serve_has(r: &Rendering) {
+    let container = pod(&r.install).container;
     let args = container.args.clone().unwrap_or_default();
     for arg in &args {
         if arg.starts_with("--") {
             let flag = arg.split('=').next().unwrap_or(arg);
             assert!(
-                help.contains_key(flag),
+                HELP.contains_key(flag),
                 "the Deployment passes {flag}, which `serve` does not have"
             );
         } else {
@@ -514,12 +856,13 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         args.iter().any(|a| a == "--log-format=json"),
         "logs as JSON in the cluster"
     );
+}
 
-    // Ports: the webhook port is the --listen port, the admin port the
-    // --admin-listen one.
-    let listen = port_of(&flag_value(container, &help, "--listen", "WEBHOOK_LISTEN").unwrap());
-    let admin =
-        port_of(&flag_value(container, &help, "--admin-listen", "WEBHOOK_ADMIN_LISTEN").unwrap());
+/// Ports: the webhook port is the --listen port, the admin port the
+/// --admin-listen one.
+fn ports_are_the_listen_ports(r: &Rendering) {
+    let container = pod(&r.install).container;
+    let (listen, admin) = ports(container);
     assert_eq!(listen, 8443, "the webhook listens on 8443");
     assert_eq!(admin, 8080, "the admin server listens on 8080");
     let container_ports: BTreeMap<String, i32> = container
@@ -530,8 +873,12 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         .collect();
     assert_eq!(container_ports.get("https"), Some(&listen));
     assert_eq!(container_ports.get("admin"), Some(&admin));
+}
 
-    // Probes on the admin server.
+/// Probes on the admin server.
+fn probes_ask_the_admin_server(r: &Rendering) {
+    let container = pod(&r.install).container;
+    let (_, admin) = ports(container);
     assert_eq!(
         http_probe(
             container,
@@ -556,34 +903,43 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         );
         assert_eq!(port, admin);
     }
+}
 
-    // Shutdown: kubelet waits longer than the webhook's own shutdown.
+/// Shutdown: kubelet waits longer than the webhook's own shutdown.
+fn termination_outlasts_the_shutdown(r: &Rendering) {
+    let pod = pod(&r.install);
+    let container = pod.container;
     let delay = duration(
         &flag_value(
             container,
-            &help,
+            &HELP,
             "--shutdown-delay",
             "WEBHOOK_SHUTDOWN_DELAY",
         )
-        .unwrap(),
+        .expect("--shutdown-delay"),
     );
     let grace = duration(
         &flag_value(
             container,
-            &help,
+            &HELP,
             "--shutdown-grace",
             "WEBHOOK_SHUTDOWN_GRACE",
         )
-        .unwrap(),
+        .expect("--shutdown-grace"),
     );
-    let termination = pod.termination_grace_period_seconds.unwrap_or(30);
+    let termination = pod.spec.termination_grace_period_seconds.unwrap_or(30);
     assert!(
-        Duration::from_secs(u64::try_from(termination).unwrap()) > delay + grace,
+        Duration::from_secs(
+            u64::try_from(termination).expect("terminationGracePeriodSeconds is not negative")
+        ) > delay + grace,
         "terminationGracePeriodSeconds {termination} must exceed --shutdown-delay + --shutdown-grace ({:?})",
         delay + grace
     );
+}
 
-    // Resources: requests, and a memory limit.
+/// Resources: requests, and a memory limit.
+fn resources_request_and_limit_memory_only(r: &Rendering) {
+    let container = pod(&r.install).container;
     let resources = container.resources.as_ref().expect("resources");
     let requests = resources.requests.clone().unwrap_or_default();
     let limits = resources.limits.clone().unwrap_or_default();
@@ -596,19 +952,26 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         !limits.contains_key("cpu"),
         "no CPU limit (throttling adds latency to every write)"
     );
-    // The memory limit holds the body budget plus the most the rest can
-    // take at the default limits (docs/robustness.md, "Memory under a
-    // flood": 1024 connections, 512 requests waiting, the process itself).
+}
+
+/// The memory limit holds the body budget plus the most the rest can
+/// take at the default limits (docs/robustness.md, "Memory under a
+/// flood": 1024 connections, 512 requests waiting, the process itself).
+fn memory_limit_holds_the_body_budget(r: &Rendering) {
+    let container = pod(&r.install).container;
+    let resources = container.resources.as_ref().expect("resources");
+    let requests = resources.requests.clone().unwrap_or_default();
+    let limits = resources.limits.clone().unwrap_or_default();
     let mib = |q: &str| {
         parse_size(q).unwrap_or_else(|e| panic!("memory quantity {q}: {e}")) / (1024 * 1024)
     };
     let budget = flag_value(
         container,
-        &help,
+        &HELP,
         "--max-inflight-body-bytes",
         "WEBHOOK_MAX_INFLIGHT_BODY_BYTES",
     )
-    .unwrap();
+    .expect("--max-inflight-body-bytes");
     let (budget, limit) = (mib(&budget), mib(&limits["memory"].0));
     assert!(
         limit >= budget + 80,
@@ -618,10 +981,13 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         mib(&requests["memory"].0) <= limit,
         "requests within limits"
     );
+}
 
-    // Security context: the container's settings, falling back to the pod's.
-    let pod_sc = pod.security_context.clone().unwrap_or_default();
-    let sc = container.security_context.clone().unwrap_or_default();
+/// Security context: the container's settings, falling back to the pod's.
+fn security_context_is_restricted(r: &Rendering) {
+    let pod = pod(&r.install);
+    let pod_sc = pod.spec.security_context.clone().unwrap_or_default();
+    let sc = pod.container.security_context.clone().unwrap_or_default();
     assert_eq!(
         sc.run_as_non_root.or(pod_sc.run_as_non_root),
         Some(true),
@@ -655,12 +1021,19 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         .or(pod_sc.seccomp_profile)
         .expect("seccompProfile");
     assert_eq!(seccomp.type_, "RuntimeDefault");
-    assert_ne!(pod.host_network, Some(true));
-    assert_ne!(pod.host_pid, Some(true));
-    assert_ne!(pod.host_ipc, Some(true));
+    assert_ne!(pod.spec.host_network, Some(true));
+    assert_ne!(pod.spec.host_pid, Some(true));
+    assert_ne!(pod.spec.host_ipc, Some(true));
+}
 
-    // Topology spread: per node, and per zone without blocking scheduling.
-    let spread = pod.topology_spread_constraints.clone().unwrap_or_default();
+/// Topology spread: per node, and per zone without blocking scheduling.
+fn pods_spread_over_nodes_and_zones(r: &Rendering) {
+    let pod = pod(&r.install);
+    let spread = pod
+        .spec
+        .topology_spread_constraints
+        .clone()
+        .unwrap_or_default();
     let by_key = |key: &str| {
         spread
             .iter()
@@ -673,7 +1046,7 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         assert!(
             selects(
                 c.label_selector.as_ref().expect("labelSelector"),
-                &pod_labels
+                &pod.labels
             ),
             "the spread on {key} counts the webhook's pods"
         );
@@ -682,43 +1055,31 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         by_key("topology.kubernetes.io/zone").when_unsatisfiable,
         "ScheduleAnyway"
     );
+}
 
-    // PodDisruptionBudget.
-    let pdb = one(&install.pdbs, "PodDisruptionBudget");
+/// PodDisruptionBudget.
+fn disruption_budget_keeps_one_pod(r: &Rendering) {
+    let pod = pod(&r.install);
+    let pdb = one(&r.install.pdbs, "PodDisruptionBudget");
     let pdb_spec = pdb.spec.as_ref().expect("PDB spec");
     assert_eq!(pdb_spec.min_available, Some(IntOrString::Int(1)));
     assert!(selects(
         pdb_spec.selector.as_ref().expect("PDB selector"),
-        &pod_labels
+        &pod.labels
     ));
+}
 
-    // Volumes: the TLS Secret and the policy ConfigMap, as directories that
-    // hold the files the args name.
-    let mounts = container.volume_mounts.clone().unwrap_or_default();
-    let volumes = pod.volumes.clone().unwrap_or_default();
-    let mounted_dir = |file: &str| -> (String, String) {
-        let path = Path::new(file);
-        let dir = path.parent().unwrap().to_str().unwrap().to_owned();
-        let mount = mounts
-            .iter()
-            .find(|m| m.mount_path.trim_end_matches('/') == dir)
-            .unwrap_or_else(|| panic!("nothing is mounted at {dir} (for {file})"));
-        assert!(
-            mount.sub_path.is_none() && mount.sub_path_expr.is_none(),
-            "{dir} is mounted as a directory (subPath would never be updated)"
-        );
-        assert_eq!(mount.read_only, Some(true), "{dir} is mounted read-only");
-        (
-            mount.name.clone(),
-            path.file_name().unwrap().to_str().unwrap().to_owned(),
-        )
-    };
+/// Volumes: the TLS Secret and the policy ConfigMap, as directories that
+/// hold the files the args name.
+fn tls_and_policy_are_read_only_directories(r: &Rendering) {
+    let pod = pod(&r.install);
+    let container = pod.container;
+    let volumes = pod.spec.volumes.clone().unwrap_or_default();
     let tls_cert =
-        flag_value(container, &help, "--tls-cert", "WEBHOOK_TLS_CERT").expect("--tls-cert");
-    let tls_key = flag_value(container, &help, "--tls-key", "WEBHOOK_TLS_KEY").expect("--tls-key");
-    let policy_file = flag_value(container, &help, "--policy", "WEBHOOK_POLICY").expect("--policy");
-    let (cert_volume, cert_file) = mounted_dir(&tls_cert);
-    let (key_volume, key_file) = mounted_dir(&tls_key);
+        flag_value(container, &HELP, "--tls-cert", "WEBHOOK_TLS_CERT").expect("--tls-cert");
+    let tls_key = flag_value(container, &HELP, "--tls-key", "WEBHOOK_TLS_KEY").expect("--tls-key");
+    let (cert_volume, cert_file) = mounted_dir(container, &tls_cert);
+    let (key_volume, key_file) = mounted_dir(container, &tls_key);
     assert_eq!(
         cert_volume, key_volume,
         "certificate and key come from one Secret"
@@ -737,92 +1098,65 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         .and_then(|s| s.secret_name.clone())
         .expect("the TLS volume is a Secret");
     assert_eq!(secret_name, TLS_SECRET);
-    let (policy_volume, policy_key) = mounted_dir(&policy_file);
-    let policy_cm_name = volumes
-        .iter()
-        .find(|v| v.name == policy_volume)
-        .and_then(|v| v.config_map.as_ref())
-        .map(|c| c.name.clone())
-        .expect("the policy volume is a ConfigMap");
+    policy_source(&pod);
+}
 
-    // The policy ConfigMap: fixed name (the webhook reloads it; a policy
-    // edit does not roll the pods), and a policy the binary accepts, with
-    // RBAC authorisation on.
+/// The policy ConfigMap: fixed name (the webhook reloads it; a policy
+/// edit does not roll the pods), and a policy the binary accepts, with
+/// RBAC authorisation on.
+fn policy_configmap_keeps_its_name_and_asks_rbac(r: &Rendering) {
+    let (policy_cm_name, _) = policy_source(&pod(&r.install));
     assert_eq!(
         policy_cm_name, POLICY_CONFIGMAP,
         "the policy ConfigMap keeps its name (disableNameSuffixHash): edits are hot-reloaded"
     );
-    let policy_cm = named(&install.config_maps, &policy_cm_name, "ConfigMap");
-    let policy_text = policy_cm
-        .data
-        .as_ref()
-        .and_then(|d| d.get(&policy_key))
-        .unwrap_or_else(|| panic!("ConfigMap {policy_cm_name} has no {policy_key}"));
-    let effective = check_policy(policy_text);
-    let rendered: Value = serde_saphyr::from_str(&effective).unwrap_or_else(|e| {
+    let effective = r.effective_policy();
+    let rendered: Value = serde_saphyr::from_str(effective).unwrap_or_else(|e| {
         panic!("check-policy printed YAML that does not parse ({e}):\n{effective}")
     });
     assert_eq!(
         rendered["forceReapply"]["rbac"]["verb"], "force-reapply",
         "the cluster policy asks RBAC for the verb force-reapply:\n{effective}"
     );
+}
 
-    // Service: 443 to the webhook port, 8080 to the admin port.
-    let service = one(&install.services, "Service");
+/// Service: 443 to the webhook port, 8080 to the admin port.
+fn service_targets_the_container_ports(r: &Rendering) {
+    let pod = pod(&r.install);
+    let (listen, admin) = ports(pod.container);
+    let service = one(&r.install.services, "Service");
     assert_eq!(service.metadata.namespace.as_deref(), Some(NAMESPACE));
     let service_spec = service.spec.as_ref().expect("Service spec");
     let selector = service_spec.selector.clone().expect("Service selector");
     assert!(
-        !selector.is_empty() && selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
+        !selector.is_empty() && selector.iter().all(|(k, v)| pod.labels.get(k) == Some(v)),
         "the Service selects the webhook's pods"
     );
-    let service_ports = service_spec.ports.clone().unwrap_or_default();
-    let service_port = |port: i32| -> i32 {
-        let p = service_ports
-            .iter()
-            .find(|p| p.port == port)
-            .unwrap_or_else(|| panic!("the Service has no port {port}"));
-        resolve_port(
-            container,
-            p.target_port.as_ref().unwrap_or(&IntOrString::Int(port)),
-        )
-    };
     assert_eq!(
-        service_port(443),
+        service_port(service, pod.container, 443),
         listen,
         "Service 443 targets the --listen port"
     );
     assert_eq!(
-        service_port(8080),
+        service_port(service, pod.container, 8080),
         admin,
         "Service 8080 targets the admin port"
     );
+}
 
-    // Webhook configurations.
-    let mutating = named(
-        &install.mutating,
-        WEBHOOK_CONFIG,
-        "MutatingWebhookConfiguration",
-    );
-    let validating = named(
-        &install.validating,
-        WEBHOOK_CONFIG,
-        "ValidatingWebhookConfiguration",
-    );
-    let mutate = one(
-        &mutating.webhooks.clone().unwrap_or_default(),
-        "mutating webhook",
-    )
-    .clone();
-    let validate = one(
-        &validating.webhooks.clone().unwrap_or_default(),
-        "validating webhook",
-    )
-    .clone();
+/// Webhook configurations.
+fn webhook_configurations_match_the_server(r: &Rendering) {
+    let expect = &r.expect;
+    let container = pod(&r.install).container;
+    let (listen, _) = ports(container);
+    let service = one(&r.install.services, "Service");
+    let Webhooks {
+        mutate, validate, ..
+    } = webhooks(&r.install);
     assert_eq!(mutate.name, MUTATE_NAME);
     assert_eq!(validate.name, VALIDATE_NAME);
     assert_eq!(mutate.reinvocation_policy.as_deref(), Some("IfNeeded"));
-    let service_name = service.metadata.name.clone().unwrap();
+    let service_name = service_name(service);
     let check_client = |client: &WebhookClientConfig, path: &str| {
         assert!(
             client.url.is_none(),
@@ -832,7 +1166,10 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         assert_eq!(svc.name, service_name);
         assert_eq!(svc.namespace, NAMESPACE);
         assert_eq!(svc.path.as_deref(), Some(path));
-        assert_eq!(service_port(svc.port.unwrap_or(443)), listen);
+        assert_eq!(
+            service_port(service, container, svc.port.unwrap_or(443)),
+            listen
+        );
     };
     check_client(&mutate.client_config, "/mutate");
     check_client(&validate.client_config, "/validate");
@@ -911,8 +1248,18 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         validate.match_policy.as_deref(),
         validate.failure_policy.as_deref(),
     );
+}
 
-    // The CA: injected by cert-manager, or the generated bundle.
+/// The CA: injected by cert-manager, or the generated bundle.
+fn ca_comes_from_cert_manager_or_gen_certs(r: &Rendering) {
+    let install = &r.install;
+    let service_name = service_name(one(&install.services, "Service"));
+    let Webhooks {
+        mutating,
+        validating,
+        mutate,
+        validate,
+    } = webhooks(install);
     let annotation = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         meta.annotations
             .as_ref()
@@ -926,7 +1273,7 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
         annotation(&mutating.metadata),
         annotation(&validating.metadata),
     ];
-    match expect.ca {
+    match r.expect.ca {
         CaSource::None => {
             assert!(
                 bundles.iter().all(Option::is_none),
@@ -944,37 +1291,169 @@ fn check_install(docs: &[Value], expect: &Expect, certs_dir: Option<&Path>) -> I
             );
             for inject in injects {
                 let inject = inject.expect("both configurations carry inject-ca-from");
-                check_cert_manager(&install, &inject, &service_name);
+                check_cert_manager(install, &inject, &service_name);
             }
         }
         CaSource::GenCerts => {
             assert!(injects.iter().all(Option::is_none));
-            let dir = certs_dir.expect("certificates directory");
-            let ca = fs::read(dir.join("ca.crt")).expect("ca.crt");
+            let certs = r.certs.as_ref().expect("certificates directory");
+            let ca = &certs.ca;
             for bundle in bundles {
                 let bundle = bundle.expect("both configurations carry caBundle");
-                assert_eq!(bundle.0, ca, "caBundle is the generated ca.crt");
+                assert_eq!(&bundle.0, ca, "caBundle is the generated ca.crt");
             }
             let secret = named(&install.secrets, TLS_SECRET, "Secret");
             assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
             let data = secret.data.clone().unwrap_or_default();
-            let cert = fs::read(dir.join("tls.crt")).expect("tls.crt");
-            let key = fs::read(dir.join("tls.key")).expect("tls.key");
-            assert_eq!(data.get("tls.crt").map(|b| &b.0), Some(&cert));
-            assert_eq!(data.get("tls.key").map(|b| &b.0), Some(&key));
-            check_serving_cert(&cert, &ca, &service_name);
+            assert_eq!(data.get("tls.crt").map(|b| &b.0), Some(&certs.cert));
+            assert_eq!(data.get("tls.key").map(|b| &b.0), Some(&certs.key));
+            check_serving_cert(&certs.cert, ca, &service_name);
         }
     }
-    if expect.ca != CaSource::GenCerts {
+    if r.expect.ca != CaSource::GenCerts {
         assert!(
             install.secrets.is_empty(),
             "no Secret is rendered: the TLS Secret comes from cert-manager"
         );
     }
+}
 
-    check_rbac(&install, pod, &effective);
-    check_network_policy(&install, &pod_labels, listen, admin);
-    install
+/// RBAC: the webhook's account, the force-reapply grant, the example bindings.
+fn rbac_grants_exactly_what_is_needed(r: &Rendering) {
+    check_rbac(&r.install, pod(&r.install).spec, r.effective_policy());
+}
+
+/// NetworkPolicy: the webhook port open to all, the admin port to some.
+fn network_policy_opens_the_ports(r: &Rendering) {
+    let pod = pod(&r.install);
+    let (listen, admin) = ports(pod.container);
+    check_network_policy(&r.install, &pod.labels, listen, admin);
+}
+
+/// Nothing binds the force-reapply ClusterRole, but the example bindings of
+/// the opt-in component (Argo CD's argocd-server, the group sre).
+fn force_is_granted_only_by_the_opt_in_bindings(r: &Rendering) {
+    let role = "pipelinerollout-force-reapply";
+    let cluster_wide = r
+        .install
+        .cluster_role_bindings
+        .iter()
+        .filter(|b| b.role_ref.name == role);
+    let subjects: BTreeSet<(String, String, Option<String>)> = cluster_wide
+        .flat_map(|b| b.subjects.clone().unwrap_or_default())
+        .map(|s| (s.kind, s.name, s.namespace))
+        .collect();
+    let namespaced = r
+        .install
+        .role_bindings
+        .iter()
+        .filter(|b| b.role_ref.name == role)
+        .count();
+    assert_eq!(namespaced, 0, "no RoleBinding of {role} is installed");
+    if r.dir != WITH_OPT_INS {
+        assert!(
+            subjects.is_empty(),
+            "manifests/{} grants a force to {subjects:?}",
+            r.dir
+        );
+        return;
+    }
+    let want = BTreeSet::from([
+        (
+            "ServiceAccount".to_owned(),
+            "argocd-server".to_owned(),
+            // kustomize must not move it to the webhook's namespace.
+            Some("argocd".to_owned()),
+        ),
+        ("Group".to_owned(), "sre".to_owned(), None),
+    ]);
+    assert_eq!(subjects, want, "the example bindings");
+}
+
+/// The ValidatingAdmissionPolicies of the base: the one for the skipped
+/// namespaces names exactly the namespaces the webhooks skip (and, with the
+/// opt-in component, no longer refuses every create there); the one for the
+/// webhook's own account names the Deployment's service account.
+fn skipped_namespaces_and_own_account_are_guarded(r: &Rendering) {
+    let hooks = webhooks(&r.install);
+    let skipped = |selector: Option<&LabelSelector>| -> Vec<String> {
+        let expressions = selector
+            .and_then(|s| s.match_expressions.clone())
+            .unwrap_or_default();
+        let expression = one(&expressions, "namespaceSelector expression");
+        assert_eq!(expression.key, "kubernetes.io/metadata.name");
+        let mut values = expression.values.clone().unwrap_or_default();
+        values.sort();
+        values
+    };
+    let validate_skips = skipped(hooks.validate.namespace_selector.as_ref());
+    assert_eq!(
+        validate_skips,
+        skipped(hooks.mutate.namespace_selector.as_ref())
+    );
+    let policy = |name: &str| {
+        let policy = named(&r.install.policies, name, "ValidatingAdmissionPolicy");
+        let binding = named(
+            &r.install.policy_bindings,
+            name,
+            "ValidatingAdmissionPolicyBinding",
+        );
+        let spec = binding.spec.clone();
+        assert_eq!(spec.policy_name, name);
+        assert_eq!(
+            spec.validation_actions,
+            vec!["Deny".to_owned()],
+            "{name} denies"
+        );
+        assert!(
+            spec.match_resources.is_none(),
+            "{name} binds every namespace its policy matches"
+        );
+        policy.spec.clone().unwrap_or_default()
+    };
+    let spec = policy("pipelinerollout-webhook-skipped-namespaces");
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let constraints = spec.match_constraints.clone().unwrap_or_default();
+    let selector = constraints.namespace_selector.as_ref();
+    let expressions = selector
+        .and_then(|s| s.match_expressions.clone())
+        .unwrap_or_default();
+    let expression = one(&expressions, "the policy's namespaceSelector expression");
+    assert_eq!(
+        (expression.key.as_str(), expression.operator.as_str()),
+        ("kubernetes.io/metadata.name", "In")
+    );
+    let mut policed = expression.values.clone().unwrap_or_default();
+    policed.sort();
+    assert_eq!(
+        policed, validate_skips,
+        "the policy guards exactly what the webhooks skip"
+    );
+    let blanket = spec
+        .validations
+        .iter()
+        .flatten()
+        .any(|v| v.expression == "variables.isUpdate");
+    assert_eq!(
+        blanket,
+        r.dir != WITH_OPT_INS,
+        "PipelineRollouts refused there unless opted in"
+    );
+
+    let spec = policy("pipelinerollout-webhook-own-account");
+    let account = pod(&r.install)
+        .spec
+        .service_account_name
+        .clone()
+        .expect("serviceAccountName");
+    let username = format!("system:serviceaccount:{NAMESPACE}:{account}");
+    let conditions = spec.match_conditions.clone().unwrap_or_default();
+    let condition = one(&conditions, "matchCondition");
+    assert!(
+        condition.expression.contains(&format!("'{username}'")),
+        "the own-account policy names {username}: {}",
+        condition.expression
+    );
 }
 
 /// Runs the binary's `check-policy` on `text`; returns the effective policy.
@@ -1118,30 +1597,6 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         rendered["forceReapply"]["rbac"]["verb"], grant_rule.verbs[0],
         "the ClusterRole grants the verb the policy asks about"
     );
-
-    // The example bindings.
-    let grants: Vec<&ClusterRoleBinding> = install
-        .cluster_role_bindings
-        .iter()
-        .filter(|b| b.role_ref.name == "pipelinerollout-force-reapply")
-        .collect();
-    let subjects: BTreeSet<(String, String, Option<String>)> = grants
-        .iter()
-        .flat_map(|b| b.subjects.clone().unwrap_or_default())
-        .map(|s| (s.kind, s.name, s.namespace))
-        .collect();
-    assert!(
-        subjects.contains(&(
-            "ServiceAccount".to_owned(),
-            "argocd-server".to_owned(),
-            Some("argocd".to_owned())
-        )),
-        "example binding for Argo CD's argocd-server (kustomize must not move it to our namespace): {subjects:?}"
-    );
-    assert!(
-        subjects.contains(&("Group".to_owned(), "sre".to_owned(), None)),
-        "example binding for the group sre: {subjects:?}"
-    );
 }
 
 fn check_network_policy(
@@ -1276,21 +1731,116 @@ fn check_serving_cert(cert_pem: &[u8], ca_pem: &[u8], service: &str) {
 }
 
 // ---------------------------------------------------------------------------
-// Tests
+// Tests: each invariant on every rendering
+
+#[test]
+fn the_namespace_enforces_the_restricted_pod_security_level() {
+    on_every_rendering(namespace_is_restricted);
+}
+
+#[test]
+fn the_deployment_runs_at_least_two_replicas_and_selects_its_pods() {
+    on_every_rendering(deployment_selects_at_least_two_replicas);
+}
+
+#[test]
+fn the_container_passes_only_flags_serve_has_and_logs_json() {
+    on_every_rendering(args_are_flags_serve_has);
+}
+
+#[test]
+fn the_container_ports_are_the_listen_and_admin_listen_ports() {
+    on_every_rendering(ports_are_the_listen_ports);
+}
+
+#[test]
+fn the_probes_ask_the_admin_server_over_plain_http() {
+    on_every_rendering(probes_ask_the_admin_server);
+}
+
+#[test]
+fn the_termination_grace_period_outlasts_the_webhooks_shutdown() {
+    on_every_rendering(termination_outlasts_the_shutdown);
+}
+
+#[test]
+fn the_container_requests_cpu_and_memory_and_limits_memory_only() {
+    on_every_rendering(resources_request_and_limit_memory_only);
+}
+
+#[test]
+fn the_memory_limit_holds_the_body_budget_and_80_mib_more() {
+    on_every_rendering(memory_limit_holds_the_body_budget);
+}
+
+#[test]
+fn the_security_context_is_non_root_read_only_and_drops_all_capabilities() {
+    on_every_rendering(security_context_is_restricted);
+}
+
+#[test]
+fn the_pods_spread_over_nodes_and_zones() {
+    on_every_rendering(pods_spread_over_nodes_and_zones);
+}
+
+#[test]
+fn the_pod_disruption_budget_keeps_one_pod() {
+    on_every_rendering(disruption_budget_keeps_one_pod);
+}
+
+#[test]
+fn tls_and_policy_are_mounted_as_read_only_directories() {
+    on_every_rendering(tls_and_policy_are_read_only_directories);
+}
+
+#[test]
+fn the_policy_configmap_keeps_its_name_and_its_policy_asks_rbac() {
+    on_every_rendering(policy_configmap_keeps_its_name_and_asks_rbac);
+}
+
+#[test]
+fn the_service_targets_the_webhook_and_admin_ports() {
+    on_every_rendering(service_targets_the_container_ports);
+}
+
+#[test]
+fn the_webhook_configurations_call_the_service_for_pipelinerollout_writes() {
+    on_every_rendering(webhook_configurations_match_the_server);
+}
+
+#[test]
+fn the_ca_comes_from_cert_manager_or_from_gen_certs() {
+    on_every_rendering(ca_comes_from_cert_manager_or_gen_certs);
+}
+
+#[test]
+fn the_rbac_grants_exactly_what_the_webhook_and_the_forcers_need() {
+    on_every_rendering(rbac_grants_exactly_what_is_needed);
+}
+
+#[test]
+fn the_network_policy_opens_the_webhook_port_to_all_and_the_admin_port_to_some() {
+    on_every_rendering(network_policy_opens_the_ports);
+}
+
+// ---------------------------------------------------------------------------
+// Tests: each rendering
+
+#[test]
+fn a_force_is_granted_to_no_one_but_by_the_opt_in_example_bindings() {
+    on_every_rendering(force_is_granted_only_by_the_opt_in_bindings);
+}
+
+#[test]
+fn the_skipped_namespaces_and_the_webhooks_own_account_are_guarded_in_process() {
+    on_every_rendering(skipped_namespaces_and_own_account_are_guarded);
+}
 
 #[test]
 fn base_renders_and_holds_the_invariants() {
-    let ws = Workspace::new();
-    let docs = ws.render("base");
-    let install = check_install(
-        &docs,
-        &Expect {
-            ca: CaSource::None,
-            failure_policy: "Fail",
-        },
-        None,
-    );
-    assert!(install.cert_manager.is_empty());
+    let base = rendering("base");
+    holds_every_invariant(base);
+    assert!(base.install.cert_manager.is_empty());
 }
 
 /// What `serve` logs at start-up with WEBHOOK_RESET_STALE_FORCE=`value` and
@@ -1329,26 +1879,18 @@ fn serve_log(value: &str) -> String {
 
 #[test]
 fn the_no_stale_force_sweeper_component_turns_it_off_with_its_rbac() {
-    let ws = Workspace::new();
-    let overlay = ws.manifests().join("overlays/no-sweeper-test");
-    fs::create_dir_all(&overlay).expect("overlay dir");
-    fs::write(
-        overlay.join("kustomization.yaml"),
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\ncomponents:\n- ../../components/no-stale-force-sweeper\n",
-    )
-    .expect("write overlay");
-    let base = parse(&ws.render("base"));
-    let docs = ws.render("overlays/no-sweeper-test");
-    let install = parse(&docs);
+    let base = &rendering("base").install;
+    let no_sweeper = rendering(NO_SWEEPER);
+    let install = &no_sweeper.install;
     let sweeper_roles = |i: &Install| {
         i.cluster_roles
             .iter()
             .filter(|r| r.metadata.name.as_deref() == Some("pipelinerollout-webhook-sweeper"))
             .count()
     };
-    assert_eq!(sweeper_roles(&base), 1, "the base runs the sweeper");
+    assert_eq!(sweeper_roles(base), 1, "the base runs the sweeper");
     assert_eq!(
-        sweeper_roles(&install),
+        sweeper_roles(install),
         0,
         "the component drops its ClusterRole"
     );
@@ -1369,8 +1911,8 @@ fn the_no_stale_force_sweeper_component_turns_it_off_with_its_rbac() {
                 .and_then(|e| e.value.clone())
         })
     };
-    assert_eq!(env(&base).as_deref(), Some("true"));
-    assert_eq!(env(&install).as_deref(), Some("false"));
+    assert_eq!(env(base).as_deref(), Some("true"));
+    assert_eq!(env(install).as_deref(), Some("false"));
     // The binary reads the variable: "true" turns the sweeper on (which,
     // with no API server here, it says it cannot run), "false" leaves it off.
     let (on, off) = (serve_log("true"), serve_log("false"));
@@ -1382,14 +1924,7 @@ fn the_no_stale_force_sweeper_component_turns_it_off_with_its_rbac() {
     }
     assert!(on.contains("--reset-stale-force is set but no API server"));
     assert!(!off.contains("reset-stale-force"));
-    check_install(
-        &docs,
-        &Expect {
-            ca: CaSource::None,
-            failure_policy: "Fail",
-        },
-        None,
-    );
+    holds_every_invariant(no_sweeper);
 }
 
 #[test]
@@ -1407,16 +1942,7 @@ fn every_overlay_is_checked() {
 }
 
 fn check_overlay(name: &str) {
-    let (_, expect) = OVERLAYS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .expect("a known overlay");
-    let ws = Workspace::new();
-    if expect.ca == CaSource::GenCerts {
-        ws.gen_certs();
-    }
-    let docs = ws.render(&format!("overlays/{name}"));
-    check_install(&docs, expect, Some(&ws.certs_dir()));
+    holds_every_invariant(rendering(&format!("overlays/{name}")));
 }
 
 #[test]

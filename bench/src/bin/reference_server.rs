@@ -1,0 +1,195 @@
+//! Reference servers for the load benchmark (`bench/load.sh`), on exactly the
+//! webhook's TLS/HTTP stack: `tls::load` for the rustls configuration and
+//! `server::serve_connections` for the accept loop, TLS handshake and
+//! HTTP/1.1 + HTTP/2 serving, an axum `Router` with the same 8 MiB body limit,
+//! and the same multi-threaded tokio runtime (`cli::serving_runtime`). Only
+//! the handler differs:
+//!
+//! - `constant`: reads the body and answers every POST with the same small
+//!   AdmissionReview. The transport floor: no webhook on this stack can be
+//!   faster.
+//! - `parse-all`: parses the whole body into `serde_json::Value` and echoes
+//!   `request.uid` in an allowed AdmissionReview. What a naive webhook pays.
+//!
+//! ```text
+//! cargo run --release -p bench --bin reference_server -- --mode constant --listen 127.0.0.1:18444 --certs /tmp/certs
+//! ```
+//!
+//! `--certs DIR` holds `tls.crt` and `tls.key` (and `ca.crt`, for clients);
+//! they are generated for localhost/127.0.0.1 when absent. `--generate-only`
+//! makes sure they exist and exits.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use clap::{Parser, ValueEnum};
+use pipelinerollout_webhook::certs;
+use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
+use pipelinerollout_webhook::server::webhook::MAX_BODY_BYTES;
+use pipelinerollout_webhook::server::{ConnectionOptions, serve_connections};
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+/// Which reference handler to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// A fixed small AdmissionReview for every POST (the transport floor).
+    Constant,
+    /// Parse the whole body into `serde_json::Value`, echo `request.uid`.
+    ParseAll,
+}
+
+/// A reference server on the webhook's TLS/HTTP stack, for benchmarks.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The handler.
+    #[arg(long, value_enum, default_value_t = Mode::Constant)]
+    mode: Mode,
+    /// Address to serve on (HTTPS).
+    #[arg(long, default_value = "127.0.0.1:18444")]
+    listen: SocketAddr,
+    /// Directory with tls.crt and tls.key; development certificates for
+    /// localhost are generated there when absent.
+    #[arg(long, default_value = "certs")]
+    certs: PathBuf,
+    /// Only make sure the certificates exist, then exit.
+    #[arg(long)]
+    generate_only: bool,
+    /// The most connections served at once (the webhook's default).
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+}
+
+/// The transport floor's answer: the shape of an allowed AdmissionReview.
+const CONSTANT_REVIEW: &[u8] = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
+
+fn json(body: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+/// Reads the whole body (as the webhook must), answers the same bytes.
+async fn constant(_body: Bytes) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        CONSTANT_REVIEW,
+    )
+        .into_response()
+}
+
+/// Builds the whole document, then answers with the uid it carries.
+async fn parse_all(body: Bytes) -> Response {
+    let review: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("body is not valid JSON: {e}\n"),
+            )
+                .into_response();
+        }
+    };
+    let api_version = review
+        .get("apiVersion")
+        .cloned()
+        .unwrap_or_else(|| Value::from("admission.k8s.io/v1"));
+    let uid = review
+        .pointer("/request/uid")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let answer = serde_json::json!({
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "response": { "uid": uid, "allowed": true },
+    });
+    match serde_json::to_vec(&answer) {
+        Ok(bytes) => json(bytes),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn router(mode: Mode) -> Router {
+    let app = match mode {
+        Mode::Constant => Router::new()
+            .route("/validate", post(constant))
+            .route("/mutate", post(constant))
+            .fallback(constant),
+        Mode::ParseAll => Router::new()
+            .route("/validate", post(parse_all))
+            .route("/mutate", post(parse_all))
+            .fallback(parse_all),
+    };
+    app.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (paths, _) = match certs::ensure_dev_certs(&args.certs) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("reference_server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.generate_only {
+        println!("{}", paths.ca.display());
+        return ExitCode::SUCCESS;
+    }
+    let loaded = match tls::load(&TlsFiles {
+        cert: paths.cert,
+        key: paths.key,
+        client_ca: None,
+    }) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("reference_server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match pipelinerollout_webhook::cli::serving_runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("reference_server: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match TcpListener::bind(args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("reference_server: cannot listen on {}: {e}", args.listen);
+                return ExitCode::FAILURE;
+            }
+        };
+        eprintln!(
+            "reference_server: {:?} serving on https://{}",
+            args.mode, args.listen
+        );
+        serve_connections(
+            listener,
+            Arc::new(TlsState::new(loaded.config)),
+            router(args.mode),
+            ConnectionOptions::new(args.max_connections),
+            Duration::from_secs(1),
+            pipelinerollout_webhook::cli::shutdown_signal(),
+        )
+        .await;
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,48 @@
+//! A real Kubernetes control plane for pipelinerollout-webhook's end-to-end
+//! tests, the way controller-runtime's envtest provides one: etcd and
+//! kube-apiserver (and, on request, kube-controller-manager) on loopback,
+//! with a throwaway CA, static-token users and RBAC, plus the real webhook
+//! binary.
+//!
+//! - [`Assets::find`] finds the binaries (`TEST_ASSET_*`, then
+//!   `KUBEBUILDER_ASSETS`, then the PATH for etcd and kubectl); [`require`]
+//!   turns "missing" into a failure in CI and a printed skip elsewhere.
+//! - [`Cluster::start`] starts etcd and kube-apiserver; [`Cluster::kubectl`]
+//!   acts as one of the [`User`]s; [`Cluster::install_crd`] and
+//!   [`Cluster::install_manifests`] install what users install.
+//! - [`Webhook::start`] runs `pipelinerollout-webhook serve` from the binary
+//!   the caller names: the webhook's integration tests pass
+//!   `env!("CARGO_BIN_EXE_pipelinerollout-webhook")`, which Cargo sets only
+//!   for them.
+//! - [`Installation::start`] does all of that in the order users do, and
+//!   [`shared`] shares one installation between a test binary's tests.
+//! - [`binding`] and [`webhook_calls`] build RBAC for the users and read the
+//!   API server's webhook latency.
+//!
+//! Every process runs under a wrapper that stops it when the test process
+//! ends, however it ends (see `process.rs`); scratch directories go the same
+//! way, unless `ENVTEST_KEEP=1` asks to keep them (logs of every server,
+//! kubeconfigs of every user).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod assets;
+mod cluster;
+mod http;
+mod install;
+mod kubectl;
+mod metrics;
+mod pki;
+mod process;
+mod rbac;
+mod setup;
+mod webhook;
+
+pub use assets::{Assets, Missing, in_ci, require};
+pub use cluster::{Cluster, KEEP, User};
+pub use install::{Installed, repo_root};
+pub use kubectl::{Kubectl, Output};
+pub use metrics::{WebhookCalls, webhook_calls};
+pub use rbac::binding;
+pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};
+pub use webhook::{Webhook, WebhookOptions};

@@ -1,0 +1,155 @@
+//! The real webhook binary, serving on loopback with a certificate from the
+//! cluster's CA and asking the cluster's RBAC as its own service account.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cluster::{Cluster, User, free_port};
+use crate::http;
+use crate::process::{Process, wait_until};
+
+/// How to run the webhook.
+#[derive(Debug, Clone)]
+pub struct WebhookOptions {
+    /// The `pipelinerollout-webhook` binary (from a test of the webhook's
+    /// own package: `env!("CARGO_BIN_EXE_pipelinerollout-webhook")`).
+    pub binary: PathBuf,
+    /// A name for its log file and messages (unique per cluster).
+    pub name: String,
+    /// The policy file (`--policy`).
+    pub policy: PathBuf,
+    /// More flags for `serve`.
+    pub extra_args: Vec<String>,
+}
+
+/// A webhook process; stopped when dropped. It keeps its ports and
+/// certificate across [`Webhook::stop`] and [`Webhook::start`], so the
+/// webhook configurations stay valid.
+#[derive(Debug)]
+pub struct Webhook {
+    options: WebhookOptions,
+    addr: SocketAddr,
+    admin: SocketAddr,
+    args: Vec<String>,
+    process: Option<Process>,
+}
+
+impl Webhook {
+    /// Starts `pipelinerollout-webhook serve` on free loopback ports, with a
+    /// serving certificate for 127.0.0.1 signed by the cluster's CA, the
+    /// kubeconfig of the webhook's service account and
+    /// `--shutdown-delay 0s`, and waits until its `/readyz` answers 200.
+    pub fn start(cluster: &Cluster, options: WebhookOptions) -> Result<Self, String> {
+        let dir = cluster.dir().join(&options.name);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let pair = cluster
+            .pki()
+            .serving(&options.name, &["127.0.0.1", "localhost"])?;
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        for (path, text) in [(&cert, &pair.cert_pem), (&key, &pair.key_pem)] {
+            std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+            let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+            let mut args: Vec<String> = [
+                "serve",
+                "--listen",
+                &addr.to_string(),
+                "--admin-listen",
+                &admin.to_string(),
+                "--tls-cert",
+                &cert.display().to_string(),
+                "--tls-key",
+                &key.display().to_string(),
+                "--policy",
+                &options.policy.display().to_string(),
+                "--kubeconfig",
+                &cluster.kubeconfig(User::Webhook).display().to_string(),
+                "--shutdown-delay",
+                "0s",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+            args.extend(options.extra_args.iter().cloned());
+            let mut webhook = Self {
+                options: options.clone(),
+                addr,
+                admin,
+                args,
+                process: None,
+            };
+            match webhook.resume(cluster) {
+                Ok(()) => return Ok(webhook),
+                // A port picked a moment ago was taken since: pick others.
+                Err(why) if attempt < 3 && port_taken(&why) => continue,
+                Err(why) => return Err(why),
+            }
+        }
+    }
+
+    /// The base of the webhook configurations' `clientConfig.url`:
+    /// `https://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Where its admin server (`/readyz`, `/metrics`) listens.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
+    }
+
+    /// The end of its log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        match &self.process {
+            Some(process) => process.log_tail(lines),
+            None => "(not running)".to_owned(),
+        }
+    }
+
+    /// Stops it (SIGTERM, as kubelet would) and waits until it is gone.
+    pub fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.stop();
+        }
+    }
+
+    /// Starts it again after [`Webhook::stop`], on the same ports with the
+    /// same files, and waits until it is ready.
+    pub fn resume(&mut self, cluster: &Cluster) -> Result<(), String> {
+        self.stop();
+        let mut process = cluster.spawn(
+            &self.options.name,
+            &self.options.binary,
+            &self.args,
+            Duration::from_secs(5),
+        )?;
+        let admin = self.admin;
+        let ready = wait_until(
+            &mut process,
+            &format!("webhook {}", self.options.name),
+            Duration::from_secs(30),
+            || match http::get(admin, "/readyz", None)? {
+                (200, _) => Ok(()),
+                (status, body) => Err(format!("/readyz: {status} {}", body.trim())),
+            },
+        );
+        self.process = Some(process);
+        ready
+    }
+}
+
+/// Whether a start-up error says a port was taken.
+pub(crate) fn port_taken(why: &str) -> bool {
+    why.to_lowercase().contains("address already in use")
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,283 @@
+//! End-to-end tests of the force lifecycle through a real kube-apiserver:
+//! the one-shot reset stored by the next write, the sweeper resetting
+//! without any write, the minimum pause age, and the Events each step
+//! records (none for a dry run). Same harness and skip rules as
+//! tests/apiserver_webhook.rs; this binary runs its own cluster, whose webhook also runs
+//! the sweeper (as the Deployment in manifests/base does).
+
+mod apiserver_support;
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use apiserver_support::{
+    ALLOW_DATA_LOSS, ROLLOUTS, annotate, annotation_of, assert_refused, idle, pausing, rollout,
+    set_status, stored, team_namespace,
+};
+use envtest::{Cluster, Installation, User};
+use serde_json::{Value, json};
+
+/// The sweeper's grace here: long enough that a write right after the
+/// pause ends is reset by /mutate first, short enough to wait for.
+const GRACE: Duration = Duration::from_secs(6);
+/// Namespaces whose override asks for a pause of at least an hour.
+const YOUNG_MATCH: &str = "e2e-young-*";
+
+static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
+
+fn shared() -> Option<&'static Installation> {
+    envtest::shared(&SHARED, &envtest::test_name(), |assets| {
+        let grace = format!("{}s", GRACE.as_secs());
+        Installation::start_with(
+            assets,
+            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
+            &policy()?,
+            &["--reset-stale-force", "--stale-force-grace", &grace],
+            |cluster| {
+                apiserver_support::grant_components(cluster)?;
+                apiserver_support::grant_example_force_bindings(cluster)
+            },
+        )
+    })
+}
+
+/// The base policy plus an override asking for a minimum pause age.
+fn policy() -> Result<String, String> {
+    let text = envtest::base_policy()?;
+    let mut policy: Value =
+        serde_saphyr::from_str(&text).map_err(|e| format!("base policy.yaml: {e}"))?;
+    policy["drainTimeout"]["namespaces"] = json!([{"match": [YOUNG_MATCH], "minPauseAge": "1h"}]);
+    Ok(policy.to_string())
+}
+
+/// Creates `ns/name` with a valid timeout and `status`.
+fn rollout_with_status(cluster: &Cluster, ns: &str, name: &str, status: Value) {
+    cluster
+        .kubectl(User::Admin)
+        .create(&rollout(ns, name, Some(json!(300))), &[])
+        .expect_success("admin creates a rollout");
+    set_status(cluster, ns, name, status);
+}
+
+/// The Events recorded on `ns/name`, as (reason, type, note), waiting up to
+/// 10 s for `want` reasons to be there (Events are sent off the request
+/// path).
+fn events_of(
+    cluster: &Cluster,
+    ns: &str,
+    name: &str,
+    want: &[&str],
+) -> Vec<(String, String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = cluster
+            .kubectl(User::Admin)
+            .run(&["get", "events.v1.events.k8s.io", "-n", ns, "-o", "json"])
+            .expect_success("list events");
+        let found: Vec<(String, String, String)> = out.json()["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["regarding"]["name"] == name)
+            .map(|e| {
+                assert_eq!(e["reportingController"], "pipelinerollout-webhook", "{e}");
+                assert_eq!(e["regarding"]["kind"], "PipelineRollout", "{e}");
+                assert!(
+                    e["regarding"]["uid"]
+                        .as_str()
+                        .is_some_and(|u| !u.is_empty()),
+                    "{e}"
+                );
+                let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+                (text("reason"), text("type"), text("note"))
+            })
+            .collect();
+        let has_all = want.iter().all(|w| found.iter().any(|(r, _, _)| r == w));
+        if has_all || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[track_caller]
+fn assert_event(events: &[(String, String, String)], reason: &str, kind: &str, says: &str) {
+    assert!(
+        events
+            .iter()
+            .any(|(r, t, n)| r == reason && t == kind && n.contains(says)),
+        "no {kind} Event {reason} saying {says:?} in {events:#?}"
+    );
+}
+
+#[test]
+fn the_next_write_after_the_pause_stores_the_reset() {
+    let Some(env) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "e2e-one-shot";
+    team_namespace(cluster, ns).expect("namespace");
+    rollout_with_status(cluster, ns, "p", pausing(true));
+    let server = cluster.kubectl(User::ArgocdServer);
+    annotate(&server, ns, "p", Some("true")).expect_success("Argo CD's allow-data-loss action");
+    assert_eq!(annotation_of(&stored(&server, ns, "p")), Some("true"));
+
+    // Numaplane applies the forced change and the pause ends...
+    set_status(cluster, ns, "p", idle());
+    // ...and the next Argo CD sync (an update keeping the annotation) is
+    // stored with the annotation reset, the user told why.
+    let controller = cluster.kubectl(User::ArgocdApplicationController);
+    let out = controller
+        .merge_patch(
+            ROLLOUTS,
+            ns,
+            "p",
+            &json!({"metadata": {"labels": {"synced": "2"}}}),
+            &[],
+        )
+        .expect_success("the next sync");
+    let warnings = out.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("forced re-apply is over")),
+        "kubectl shows the reset: {warnings:?}\n{out}"
+    );
+    let got = stored(&controller, ns, "p");
+    assert_eq!(annotation_of(&got), Some("false"), "{got}");
+    assert_eq!(got["metadata"]["labels"]["synced"], "2");
+
+    let events = events_of(
+        cluster,
+        ns,
+        "p",
+        &["ForceReapplyAllowed", "ForceReapplyReset"],
+    );
+    assert_event(
+        &events,
+        "ForceReapplyAllowed",
+        "Warning",
+        "allowed by the admission webhook",
+    );
+    assert_event(&events, "ForceReapplyAllowed", "Warning", "argocd-server");
+    assert_event(
+        &events,
+        "ForceReapplyReset",
+        "Normal",
+        "by the mutating webhook",
+    );
+}
+
+#[test]
+fn the_sweeper_resets_a_force_whose_pause_ended_without_a_write() {
+    let Some(env) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "e2e-sweeper";
+    team_namespace(cluster, ns).expect("namespace");
+    rollout_with_status(cluster, ns, "p", pausing(false));
+    let admin = cluster.kubectl(User::Admin);
+    annotate(&admin, ns, "p", Some("true")).expect_success("a break-glass force by an admin");
+    // The pause ends through the status alone: no write of the rollout.
+    let ended = Instant::now();
+    set_status(cluster, ns, "p", idle());
+
+    // Not before the grace period...
+    std::thread::sleep(GRACE / 2);
+    assert_eq!(
+        annotation_of(&stored(&admin, ns, "p")),
+        Some("true"),
+        "reset too early"
+    );
+    // ...but soon after it.
+    let deadline = ended + GRACE + Duration::from_secs(15);
+    loop {
+        if annotation_of(&stored(&admin, ns, "p")) == Some("false") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sweeper did not reset the force; webhook log:\n{}",
+            env.webhook.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let events = events_of(cluster, ns, "p", &["ForceReapplyReset"]);
+    assert_event(
+        &events,
+        "ForceReapplyReset",
+        "Normal",
+        "by the stale-force sweeper",
+    );
+
+    // A force still in its pause is left alone.
+    rollout_with_status(cluster, ns, "still-pausing", pausing(true));
+    annotate(&admin, ns, "still-pausing", Some("true")).expect_success("force while pausing");
+    std::thread::sleep(GRACE + Duration::from_secs(2));
+    assert_eq!(
+        annotation_of(&stored(&admin, ns, "still-pausing")),
+        Some("true"),
+        "a force is never reset while its pause is in progress"
+    );
+}
+
+/// A pausing status whose pause began `ago` before now.
+fn pausing_since(ago: Duration) -> Value {
+    let start = time::OffsetDateTime::now_utc() - ago;
+    let start = start
+        .replace_nanosecond(0)
+        .unwrap_or(start)
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("format a time");
+    json!({"phase": "Pending", "upgradeInProgress": "PipelinePauseAndDrain",
+           "pauseStatus": {"lastPauseBeginTime": start}})
+}
+
+#[test]
+fn a_force_waits_for_the_minimum_pause_age_and_dry_runs_record_nothing() {
+    let Some(env) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "e2e-young-pause";
+    team_namespace(cluster, ns).expect("namespace");
+    rollout_with_status(cluster, ns, "p", pausing_since(Duration::from_secs(300)));
+    let server = cluster.kubectl(User::ArgocdServer);
+
+    // Five minutes into the pause, with a minimum of 1h here: refused,
+    // saying from when a force will be allowed.
+    let out = annotate(&server, ns, "p", Some("true"));
+    assert_refused(&out, "the pause has lasted 5m");
+    assert_refused(&out, "minimum of 1h");
+    assert_refused(&out, "force only from 20");
+    let events = events_of(cluster, ns, "p", &["ForceReapplyDenied"]);
+    assert_event(&events, "ForceReapplyDenied", "Warning", "has lasted 5m");
+
+    // A dry run of the same force is judged, and records no Event.
+    let before = events_of(cluster, ns, "p", &[]).len();
+    let out = server.run(&[
+        "annotate",
+        ROLLOUTS,
+        "p",
+        "-n",
+        ns,
+        &format!("{ALLOW_DATA_LOSS}=true"),
+        "--overwrite",
+        "--dry-run=server",
+    ]);
+    assert_refused(&out, "the pause has lasted 5m");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        events_of(cluster, ns, "p", &[]).len(),
+        before,
+        "no Event for a dry run"
+    );
+
+    // Once the recorded start is old enough, the force is allowed.
+    set_status(cluster, ns, "p", pausing_since(Duration::from_secs(7200)));
+    annotate(&server, ns, "p", Some("true")).expect_success("a force after 2h of pausing");
+    let events = events_of(cluster, ns, "p", &["ForceReapplyAllowed"]);
+    assert_event(
+        &events,
+        "ForceReapplyAllowed",
+        "Warning",
+        "pause had lasted 2h",
+    );
+}

@@ -1,0 +1,299 @@
+//! The two ValidatingAdmissionPolicies of the base install, through a real
+//! kube-apiserver with no webhook running: the namespaces the webhooks skip
+//! refuse PipelineRollouts and forces, and the webhook's own account may
+//! change nothing but a reset of `allow-data-loss` to "false".
+//!
+//! Without the binaries these tests print a skip line each, and fail in CI.
+
+mod apiserver_support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use apiserver_support::{ALLOW_DATA_LOSS, ROLLOUTS, grant_components, rollout, team_namespace};
+use envtest::{Assets, CRD, Cluster, Output, User, repo_root, require, test_name};
+use serde_json::{Value, json};
+
+/// The webhooks skip these namespaces (manifests/base/webhooks.yaml).
+const SKIPPED: [&str; 2] = ["pipelinerollout-webhook", "kube-system"];
+const SKIPPED_POLICY: &str = "manifests/base/skipped-namespaces-policy.yaml";
+const OWN_ACCOUNT_POLICY: &str = "manifests/base/own-account-policy.yaml";
+const ALLOW_ROLLOUTS: &str = "manifests/components/rollouts-in-skipped-namespaces";
+
+/// A cluster with the Numaplane CRD and the other components' RBAC.
+fn cluster() -> Option<Cluster> {
+    let assets = require(&test_name(), Assets::find())?;
+    let cluster = Cluster::start(&assets).expect("start the API server");
+    cluster.install_crd(&repo_root().join(CRD)).expect("CRD");
+    grant_components(&cluster).expect("RBAC of the other components");
+    Some(cluster)
+}
+
+/// `kubectl kustomize` of a kustomization that takes `file` from the base
+/// and adds `components`, as documents.
+fn render_with(cluster: &Cluster, file: &str, components: &[&str]) -> Vec<Value> {
+    let dir = tempfile::tempdir().expect("dir");
+    // kustomize takes components by relative paths only.
+    let up = "../".repeat(dir.path().components().count().saturating_sub(1));
+    let from_dir = |path: &str| {
+        let absolute = repo_root().join(path);
+        format!(
+            "{up}{}",
+            absolute.display().to_string().trim_start_matches('/')
+        )
+    };
+    let mut text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {}\n",
+        from_dir(file)
+    );
+    if !components.is_empty() {
+        text.push_str("components:\n");
+        for component in components {
+            text.push_str(&format!("- {}\n", from_dir(component)));
+        }
+    }
+    std::fs::write(dir.path().join("kustomization.yaml"), text).expect("kustomization");
+    let out = Command::new(cluster.kubectl_binary())
+        .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
+        .arg(dir.path())
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("\n---\n")
+        .map(|doc| serde_saphyr::from_str(doc).expect("rendered YAML"))
+        .collect()
+}
+
+/// Installs the policy objects of `file` (with `components`) as admin.
+fn install(cluster: &Cluster, file: &str, components: &[&str]) {
+    cluster
+        .create_all(render_with(cluster, file, components))
+        .expect("install the policy");
+}
+
+/// Repeats `attempt` until it refuses with `says`: a new policy takes a
+/// moment to reach the API server's admission chain.
+#[track_caller]
+fn until_refused(what: &str, says: &str, attempt: impl Fn() -> Output) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = attempt();
+        if !out.success && out.stderr.contains(says) {
+            return out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: never refused with {says:?}; last: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[track_caller]
+fn assert_refused_by(out: &Output, policy: &str, says: &str) {
+    assert!(!out.success, "expected a refusal: {out}");
+    assert!(
+        out.stderr
+            .contains(&format!("ValidatingAdmissionPolicy '{policy}'")),
+        "refused, but not by {policy}: {out}"
+    );
+    assert!(
+        out.stderr.contains(says),
+        "the refusal does not say {says:?}: {out}"
+    );
+}
+
+fn with_force(mut object: Value) -> Value {
+    object["metadata"]["annotations"] = json!({ALLOW_DATA_LOSS: "true"});
+    object
+}
+
+#[test]
+fn the_skipped_namespaces_refuse_rollouts_and_forces_without_a_webhook() {
+    let Some(cluster) = cluster() else { return };
+    let admin = cluster.kubectl(User::Admin);
+    admin
+        .run(&["create", "namespace", SKIPPED[0]])
+        .expect_success("the webhook's namespace");
+    team_namespace(&cluster, "e2e-guarded").expect("a team namespace");
+    install(&cluster, SKIPPED_POLICY, &[]);
+    let policy = "pipelinerollout-webhook-skipped-namespaces";
+    for namespace in SKIPPED {
+        let out = until_refused(namespace, "are not admitted in namespace", || {
+            admin.create(&rollout(namespace, "p", Some(json!(60))), &[])
+        });
+        assert_refused_by(
+            &out,
+            policy,
+            &format!("PipelineRollouts are not admitted in namespace \"{namespace}\""),
+        );
+    }
+    admin
+        .create(&rollout("e2e-guarded", "p", Some(json!(60))), &[])
+        .expect_success("a namespace the webhooks guard is not this policy's");
+}
+
+#[test]
+fn with_rollouts_allowed_there_a_force_is_still_refused() {
+    let Some(cluster) = cluster() else { return };
+    let admin = cluster.kubectl(User::Admin);
+    admin
+        .run(&["create", "namespace", SKIPPED[0]])
+        .expect_success("the webhook's namespace");
+    // A force that predates the policy: left as it is, it is not judged.
+    admin
+        .create(
+            &with_force(rollout("kube-system", "old-force", Some(json!(60)))),
+            &[],
+        )
+        .expect_success("a rollout made before the policy");
+    install(&cluster, SKIPPED_POLICY, &[ALLOW_ROLLOUTS]);
+    let policy = "pipelinerollout-webhook-skipped-namespaces";
+    let out = until_refused(
+        "a create with a force",
+        "may not be set to \"true\"",
+        || {
+            admin.create(
+                &with_force(rollout("kube-system", "forced", Some(json!(60)))),
+                &[],
+            )
+        },
+    );
+    assert_refused_by(
+        &out,
+        policy,
+        "allow-data-loss\"] may not be set to \"true\" in namespace \"kube-system\"",
+    );
+    for namespace in SKIPPED {
+        admin
+            .create(&rollout(namespace, "p", Some(json!(60))), &[])
+            .expect_success("with the component, a rollout without a force is admitted");
+        let out = admin.merge_patch(
+            ROLLOUTS,
+            namespace,
+            "p",
+            &json!({"metadata": {"annotations": {ALLOW_DATA_LOSS: "true"}}}),
+            &[],
+        );
+        assert_refused_by(&out, policy, "may not be set to \"true\"");
+        let out = admin.merge_patch(
+            ROLLOUTS,
+            namespace,
+            "p",
+            &json!({"spec": {"strategy": {"progressive": {"forcePromote": true}}}}),
+            &[],
+        );
+        assert_refused_by(&out, policy, "forcePromote may not be turned on");
+        admin
+            .merge_patch(
+                ROLLOUTS,
+                namespace,
+                "p",
+                &json!({"metadata": {"annotations": {ALLOW_DATA_LOSS: "false"}}}),
+                &[],
+            )
+            .expect_success("turning a force off");
+    }
+    admin
+        .merge_patch(
+            ROLLOUTS,
+            "kube-system",
+            "old-force",
+            &json!({"spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": 90}}}}}),
+            &[],
+        )
+        .expect_success("an update that leaves a standing force unchanged");
+    admin
+        .run(&["delete", ROLLOUTS, "old-force", "-n", "kube-system"])
+        .expect_success("a delete");
+}
+
+#[test]
+fn the_webhooks_own_account_may_only_reset_a_force() {
+    let Some(cluster) = cluster() else { return };
+    let admin = cluster.kubectl(User::Admin);
+    team_namespace(&cluster, "e2e-own-account").expect("a team namespace");
+    // The sweeper's grant: get, list, watch and patch on every rollout.
+    let sweeper = render_with(&cluster, "manifests/base/stale-force-sweeper.yaml", &[]);
+    cluster.create_all(sweeper).expect("the sweeper's RBAC");
+    install(&cluster, OWN_ACCOUNT_POLICY, &[]);
+    let namespace = "e2e-own-account";
+    admin
+        .create(&with_force(rollout(namespace, "p", Some(json!(60)))), &[])
+        .expect_success("a forced rollout");
+    let webhook = cluster.kubectl(User::Webhook);
+    let policy = "pipelinerollout-webhook-own-account";
+    let patch = |patch: Value| webhook.merge_patch(ROLLOUTS, namespace, "p", &patch, &[]);
+    // Each attempt changes the spec, so that one let through before the
+    // policy was in force does not make the next a no-op.
+    let attempt = std::cell::Cell::new(0);
+    let out = until_refused("a spec patch", "may change nothing", || {
+        attempt.set(attempt.get() + 1);
+        let seconds = 100 + attempt.get();
+        patch(
+            json!({"spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": seconds}}}}}),
+        )
+    });
+    assert_refused_by(&out, policy, "may change nothing on a PipelineRollout");
+    for (what, change) in [
+        ("a label", json!({"metadata": {"labels": {"team": "x"}}})),
+        (
+            "another annotation",
+            json!({"metadata": {"annotations": {"x": "y"}}}),
+        ),
+        (
+            "a finalizer",
+            json!({"metadata": {"finalizers": ["example.com/x"]}}),
+        ),
+        (
+            "the force and the spec together",
+            json!({"metadata": {"annotations": {ALLOW_DATA_LOSS: "false"}},
+                   "spec": {"strategy": {"progressive": {"forcePromote": true}}}}),
+        ),
+    ] {
+        assert_refused_by(&patch(change), policy, "may change nothing");
+        let _ = what;
+    }
+    // The sweeper's own reset: a JSON Patch that tests the resourceVersion.
+    let stored = admin.get(ROLLOUTS, namespace, "p").expect("stored");
+    let version = stored["metadata"]["resourceVersion"].clone();
+    let reset = json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "replace", "path": "/metadata/annotations/numaplane.numaproj.io~1allow-data-loss", "value": "false"},
+    ]);
+    webhook
+        .run(&[
+            "patch",
+            ROLLOUTS,
+            "p",
+            "-n",
+            namespace,
+            "--type=json",
+            "-p",
+            &reset.to_string(),
+        ])
+        .expect_success("the sweeper's reset");
+    let out = patch(json!({"metadata": {"annotations": {ALLOW_DATA_LOSS: "true"}}}));
+    assert_refused_by(
+        &out,
+        policy,
+        "may only set numaplane.numaproj.io/allow-data-loss to \"false\"",
+    );
+    // Everyone else is not this policy's business.
+    admin
+        .merge_patch(
+            ROLLOUTS,
+            namespace,
+            "p",
+            &json!({"metadata": {"labels": {"team": "x"}}}),
+            &[],
+        )
+        .expect_success("admin changes a label");
+    let stored = admin.get(ROLLOUTS, namespace, "p").expect("stored");
+    assert_eq!(stored["metadata"]["annotations"][ALLOW_DATA_LOSS], "false");
+}

@@ -1,0 +1,145 @@
+//! The rule-table cases of src/policy/rules/tests/ that can be written to
+//! a real API server, as PipelineRollout documents, for the differential
+//! test. Some of those cases cannot: the CRD's schema, or the API server's
+//! own decoding of `metadata`, refuses them before any admission control
+//! runs (a string `scaleFactor`, `spec.pipeline` a string, a number as an
+//! annotation, no `spec`). They are kept, marked [`Case::rejected`], to show
+//! that neither engine ever sees them.
+
+use serde_json::{Value, json};
+use test_builders::PipelineRolloutDoc;
+
+use envtest::User;
+
+/// The stored object of an UPDATE case, written before the policy exists.
+#[derive(Debug, Clone)]
+pub struct Old {
+    /// The object as first created.
+    pub object: Value,
+    /// The status then written through `/status`, if any.
+    pub status: Option<Value>,
+    /// Deleted (held by a finalizer) before the case, so it is terminating.
+    pub terminating: bool,
+}
+
+/// One request: a CREATE of `object`, or an UPDATE (a PUT) of `old` to it.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// What the case is, for reports.
+    pub name: String,
+    /// The namespace it is written in.
+    pub ns: &'static str,
+    /// Who writes it.
+    pub user: User,
+    /// For an UPDATE, the stored object.
+    pub old: Option<Old>,
+    /// The object written.
+    pub object: Value,
+    /// Refused by the API server before admission (schema or decoding).
+    pub rejected: bool,
+    /// A CREATE with `metadata.generateName` instead of a name.
+    pub generate_name: bool,
+}
+
+/// A CREATE of `object` by alice.
+pub fn create(name: &str, object: PipelineRolloutDoc) -> Case {
+    Case {
+        name: format!("CREATE {name}"),
+        ns: "",
+        user: User::Alice,
+        old: None,
+        object: object.into_json(),
+        rejected: false,
+        generate_name: false,
+    }
+}
+
+/// An UPDATE from `old` to `new` by alice.
+pub fn update(name: &str, old: PipelineRolloutDoc, new: PipelineRolloutDoc) -> Case {
+    Case {
+        name: format!("UPDATE {name}"),
+        old: Some(Old {
+            object: old.into_json(),
+            status: None,
+            terminating: false,
+        }),
+        ..create(name, new)
+    }
+}
+
+impl Case {
+    /// Written by `user`.
+    pub fn by(mut self, user: User) -> Self {
+        self.name = format!("{}, by {}", self.name, user.name());
+        self.user = user;
+        self
+    }
+    /// In namespace `ns`.
+    pub fn ns(mut self, ns: &'static str) -> Self {
+        self.ns = ns;
+        self
+    }
+    /// The stored object's status (an UPDATE only).
+    pub fn status(mut self, status: Value) -> Self {
+        if let Some(old) = &mut self.old {
+            old.status = Some(status);
+        }
+        self
+    }
+    /// The stored object is terminating (an UPDATE only).
+    pub fn terminating(mut self) -> Self {
+        if let Some(old) = &mut self.old {
+            old.terminating = true;
+            self.name = format!("{} (terminating)", self.name);
+        }
+        self
+    }
+    /// Refused by the API server before admission.
+    pub fn rejected(mut self) -> Self {
+        self.rejected = true;
+        self
+    }
+}
+
+/// T values for CREATE, with the name the table gives them. Floats are
+/// written as JSON floats (`30.0`), which the API server keeps as doubles.
+pub fn timeout_values() -> Vec<(&'static str, Value)> {
+    let float = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
+    vec![
+        ("T null", Value::Null),
+        ("T \"1h\"", json!("1h")),
+        ("T \"30\"", json!("30")),
+        ("T 30.5", json!(30.5)),
+        ("T true", json!(true)),
+        ("T 1e3 (a float)", float("1e3")),
+        ("T 30.0 (a float)", float("30.0")),
+        ("T 29.0 (a float)", float("29.0")),
+        ("T 3601.0 (a float)", float("3601.0")),
+        ("T 4611686019.0 (a float)", float("4611686019.0")),
+        ("T -9.3e18 (a float below int64)", float("-9.3e18")),
+        ("T object", json!({"seconds": 30})),
+        ("T array", json!([30])),
+        ("T 0", json!(0)),
+        ("T -5", json!(-5)),
+        ("T i64::MIN", json!(i64::MIN)),
+        ("T 1", json!(1)),
+        ("T 29", json!(29)),
+        ("T 30", json!(30)),
+        ("T 300", json!(300)),
+        ("T 3600", json!(3600)),
+        ("T 3601", json!(3601)),
+        ("T 86400", json!(86400)),
+        ("T 31535999", json!(31_535_999)),
+        ("T 31536000", json!(31_536_000)),
+        ("T 31536001", json!(31_536_001)),
+        ("T 92233720", json!(92_233_720)),
+        ("T 4611686018", json!(4_611_686_018_u64)),
+        ("T 4611686019", json!(4_611_686_019_u64)),
+        ("T 9223372036", json!(9_223_372_036_u64)),
+        ("T 10^10", json!(10_000_000_000_u64)),
+        ("T i64::MAX", json!(i64::MAX)),
+        ("T i64::MAX + 1", json!(9_223_372_036_854_775_808_u64)),
+        ("T u64::MAX", json!(u64::MAX)),
+        ("T 1e20 (a float)", float("1e20")),
+    ]
+}

@@ -1,0 +1,196 @@
+//! The kinds of input: unreadable files and documents, bad policies,
+//! standard input, a kustomize overlay.
+
+use super::*;
+
+#[test]
+fn bad_yaml_is_reported_with_file_and_line_and_the_rest_is_checked() {
+    let broken = fixture("bad/broken.yaml");
+    let text = std::fs::read_to_string(fixtures().join("bad/broken.yaml")).expect("fixture");
+    let tab_line = text
+        .lines()
+        .position(|l| l.starts_with('\t'))
+        .expect("a tab")
+        + 1;
+
+    let run = check(&[&fixture("bad")]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert_eq!(
+        run.stdout.lines().next(),
+        Some(
+            format!("{broken}:2: error: not valid YAML: tabs disallowed within this context (block indentation) at line {tab_line}, column 2")
+                .as_str()
+        ),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        last_line(&run.stdout),
+        "checked 3 PipelineRollouts in 2 files: 0 denied, 0 warnings, 1 unreadable input"
+    );
+
+    let run = check(&["-o", "json", &fixture("bad")]);
+    assert_eq!(run.code, 2);
+    let records = json(&run);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["file"], broken);
+    assert_eq!(records[0]["document"], 2);
+    assert_eq!(records[0]["line"].as_u64(), Some(tab_line as u64));
+    assert_eq!(records[0]["name"], Value::Null);
+    // With the report going to a file, the problem is also on stderr.
+    assert!(
+        run.stderr
+            .contains(&format!("{broken}:2: error: not valid YAML")),
+        "{}",
+        run.stderr
+    );
+
+    let run = check(&["-o", "junit", &fixture("bad")]);
+    let doc = roxmltree::Document::parse(&run.stdout).expect("well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(
+        (
+            root.attribute("tests"),
+            root.attribute("failures"),
+            root.attribute("errors")
+        ),
+        (Some("4"), Some("0"), Some("1"))
+    );
+    let error = doc
+        .descendants()
+        .find(|n| n.has_tag_name("error"))
+        .expect("an error");
+    assert_eq!(
+        error.parent().and_then(|c| c.attribute("name")),
+        Some(format!("{broken}:2").as_str())
+    );
+}
+
+#[test]
+fn unreadable_paths_and_policies() {
+    let valid = fixture("bad/valid.yaml");
+    let run = check(&["tests/fixtures/check/no-such-dir/x.yaml", &valid]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stdout
+            .starts_with("tests/fixtures/check/no-such-dir/x.yaml: error: cannot read the file: "),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        last_line(&run.stdout),
+        "checked 1 PipelineRollout in 2 files: 0 denied, 0 warnings, 1 unreadable input"
+    );
+
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "drainTimeout:\n  allowNoTimeout: false\n").expect("write");
+    let run = check(&["--policy", policy.to_str().expect("path"), &valid]);
+    assert_eq!(run.code, 2);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains(&format!("policy file {}: invalid policy", policy.display())),
+        "{}",
+        run.stderr
+    );
+
+    // A policy whose default is a duration: the info says how long.
+    std::fs::write(&policy, "drainTimeout:\n  default: 5m\n").expect("write");
+    let run = check(&[
+        "--policy",
+        policy.to_str().expect("path"),
+        &fixture("repo/team-a"),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("team-a/enrich: info: pauseGracePeriodSeconds will be set to 300 (5m)\n"),
+        "{}",
+        run.stdout
+    );
+
+    // An empty pipe is most likely a failed command before it.
+    let run = check_with_stdin(&["-o", "junit", "-"], Some(b"# nothing\n---\n"));
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("<stdin>: error: standard input holds no documents"),
+        "{}",
+        run.stderr
+    );
+
+    let run = check_with_stdin(&["-", "--against", "-"], Some(b""));
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("can be read only once"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn standard_input_takes_a_rendered_stream() {
+    // What `kubectl kustomize` or `helm template` prints: documents joined by ---.
+    let mut stream = Vec::new();
+    for file in ["repo/team-a/pipelines.yaml", "repo/team-b/short.yml"] {
+        stream.extend(b"---\n");
+        stream.extend(std::fs::read(fixtures().join(file)).expect("fixture"));
+    }
+    let run = check_with_stdin(&["-"], Some(&stream));
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with("<stdin>:3 team-a/enrich: info: "),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("\n<stdin>:4 default/short-drain: error: "),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        last_line(&run.stdout),
+        "checked 3 PipelineRollouts in 1 file (1 other document skipped): 1 denied, 0 warnings"
+    );
+}
+
+#[test]
+fn a_kustomize_overlay_piped_in() {
+    let overlay = fixtures().join("kustomize/overlays/prod");
+    let rendered = match Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&overlay)
+        .output()
+    {
+        Ok(out) if out.status.success() => out.stdout,
+        Ok(out) => panic!(
+            "kubectl kustomize failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => {
+            panic!("tests/cli_check/ needs kubectl (with its built-in kustomize) on the PATH: {e}")
+        }
+    };
+    let run = check_with_stdin(&["--output", "junit", "-"], Some(&rendered));
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let doc = roxmltree::Document::parse(&run.stdout).expect("well-formed XML");
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase"))
+        .expect("a case");
+    assert_eq!(case.attribute("name"), Some("prod-pipelines/checkout"));
+    assert_eq!(case.attribute("file"), Some("<stdin>"));
+    let failure = case
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("a failure");
+    assert!(
+        failure
+            .attribute("message")
+            .is_some_and(|m| m.contains("is 7200, above the maximum of 3600 (1h)")),
+        "{:?}",
+        failure.attribute("message")
+    );
+}
