@@ -9,7 +9,6 @@
 //! saw: a concurrent change wins and is looked at again. Two replicas need
 //! no leader election; the second reset simply fails its test.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,15 +16,12 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
-use crate::admission::{GROUP, RESOURCE, VERSION};
 use crate::policy::rules::EventReason;
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
 use crate::server::Shared;
@@ -129,38 +125,6 @@ pub fn reset_patch(resource_version: &str) -> json_patch::Patch {
 pub fn spawn(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
     tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
     tokio::spawn(run(client, shared, grace));
-}
-
-/// The watch reads PipelineRollouts as [`Stored`]: typed metadata and the
-/// lenient view, straight from the bytes, so a 1 MiB object is neither
-/// built as a JSON tree nor converted twice.
-impl Resource for Stored {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("PipelineRollout")
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(GROUP)
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(VERSION)
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(RESOURCE)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
 }
 
 fn key_of(object: &Stored) -> Option<Key> {

@@ -19,12 +19,6 @@ use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::policy::Policy;
 use crate::policy::rules::{self, Decision, Violation};
 
-/// The API group of PipelineRollouts.
-pub const GROUP: &str = "numaplane.numaproj.io";
-/// The resource name of PipelineRollouts.
-pub const RESOURCE: &str = "pipelinerollouts";
-/// The PipelineRollout version we read and write (the CRD's only one).
-pub const VERSION: &str = "v1alpha1";
 /// The AdmissionReview apiVersions we speak.
 pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
 

@@ -7,11 +7,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::{API_VERSIONS, GROUP, RESOURCE, VERSION};
+use super::API_VERSIONS;
 use crate::lenient::{Obj, Text};
 use crate::policy::UserInfo;
 use crate::policy::rules::{Operation, Review};
 use crate::rollout::PipelineRollout;
+use crate::rollout::{GROUP, RESOURCE, VERSION};
 
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

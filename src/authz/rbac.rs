@@ -13,9 +13,9 @@ use super::{ForcePermission, PermissionCheck, RbacTrace, Target};
 use crate::policy::{ForceReapply, Permission, RbacPolicy, UserInfo};
 
 /// The API group the custom verb is checked on.
-pub const RBAC_GROUP: &str = "numaplane.numaproj.io";
+pub use crate::rollout::GROUP as RBAC_GROUP;
 /// The resource the custom verb is checked on.
-pub const RBAC_RESOURCE: &str = "pipelinerollouts";
+pub use crate::rollout::RESOURCE as RBAC_RESOURCE;
 
 /// The most answers kept.
 const CACHE_LIMIT: usize = 10_000;

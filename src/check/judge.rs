@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 
 use super::input::{Manifest, api_version_of};
 use super::report::{Finding, Judged, Severity};
-use crate::admission::{self, GROUP, RESOURCE, Webhook};
+use crate::admission::{self, Webhook};
 use crate::authz::StaticLists;
 use crate::policy::rules::Decision;
 use crate::policy::{Policy, format_seconds};
-use crate::rollout::TIMEOUT_FIELD;
+use crate::rollout::{GROUP, KIND, RESOURCE, TIMEOUT_FIELD};
 
 /// The group every authenticated user is in; the API server adds it.
 const AUTHENTICATED: &str = "system:authenticated";
@@ -215,7 +215,7 @@ impl Request<'_> {
             Some(_) => ("UPDATE", "UpdateOptions"),
             None => ("CREATE", "CreateOptions"),
         };
-        let kind = json!({"group": GROUP, "version": self.version, "kind": "PipelineRollout"});
+        let kind = json!({"group": GROUP, "version": self.version, "kind": KIND});
         let resource = json!({"group": GROUP, "version": self.version, "resource": RESOURCE});
         let review = json!({
             "apiVersion": "admission.k8s.io/v1",

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::input::{Location, Problem};
+use crate::rollout::KIND;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -194,7 +195,7 @@ impl Report {
         };
         format!(
             "checked {} in {}{notes}: {} denied, {}{unreadable}",
-            plural(rollouts, "PipelineRollout", "PipelineRollouts"),
+            plural(rollouts, KIND, &format!("{KIND}s")),
             plural(self.files, "file", "files"),
             self.denied(),
             plural(self.warnings(), "warning", "warnings"),

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use super::metrics::{EventLabels, Metrics};
 use crate::admission::{AdmissionRequest, Outcome};
 use crate::policy::rules::EventReason;
+use crate::rollout::KIND;
 
 /// The name Events are reported under (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "pipelinerollout-webhook";
@@ -46,7 +47,7 @@ impl PendingEvent {
             note,
             regarding: ObjectReference {
                 api_version: Some(api_version),
-                kind: Some("PipelineRollout".to_owned()),
+                kind: Some(KIND.to_owned()),
                 namespace: Some(namespace.to_owned()),
                 name: Some(name.to_owned()),
                 uid: uid.map(str::to_owned),
@@ -188,6 +189,7 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
+    use crate::rollout::{GROUP, VERSION};
 
     /// Holds every publish until the gate opens, then records it: an API
     /// server that does not answer, then recovers.
@@ -225,7 +227,7 @@ mod tests {
         PendingEvent::about(
             EventReason::ForceReapplyReset,
             format!("note {n}"),
-            "numaplane.numaproj.io/v1alpha1".to_owned(),
+            format!("{GROUP}/{VERSION}"),
             ("team-a", "p", Some("uid-1")),
         )
     }

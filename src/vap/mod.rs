@@ -37,7 +37,7 @@ pub const EXCLUDED_NAMESPACES: [&str; 2] = ["pipelinerollout-webhook", "kube-sys
 
 /// The PipelineRollout version the policy matches. Not `*`: the type
 /// checker skips policies whose rules name `*` versions.
-pub const API_VERSION: &str = crate::admission::VERSION;
+pub const API_VERSION: &str = crate::rollout::VERSION;
 
 /// What `export-vap` produced for a policy.
 #[derive(Debug, Clone)]
