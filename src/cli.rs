@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::admission::{self, Judge, Webhook};
+use crate::admission::{self, AnswerContext, Webhook};
 use crate::authz::{self, Authorizer, RbacAuthorizer, StaticLists};
 use crate::certs;
 use crate::policy::Policy;
@@ -395,7 +395,7 @@ fn run_review(args: &ReviewArgs) -> ExitCode {
                 Authorizer::StaticLists(StaticLists::new("review was run without --kubeconfig"))
             }
         };
-        let judge = Judge {
+        let judge = AnswerContext {
             authorizer: &authorizer,
             limit: Duration::from_secs(10),
             now: args.now.unwrap_or_else(time::OffsetDateTime::now_utc),

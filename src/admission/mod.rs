@@ -14,7 +14,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use self::request::Unjudgeable;
-pub use self::request::{AdmissionRequest, Envelope, RequestOperation, ReviewError};
+pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
 use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::policy::Policy;
 use crate::policy::rules::{self, Decision, Violation};
@@ -75,10 +75,10 @@ impl Outcome {
     }
 }
 
-/// What a request is judged with besides the policy: who may force (asked
-/// within `limit`) and the time.
+/// What [`answer`] is given besides the policy and the body: who may force
+/// (asked within `limit`) and the time the request is judged at.
 #[derive(Debug, Clone, Copy)]
-pub struct Judge<'a, P> {
+pub struct AnswerContext<'a, P> {
     /// The source of the force-reapply permission.
     pub authorizer: &'a P,
     /// How long asking it may take.
@@ -87,7 +87,7 @@ pub struct Judge<'a, P> {
     pub now: OffsetDateTime,
 }
 
-impl<'a, P: ForcePermission> Judge<'a, P> {
+impl<'a, P: ForcePermission> AnswerContext<'a, P> {
     /// Judging now, by the system clock.
     pub fn now(authorizer: &'a P, limit: Duration) -> Self {
         Self {
@@ -99,18 +99,18 @@ impl<'a, P: ForcePermission> Judge<'a, P> {
 }
 
 /// Parses, judges and answers one AdmissionReview body for `webhook` under
-/// `policy`, asking `judge.authorizer` when a force needs permission. The
+/// `policy`, asking `context.authorizer` when a force needs permission. The
 /// server, `review`, `check`, the tests and the benches all answer through
 /// here.
 pub async fn answer<P: ForcePermission>(
     webhook: Webhook,
     policy: &Policy,
     body: &[u8],
-    judge: Judge<'_, P>,
-) -> Result<(AdmissionRequest, Outcome), ReviewError> {
+    context: AnswerContext<'_, P>,
+) -> Result<(AdmissionRequest, Outcome), ParseError> {
     let request = AdmissionRequest::parse(body)?;
     let mut rbac = None;
-    let (decision, judged) = match (request.review(judge.now), webhook) {
+    let (decision, judged) = match (request.review(context.now), webhook) {
         (Ok(None), _) => (Decision::default(), false),
         (Ok(Some(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
         (Ok(Some(review)), Webhook::Validate) => {
@@ -122,9 +122,9 @@ pub async fn answer<P: ForcePermission>(
                         namespace: &request.namespace,
                         name: &request.name,
                     };
-                    let check = judge
+                    let check = context
                         .authorizer
-                        .check(&policy.force_reapply, &request.user, target, judge.limit)
+                        .check(&policy.force_reapply, &request.user, target, context.limit)
                         .await;
                     rbac = check.rbac;
                     check.permission

@@ -118,7 +118,7 @@ fn rollout_case(out: &mut String, judged: &Judged) {
     );
     let denials: Vec<_> = judged.of(Severity::Error).collect();
     let notes: Vec<_> = judged
-        .findings
+        .remarks
         .iter()
         .filter(|f| f.severity != Severity::Error)
         .collect();

@@ -6,7 +6,7 @@
 //! documents and reads them, [`input`] picks out the PipelineRollouts,
 //! [`judge`] runs each through [`crate::admission::answer`] (mutate, then
 //! validate the patched object), [`report`] and [`junit`] render the
-//! findings.
+//! remarks.
 
 pub mod documents;
 pub mod files;
@@ -22,7 +22,7 @@ use clap::{Args, ValueEnum};
 
 use crate::policy::Policy;
 use input::{Inputs, Item};
-use judge::{Deployed, Judge};
+use judge::{Deployed, ManifestJudge};
 use report::{Entry, Report};
 
 /// The requester when `--as` is not given: a user with no permissions, so
@@ -50,7 +50,7 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
-    /// Judge as at this time (RFC 3339) instead of now, so forceReapply.minPauseAge is checked reproducibly.
+    /// ManifestJudge as at this time (RFC 3339) instead of now, so forceReapply.minPauseAge is checked reproducibly.
     #[arg(long, value_parser = crate::policy::duration::parse_rfc3339)]
     pub now: Option<time::OffsetDateTime>,
     /// Manifest files, directories (read recursively: .yaml, .yml, .json), or - for standard input.
@@ -133,7 +133,7 @@ pub async fn check(policy: &Policy, args: &CheckArgs) -> Report {
     warn_empty(&inputs);
     report.files = inputs.files;
     report.skipped = inputs.skipped;
-    let judge = Judge {
+    let judge = ManifestJudge {
         policy,
         user: &args.user,
         groups: &args.groups,

@@ -15,7 +15,7 @@ use axum::routing::post;
 use super::Shared;
 use super::budget::admit;
 use super::metrics::{RequestLabels, WebhookLabels};
-use crate::admission::{self, AdmissionRequest, Judge, Outcome, Webhook};
+use crate::admission::{self, AdmissionRequest, AnswerContext, Outcome, Webhook};
 
 /// The largest request body accepted (larger ones get 413).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -53,7 +53,7 @@ const SAFETY_MARGIN: Duration = Duration::from_millis(500);
 
 impl Deadline {
     /// What is left for an RBAC check: the deadline less the safety margin.
-    fn budget(self) -> Duration {
+    fn time_for_rbac(self) -> Duration {
         self.0
             .saturating_duration_since(Instant::now())
             .saturating_sub(SAFETY_MARGIN)
@@ -66,7 +66,7 @@ async fn validate(
     Extension(deadline): Extension<Deadline>,
     body: Bytes,
 ) -> Response {
-    review(Webhook::Validate, &shared, deadline, &body).await
+    answer_request(Webhook::Validate, &shared, deadline, &body).await
 }
 
 async fn mutate(
@@ -74,7 +74,7 @@ async fn mutate(
     Extension(deadline): Extension<Deadline>,
     body: Bytes,
 ) -> Response {
-    review(Webhook::Mutate, &shared, deadline, &body).await
+    answer_request(Webhook::Mutate, &shared, deadline, &body).await
 }
 
 async fn not_found() -> Response {
@@ -101,12 +101,16 @@ pub fn text(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u8]) -> Response {
+async fn answer_request(
+    webhook: Webhook,
+    shared: &Shared,
+    deadline: Deadline,
+    body: &[u8],
+) -> Response {
     let started = Instant::now();
     let policy = shared.policy.load_full();
-    let budget = deadline.budget();
-    let judge = Judge::now(&shared.authorizer, budget);
-    match admission::answer(webhook, &policy, body, judge).await {
+    let context = AnswerContext::now(&shared.authorizer, deadline.time_for_rbac());
+    match admission::answer(webhook, &policy, body, context).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %e, "bad request");
             text(StatusCode::BAD_REQUEST, &e.to_string())

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use http_body_util::BodyExt as _;
 use hyper::{Method, Request};
-use pipelinerollout_webhook::admission::{self, Judge, Webhook};
+use pipelinerollout_webhook::admission::{self, AnswerContext, Webhook};
 use pipelinerollout_webhook::authz::{self, Authorizer};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
@@ -344,7 +344,7 @@ async fn answer(
     authorizer: &Authorizer,
     review: &Value,
 ) -> Result<admission::Outcome, String> {
-    let judge = Judge {
+    let judge = AnswerContext {
         authorizer,
         limit: Duration::from_secs(10),
         now: time::OffsetDateTime::now_utc(),
