@@ -5,9 +5,11 @@
 pub mod admin;
 pub mod budget;
 pub mod conn;
+pub mod deadline;
 pub mod events;
 pub mod health;
 pub mod metrics;
+pub mod plain_text;
 pub mod reload;
 pub mod tls;
 pub mod webhook;
