@@ -7,11 +7,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use prometheus_client::metrics::counter::Counter;
 
 use crate::admission::{self, AnswerContext, Webhook};
 use crate::authz::{self, Authorizer, RbacAuthorizer, StaticLists};
 use crate::certs;
 use crate::policy::Policy;
+use crate::server::metrics::Metrics;
 use crate::server::tls::TlsFiles;
 use crate::server::{self, ServeOptions};
 
@@ -197,6 +199,15 @@ impl From<WebhookArg> for Webhook {
 #[must_use = "dropping the guard stops the log writer"]
 pub struct LoggingGuard {
     _sink: Option<crate::logsink::SinkGuard>,
+    dropped_lines: Counter,
+}
+
+impl LoggingGuard {
+    /// The log sink's count of dropped lines, for the metrics to export
+    /// (zero for good when lines go straight to stderr).
+    pub fn dropped_lines(&self) -> Counter {
+        self.dropped_lines.clone()
+    }
 }
 
 impl std::fmt::Debug for LoggingGuard {
@@ -217,12 +228,16 @@ pub fn init_logging(cli: &Cli) -> LoggingGuard {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Boxed, so that both writers fit one builder: one small allocation a
     // line, against about 19 k instructions to format a decision line.
-    let (writer, guard) = match crate::logsink::LogSink::start(std::io::stderr()) {
+    let (writer, guard, dropped_lines) = match crate::logsink::LogSink::start(std::io::stderr()) {
         Ok((sink, guard)) => {
-            crate::server::metrics::count_dropped_log_lines(sink.dropped_lines());
-            (BoxMakeWriter::new(sink), Some(guard))
+            let dropped_lines = sink.dropped_lines();
+            (BoxMakeWriter::new(sink), Some(guard), dropped_lines)
         }
-        Err(_) => (BoxMakeWriter::new(std::io::stderr), None),
+        Err(_) => (
+            BoxMakeWriter::new(std::io::stderr),
+            None,
+            Counter::default(),
+        ),
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -235,14 +250,17 @@ pub fn init_logging(cli: &Cli) -> LoggingGuard {
     if guard.is_none() {
         tracing::warn!("the log writer thread did not start: logging straight to stderr");
     }
-    LoggingGuard { _sink: guard }
+    LoggingGuard {
+        _sink: guard,
+        dropped_lines,
+    }
 }
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> ExitCode {
+/// Runs the parsed command line, logging through `logging`.
+pub fn run(cli: Cli, logging: &LoggingGuard) -> ExitCode {
     match cli.command {
-        None => run_serve(cli.serve),
-        Some(Command::Serve(args)) => run_serve(args),
+        None => run_serve(cli.serve, logging),
+        Some(Command::Serve(args)) => run_serve(args, logging),
         Some(Command::Review(args)) => run_review(&args),
         Some(Command::Check(args)) => run_check(&args),
         Some(Command::CheckPolicy { file }) => run_check_policy(&file),
@@ -457,7 +475,7 @@ pub fn serving_runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-fn run_serve(args: ServeArgs) -> ExitCode {
+fn run_serve(args: ServeArgs, logging: &LoggingGuard) -> ExitCode {
     let runtime = match serving_runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -465,7 +483,7 @@ fn run_serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(serve(args, logging.dropped_lines())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -475,7 +493,7 @@ fn run_serve(args: ServeArgs) -> ExitCode {
     }
 }
 
-async fn serve(args: ServeArgs) -> Result<(), String> {
+async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), String> {
     let (cert, key) = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => (cert.clone(), key.clone()),
         _ => {
@@ -510,7 +528,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         max_inflight_requests: args.max_inflight_requests,
         kubeconfig: args.kubeconfig.clone(),
     };
-    let running = server::start(options).await.map_err(|e| e.to_string())?;
+    let metrics = Metrics::with_log_lines_dropped(log_lines_dropped);
+    let running = server::start_with_metrics(options, metrics)
+        .await
+        .map_err(|e| e.to_string())?;
     if args.reset_stale_force {
         match &running.client {
             Some(client) => crate::sweeper::spawn(

@@ -8,18 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use std::sync::OnceLock;
-
 use crate::admission::{AdmissionRequest, Outcome};
-
-/// The log writer's count of dropped lines, when logging goes through it.
-static DROPPED_LOG_LINES: OnceLock<Counter> = OnceLock::new();
-
-/// Makes `log_lines_dropped_total` report the log writer's dropped lines:
-/// call it before [`Metrics::new`], which registers that very counter.
-pub fn count_dropped_log_lines(counter: Counter) {
-    let _ = DROPPED_LOG_LINES.set(counter);
-}
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -137,8 +126,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Creates and registers every metric.
+    /// Creates and registers every metric, with a `log_lines_dropped`
+    /// counter of its own (nothing drops log lines into it).
     pub fn new() -> Self {
+        Self::with_log_lines_dropped(Counter::default())
+    }
+
+    /// Creates and registers every metric; `log_lines_dropped` reports
+    /// `log_lines_dropped`, the log sink's own counter.
+    pub fn with_log_lines_dropped(log_lines_dropped: Counter) -> Self {
         let mut registry = Registry::with_prefix("pipelinerollout_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
         let request_duration =
@@ -159,8 +155,6 @@ impl Metrics {
         let sweeper_conflicts = Counter::default();
         let sweeper_errors = Counter::default();
         let sweeper_watch_restarts = Counter::default();
-        // The log sink's own counter when it runs (the binary), else a new one.
-        let log_lines_dropped = DROPPED_LOG_LINES.get().cloned().unwrap_or_default();
         registry.register(
             "log_lines_dropped",
             "Log lines dropped because the log buffer was full or their write failed (requests never wait for the log)",

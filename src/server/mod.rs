@@ -67,7 +67,12 @@ impl Shared {
 
     /// State deciding who may force through `authorizer`.
     pub fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
-        let metrics = Metrics::new();
+        Self::with_metrics(policy, authorizer, Metrics::new())
+    }
+
+    /// State deciding who may force through `authorizer`, counting in
+    /// `metrics`.
+    pub fn with_metrics(policy: Policy, authorizer: Authorizer, metrics: Metrics) -> Self {
         metrics.policy_generation.set(1);
         let budget = Budget::default();
         metrics.budget.capacity.set(budget.bytes_i64());
@@ -195,6 +200,15 @@ impl Running {
 /// binds the webhook listener, then turns ready. Start-up problems are
 /// errors; later reload problems are logged and counted.
 pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
+    start_with_metrics(options, Metrics::new()).await
+}
+
+/// [`start`], counting in `metrics` (the binary's hold the log sink's
+/// dropped-lines counter).
+pub async fn start_with_metrics(
+    options: ServeOptions,
+    metrics: Metrics,
+) -> Result<Running, StartError> {
     let budget = Budget::new(
         options.max_inflight_body_bytes,
         options.max_inflight_requests,
@@ -214,7 +228,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
             (None, Authorizer::StaticLists(StaticLists::new(why)))
         }
     };
-    let mut shared = Shared::with_authorizer(policy, authorizer);
+    let mut shared = Shared::with_metrics(policy, authorizer, metrics);
     shared.set_budget(budget);
     if let Some(client) = &client {
         shared.events = EventQueue::start(
