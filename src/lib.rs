@@ -17,6 +17,7 @@ pub mod authz;
 pub mod certs;
 pub mod check;
 pub mod cli;
+pub mod events;
 pub mod lenient;
 pub mod logsink;
 pub mod policy;

@@ -22,10 +22,10 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
+use crate::events::PendingEvent;
 use crate::policy::rules::EventReason;
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
 use crate::server::Shared;
-use crate::server::events::PendingEvent;
 use crate::server::metrics::ResetLabels;
 
 /// The field manager of the sweeper's patches.

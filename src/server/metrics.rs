@@ -9,6 +9,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::admission::{AdmissionRequest, Outcome};
+use crate::events::EventCounts;
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -57,15 +58,6 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
-/// Labels of an Event: its reason and what became of it.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EventLabels {
-    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied or ForceReapplyReset.
-    pub reason: &'static str,
-    /// sent, failed (the API server refused it) or dropped (the queue was full).
-    pub result: &'static str,
-}
-
 /// Labels of a stale-force reset: who reset it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResetLabels {
@@ -104,7 +96,7 @@ pub struct Metrics {
     /// How long RBAC checks took.
     pub rbac_duration: Histogram,
     /// Kubernetes Events, by reason and result.
-    pub events: Family<EventLabels, Counter>,
+    pub events: EventCounts,
     /// Stale forces reset, by who reset them.
     pub force_resets: Family<ResetLabels, Counter>,
     /// Sweeper resets that lost to a concurrent change (looked at again).
@@ -150,7 +142,7 @@ impl Metrics {
         let rbac_checks = Family::<ResultLabels, Counter>::default();
         let rbac_cache_hits = Counter::default();
         let rbac_duration = duration_histogram();
-        let events = Family::<EventLabels, Counter>::default();
+        let events = EventCounts::default();
         let force_resets = Family::<ResetLabels, Counter>::default();
         let sweeper_conflicts = Counter::default();
         let sweeper_errors = Counter::default();

@@ -6,7 +6,6 @@ pub mod admin;
 pub mod budget;
 pub mod conn;
 pub mod deadline;
-pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod plain_text;
@@ -26,11 +25,11 @@ use tokio::task::JoinHandle;
 
 use self::budget::{Budget, BudgetError};
 pub use self::conn::{ConnectionOptions, serve_connections};
-use self::events::EventQueue;
 use self::health::Health;
 use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
 use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
+use crate::events::{self, EventQueue};
 use crate::policy::{Policy, PolicyError};
 
 /// What every request and the admin server share.
@@ -233,7 +232,7 @@ pub async fn start_with_metrics(
     if let Some(client) = &client {
         shared.events = EventQueue::start(
             events::recorder(client.clone()),
-            Arc::clone(&shared.metrics),
+            shared.metrics.events.clone(),
         );
         tracing::info!("Events on PipelineRollouts are on");
     }
