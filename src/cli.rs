@@ -11,11 +11,15 @@ use prometheus_client::metrics::counter::Counter;
 
 use crate::admission::{self, AnswerContext, Webhook};
 use crate::authz::{self, Authorizer, RbacAuthorizer, StaticLists};
+use crate::background::sweeper::{SweepOutcome, SweeperHost};
 use crate::certs;
+use crate::events::EventQueue;
 use crate::policy::Policy;
-use crate::server::metrics::Metrics;
+use crate::server::Shared;
+use crate::server::metrics::{Metrics, ResetLabels};
 use crate::server::tls::TlsFiles;
 use crate::server::{self, ServeOptions};
+use std::sync::Arc;
 
 /// Where `serve` keeps development certificates by default.
 pub const DEV_CERTS_DIR: &str = "certs";
@@ -534,7 +538,7 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), String
         .map_err(|e| e.to_string())?;
     if args.reset_stale_force {
         match &running.client {
-            Some(client) => crate::sweeper::spawn(
+            Some(client) => crate::background::sweeper::spawn(
                 client.clone(),
                 std::sync::Arc::clone(&running.shared),
                 args.stale_force_grace,
@@ -557,6 +561,31 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), String
     running.wait().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The server's shared state is the sweeper's host: its policy handle,
+/// its Event queue and its metrics.
+impl SweeperHost for Shared {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.load_full()
+    }
+
+    fn events(&self) -> &EventQueue {
+        &self.events
+    }
+
+    fn count(&self, outcome: SweepOutcome) {
+        let metrics = &self.metrics;
+        match outcome {
+            SweepOutcome::Reset => metrics
+                .force_resets
+                .get_or_create(&ResetLabels { by: "sweeper" })
+                .inc(),
+            SweepOutcome::Conflict => metrics.sweeper_conflicts.inc(),
+            SweepOutcome::Error => metrics.sweeper_errors.inc(),
+            SweepOutcome::WatchRestart => metrics.sweeper_watch_restarts.inc(),
+        };
+    }
 }
 
 /// Completes on SIGTERM or SIGINT.
