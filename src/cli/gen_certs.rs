@@ -1,0 +1,89 @@
+//! `gen-certs`: a CA and a serving certificate for the in-cluster Service.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::DEV_CERTS_DIR;
+use super::args::GenCertsArgs;
+use crate::certs;
+
+/// Runs `gen-certs`: exit 0 with what was written, 2 with the error.
+pub fn run(args: &GenCertsArgs) -> ExitCode {
+    match gen_certs(args) {
+        Ok((paths, renewed)) => {
+            let how = if renewed {
+                "renewed the serving certificate under the existing CA (caBundle unchanged)"
+            } else {
+                "made a new CA and serving certificate"
+            };
+            println!(
+                "{how}: wrote {}, {}, {} and {}; valid {} days. Renew with `gen-certs --force` before then and re-apply.",
+                paths.ca.display(),
+                paths.cert.display(),
+                paths.key.display(),
+                args.out.join(certs::CA_BUNDLE_PATCH).display(),
+                args.days
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gen-certs: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes the certificates; `Ok((paths, true))` when the serving
+/// certificate was renewed under an existing CA.
+fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
+    if !(1..=3650).contains(&args.days) {
+        return Err(format!("--days {} must be from 1 to 3650", args.days));
+    }
+    // Never over the development certificates `serve` uses.
+    if let (Ok(out), Ok(dev)) = (
+        args.out.canonicalize(),
+        Path::new(DEV_CERTS_DIR).canonicalize(),
+    ) && out == dev
+    {
+        return Err(format!(
+            "{} holds the development certificates of `serve`; choose another --out",
+            args.out.display()
+        ));
+    }
+    let paths = certs::CertPaths::in_dir(&args.out);
+    let existing = paths.cert.exists() || paths.key.exists() || paths.ca.exists();
+    if !args.force && existing {
+        return Err(format!(
+            "{} already holds certificates; pass --force to renew them",
+            args.out.display()
+        ));
+    }
+    let service = &args.service;
+    let namespace = &args.namespace;
+    let names = vec![
+        service.clone(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ];
+    let common_name = format!("{service}.{namespace}.svc");
+    let reuse = !args.new_ca && paths.ca.exists() && paths.ca_key.exists();
+    let generated = if reuse {
+        let read =
+            |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+        certs::renew(
+            &read(&paths.ca)?,
+            &read(&paths.ca_key)?,
+            &common_name,
+            &names,
+            args.days,
+        )
+    } else {
+        certs::generate_with_ca_days(&common_name, &names, args.days, args.days * 10)
+    }
+    .map_err(|e| e.to_string())?;
+    paths.write(&generated).map_err(|e| e.to_string())?;
+    paths.write_ca_key(&generated).map_err(|e| e.to_string())?;
+    certs::write_ca_bundle_patch(&args.out, &generated.ca_pem).map_err(|e| e.to_string())?;
+    Ok((paths, reuse))
+}
