@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::input::{Manifest, api_version_of};
 use super::report::{Judged, Remark, Severity};
-use crate::admission::{self, Webhook};
+use crate::admission::{self, ParseError, Webhook};
 use crate::authz::StaticLists;
 use crate::policy::rules::Decision;
 use crate::policy::{Policy, format_seconds};
@@ -116,7 +116,7 @@ impl ManifestJudge<'_> {
                     remarks.push(warning(format!("the default could not be applied: {e}")));
                 }
             }
-            Err(message) => remarks.push(internal(message)),
+            Err(e) => remarks.push(internal(e.to_string())),
         }
         match self.answer(Webhook::Validate, &request, &object).await {
             Ok(decision) => {
@@ -130,7 +130,7 @@ impl ManifestJudge<'_> {
                 }
                 warnings(&mut remarks, &decision);
             }
-            Err(message) => remarks.push(internal(message)),
+            Err(e) => remarks.push(internal(e.to_string())),
         }
         Judged {
             location: manifest.location,
@@ -156,7 +156,7 @@ impl ManifestJudge<'_> {
         webhook: Webhook,
         request: &Request<'_>,
         object: &Value,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision, ParseError> {
         let body = request.admission_review(object);
         let authorizer = StaticLists::new(
             "`check` runs without an API server; it judges --as and --as-group against forceReapply.users and forceReapply.groups only",
@@ -169,7 +169,6 @@ impl ManifestJudge<'_> {
         admission::answer(webhook, self.policy, &body, context)
             .await
             .map(|(_, outcome)| outcome.decision)
-            .map_err(|e| e.to_string())
     }
 }
 

@@ -1,11 +1,11 @@
 //! `gen-certs`: a CA and a serving certificate for the in-cluster Service.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::DEV_CERTS_DIR;
 use super::args::GenCertsArgs;
-use crate::certs;
+use crate::certs::{self, CertError};
 
 /// Runs `gen-certs`: exit 0 with what was written, 2 with the error.
 pub fn run(args: &GenCertsArgs) -> ExitCode {
@@ -33,11 +33,29 @@ pub fn run(args: &GenCertsArgs) -> ExitCode {
     }
 }
 
+/// Why `gen-certs` wrote nothing, or not everything; the message is what
+/// it prints after `gen-certs: `.
+#[derive(Debug, thiserror::Error)]
+pub enum GenCertsError {
+    /// --days is out of range.
+    #[error("--days {0} must be from 1 to 3650")]
+    Days(i64),
+    /// --out is where `serve` keeps its development certificates.
+    #[error("{} holds the development certificates of `serve`; choose another --out", .0.display())]
+    DevCertsDir(PathBuf),
+    /// --out holds certificates and --force is not given.
+    #[error("{} already holds certificates; pass --force to renew them", .0.display())]
+    Exists(PathBuf),
+    /// Making, reading or writing the certificates failed.
+    #[error(transparent)]
+    Certs(#[from] CertError),
+}
+
 /// Writes the certificates; `Ok((paths, true))` when the serving
 /// certificate was renewed under an existing CA.
-fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
+fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), GenCertsError> {
     if !(1..=3650).contains(&args.days) {
-        return Err(format!("--days {} must be from 1 to 3650", args.days));
+        return Err(GenCertsError::Days(args.days));
     }
     // Never over the development certificates `serve` uses.
     if let (Ok(out), Ok(dev)) = (
@@ -45,18 +63,12 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
         Path::new(DEV_CERTS_DIR).canonicalize(),
     ) && out == dev
     {
-        return Err(format!(
-            "{} holds the development certificates of `serve`; choose another --out",
-            args.out.display()
-        ));
+        return Err(GenCertsError::DevCertsDir(args.out.clone()));
     }
     let paths = certs::CertPaths::in_dir(&args.out);
     let existing = paths.cert.exists() || paths.key.exists() || paths.ca.exists();
     if !args.force && existing {
-        return Err(format!(
-            "{} already holds certificates; pass --force to renew them",
-            args.out.display()
-        ));
+        return Err(GenCertsError::Exists(args.out.clone()));
     }
     let service = &args.service;
     let namespace = &args.namespace;
@@ -69,8 +81,12 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
     let common_name = format!("{service}.{namespace}.svc");
     let reuse = !args.new_ca && paths.ca.exists() && paths.ca_key.exists();
     let generated = if reuse {
-        let read =
-            |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|source| CertError::Io {
+                path: p.display().to_string(),
+                source,
+            })
+        };
         certs::renew(
             &read(&paths.ca)?,
             &read(&paths.ca_key)?,
@@ -80,10 +96,9 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), String> {
         )
     } else {
         certs::generate_with_ca_days(&common_name, &names, args.days, args.days * 10)
-    }
-    .map_err(|e| e.to_string())?;
-    paths.write(&generated).map_err(|e| e.to_string())?;
-    paths.write_ca_key(&generated).map_err(|e| e.to_string())?;
-    certs::write_ca_bundle_patch(&args.out, &generated.ca_pem).map_err(|e| e.to_string())?;
+    }?;
+    paths.write(&generated)?;
+    paths.write_ca_key(&generated)?;
+    certs::write_ca_bundle_patch(&args.out, &generated.ca_pem)?;
     Ok((paths, reuse))
 }

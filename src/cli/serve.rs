@@ -8,10 +8,11 @@ use prometheus_client::metrics::counter::Counter;
 use super::args::ServeArgs;
 use super::logging::LoggingGuard;
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
+use crate::certs::CertError;
 use crate::events::EventQueue;
 use crate::policy::Policy;
 use crate::server::metrics::{Metrics, ResetLabels};
-use crate::server::{self, ServeOptions, Shared};
+use crate::server::{self, ServeOptions, Shared, StartError};
 
 /// The runtime `serve` runs on: multi-threaded, one worker per core
 /// (`TOKIO_WORKER_THREADS` overrides). The benchmark's reference servers
@@ -41,12 +42,21 @@ pub fn run(args: ServeArgs, logging: &LoggingGuard) -> ExitCode {
     }
 }
 
-async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), String> {
-    let options = ServeOptions::try_from(&args).map_err(|e| e.to_string())?;
+/// Why `serve` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The development certificates could not be made or read.
+    #[error(transparent)]
+    DevCerts(#[from] CertError),
+    /// The server could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
+    let options = ServeOptions::try_from(&args)?;
     let metrics = Metrics::with_log_lines_dropped(log_lines_dropped);
-    let running = server::start_with_metrics(options, metrics)
-        .await
-        .map_err(|e| e.to_string())?;
+    let running = server::start_with_metrics(options, metrics).await?;
     if args.reset_stale_force {
         match &running.client {
             Some(client) => sweeper::spawn(

@@ -28,7 +28,7 @@ pub use self::conn::{ConnectionOptions, serve_connections};
 use self::health::Health;
 use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
-use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
+use crate::authz::{Authorizer, KubeClientError, RbacAuthorizer, StaticLists};
 use crate::events::{self, EventQueue};
 use crate::policy::{Policy, PolicyError};
 
@@ -139,7 +139,7 @@ pub enum StartError {
     Budget(#[from] BudgetError),
     /// The policy asks RBAC but no API server can be reached.
     #[error("forceReapply.rbac is set but {0}")]
-    Rbac(String),
+    Rbac(KubeClientError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -224,7 +224,10 @@ pub async fn start_with_metrics(
         Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
         Err(why) => {
             tracing::info!(%why, "no API server: RBAC checks, Events and the stale-force sweeper are off");
-            (None, Authorizer::StaticLists(StaticLists::new(why)))
+            (
+                None,
+                Authorizer::StaticLists(StaticLists::new(why.to_string())),
+            )
         }
     };
     let mut shared = Shared::with_metrics(policy, authorizer, metrics);
