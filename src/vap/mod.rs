@@ -72,10 +72,10 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         ..ObjectMeta::default()
     };
     let rule = NamedRuleWithOperations {
-        api_groups: Some(vec!["numaplane.numaproj.io".to_owned()]),
+        api_groups: Some(vec![crate::rollout::GROUP.to_owned()]),
         api_versions: Some(vec![API_VERSION.to_owned()]),
         operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
-        resources: Some(vec!["pipelinerollouts".to_owned()]),
+        resources: Some(vec![crate::rollout::RESOURCE.to_owned()]),
         scope: Some("Namespaced".to_owned()),
         ..NamedRuleWithOperations::default()
     };
