@@ -1,5 +1,7 @@
-//! A typed, lenient view of a PipelineRollout: the few fields the policy
-//! judges, read in one pass; every other field is skipped without being built.
+//! PipelineRollouts: their identity (group, version, resource, kind: written
+//! here and nowhere else), and a typed, lenient view of the few fields the
+//! policy judges, read in one pass; every other field is skipped without
+//! being built.
 
 use std::borrow::Cow;
 
