@@ -76,23 +76,23 @@ impl Outcome {
 }
 
 /// What [`answer`] is given besides the policy and the body: who may force
-/// (asked within `limit`) and the time the request is judged at.
+/// (asked within `permission_timeout`) and the time the request is judged at.
 #[derive(Debug, Clone, Copy)]
 pub struct AnswerContext<'a, P> {
     /// The source of the force-reapply permission.
     pub authorizer: &'a P,
     /// How long asking it may take.
-    pub limit: Duration,
+    pub permission_timeout: Duration,
     /// The time the request is judged at.
     pub now: OffsetDateTime,
 }
 
 impl<'a, P: ForcePermission> AnswerContext<'a, P> {
     /// Judging now, by the system clock.
-    pub fn now(authorizer: &'a P, limit: Duration) -> Self {
+    pub fn now(authorizer: &'a P, permission_timeout: Duration) -> Self {
         Self {
             authorizer,
-            limit,
+            permission_timeout,
             now: OffsetDateTime::now_utc(),
         }
     }
@@ -124,7 +124,12 @@ pub async fn answer<P: ForcePermission>(
                     };
                     let check = context
                         .authorizer
-                        .check(&policy.force_reapply, &request.user, target, context.limit)
+                        .check(
+                            &policy.force_reapply,
+                            &request.user,
+                            target,
+                            context.permission_timeout,
+                        )
                         .await;
                     rbac = check.rbac;
                     check.permission

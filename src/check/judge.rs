@@ -163,7 +163,7 @@ impl ManifestJudge<'_> {
         );
         let context = admission::AnswerContext {
             authorizer: &authorizer,
-            limit: Duration::from_secs(10),
+            permission_timeout: Duration::from_secs(10),
             now: self.now,
         };
         admission::answer(webhook, self.policy, &body, context)

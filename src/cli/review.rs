@@ -43,7 +43,7 @@ pub fn run(args: &ReviewArgs) -> ExitCode {
         };
         let context = AnswerContext {
             authorizer: &authorizer,
-            limit: Duration::from_secs(10),
+            permission_timeout: Duration::from_secs(10),
             now: args.now.unwrap_or_else(time::OffsetDateTime::now_utc),
         };
         admission::answer(args.webhook.into(), &policy, &input, context)

@@ -348,7 +348,7 @@ async fn answer(
 ) -> Result<admission::Outcome, String> {
     let judge = AnswerContext {
         authorizer,
-        limit: Duration::from_secs(10),
+        permission_timeout: Duration::from_secs(10),
         now: time::OffsetDateTime::now_utc(),
     };
     let body = review.to_string().into_bytes();
