@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use pipelinerollout_webhook::admission::{self, AdmissionRequest, Outcome, ReviewError, Webhook};
+use pipelinerollout_webhook::admission::{self, AdmissionRequest, Outcome, ParseError, Webhook};
 use pipelinerollout_webhook::authz::StaticLists;
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::Value;
@@ -59,8 +59,8 @@ fn answer_now(
     policy: &Policy,
     lists: &StaticLists,
     body: &[u8],
-) -> Result<(AdmissionRequest, Outcome), ReviewError> {
-    let judge = admission::Judge::now(lists, Duration::from_secs(1));
+) -> Result<(AdmissionRequest, Outcome), ParseError> {
+    let judge = admission::AnswerContext::now(lists, Duration::from_secs(1));
     let future = admission::answer(webhook, policy, body, judge);
     let mut future = pin!(future);
     match future

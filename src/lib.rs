@@ -6,22 +6,25 @@
 //! force a re-apply: static lists or RBAC), [`policy`] (the pure core: the
 //! policy and the rules), [`rollout`] and [`lenient`] (the lenient view of
 //! the object). Each module imports only from those after it. Beside the
-//! server, [`sweeper`] resets forces whose pause ended without a write, and
-//! [`check`] (offline, for CI) judges manifests through [`admission`], and
-//! [`logsink`] writes the log lines in batches off the request path.
+//! server, [`background`] holds work that is not a request (the sweeper
+//! resets forces whose pause ended without a write), [`events`] publishes
+//! Kubernetes Events for both, [`check`] (offline, for CI) judges manifests
+//! through [`admission`], and [`logsink`] writes the log lines in batches
+//! off the request path.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod admission;
 pub mod authz;
+pub mod background;
 pub mod certs;
 pub mod check;
 pub mod cli;
+pub mod events;
 pub mod lenient;
 pub mod logsink;
 pub mod logtext;
 pub mod policy;
 pub mod rollout;
 pub mod server;
-pub mod sweeper;
 pub mod vap;

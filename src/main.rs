@@ -9,8 +9,8 @@ use pipelinerollout_webhook::cli::{self, Cli};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _logging = cli::init_logging(&cli);
+    let logging = cli::init_logging(&cli);
     // Another provider may already be installed; ours is used explicitly anyway.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    cli::run(cli)
+    cli::run(cli, &logging)
 }

@@ -1,7 +1,13 @@
-//! A typed, lenient view of a PipelineRollout: the few fields the policy
-//! judges, read in one pass; every other field is skipped without being built.
+//! PipelineRollouts: their identity (group, version, resource, kind: written
+//! here and nowhere else), and a typed, lenient view of the few fields the
+//! policy judges, read in one pass; every other field is skipped without
+//! being built.
 
+use std::borrow::Cow;
+
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -9,6 +15,15 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::lenient::{JsonKind, List, Obj, Text};
+
+/// The API group of PipelineRollouts.
+pub const GROUP: &str = "numaplane.numaproj.io";
+/// The PipelineRollout version we read and write (the CRD's only one).
+pub const VERSION: &str = "v1alpha1";
+/// The resource name of PipelineRollouts.
+pub const RESOURCE: &str = "pipelinerollouts";
+/// The kind of PipelineRollouts.
+pub const KIND: &str = "PipelineRollout";
 
 /// The annotation that tells Numaplane to force a re-apply without draining.
 pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
@@ -72,6 +87,38 @@ impl Stored {
             spec: self.spec.clone(),
             status: self.status.clone(),
         }
+    }
+}
+
+/// The sweeper's watch reads PipelineRollouts as [`Stored`]: typed metadata
+/// and the lenient view, straight from the bytes, so a 1 MiB object is
+/// neither built as a JSON tree nor converted twice.
+impl Resource for Stored {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(KIND)
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(GROUP)
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(VERSION)
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(RESOURCE)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 

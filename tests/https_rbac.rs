@@ -369,7 +369,9 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
     };
     match server::start(options).await {
-        Err(StartError::Rbac(why)) => assert!(why.contains("no-such-kubeconfig"), "{why}"),
+        Err(StartError::Rbac(why)) => {
+            assert!(why.to_string().contains("no-such-kubeconfig"), "{why}")
+        }
         other => panic!("expected an RBAC start-up error, got {other:?}"),
     }
 }

@@ -14,17 +14,11 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use self::request::Unjudgeable;
-pub use self::request::{AdmissionRequest, Envelope, RequestOperation, ReviewError};
+pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
 use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::policy::Policy;
 use crate::policy::rules::{self, Decision, Violation};
 
-/// The API group of PipelineRollouts.
-pub const GROUP: &str = "numaplane.numaproj.io";
-/// The resource name of PipelineRollouts.
-pub const RESOURCE: &str = "pipelinerollouts";
-/// The PipelineRollout version we read and write (the CRD's only one).
-pub const VERSION: &str = "v1alpha1";
 /// The AdmissionReview apiVersions we speak.
 pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
 
@@ -81,42 +75,42 @@ impl Outcome {
     }
 }
 
-/// What a request is judged with besides the policy: who may force (asked
-/// within `limit`) and the time.
+/// What [`answer`] is given besides the policy and the body: who may force
+/// (asked within `permission_timeout`) and the time the request is judged at.
 #[derive(Debug, Clone, Copy)]
-pub struct Judge<'a, P> {
+pub struct AnswerContext<'a, P> {
     /// The source of the force-reapply permission.
     pub authorizer: &'a P,
     /// How long asking it may take.
-    pub limit: Duration,
+    pub permission_timeout: Duration,
     /// The time the request is judged at.
     pub now: OffsetDateTime,
 }
 
-impl<'a, P: ForcePermission> Judge<'a, P> {
+impl<'a, P: ForcePermission> AnswerContext<'a, P> {
     /// Judging now, by the system clock.
-    pub fn now(authorizer: &'a P, limit: Duration) -> Self {
+    pub fn now(authorizer: &'a P, permission_timeout: Duration) -> Self {
         Self {
             authorizer,
-            limit,
+            permission_timeout,
             now: OffsetDateTime::now_utc(),
         }
     }
 }
 
 /// Parses, judges and answers one AdmissionReview body for `webhook` under
-/// `policy`, asking `judge.authorizer` when a force needs permission. The
+/// `policy`, asking `context.authorizer` when a force needs permission. The
 /// server, `review`, `check`, the tests and the benches all answer through
 /// here.
 pub async fn answer<P: ForcePermission>(
     webhook: Webhook,
     policy: &Policy,
     body: &[u8],
-    judge: Judge<'_, P>,
-) -> Result<(AdmissionRequest, Outcome), ReviewError> {
+    context: AnswerContext<'_, P>,
+) -> Result<(AdmissionRequest, Outcome), ParseError> {
     let request = AdmissionRequest::parse(body)?;
     let mut rbac = None;
-    let (decision, judged) = match (request.review(judge.now), webhook) {
+    let (decision, judged) = match (request.review(context.now), webhook) {
         (Ok(None), _) => (Decision::default(), false),
         (Ok(Some(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
         (Ok(Some(review)), Webhook::Validate) => {
@@ -128,9 +122,14 @@ pub async fn answer<P: ForcePermission>(
                         namespace: &request.namespace,
                         name: &request.name,
                     };
-                    let check = judge
+                    let check = context
                         .authorizer
-                        .check(&policy.force_reapply, &request.user, target, judge.limit)
+                        .check(
+                            &policy.force_reapply,
+                            &request.user,
+                            target,
+                            context.permission_timeout,
+                        )
                         .await;
                     rbac = check.rbac;
                     check.permission

@@ -7,11 +7,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::{API_VERSIONS, GROUP, RESOURCE, VERSION};
+use super::API_VERSIONS;
 use crate::lenient::{Obj, Text};
 use crate::policy::UserInfo;
 use crate::policy::rules::{Operation, RolloutWrite};
 use crate::rollout::PipelineRollout;
+use crate::rollout::{GROUP, RESOURCE, VERSION};
 
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +69,7 @@ impl fmt::Display for RequestOperation {
 
 /// Why a body cannot be answered with an AdmissionReview (HTTP 400).
 #[derive(Debug, thiserror::Error)]
-pub enum ReviewError {
+pub enum ParseError {
     /// Not JSON at all, or JSON nested too deep.
     #[error("body is not valid JSON: {0}")]
     NotJson(#[from] serde_json::Error),
@@ -159,31 +160,31 @@ pub struct AdmissionRequest {
 impl AdmissionRequest {
     /// Reads an AdmissionReview body. Errors only when there is no request
     /// uid to answer to.
-    pub fn parse(body: &[u8]) -> Result<Self, ReviewError> {
+    pub fn parse(body: &[u8]) -> Result<Self, ParseError> {
         Self::from_envelope(serde_json::from_slice(body)?)
     }
 
     /// Checks a read envelope and takes the request out of it.
     #[doc(hidden)]
-    pub fn from_envelope(envelope: Envelope) -> Result<Self, ReviewError> {
+    pub fn from_envelope(envelope: Envelope) -> Result<Self, ParseError> {
         let api_version = envelope
             .api_version
             .0
-            .ok_or(ReviewError::NotAdmissionReview("no apiVersion"))?;
+            .ok_or(ParseError::NotAdmissionReview("no apiVersion"))?;
         if envelope.kind.as_deref() != Some("AdmissionReview") {
-            return Err(ReviewError::NotAdmissionReview(
+            return Err(ParseError::NotAdmissionReview(
                 "kind is not AdmissionReview",
             ));
         }
         if !API_VERSIONS.contains(&api_version.as_str()) {
-            return Err(ReviewError::UnsupportedVersion(api_version));
+            return Err(ParseError::UnsupportedVersion(api_version));
         }
         let Obj::Present(request) = envelope.request else {
-            return Err(ReviewError::NotAdmissionReview("no request object"));
+            return Err(ParseError::NotAdmissionReview("no request object"));
         };
         let uid = match request.uid.0 {
             Some(uid) if !uid.is_empty() => uid,
-            _ => return Err(ReviewError::NotAdmissionReview("no request.uid")),
+            _ => return Err(ParseError::NotAdmissionReview("no request.uid")),
         };
         Ok(Self {
             api_version,

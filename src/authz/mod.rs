@@ -13,7 +13,9 @@ mod rbac;
 use std::future::Future;
 use std::time::Duration;
 
-pub use rbac::{RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError, kube_client};
+pub use rbac::{
+    KubeClientError, RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError, kube_client,
+};
 
 use crate::policy::{ForceReapply, Permission, UserInfo};
 

@@ -1,21 +1,23 @@
 //! The static lists, then Kubernetes RBAC through a SubjectAccessReview for
 //! the policy's custom verb, with answers cached for a short while.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::PostParams;
+use kube::config::{InferConfigError, KubeconfigError};
 
 use super::cache::{AnswerCache, Bounds, Source};
 use super::{ForcePermission, PermissionCheck, RbacTrace, Target, oversized_user};
 use crate::policy::{ForceReapply, Permission, RbacPolicy, UserInfo};
 
 /// The API group the custom verb is checked on.
-pub const RBAC_GROUP: &str = "numaplane.numaproj.io";
+pub use crate::rollout::GROUP as RBAC_GROUP;
 /// The resource the custom verb is checked on.
-pub const RBAC_RESOURCE: &str = "pipelinerollouts";
+pub use crate::rollout::RESOURCE as RBAC_RESOURCE;
 
 /// The most answers kept, and the most bytes their keys may take: 10,000
 /// typical requesters (a few hundred bytes each) fit, and whatever the
@@ -175,20 +177,54 @@ impl ForcePermission for RbacAuthorizer {
     }
 }
 
+/// Why no client for the API server could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeClientError {
+    /// The kubeconfig file cannot be read.
+    #[error("cannot read kubeconfig {}: {source}", path.display())]
+    ReadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: KubeconfigError,
+    },
+    /// The kubeconfig was read but cannot be used.
+    #[error("kubeconfig {}: {source}", path.display())]
+    UseKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: KubeconfigError,
+    },
+    /// Neither the in-cluster account nor a kubeconfig is usable.
+    #[error("no API server to ask: not in a cluster and no usable kubeconfig ({0})")]
+    NoApiServer(InferConfigError),
+    /// The configuration found cannot make a client.
+    #[error("cannot build the API client: {0}")]
+    Build(kube::Error),
+}
+
 /// Builds a client for the API server: from `kubeconfig` when given, else
 /// the in-cluster service account or `KUBECONFIG` / `~/.kube/config`.
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, String> {
+pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<kube::Client, KubeClientError> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                KubeClientError::ReadKubeconfig {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+                .map_err(|source| KubeClientError::UseKubeconfig {
+                    path: path.to_owned(),
+                    source,
+                })?
         }
-        None => kube::Config::infer().await.map_err(|e| {
-            format!("no API server to ask: not in a cluster and no usable kubeconfig ({e})")
-        })?,
+        None => kube::Config::infer()
+            .await
+            .map_err(KubeClientError::NoApiServer)?,
     };
-    kube::Client::try_from(config).map_err(|e| format!("cannot build the API client: {e}"))
+    kube::Client::try_from(config).map_err(KubeClientError::Build)
 }

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::documents::{self, ParseError, RawDocument};
-use crate::admission::GROUP;
+use crate::rollout::{GROUP, KIND, VERSION};
 
 /// Where something was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +92,7 @@ pub fn is_pipeline_rollout(object: &Value) -> bool {
         .and_then(Value::as_str)
         .and_then(|v| v.split_once('/'))
         .map(|(group, _)| group);
-    group == Some(GROUP) && object.get("kind").and_then(Value::as_str) == Some("PipelineRollout")
+    group == Some(GROUP) && object.get("kind").and_then(Value::as_str) == Some(KIND)
 }
 
 /// The version in a manifest's apiVersion (`v1alpha1` when there is none).
@@ -101,7 +101,7 @@ pub fn api_version_of(object: &Value) -> &str {
         .get("apiVersion")
         .and_then(Value::as_str)
         .and_then(|v| v.split_once('/'))
-        .map_or(crate::admission::VERSION, |(_, version)| version)
+        .map_or(VERSION, |(_, version)| version)
 }
 
 fn is_list(object: &Value) -> bool {

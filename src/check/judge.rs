@@ -9,12 +9,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::input::{Manifest, api_version_of};
-use super::report::{Finding, Judged, Severity};
-use crate::admission::{self, GROUP, RESOURCE, Webhook};
+use super::report::{Judged, Remark, Severity};
+use crate::admission::{self, ParseError, Webhook};
 use crate::authz::StaticLists;
 use crate::policy::rules::Decision;
 use crate::policy::{Policy, format_seconds};
-use crate::rollout::TIMEOUT_FIELD;
+use crate::rollout::{GROUP, KIND, RESOURCE, TIMEOUT_FIELD};
 
 /// The group every authenticated user is in; the API server adds it.
 const AUTHENTICATED: &str = "system:authenticated";
@@ -57,7 +57,7 @@ pub fn identity(object: &Value, default_namespace: &str) -> (String, Option<Stri
 
 /// Judges manifests under one policy, for one requester.
 #[derive(Debug)]
-pub struct Judge<'a> {
+pub struct ManifestJudge<'a> {
     /// The policy.
     pub policy: &'a Policy,
     /// The requester's name.
@@ -72,7 +72,7 @@ pub struct Judge<'a> {
     pub now: time::OffsetDateTime,
 }
 
-impl Judge<'_> {
+impl ManifestJudge<'_> {
     fn user_info(&self) -> Value {
         let mut groups: Vec<&str> = self.groups.iter().map(String::as_str).collect();
         if !groups.contains(&AUTHENTICATED) {
@@ -98,39 +98,39 @@ impl Judge<'_> {
             user: self.user_info(),
             old,
         };
-        let mut findings = Vec::new();
+        let mut remarks = Vec::new();
         match self.answer(Webhook::Mutate, &request, &object).await {
             Ok(decision) => {
                 if let Some(seconds) = decision.defaulted {
-                    findings.push(Finding {
+                    remarks.push(Remark {
                         severity: Severity::Info,
                         rule: None,
                         field: Some(TIMEOUT_FIELD.to_owned()),
                         message: self.default_message(seconds),
                     });
                 }
-                warnings(&mut findings, &decision);
+                warnings(&mut remarks, &decision);
                 if !decision.patch.is_empty()
                     && let Err(e) = json_patch::patch(&mut object, &decision.patch)
                 {
-                    findings.push(warning(format!("the default could not be applied: {e}")));
+                    remarks.push(warning(format!("the default could not be applied: {e}")));
                 }
             }
-            Err(message) => findings.push(internal(message)),
+            Err(e) => remarks.push(internal(e.to_string())),
         }
         match self.answer(Webhook::Validate, &request, &object).await {
             Ok(decision) => {
                 for denial in &decision.denials {
-                    findings.push(Finding {
+                    remarks.push(Remark {
                         severity: Severity::Error,
                         rule: Some(denial.rule()),
                         field: denial.field(),
                         message: denial.to_string(),
                     });
                 }
-                warnings(&mut findings, &decision);
+                warnings(&mut remarks, &decision);
             }
-            Err(message) => findings.push(internal(message)),
+            Err(e) => remarks.push(internal(e.to_string())),
         }
         Judged {
             location: manifest.location,
@@ -138,7 +138,7 @@ impl Judge<'_> {
             name,
             operation: if old.is_some() { "UPDATE" } else { "CREATE" },
             deployed: deployed.map(|(_, file)| file.clone()),
-            findings,
+            remarks,
         }
     }
 
@@ -156,20 +156,19 @@ impl Judge<'_> {
         webhook: Webhook,
         request: &Request<'_>,
         object: &Value,
-    ) -> Result<Decision, String> {
-        let body = request.review(object);
+    ) -> Result<Decision, ParseError> {
+        let body = request.admission_review(object);
         let authorizer = StaticLists::new(
             "`check` runs without an API server; it judges --as and --as-group against forceReapply.users and forceReapply.groups only",
         );
-        let judge = admission::Judge {
+        let context = admission::AnswerContext {
             authorizer: &authorizer,
-            limit: Duration::from_secs(10),
+            permission_timeout: Duration::from_secs(10),
             now: self.now,
         };
-        admission::answer(webhook, self.policy, &body, judge)
+        admission::answer(webhook, self.policy, &body, context)
             .await
             .map(|(_, outcome)| outcome.decision)
-            .map_err(|e| e.to_string())
     }
 }
 
@@ -210,12 +209,12 @@ struct Request<'a> {
 
 impl Request<'_> {
     /// The AdmissionReview (admission.k8s.io/v1) for `object`.
-    fn review(&self, object: &Value) -> Vec<u8> {
+    fn admission_review(&self, object: &Value) -> Vec<u8> {
         let (operation, options) = match self.old {
             Some(_) => ("UPDATE", "UpdateOptions"),
             None => ("CREATE", "CreateOptions"),
         };
-        let kind = json!({"group": GROUP, "version": self.version, "kind": "PipelineRollout"});
+        let kind = json!({"group": GROUP, "version": self.version, "kind": KIND});
         let resource = json!({"group": GROUP, "version": self.version, "resource": RESOURCE});
         let review = json!({
             "apiVersion": "admission.k8s.io/v1",
@@ -240,12 +239,12 @@ impl Request<'_> {
     }
 }
 
-fn warnings(findings: &mut Vec<Finding>, decision: &Decision) {
-    findings.extend(decision.warnings.iter().cloned().map(warning));
+fn warnings(remarks: &mut Vec<Remark>, decision: &Decision) {
+    remarks.extend(decision.warnings.iter().cloned().map(warning));
 }
 
-fn warning(message: String) -> Finding {
-    Finding {
+fn warning(message: String) -> Remark {
+    Remark {
         severity: Severity::Warning,
         rule: None,
         field: None,
@@ -253,8 +252,8 @@ fn warning(message: String) -> Finding {
     }
 }
 
-fn internal(message: String) -> Finding {
-    Finding {
+fn internal(message: String) -> Remark {
+    Remark {
         severity: Severity::Error,
         rule: None,
         field: None,

@@ -1,10 +1,19 @@
-//! The JUnit XML rendering of a report, written by hand: one `<testsuite>`
-//! per file, one `<testcase>` per PipelineRollout (a `<failure>` when it
-//! would be denied, `<system-out>` for warnings and defaults) and one per
-//! unreadable input (an `<error>`). This is the format Jenkins' JUnit
-//! plugin, GitLab, Azure Pipelines and most CI systems display.
+//! The JUnit XML rendering of a report, written with quick-xml: one
+//! `<testsuite>` per file, one `<testcase>` per PipelineRollout (a
+//! `<failure>` when it would be denied, `<system-out>` for warnings and
+//! defaults) and one per unreadable input (an `<error>`). This is the format
+//! Jenkins' JUnit plugin, GitLab, Azure Pipelines and most CI systems
+//! display.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
+use std::io;
+
+use quick_xml::Writer;
+use quick_xml::escape::partial_escape;
+use quick_xml::events::attributes::Attribute;
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
+use quick_xml::name::QName;
 
 use super::report::{Entry, Judged, Report, Severity};
 use crate::check::input::Problem;
@@ -12,28 +21,51 @@ use crate::check::input::Problem;
 /// The name of the whole run.
 const SUITES_NAME: &str = "pipelinerollout-webhook check";
 
-/// Escapes text for XML 1.0 content (`attribute`: for a double-quoted
-/// attribute value, where line breaks and tabs are kept as references).
+/// Characters XML 1.0 cannot hold at all become U+FFFD.
+fn xml_chars(text: &str) -> Cow<'_, str> {
+    let forbidden = |c: char| {
+        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+    };
+    if text.contains(forbidden) {
+        Cow::Owned(text.replace(forbidden, "\u{fffd}"))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// Escapes text for XML 1.0 content with quick-xml (`&`, `<`, `>`, and a
+/// carriage return as a reference); `attribute`: for a double-quoted
+/// attribute value, where `"` is escaped too and line breaks and tabs are
+/// kept as references (a reader would otherwise turn them into spaces).
 /// Characters XML 1.0 cannot hold at all become U+FFFD.
 pub fn escape(text: &str, attribute: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    let content = partial_escape(xml_chars(text)).into_owned();
+    if !attribute || !content.contains(['"', '\n', '\t']) {
+        return content;
+    }
+    let mut out = String::with_capacity(content.len() + 16);
+    for c in content.chars() {
         match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' if attribute => out.push_str("&quot;"),
-            '\n' if attribute => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' if attribute => out.push_str("&#9;"),
-            '\t' | '\n' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {
-                out.push('\u{fffd}');
-            }
+            '"' => out.push_str("&quot;"),
+            '\n' => out.push_str("&#10;"),
+            '\t' => out.push_str("&#9;"),
             c => out.push(c),
         }
     }
     out
+}
+
+/// An attribute whose value is escaped by [`escape`].
+fn attribute<'a>(key: &'a str, value: &str) -> Attribute<'a> {
+    Attribute {
+        key: QName(key),
+        value: Cow::Owned(escape(value, true)),
+    }
+}
+
+/// Text content escaped by [`escape`].
+fn text(content: &str) -> Event<'static> {
+    Event::Text(BytesText::from_escaped(escape(content, false)))
 }
 
 /// The class name of a file's test cases: the path with dots replaced, as
@@ -48,85 +80,103 @@ struct Counts {
     errors: usize,
 }
 
-fn counts<'a>(entries: impl Iterator<Item = &'a Entry>) -> Counts {
-    let mut counts = Counts {
-        tests: 0,
-        failures: 0,
-        errors: 0,
-    };
-    for entry in entries {
-        counts.tests += 1;
-        match entry {
-            Entry::Rollout(judged) if judged.denied() => counts.failures += 1,
-            Entry::Rollout(_) => {}
-            Entry::Problem(_) => counts.errors += 1,
+impl Counts {
+    fn of<'a>(entries: impl Iterator<Item = &'a Entry>) -> Self {
+        let mut counts = Self {
+            tests: 0,
+            failures: 0,
+            errors: 0,
+        };
+        for entry in entries {
+            counts.tests += 1;
+            match entry {
+                Entry::Rollout(judged) if judged.denied() => counts.failures += 1,
+                Entry::Rollout(_) => {}
+                Entry::Problem(_) => counts.errors += 1,
+            }
         }
+        counts
     }
-    counts
+
+    /// A `<testsuites>` or `<testsuite>` start tag named `name`, with the counts.
+    fn start<'a>(&self, tag: &'a str, name: &str) -> BytesStart<'a> {
+        BytesStart::new(tag).with_attributes([
+            attribute("name", name),
+            attribute("tests", &self.tests.to_string()),
+            attribute("failures", &self.failures.to_string()),
+            attribute("errors", &self.errors.to_string()),
+        ])
+    }
 }
+
+type Xml = Writer<Vec<u8>>;
 
 /// Renders the report as a JUnit XML document.
 pub fn render(report: &Report) -> String {
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let all = counts(report.entries.iter());
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"{SUITES_NAME}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">",
-        all.tests, all.failures, all.errors
-    );
-    // Entries are in input order, so each file's entries are together.
-    for group in report.entries.chunk_by(|a, b| a.file() == b.file()) {
-        let file = group[0].file();
-        let c = counts(group.iter());
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"0\">",
-            escape(file, true),
-            c.tests,
-            c.failures,
-            c.errors
-        );
-        for entry in group {
-            match entry {
-                Entry::Rollout(judged) => rollout_case(&mut out, judged),
-                Entry::Problem(problem) => problem_case(&mut out, problem),
-            }
-        }
-        out.push_str("  </testsuite>\n");
-    }
-    out.push_str("</testsuites>\n");
+    let mut xml = Writer::new_with_indent(Vec::new(), b' ', 2);
+    // Writing to a Vec does not fail.
+    let _ = write_report(&mut xml, report);
+    let mut out = String::from_utf8(xml.into_inner())
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    out.push('\n');
     out
 }
 
-fn case_open(out: &mut String, name: &str, file: &str, line: Option<usize>) {
-    let line = line.map(|l| format!(" line=\"{l}\"")).unwrap_or_default();
-    let _ = write!(
-        out,
-        "    <testcase name=\"{}\" classname=\"{}\" file=\"{}\"{line} time=\"0\"",
-        escape(name, true),
-        escape(&class_name(file), true),
-        escape(file, true),
-    );
+fn write_report(xml: &mut Xml, report: &Report) -> io::Result<()> {
+    xml.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+    let all = Counts::of(report.entries.iter());
+    xml.write_event(Event::Start(all.start("testsuites", SUITES_NAME)))?;
+    // Entries are in input order, so each file's entries are together.
+    for group in report.entries.chunk_by(|a, b| a.file() == b.file()) {
+        let file = group[0].file();
+        let suite = Counts::of(group.iter())
+            .start("testsuite", file)
+            .with_attributes([attribute("skipped", "0"), attribute("time", "0")]);
+        xml.write_event(Event::Start(suite))?;
+        for entry in group {
+            match entry {
+                Entry::Rollout(judged) => rollout_case(xml, judged)?,
+                Entry::Problem(problem) => problem_case(xml, problem)?,
+            }
+        }
+        xml.write_event(Event::End(BytesEnd::new("testsuite")))?;
+    }
+    xml.write_event(Event::End(BytesEnd::new("testsuites")))
 }
 
-fn rollout_case(out: &mut String, judged: &Judged) {
-    case_open(
-        out,
-        &judged.id(),
-        &judged.location.file,
-        judged.location.line,
-    );
+fn case_start<'a>(name: &str, file: &str, line: Option<usize>) -> BytesStart<'a> {
+    let mut case = BytesStart::new("testcase").with_attributes([
+        attribute("name", name),
+        attribute("classname", &class_name(file)),
+        attribute("file", file),
+    ]);
+    if let Some(line) = line {
+        case.push_attribute(attribute("line", &line.to_string()));
+    }
+    case.push_attribute(attribute("time", "0"));
+    case
+}
+
+/// An element holding only `content`.
+fn element(xml: &mut Xml, start: BytesStart<'_>, content: &str) -> io::Result<()> {
+    let end = start.to_end().into_owned();
+    xml.write_event(Event::Start(start))?;
+    xml.write_event(text(content))?;
+    xml.write_event(Event::End(end))
+}
+
+fn rollout_case(xml: &mut Xml, judged: &Judged) -> io::Result<()> {
+    let case = case_start(&judged.id(), &judged.location.file, judged.location.line);
     let denials: Vec<_> = judged.of(Severity::Error).collect();
     let notes: Vec<_> = judged
-        .findings
+        .remarks
         .iter()
         .filter(|f| f.severity != Severity::Error)
         .collect();
     if denials.is_empty() && notes.is_empty() && judged.deployed.is_none() {
-        out.push_str("/>\n");
-        return;
+        return xml.write_event(Event::Empty(case));
     }
-    out.push_str(">\n");
+    xml.write_event(Event::Start(case))?;
     if !denials.is_empty() {
         let message: Vec<&str> = denials.iter().map(|f| f.message.as_str()).collect();
         let mut body = String::new();
@@ -140,12 +190,11 @@ fn rollout_case(out: &mut String, judged: &Judged) {
                 .join(", ");
             let _ = writeln!(body, "error ({place}): {}", f.message);
         }
-        let _ = writeln!(
-            out,
-            "      <failure type=\"denied\" message=\"{}\">{}</failure>",
-            escape(&message.join("; "), true),
-            escape(&body, false)
-        );
+        let failure = BytesStart::new("failure").with_attributes([
+            attribute("type", "denied"),
+            attribute("message", &message.join("; ")),
+        ]);
+        element(xml, failure, &body)?;
     }
     let mut system_out = String::new();
     if let Some(deployed) = &judged.deployed {
@@ -158,34 +207,30 @@ fn rollout_case(out: &mut String, judged: &Judged) {
         let _ = writeln!(system_out, "{}: {}", f.severity.as_str(), f.message);
     }
     if !system_out.is_empty() {
-        let _ = writeln!(
-            out,
-            "      <system-out>{}</system-out>",
-            escape(&system_out, false)
-        );
+        element(xml, BytesStart::new("system-out"), &system_out)?;
     }
-    out.push_str("    </testcase>\n");
+    xml.write_event(Event::End(BytesEnd::new("testcase")))
 }
 
-fn problem_case(out: &mut String, problem: &Problem) {
-    case_open(
-        out,
+fn problem_case(xml: &mut Xml, problem: &Problem) -> io::Result<()> {
+    let case = case_start(
         &problem.location.label(),
         &problem.location.file,
         problem.location.line,
     );
-    let _ = writeln!(
-        out,
-        ">\n      <error type=\"unreadable\" message=\"{}\">{}</error>\n    </testcase>",
-        escape(&problem.message, true),
-        escape(&problem.message, false)
-    );
+    xml.write_event(Event::Start(case))?;
+    let error = BytesStart::new("error").with_attributes([
+        attribute("type", "unreadable"),
+        attribute("message", &problem.message),
+    ]);
+    element(xml, error, &problem.message)?;
+    xml.write_event(Event::End(BytesEnd::new("testcase")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::report::tests::sample;
+    use crate::check::report::tests::{location, remark, sample};
 
     #[test]
     fn escaping() {
@@ -220,5 +265,49 @@ mod tests {
             render(&Report::default()),
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"pipelinerollout-webhook check\" tests=\"0\" failures=\"0\" errors=\"0\">\n</testsuites>\n"
         );
+    }
+
+    #[test]
+    fn markup_quotes_and_control_characters_parse_back() {
+        let message = "a <b> & \"c\" 'd'\u{1}\tline\nnext\r";
+        let judged = Judged {
+            location: location("odd <&\".yaml", 1, false, 1),
+            namespace: "team-a".into(),
+            name: Some("p".into()),
+            operation: "CREATE",
+            deployed: None,
+            remarks: vec![
+                remark(Severity::Error, Some(3), message),
+                remark(Severity::Warning, None, message),
+            ],
+        };
+        let report = Report {
+            entries: vec![Entry::Rollout(judged)],
+            ..Report::default()
+        };
+        let xml = render(&report);
+        let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+        // The control character cannot be in XML 1.0: it is replaced.
+        let kept = message.replace('\u{1}', "\u{fffd}");
+        let failure = doc
+            .descendants()
+            .find(|n| n.has_tag_name("failure"))
+            .expect("a failure");
+        assert_eq!(failure.attribute("message"), Some(kept.as_str()), "{xml}");
+        assert_eq!(
+            failure.text(),
+            Some(format!("error (rule 3, spec.x): {kept}\n").as_str()),
+            "{xml}"
+        );
+        let out = doc
+            .descendants()
+            .find(|n| n.has_tag_name("system-out"))
+            .expect("system-out");
+        assert_eq!(out.text(), Some(format!("warning: {kept}\n").as_str()));
+        let suite = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testsuite"))
+            .expect("a suite");
+        assert_eq!(suite.attribute("name"), Some("odd <&\".yaml"));
     }
 }

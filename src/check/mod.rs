@@ -6,7 +6,7 @@
 //! documents and reads them, [`input`] picks out the PipelineRollouts,
 //! [`judge`] runs each through [`crate::admission::answer`] (mutate, then
 //! validate the patched object), [`report`] and [`junit`] render the
-//! findings.
+//! remarks. The command's flags and its output are wired in `crate::cli`.
 
 pub mod documents;
 pub mod files;
@@ -15,95 +15,36 @@ pub mod judge;
 pub mod junit;
 pub mod report;
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use clap::{Args, ValueEnum};
-
 use crate::policy::Policy;
 use input::{Inputs, Item};
-use judge::{Deployed, Judge};
+use judge::{Deployed, ManifestJudge};
 use report::{Entry, Report};
 
 /// The requester when `--as` is not given: a user with no permissions, so
 /// a manifest that turns on a force is reported.
 pub const DEFAULT_USER: &str = "pipelinerollout-webhook:check";
 
-/// Flags of `check`.
-#[derive(Debug, Clone, Args)]
-pub struct CheckArgs {
-    /// Policy file; without it, the built-in policy.
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+/// What `check` judges, and as whom.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
     /// The namespace of manifests that set no metadata.namespace.
-    #[arg(long, short = 'n', value_name = "NS", default_value = "default")]
     pub namespace: String,
-    /// The manifests now deployed (a file, a directory, or a dump of `kubectl get pipelinerollouts -A -o yaml`); a rollout found there by namespace and name is judged as an UPDATE from it. Repeatable.
-    #[arg(long, value_name = "PATH")]
+    /// The manifests now deployed; a rollout found there by namespace and
+    /// name is judged as an UPDATE from it.
     pub against: Vec<String>,
-    /// The user the writes are judged for (e.g. system:serviceaccount:argocd:argocd-application-controller).
-    #[arg(long = "as", value_name = "USER", default_value = DEFAULT_USER)]
+    /// The user the writes are judged for.
     pub user: String,
-    /// A group of that user; repeatable (system:authenticated is always added).
-    #[arg(long = "as-group", value_name = "GROUP")]
+    /// That user's groups (`system:authenticated` is added).
     pub groups: Vec<String>,
-    /// Output format.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// Judge as at this time (RFC 3339) instead of now, so forceReapply.minPauseAge is checked reproducibly.
-    #[arg(long, value_parser = crate::policy::timestamp::parse_rfc3339)]
+    /// The time the writes are judged at; `None`: now.
     pub now: Option<time::OffsetDateTime>,
-    /// Manifest files, directories (read recursively: .yaml, .yml, .json), or - for standard input.
-    #[arg(required = true, value_name = "PATH")]
+    /// Manifest files, directories, or - for standard input.
     pub paths: Vec<String>,
-}
-
-/// `--output` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    /// One line per finding, then a summary.
-    Text,
-    /// A JSON array of findings.
-    Json,
-    /// A JUnit XML report: one test case per PipelineRollout.
-    Junit,
-}
-
-/// Runs `check`: exit 0 when nothing would be denied, 1 when something
-/// would, 2 when some input was unreadable or the policy is invalid.
-pub fn run(args: &CheckArgs, runtime: &tokio::runtime::Runtime) -> ExitCode {
-    let policy = match Policy::from_file_or_built_in(args.policy.as_deref()) {
-        Ok(policy) => policy,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    if args.paths.iter().any(|p| p == "-") && args.against.iter().any(|p| p == "-") {
-        eprintln!(
-            "standard input (-) can be read only once: give --against or the manifests as files"
-        );
-        return ExitCode::from(2);
-    }
-    let report = runtime.block_on(check(&policy, args));
-    let rendered = match args.output {
-        OutputFormat::Text => report.text(),
-        OutputFormat::Json => report.json() + "\n",
-        OutputFormat::Junit => junit::render(&report),
-    };
-    print!("{rendered}");
-    if args.output != OutputFormat::Text {
-        // The report may go to a file: say what could not be read here too.
-        for problem in report.problems() {
-            eprintln!("{}: error: {}", problem.location.label(), problem.message);
-        }
-    }
-    ExitCode::from(report.exit_code())
 }
 
 /// Reads the deployed objects and the manifests, and judges each
 /// PipelineRollout.
-pub async fn check(policy: &Policy, args: &CheckArgs) -> Report {
+pub async fn check(policy: &Policy, args: &CheckOptions) -> Report {
     let mut report = Report {
         against: !args.against.is_empty(),
         ..Report::default()
@@ -133,7 +74,7 @@ pub async fn check(policy: &Policy, args: &CheckArgs) -> Report {
     warn_empty(&inputs);
     report.files = inputs.files;
     report.skipped = inputs.skipped;
-    let judge = Judge {
+    let judge = ManifestJudge {
         policy,
         user: &args.user,
         groups: &args.groups,

@@ -4,8 +4,9 @@
 use serde::Serialize;
 
 use super::input::{Location, Problem};
+use crate::rollout::KIND;
 
-/// How bad a finding is.
+/// How bad a remark is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -30,7 +31,7 @@ impl Severity {
 
 /// One thing the webhook would say about a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub struct Remark {
     /// How bad it is.
     pub severity: Severity,
     /// The rule broken (docs/rules.md), for denials.
@@ -55,7 +56,7 @@ pub struct Judged {
     /// Where the deployed object came from, for an UPDATE.
     pub deployed: Option<String>,
     /// What the webhook would say, in order: defaults, denials, warnings.
-    pub findings: Vec<Finding>,
+    pub remarks: Vec<Remark>,
 }
 
 impl Judged {
@@ -70,12 +71,12 @@ impl Judged {
 
     /// Whether the write would be refused.
     pub fn denied(&self) -> bool {
-        self.findings.iter().any(|f| f.severity == Severity::Error)
+        self.remarks.iter().any(|f| f.severity == Severity::Error)
     }
 
-    /// The findings of one severity.
-    pub fn of(&self, severity: Severity) -> impl Iterator<Item = &Finding> {
-        self.findings.iter().filter(move |f| f.severity == severity)
+    /// The remarks of one severity.
+    pub fn of(&self, severity: Severity) -> impl Iterator<Item = &Remark> {
+        self.remarks.iter().filter(move |f| f.severity == severity)
     }
 }
 
@@ -194,21 +195,21 @@ impl Report {
         };
         format!(
             "checked {} in {}{notes}: {} denied, {}{unreadable}",
-            plural(rollouts, "PipelineRollout", "PipelineRollouts"),
+            plural(rollouts, KIND, &format!("{KIND}s")),
             plural(self.files, "file", "files"),
             self.denied(),
             plural(self.warnings(), "warning", "warnings"),
         )
     }
 
-    /// `FILE[:DOC] NAMESPACE/NAME: SEVERITY: MESSAGE` per finding (and
+    /// `FILE[:DOC] NAMESPACE/NAME: SEVERITY: MESSAGE` per remark (and
     /// `FILE[:DOC]: error: MESSAGE` per unreadable input), then the summary.
     pub fn text(&self) -> String {
         let mut out = String::new();
         for entry in &self.entries {
             match entry {
                 Entry::Rollout(judged) => {
-                    for f in &judged.findings {
+                    for f in &judged.remarks {
                         out.push_str(&format!(
                             "{} {}: {}: {}\n",
                             judged.location.label(),
@@ -230,14 +231,14 @@ impl Report {
         out
     }
 
-    /// A JSON array of every finding and unreadable input.
+    /// A JSON array of every remark and unreadable input.
     pub fn json(&self) -> String {
         let mut records = Vec::new();
         for entry in &self.entries {
             match entry {
                 Entry::Rollout(judged) => {
-                    for f in &judged.findings {
-                        records.push(JsonFinding {
+                    for f in &judged.remarks {
+                        records.push(JsonRemark {
                             file: &judged.location.file,
                             document: judged.location.document,
                             item: judged.location.item,
@@ -252,7 +253,7 @@ impl Report {
                         });
                     }
                 }
-                Entry::Problem(problem) => records.push(JsonFinding {
+                Entry::Problem(problem) => records.push(JsonRemark {
                     file: &problem.location.file,
                     document: problem.location.document,
                     item: problem.location.item,
@@ -274,7 +275,7 @@ impl Report {
 
 /// One element of the JSON output.
 #[derive(Serialize)]
-struct JsonFinding<'a> {
+struct JsonRemark<'a> {
     file: &'a str,
     document: Option<usize>,
     item: Option<usize>,
@@ -302,8 +303,8 @@ pub(super) mod tests {
         }
     }
 
-    pub fn finding(severity: Severity, rule: Option<u8>, message: &str) -> Finding {
-        Finding {
+    pub fn remark(severity: Severity, rule: Option<u8>, message: &str) -> Remark {
+        Remark {
             severity,
             rule,
             field: rule.map(|_| "spec.x".into()),
@@ -318,14 +319,14 @@ pub(super) mod tests {
             name: Some("p1".into()),
             operation: "CREATE",
             deployed: None,
-            findings: vec![
-                finding(
+            remarks: vec![
+                remark(
                     Severity::Info,
                     None,
                     "pauseGracePeriodSeconds will be set to 300 (5m)",
                 ),
-                finding(Severity::Error, Some(3), "too short\nreally"),
-                finding(Severity::Warning, None, "careful"),
+                remark(Severity::Error, Some(3), "too short\nreally"),
+                remark(Severity::Warning, None, "careful"),
             ],
         };
         let clean = Judged {
@@ -334,7 +335,7 @@ pub(super) mod tests {
             name: None,
             operation: "UPDATE",
             deployed: Some("dump.yaml".into()),
-            findings: vec![],
+            remarks: vec![],
         };
         Report {
             files: 3,

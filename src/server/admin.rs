@@ -11,7 +11,7 @@ use axum::routing::get;
 
 use super::Shared;
 use super::metrics::CONTENT_TYPE;
-use super::webhook::text;
+use super::plain_text;
 
 /// The admin routes.
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -23,13 +23,13 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn healthz() -> Response {
-    text(StatusCode::OK, "ok")
+    plain_text::response(StatusCode::OK, "ok")
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     match shared.health.readiness() {
-        Ok(()) => text(StatusCode::OK, "ready"),
-        Err(why) => text(
+        Ok(()) => plain_text::response(StatusCode::OK, "ready"),
+        Err(why) => plain_text::response(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!("not ready: {why}"),
         ),

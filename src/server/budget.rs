@@ -33,10 +33,14 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Shared;
+use super::deadline::{DEFAULT_DEADLINE, Deadline};
 use super::metrics::{BudgetMetrics, LaneLabels, ReasonLabels};
-use super::webhook::{Deadline, MAX_BODY_BYTES, text};
+use super::plain_text;
 
 const MIB: usize = 1024 * 1024;
+
+/// The largest request body accepted (larger ones get 413).
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// The default `--max-inflight-body-bytes`: with the rest of the process
 /// (about 15 MiB) and HTTP buffers, well inside the manifests' 128 MiB
@@ -53,9 +57,6 @@ pub const SMALL_BODY_BYTES: usize = MIB;
 /// A request that waits for budget gives up this long before its deadline,
 /// so that its 503 reaches the API server while it still listens.
 const WAIT_MARGIN: Duration = Duration::from_millis(250);
-
-/// The deadline when the request carries none (as the deadline layer's).
-const FALLBACK_DEADLINE: Duration = Duration::from_secs(30);
 
 /// How long the body of an HTTP/1.1 request answered with 503 unread is
 /// still read (and thrown away), so that the client sees the answer rather
@@ -336,7 +337,7 @@ fn refuse(
         .get_or_create(&ReasonLabels { reason })
         .inc();
     drain_later(version, body);
-    text(StatusCode::SERVICE_UNAVAILABLE, message)
+    plain_text::response(StatusCode::SERVICE_UNAVAILABLE, message)
 }
 
 /// The middleware on `/validate` and `/mutate`: a request slot, then the
@@ -348,7 +349,7 @@ pub async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Ne
     let (parts, body) = request.into_parts();
     let announced = body.size_hint().exact();
     if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return text(
+        return plain_text::response(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!("request body is larger than the {MAX_BODY_BYTES}-byte limit"),
         );
@@ -363,7 +364,7 @@ pub async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Ne
     let deadline = parts
         .extensions
         .get::<Deadline>()
-        .map_or_else(|| Instant::now() + FALLBACK_DEADLINE, |d| d.0);
+        .map_or_else(|| Instant::now() + DEFAULT_DEADLINE, |d| d.0);
     let until = deadline
         .checked_sub(WAIT_MARGIN)
         .unwrap_or_else(Instant::now);
@@ -383,10 +384,12 @@ pub async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Ne
     };
     let bytes = match read_body(body, &reservation).await {
         Ok(bytes) => bytes,
-        Err(e @ ReadError::TooLarge) => return text(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string()),
+        Err(e @ ReadError::TooLarge) => {
+            return plain_text::response(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string());
+        }
         Err(e) => {
             tracing::info!(error = %e, "bad request body");
-            return text(StatusCode::BAD_REQUEST, &e.to_string());
+            return plain_text::response(StatusCode::BAD_REQUEST, &e.to_string());
         }
     };
     reservation.shrink_to(bytes.len());

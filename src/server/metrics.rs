@@ -8,18 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use std::sync::OnceLock;
-
 use crate::admission::{AdmissionRequest, Outcome};
-
-/// The log writer's count of dropped lines, when logging goes through it.
-static DROPPED_LOG_LINES: OnceLock<Counter> = OnceLock::new();
-
-/// Makes `log_lines_dropped_total` report the log writer's dropped lines:
-/// call it before [`Metrics::new`], which registers that very counter.
-pub fn count_dropped_log_lines(counter: Counter) {
-    let _ = DROPPED_LOG_LINES.set(counter);
-}
+use crate::events::EventCounts;
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -68,15 +58,6 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
-/// Labels of an Event: its reason and what became of it.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EventLabels {
-    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied or ForceReapplyReset.
-    pub reason: &'static str,
-    /// sent, failed (the API server refused it) or dropped (the queue was full).
-    pub result: &'static str,
-}
-
 /// Labels of a stale-force reset: who reset it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResetLabels {
@@ -115,7 +96,7 @@ pub struct Metrics {
     /// How long RBAC checks took.
     pub rbac_duration: Histogram,
     /// Kubernetes Events, by reason and result.
-    pub events: Family<EventLabels, Counter>,
+    pub events: EventCounts,
     /// Stale forces reset, by who reset them.
     pub force_resets: Family<ResetLabels, Counter>,
     /// Sweeper resets that lost to a concurrent change (looked at again).
@@ -137,8 +118,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Creates and registers every metric.
+    /// Creates and registers every metric, with a `log_lines_dropped`
+    /// counter of its own (nothing drops log lines into it).
     pub fn new() -> Self {
+        Self::with_log_lines_dropped(Counter::default())
+    }
+
+    /// Creates and registers every metric; `log_lines_dropped` reports
+    /// `log_lines_dropped`, the log sink's own counter.
+    pub fn with_log_lines_dropped(log_lines_dropped: Counter) -> Self {
         let mut registry = Registry::with_prefix("pipelinerollout_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
         let request_duration =
@@ -154,13 +142,11 @@ impl Metrics {
         let rbac_checks = Family::<ResultLabels, Counter>::default();
         let rbac_cache_hits = Counter::default();
         let rbac_duration = duration_histogram();
-        let events = Family::<EventLabels, Counter>::default();
+        let events = EventCounts::default();
         let force_resets = Family::<ResetLabels, Counter>::default();
         let sweeper_conflicts = Counter::default();
         let sweeper_errors = Counter::default();
         let sweeper_watch_restarts = Counter::default();
-        // The log sink's own counter when it runs (the binary), else a new one.
-        let log_lines_dropped = DROPPED_LOG_LINES.get().cloned().unwrap_or_default();
         registry.register(
             "log_lines_dropped",
             "Log lines dropped because the log buffer was full or their write failed (requests never wait for the log)",

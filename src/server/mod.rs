@@ -5,9 +5,10 @@
 pub mod admin;
 pub mod budget;
 pub mod conn;
-pub mod events;
+pub mod deadline;
 pub mod health;
 pub mod metrics;
+pub mod plain_text;
 pub mod reload;
 pub mod tls;
 pub mod webhook;
@@ -24,11 +25,11 @@ use tokio::task::JoinHandle;
 
 use self::budget::{Budget, BudgetError};
 pub use self::conn::{ConnectionOptions, serve_connections};
-use self::events::EventQueue;
 use self::health::Health;
 use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
-use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
+use crate::authz::{Authorizer, KubeClientError, RbacAuthorizer, StaticLists};
+use crate::events::{self, EventQueue};
 use crate::policy::{Policy, PolicyError};
 
 /// What every request and the admin server share.
@@ -65,7 +66,12 @@ impl Shared {
 
     /// State deciding who may force through `authorizer`.
     pub fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
-        let metrics = Metrics::new();
+        Self::with_metrics(policy, authorizer, Metrics::new())
+    }
+
+    /// State deciding who may force through `authorizer`, counting in
+    /// `metrics`.
+    pub fn with_metrics(policy: Policy, authorizer: Authorizer, metrics: Metrics) -> Self {
         metrics.policy_generation.set(1);
         let budget = Budget::default();
         metrics.budget.capacity.set(budget.bytes_i64());
@@ -133,7 +139,7 @@ pub enum StartError {
     Budget(#[from] BudgetError),
     /// The policy asks RBAC but no API server can be reached.
     #[error("forceReapply.rbac is set but {0}")]
-    Rbac(String),
+    Rbac(KubeClientError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -193,6 +199,15 @@ impl Running {
 /// binds the webhook listener, then turns ready. Start-up problems are
 /// errors; later reload problems are logged and counted.
 pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
+    start_with_metrics(options, Metrics::new()).await
+}
+
+/// [`start`], counting in `metrics` (the binary's hold the log sink's
+/// dropped-lines counter).
+pub async fn start_with_metrics(
+    options: ServeOptions,
+    metrics: Metrics,
+) -> Result<Running, StartError> {
     let budget = Budget::new(
         options.max_inflight_body_bytes,
         options.max_inflight_requests,
@@ -209,15 +224,18 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
         Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
         Err(why) => {
             tracing::info!(%why, "no API server: RBAC checks, Events and the stale-force sweeper are off");
-            (None, Authorizer::StaticLists(StaticLists::new(why)))
+            (
+                None,
+                Authorizer::StaticLists(StaticLists::new(why.to_string())),
+            )
         }
     };
-    let mut shared = Shared::with_authorizer(policy, authorizer);
+    let mut shared = Shared::with_metrics(policy, authorizer, metrics);
     shared.set_budget(budget);
     if let Some(client) = &client {
         shared.events = EventQueue::start(
             events::recorder(client.clone()),
-            Arc::clone(&shared.metrics),
+            shared.metrics.events.clone(),
         );
         tracing::info!("Events on PipelineRollouts are on");
     }

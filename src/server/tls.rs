@@ -18,12 +18,12 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// The certificate file is unreadable or holds no certificate.
-    #[error("cannot read certificate {path}: {reason}")]
+    #[error("cannot read certificate {path}: {source}")]
     Cert {
         /// The file.
         path: String,
         /// What went wrong.
-        reason: String,
+        source: ChainError,
     },
     /// The key file is unreadable or holds no private key.
     #[error("cannot read private key {path}: {reason}")]
@@ -78,12 +78,22 @@ impl TlsFiles {
     }
 }
 
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<_, _>>())
-        .map_err(|e| e.to_string())?;
+/// Why a file yields no certificate chain.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// The file is unreadable or not PEM.
+    #[error(transparent)]
+    Pem(#[from] rustls_pki_types::pem::Error),
+    /// The file holds no certificate.
+    #[error("no PEM certificate in the file")]
+    Empty,
+}
+
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ChainError> {
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(path).and_then(|iter| iter.collect::<Result<_, _>>())?;
     if chain.is_empty() {
-        return Err("no PEM certificate in the file".into());
+        return Err(ChainError::Empty);
     }
     Ok(chain)
 }
@@ -93,9 +103,9 @@ fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     let cert_name = cert.display().to_string();
     let key_name = key.display().to_string();
-    let chain = read_chain(cert).map_err(|reason| TlsError::Cert {
+    let chain = read_chain(cert).map_err(|source| TlsError::Cert {
         path: cert_name.clone(),
-        reason,
+        source,
     })?;
     let private = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
         path: key_name.clone(),
@@ -144,7 +154,7 @@ pub fn load(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
                 reason,
             };
             let mut roots = RootCertStore::empty();
-            for cert in read_chain(ca).map_err(ca_err)? {
+            for cert in read_chain(ca).map_err(|e| ca_err(e.to_string()))? {
                 roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())

@@ -1,8 +1,9 @@
 //! The webhook's routes: `POST /validate` and `POST /mutate`, with the
-//! request deadline, the body limit, the metrics and the decision log.
+//! request deadline ([`deadline`]), the body budget ([`super::budget`]),
+//! the metrics and the decision log.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -13,16 +14,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::Shared;
-use super::budget::admit;
+use super::budget::{MAX_BODY_BYTES, admit};
+use super::deadline::{self, Deadline};
 use super::metrics::{RequestLabels, WebhookLabels};
-use crate::admission::{self, AdmissionRequest, Judge, Outcome, Webhook};
+use super::plain_text;
+use crate::admission::{self, AdmissionRequest, AnswerContext, Outcome, Webhook};
 use crate::logtext::{Escaped, EscapedObject};
-
-/// The largest request body accepted (larger ones get 413).
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-
-/// The deadline when the API server sends no `?timeout=` (its longest).
-const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the handler tells the metrics layer about an answered review.
 #[derive(Debug, Clone, Copy)]
@@ -40,26 +37,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn(deadline))
+        .layer(middleware::from_fn(deadline::enforce))
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), observe))
         .with_state(shared)
-}
-
-/// When the API server stops waiting for the answer.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Deadline(pub(super) Instant);
-
-/// Time kept back from the deadline for building and sending the answer.
-const SAFETY_MARGIN: Duration = Duration::from_millis(500);
-
-impl Deadline {
-    /// What is left for an RBAC check: the deadline less the safety margin.
-    fn budget(self) -> Duration {
-        self.0
-            .saturating_duration_since(Instant::now())
-            .saturating_sub(SAFETY_MARGIN)
-            .max(Duration::from_millis(100))
-    }
 }
 
 async fn validate(
@@ -67,7 +47,7 @@ async fn validate(
     Extension(deadline): Extension<Deadline>,
     body: Bytes,
 ) -> Response {
-    review(Webhook::Validate, &shared, deadline, &body).await
+    answer_request(Webhook::Validate, &shared, deadline, &body).await
 }
 
 async fn mutate(
@@ -75,42 +55,36 @@ async fn mutate(
     Extension(deadline): Extension<Deadline>,
     body: Bytes,
 ) -> Response {
-    review(Webhook::Mutate, &shared, deadline, &body).await
+    answer_request(Webhook::Mutate, &shared, deadline, &body).await
 }
 
 async fn not_found() -> Response {
-    text(
+    plain_text::response(
         StatusCode::NOT_FOUND,
         "not found: the webhook serves POST /validate and POST /mutate",
     )
 }
 
 async fn method_not_allowed() -> Response {
-    text(
+    plain_text::response(
         StatusCode::METHOD_NOT_ALLOWED,
         "method not allowed: use POST with an AdmissionReview",
     )
 }
 
-/// A plain-text answer of one line.
-pub fn text(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("{message}\n"),
-    )
-        .into_response()
-}
-
-async fn review(webhook: Webhook, shared: &Shared, deadline: Deadline, body: &[u8]) -> Response {
+async fn answer_request(
+    webhook: Webhook,
+    shared: &Shared,
+    deadline: Deadline,
+    body: &[u8],
+) -> Response {
     let started = Instant::now();
     let policy = shared.policy.load_full();
-    let budget = deadline.budget();
-    let judge = Judge::now(&shared.authorizer, budget);
-    match admission::answer(webhook, &policy, body, judge).await {
+    let context = AnswerContext::now(&shared.authorizer, deadline.time_for_rbac());
+    match admission::answer(webhook, &policy, body, context).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %Escaped(&e.to_string()), "bad request");
-            text(StatusCode::BAD_REQUEST, &e.to_string())
+            plain_text::response(StatusCode::BAD_REQUEST, &e.to_string())
         }
         Ok((request, outcome)) => {
             shared.metrics.record(&request, &outcome);
@@ -156,37 +130,6 @@ fn log_decision(request: &AdmissionRequest, outcome: &Outcome, started: Instant)
     );
 }
 
-/// The deadline the API server asked for with `?timeout=` (it appends the
-/// webhook's `timeoutSeconds`, such as `10s`), at most 30 seconds.
-fn requested_deadline(query: Option<&str>) -> Duration {
-    query
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .find_map(|pair| pair.strip_prefix("timeout="))
-        .and_then(|v| humantime::parse_duration(v).ok())
-        .filter(|d| !d.is_zero())
-        .map_or(DEFAULT_DEADLINE, |d| d.min(DEFAULT_DEADLINE))
-}
-
-/// Stops working on a request once the API server has stopped waiting for
-/// it: reading a slow body included.
-async fn deadline(mut request: Request, next: Next) -> Response {
-    let limit = requested_deadline(request.uri().query());
-    request
-        .extensions_mut()
-        .insert(Deadline(Instant::now() + limit));
-    match tokio::time::timeout(limit, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => {
-            tracing::info!(deadline = ?limit, "request abandoned: its deadline passed");
-            text(
-                StatusCode::GATEWAY_TIMEOUT,
-                &format!("deadline of {limit:?} passed before the request could be answered"),
-            )
-        }
-    }
-}
-
 /// Decrements the in-flight gauge however the request ends.
 struct InFlight<'a>(&'a Shared);
 
@@ -228,25 +171,4 @@ async fn observe(State(shared): State<Arc<Shared>>, request: Request, next: Next
         .get_or_create(&WebhookLabels { webhook })
         .observe(started.elapsed().as_secs_f64());
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deadline_from_the_query() {
-        let cases = [
-            (None, DEFAULT_DEADLINE),
-            (Some("timeout=10s"), Duration::from_secs(10)),
-            (Some("a=b&timeout=5s"), Duration::from_secs(5)),
-            (Some("timeout=1m0s"), Duration::from_secs(30)),
-            (Some("timeout=250ms"), Duration::from_millis(250)),
-            (Some("timeout=0s"), DEFAULT_DEADLINE),
-            (Some("timeout=soon"), DEFAULT_DEADLINE),
-        ];
-        for (query, want) in cases {
-            assert_eq!(requested_deadline(query), want, "{query:?}");
-        }
-    }
 }

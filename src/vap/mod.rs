@@ -37,7 +37,7 @@ pub const EXCLUDED_NAMESPACES: [&str; 2] = ["pipelinerollout-webhook", "kube-sys
 
 /// The PipelineRollout version the policy matches. Not `*`: the type
 /// checker skips policies whose rules name `*` versions.
-pub const API_VERSION: &str = crate::admission::VERSION;
+pub const API_VERSION: &str = crate::rollout::VERSION;
 
 /// What `export-vap` produced for a policy.
 #[derive(Debug, Clone)]
@@ -72,10 +72,10 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         ..ObjectMeta::default()
     };
     let rule = NamedRuleWithOperations {
-        api_groups: Some(vec!["numaplane.numaproj.io".to_owned()]),
+        api_groups: Some(vec![crate::rollout::GROUP.to_owned()]),
         api_versions: Some(vec![API_VERSION.to_owned()]),
         operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
-        resources: Some(vec!["pipelinerollouts".to_owned()]),
+        resources: Some(vec![crate::rollout::RESOURCE.to_owned()]),
         scope: Some("Namespaced".to_owned()),
         ..NamedRuleWithOperations::default()
     };

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use http_body_util::BodyExt as _;
 use hyper::{Method, Request};
-use pipelinerollout_webhook::admission::{self, Judge, Webhook};
+use pipelinerollout_webhook::admission::{self, AnswerContext, Webhook};
 use pipelinerollout_webhook::authz::{self, Authorizer};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
@@ -63,7 +63,9 @@ impl Api {
     pub async fn connect(cluster: &Cluster, users: &[User]) -> Result<Self, String> {
         let mut clients = BTreeMap::new();
         for user in users {
-            let client = authz::kube_client(Some(&cluster.kubeconfig(*user))).await?;
+            let client = authz::kube_client(Some(&cluster.kubeconfig(*user)))
+                .await
+                .map_err(|e| e.to_string())?;
             clients.insert(*user, client);
         }
         Ok(Self { clients })
@@ -346,9 +348,9 @@ async fn answer(
     authorizer: &Authorizer,
     review: &Value,
 ) -> Result<admission::Outcome, String> {
-    let judge = Judge {
+    let judge = AnswerContext {
         authorizer,
-        limit: Duration::from_secs(10),
+        permission_timeout: Duration::from_secs(10),
         now: time::OffsetDateTime::now_utc(),
     };
     let body = review.to_string().into_bytes();

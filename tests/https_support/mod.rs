@@ -450,12 +450,13 @@ pub fn answer_now(
         pipelinerollout_webhook::admission::AdmissionRequest,
         pipelinerollout_webhook::admission::Outcome,
     ),
-    pipelinerollout_webhook::admission::ReviewError,
+    pipelinerollout_webhook::admission::ParseError,
 > {
     use std::future::Future as _;
     use std::task::{Context, Poll, Waker};
     let lists = pipelinerollout_webhook::authz::StaticLists::new("no connection to the API server");
-    let judge = pipelinerollout_webhook::admission::Judge::now(&lists, Duration::from_secs(1));
+    let judge =
+        pipelinerollout_webhook::admission::AnswerContext::now(&lists, Duration::from_secs(1));
     let future = pipelinerollout_webhook::admission::answer(webhook, policy, body, judge);
     let mut future = std::pin::pin!(future);
     match future

@@ -8,8 +8,8 @@
 //! with a JSON Patch whose first operation tests the `resourceVersion` it
 //! saw: a concurrent change wins and is looked at again. Two replicas need
 //! no leader election; the second reset simply fails its test.
+//! It runs in any process that implements [`SweeperHost`].
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,23 +17,42 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
-use crate::admission::{GROUP, RESOURCE, VERSION};
+use crate::events::{EventQueue, PendingEvent};
+use crate::policy::Policy;
 use crate::policy::rules::EventReason;
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
-use crate::server::Shared;
-use crate::server::events::PendingEvent;
-use crate::server::metrics::ResetLabels;
 
 /// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";
+
+/// What the sweeper did, for the process's metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepOutcome {
+    /// A stale force was reset.
+    Reset,
+    /// A reset lost to a concurrent change (the object is looked at again).
+    Conflict,
+    /// A reset failed for another reason.
+    Error,
+    /// The watch failed and was restarted.
+    WatchRestart,
+}
+
+/// What the sweeper needs from the process it runs in.
+pub trait SweeperHost: Send + Sync + 'static {
+    /// The policy in force now (it may be reloaded while the sweeper runs).
+    fn policy(&self) -> Arc<Policy>;
+    /// Where the sweeper's Events go.
+    fn events(&self) -> &EventQueue;
+    /// Counts one thing the sweeper did.
+    fn count(&self, outcome: SweepOutcome);
+}
 
 /// An object by namespace and name.
 pub type Key = (String, String);
@@ -125,42 +144,10 @@ pub fn reset_patch(resource_version: &str) -> json_patch::Patch {
     ])
 }
 
-/// Starts the sweeper in the background.
-pub fn spawn(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
+/// Starts the sweeper in the background, in `host`.
+pub fn spawn(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duration) {
     tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
-    tokio::spawn(run(client, shared, grace));
-}
-
-/// The watch reads PipelineRollouts as [`Stored`]: typed metadata and the
-/// lenient view, straight from the bytes, so a 1 MiB object is neither
-/// built as a JSON tree nor converted twice.
-impl Resource for Stored {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("PipelineRollout")
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(GROUP)
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(VERSION)
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(RESOURCE)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+    tokio::spawn(run(client, host, grace));
 }
 
 fn key_of(object: &Stored) -> Option<Key> {
@@ -171,7 +158,7 @@ fn key_of(object: &Stored) -> Option<Key> {
 }
 
 /// Watches and resets until the process ends.
-async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
+async fn run(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duration) {
     let all: Api<Stored> = Api::all(client.clone());
     let stream = watcher::watcher(all, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
@@ -191,12 +178,12 @@ async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
                     return;
                 }
                 Some(Err(e)) => {
-                    shared.metrics.sweeper_watch_restarts.inc();
+                    host.count(SweepOutcome::WatchRestart);
                     tracing::warn!(error = %e, "PipelineRollout watch failed; restarting with backoff");
                 }
                 Some(Ok(Event::Init)) => {
                     if started {
-                        shared.metrics.sweeper_watch_restarts.inc();
+                        host.count(SweepOutcome::WatchRestart);
                     }
                     started = true;
                 }
@@ -213,11 +200,11 @@ async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
                 }
             },
             _ = tick.tick() => {
-                if !shared.policy.load().force_reapply.one_shot {
+                if !host.policy().force_reapply.one_shot {
                     continue;
                 }
                 for (key, rv, uid) in stale.due(Instant::now(), grace) {
-                    reset(&client, &shared, &key, &rv, uid.as_deref(), grace).await;
+                    reset(&client, host.as_ref(), &key, &rv, uid.as_deref(), grace).await;
                     stale.forget(&key);
                 }
             }
@@ -228,7 +215,7 @@ async fn run(client: kube::Client, shared: Arc<Shared>, grace: Duration) {
 /// Resets one object's annotation, counting the outcome.
 async fn reset(
     client: &kube::Client,
-    shared: &Shared,
+    host: &impl SweeperHost,
     (namespace, name): &Key,
     resource_version: &str,
     uid: Option<&str>,
@@ -248,11 +235,7 @@ async fn reset(
         .await
     {
         Ok(_) => {
-            shared
-                .metrics
-                .force_resets
-                .get_or_create(&ResetLabels { by: "sweeper" })
-                .inc();
+            host.count(SweepOutcome::Reset);
             tracing::info!(%namespace, %name, "stale force reset by the sweeper");
             let note = format!(
                 "allow-data-loss reset to \"false\" by the stale-force sweeper: the pause the forced re-apply was set for has been over for at least {}, so later changes drain as usual",
@@ -264,14 +247,14 @@ async fn reset(
                 Stored::api_version(&()).into_owned(),
                 (namespace, name, uid),
             );
-            shared.events.send(event);
+            host.events().send(event);
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
-            shared.metrics.sweeper_conflicts.inc();
+            host.count(SweepOutcome::Conflict);
             tracing::debug!(%namespace, %name, code = status.code, "the object changed since it was seen; looking again");
         }
         Err(e) => {
-            shared.metrics.sweeper_errors.inc();
+            host.count(SweepOutcome::Error);
             tracing::warn!(%namespace, %name, error = %e, "stale force not reset");
         }
     }

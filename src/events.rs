@@ -1,26 +1,46 @@
 //! Kubernetes Events (events.k8s.io/v1) on PipelineRollouts, sent off the
-//! request path: answers put what their decisions ask for into a bounded
-//! queue, and one task publishes them. A full queue or an API error drops
+//! request path: answers, and background work such as the sweeper, put what
+//! they ask for into a bounded queue, and one task publishes them. A full queue or an API error drops
 //! the Event, logs it and counts it; nothing here delays or changes an
 //! answer. Repeated identical Events become a series (kube-runtime's
 //! recorder aggregates them).
 
 use std::future::Future;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
-use super::metrics::{EventLabels, Metrics};
 use crate::admission::{AdmissionRequest, Outcome};
 use crate::policy::rules::EventReason;
+use crate::rollout::KIND;
 
 /// The name Events are reported under (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "pipelinerollout-webhook";
 
 /// How many Events may wait to be sent; past it, new ones are dropped.
 pub const QUEUE_CAPACITY: usize = 256;
+
+/// Labels of an Event: its reason and what became of it.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied or ForceReapplyReset.
+    pub reason: &'static str,
+    /// sent, failed (the API server refused it) or dropped (the queue was full).
+    pub result: &'static str,
+}
+
+/// The Events counted, by reason and result.
+pub type EventCounts = Family<EventLabels, Counter>;
+
+/// Why an Event could not be published; its Display is the publisher's
+/// own message.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct PublishError(#[from] Box<dyn std::error::Error + Send + Sync>);
 
 /// One Event to publish.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +66,7 @@ impl PendingEvent {
             note,
             regarding: ObjectReference {
                 api_version: Some(api_version),
-                kind: Some("PipelineRollout".to_owned()),
+                kind: Some(KIND.to_owned()),
                 namespace: Some(namespace.to_owned()),
                 name: Some(name.to_owned()),
                 uid: uid.map(str::to_owned),
@@ -59,11 +79,14 @@ impl PendingEvent {
 /// Where Events go: the API server, or (in tests) anything else.
 pub trait PublishEvent: Send + Sync + 'static {
     /// Publishes one Event.
-    fn publish(&self, event: &PendingEvent) -> impl Future<Output = Result<(), String>> + Send;
+    fn publish(
+        &self,
+        event: &PendingEvent,
+    ) -> impl Future<Output = Result<(), PublishError>> + Send;
 }
 
 impl PublishEvent for Recorder {
-    async fn publish(&self, event: &PendingEvent) -> Result<(), String> {
+    async fn publish(&self, event: &PendingEvent) -> Result<(), PublishError> {
         let reason = event.reason;
         let ev = Event {
             type_: if reason.is_warning() {
@@ -78,7 +101,7 @@ impl PublishEvent for Recorder {
         };
         Recorder::publish(self, &ev, &event.regarding)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| PublishError(Box::new(e)))
     }
 }
 
@@ -96,8 +119,8 @@ pub fn recorder(client: kube::Client) -> Recorder {
 /// sweeper. Off when no API server can be reached.
 #[derive(Debug, Clone, Default)]
 pub struct EventQueue {
-    /// The queue and the metrics its Events are counted in; `None`: off.
-    tx: Option<(mpsc::Sender<PendingEvent>, Arc<Metrics>)>,
+    /// The queue and the counts of its Events; `None`: off.
+    tx: Option<(mpsc::Sender<PendingEvent>, EventCounts)>,
 }
 
 impl EventQueue {
@@ -112,10 +135,10 @@ impl EventQueue {
     }
 
     /// Starts the task that publishes queued Events through `publisher`,
-    /// counting each in `metrics`.
-    pub fn start(publisher: impl PublishEvent, metrics: Arc<Metrics>) -> Self {
+    /// counting each in `counts`.
+    pub fn start(publisher: impl PublishEvent, counts: EventCounts) -> Self {
         let (tx, mut rx) = mpsc::channel::<PendingEvent>(QUEUE_CAPACITY);
-        let counted = Arc::clone(&metrics);
+        let counted = counts.clone();
         tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
                 let result = match publisher.publish(&event).await {
@@ -129,20 +152,20 @@ impl EventQueue {
             }
         });
         Self {
-            tx: Some((tx, metrics)),
+            tx: Some((tx, counts)),
         }
     }
 
     /// Queues an Event; never waits. A full queue drops it (logged and
     /// counted as `dropped`).
     pub fn send(&self, event: PendingEvent) {
-        let Some((tx, metrics)) = &self.tx else {
+        let Some((tx, counts)) = &self.tx else {
             return;
         };
         let reason = event.reason;
         if let Err(e) = tx.try_send(event) {
             tracing::warn!(reason = reason.as_str(), error = %e, "event dropped: the queue is full");
-            count(metrics, reason, "dropped");
+            count(counts, reason, "dropped");
         }
     }
 }
@@ -170,9 +193,8 @@ impl EventQueue {
     }
 }
 
-fn count(metrics: &Metrics, reason: EventReason, result: &'static str) {
-    metrics
-        .events
+fn count(counts: &EventCounts, reason: EventReason, result: &'static str) {
+    counts
         .get_or_create(&EventLabels {
             reason: reason.as_str(),
             result,
@@ -182,12 +204,13 @@ fn count(metrics: &Metrics, reason: EventReason, result: &'static str) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use tokio::sync::Semaphore;
 
     use super::*;
+    use crate::rollout::{GROUP, VERSION};
 
     /// Holds every publish until the gate opens, then records it: an API
     /// server that does not answer, then recovers.
@@ -211,11 +234,16 @@ mod tests {
     }
 
     impl PublishEvent for Gated {
-        async fn publish(&self, event: &PendingEvent) -> Result<(), String> {
-            let _open = self.gate.acquire().await.map_err(|e| e.to_string())?;
+        async fn publish(&self, event: &PendingEvent) -> Result<(), PublishError> {
+            let failed = |e: String| PublishError(e.into());
+            let _open = self
+                .gate
+                .acquire()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
             self.seen
                 .lock()
-                .map_err(|e| e.to_string())?
+                .map_err(|e| failed(e.to_string()))?
                 .push(event.note.clone());
             Ok(())
         }
@@ -225,38 +253,32 @@ mod tests {
         PendingEvent::about(
             EventReason::ForceReapplyReset,
             format!("note {n}"),
-            "numaplane.numaproj.io/v1alpha1".to_owned(),
+            format!("{GROUP}/{VERSION}"),
             ("team-a", "p", Some("uid-1")),
         )
     }
 
-    fn counted(metrics: &Metrics, result: &str) -> f64 {
-        let text = metrics.encode();
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .find(|l| l.contains(&format!("result=\"{result}\"")))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
+    fn counted(counts: &EventCounts, result: &'static str) -> f64 {
+        let labels = EventLabels {
+            reason: EventReason::ForceReapplyReset.as_str(),
+            result,
+        };
+        counts.get_or_create(&labels).get() as f64
     }
 
     // A current-thread runtime: the publishing task cannot run while the
     // test sends, so the queue's fill is exact.
     #[tokio::test(flavor = "current_thread")]
     async fn a_stuck_api_server_costs_dropped_events_not_waiting_requests() {
-        let metrics = Arc::new(Metrics::new());
+        let counts = EventCounts::default();
         let sink = Gated::closed();
-        let queue = EventQueue::start(sink.clone(), Arc::clone(&metrics));
+        let queue = EventQueue::start(sink.clone(), counts.clone());
         // `send` is synchronous: had it waited for room, this loop would
         // never return (nothing drains the queue until the test yields).
         for n in 0..QUEUE_CAPACITY + 50 {
             queue.send(event(n));
         }
-        assert_eq!(
-            counted(&metrics, "dropped"),
-            50.0,
-            "the overflow is counted"
-        );
+        assert_eq!(counted(&counts, "dropped"), 50.0, "the overflow is counted");
 
         sink.gate.add_permits(QUEUE_CAPACITY);
         let all_sent = async {
@@ -279,7 +301,7 @@ mod tests {
             Some(&last),
             "the newest 50 were the ones dropped"
         );
-        assert_eq!(counted(&metrics, "sent"), QUEUE_CAPACITY as f64);
+        assert_eq!(counted(&counts, "sent"), QUEUE_CAPACITY as f64);
     }
 
     #[test]

@@ -1,0 +1,271 @@
+//! The command line's definitions: every command and flag, parsed by clap.
+//! What each command does is in the file named after it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::DEV_CERTS_DIR;
+use crate::admission::Webhook;
+use crate::certs::{self, CertError};
+use crate::server::ServeOptions;
+use crate::server::tls::TlsFiles;
+
+/// Admission webhook for Numaplane PipelineRollouts: validates and defaults
+/// drain timeouts, and gates the forced re-apply (allow-data-loss).
+#[derive(Debug, Parser)]
+#[command(
+    name = "pipelinerollout-webhook",
+    version,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// What to do; without a command, `serve`.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `serve`'s flags, accepted without the word `serve`.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Log level or filter (e.g. info, debug, pipelinerollout_webhook=debug); RUST_LOG also works.
+    #[arg(long, global = true, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The commands.
+// Parsed once at start-up: the size of `serve`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve /validate and /mutate over HTTPS (the default).
+    Serve(ServeArgs),
+    /// Answer one AdmissionReview (JSON or YAML) from a file or stdin, as the webhook would; exit 0 if allowed, 1 if denied, 2 on bad input.
+    Review(ReviewArgs),
+    /// Check PipelineRollout manifests (files, directories, - for stdin) as the webhook would judge their creation or update; exit 0 if nothing would be denied, 1 if something would, 2 on unreadable input.
+    Check(CheckArgs),
+    /// Check a policy file: print the effective policy and exit 0, or print the error and exit 2.
+    CheckPolicy {
+        /// The policy file (YAML or JSON).
+        file: PathBuf,
+    },
+    /// Write a CA and a serving certificate for the in-cluster Service, plus the kustomize patch that puts the CA into the webhook configurations (for installing without cert-manager).
+    GenCerts(GenCertsArgs),
+    /// Print the validation rules of a policy as a ValidatingAdmissionPolicy and its binding (YAML), for in-process admission without the webhook (docs/vap.md).
+    ExportVap(crate::vap::ExportVapArgs),
+}
+
+/// Flags of `gen-certs`.
+#[derive(Debug, Clone, Args)]
+pub struct GenCertsArgs {
+    /// The webhook's Service name.
+    #[arg(long, default_value = "pipelinerollout-webhook")]
+    pub service: String,
+    /// The webhook's namespace.
+    #[arg(long, default_value = "pipelinerollout-webhook")]
+    pub namespace: String,
+    /// Where to write ca.crt, tls.crt, tls.key and ca-bundle.patch.yaml.
+    #[arg(long, default_value = "manifests/overlays/self-signed/certs")]
+    pub out: PathBuf,
+    /// Validity of the serving certificate, in days (the CA: ten times as long).
+    #[arg(long, default_value_t = 365)]
+    pub days: i64,
+    /// Replace certificates already in --out: renews the serving certificate under the existing CA (ca.crt and ca.key), so the webhook configurations' caBundle does not change.
+    #[arg(long)]
+    pub force: bool,
+    /// With --force, also make a new CA (the caBundle changes: re-apply the webhook configurations).
+    #[arg(long, requires = "force")]
+    pub new_ca: bool,
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to serve the webhook on (HTTPS).
+    #[arg(long, env = "WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Address of the admin server (plain HTTP: /healthz, /readyz, /metrics).
+    #[arg(long, env = "WEBHOOK_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// Policy file (YAML or JSON), reloaded when it changes; without it, the built-in policy.
+    #[arg(long, env = "WEBHOOK_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Serving certificate (PEM chain), reloaded when it changes; with --tls-key.
+    #[arg(long, env = "WEBHOOK_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serving certificate's private key (PEM); with --tls-cert.
+    #[arg(long, env = "WEBHOOK_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM), e.g. the API server's; reloaded when it changes.
+    #[arg(long, env = "WEBHOOK_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+    /// Where development certificates live when --tls-cert is not given (generated if absent).
+    #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = DEV_CERTS_DIR)]
+    pub dev_certs_dir: PathBuf,
+    /// How often certificate and policy files are checked for changes (besides file-system events).
+    #[arg(long, env = "WEBHOOK_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub reload_interval: Duration,
+    /// After SIGTERM/SIGINT, keep serving (not ready) this long so endpoints can be updated.
+    #[arg(long, env = "WEBHOOK_SHUTDOWN_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay: Duration,
+    /// Then give in-flight requests at most this long to finish.
+    #[arg(long, env = "WEBHOOK_SHUTDOWN_GRACE", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+    /// The most connections served at once; further ones wait to be accepted.
+    #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Close a connection with no request in flight after this long (HTTP/1.1 ones close after 10s idle in any case).
+    #[arg(long, env = "WEBHOOK_IDLE_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// Ping an HTTP/2 connection that has sent nothing for this long; close it if the ping is not answered within the same time (at most 10s).
+    #[arg(long, env = "WEBHOOK_KEEP_ALIVE_INTERVAL", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub keep_alive_interval: Duration,
+    /// The most request body bytes held at once, across all requests (e.g. 32Mi); a body that does not fit waits, within its deadline, then gets 503.
+    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_BODY_BYTES", default_value = "32Mi", value_parser = crate::server::budget::parse_size)]
+    pub max_inflight_body_bytes: usize,
+    /// The most requests in flight at once, across all connections and HTTP/2 streams; more get 503 at once.
+    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_REQUESTS", default_value_t = crate::server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS)]
+    pub max_inflight_requests: usize,
+    /// Kubeconfig for RBAC checks (forceReapply.rbac), Events and the sweeper; without it, the in-cluster service account or KUBECONFIG.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch PipelineRollouts and reset allow-data-loss to "false" once a forced re-apply's pause is over (needs get, list, watch and patch on pipelinerollouts).
+    #[arg(long, env = "WEBHOOK_RESET_STALE_FORCE")]
+    pub reset_stale_force: bool,
+    /// How long the pause must have been over before the sweeper resets a force.
+    #[arg(long, env = "WEBHOOK_STALE_FORCE_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub stale_force_grace: Duration,
+}
+
+/// The server's options from `serve`'s flags. Without --tls-cert and
+/// --tls-key, the development certificates in --dev-certs-dir are served
+/// (generated if absent), which is why this can fail.
+impl TryFrom<&ServeArgs> for ServeOptions {
+    type Error = CertError;
+
+    fn try_from(args: &ServeArgs) -> Result<Self, CertError> {
+        let (cert, key) = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+            _ => {
+                let (paths, generated) = certs::ensure_dev_certs(&args.dev_certs_dir)?;
+                tracing::warn!(
+                    ca = %paths.ca.display(),
+                    generated,
+                    "no --tls-cert/--tls-key: serving development certificates for localhost; try:\n  curl --cacert {} -H 'Content-Type: application/json' --data @tests/fixtures/admission/01-create-kubectl-apply-validate.json https://localhost:{}/validate",
+                    paths.ca.display(),
+                    args.listen.port()
+                );
+                (paths.cert, paths.key)
+            }
+        };
+        Ok(ServeOptions {
+            listen: args.listen,
+            admin_listen: Some(args.admin_listen),
+            policy_file: args.policy.clone(),
+            tls: TlsFiles {
+                cert,
+                key,
+                client_ca: args.client_ca.clone(),
+            },
+            reload_interval: args.reload_interval,
+            shutdown_delay: args.shutdown_delay,
+            shutdown_grace: args.shutdown_grace,
+            max_connections: args.max_connections,
+            idle_timeout: args.idle_timeout,
+            keep_alive_interval: args.keep_alive_interval,
+            max_inflight_body_bytes: args.max_inflight_body_bytes,
+            max_inflight_requests: args.max_inflight_requests,
+            kubeconfig: args.kubeconfig.clone(),
+        })
+    }
+}
+
+/// Flags of `review`.
+#[derive(Debug, Clone, Args)]
+pub struct ReviewArgs {
+    /// Which webhook answers.
+    #[arg(long, value_enum)]
+    pub webhook: WebhookArg,
+    /// Policy file; without it, the built-in policy.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Kubeconfig for RBAC checks (forceReapply.rbac); without it, what only RBAC could allow is denied.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Judge as at this time (RFC 3339, e.g. 2026-12-01T10:00:00Z) instead of now, so a check of forceReapply.minPauseAge is reproducible.
+    #[arg(long, value_parser = crate::policy::timestamp::parse_rfc3339)]
+    pub now: Option<time::OffsetDateTime>,
+    /// The AdmissionReview file, or - for stdin (the default).
+    #[arg(default_value = "-")]
+    pub file: String,
+}
+
+/// `--webhook` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WebhookArg {
+    /// The validating webhook.
+    Validate,
+    /// The mutating webhook.
+    Mutate,
+}
+
+impl From<WebhookArg> for Webhook {
+    fn from(arg: WebhookArg) -> Self {
+        match arg {
+            WebhookArg::Validate => Webhook::Validate,
+            WebhookArg::Mutate => Webhook::Mutate,
+        }
+    }
+}
+
+/// Flags of `check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Policy file; without it, the built-in policy.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// The namespace of manifests that set no metadata.namespace.
+    #[arg(long, short = 'n', value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// The manifests now deployed (a file, a directory, or a dump of `kubectl get pipelinerollouts -A -o yaml`); a rollout found there by namespace and name is judged as an UPDATE from it. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub against: Vec<String>,
+    /// The user the writes are judged for (e.g. system:serviceaccount:argocd:argocd-application-controller).
+    #[arg(long = "as", value_name = "USER", default_value = crate::check::DEFAULT_USER)]
+    pub user: String,
+    /// A group of that user; repeatable (system:authenticated is always added).
+    #[arg(long = "as-group", value_name = "GROUP")]
+    pub groups: Vec<String>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// ManifestJudge as at this time (RFC 3339) instead of now, so forceReapply.minPauseAge is checked reproducibly.
+    #[arg(long, value_parser = crate::policy::timestamp::parse_rfc3339)]
+    pub now: Option<time::OffsetDateTime>,
+    /// Manifest files, directories (read recursively: .yaml, .yml, .json), or - for standard input.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<String>,
+}
+
+/// `--output` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// One line per finding, then a summary.
+    Text,
+    /// A JSON array of findings.
+    Json,
+    /// A JUnit XML report: one test case per PipelineRollout.
+    Junit,
+}

@@ -1,0 +1,57 @@
+//! `check`: judge manifests as the webhook would, and report.
+
+use std::process::ExitCode;
+
+use super::args::{CheckArgs, OutputFormat};
+use super::current_thread_runtime;
+use crate::check::{self, CheckOptions, junit};
+use crate::policy::Policy;
+
+/// Runs `check`: exit 0 when nothing would be denied, 1 when something
+/// would, 2 when some input was unreadable or the policy is invalid.
+pub fn run(args: &CheckArgs) -> ExitCode {
+    let runtime = match current_thread_runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let policy = match Policy::from_file_or_built_in(args.policy.as_deref()) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.paths.iter().any(|p| p == "-") && args.against.iter().any(|p| p == "-") {
+        eprintln!(
+            "standard input (-) can be read only once: give --against or the manifests as files"
+        );
+        return ExitCode::from(2);
+    }
+    let report = runtime.block_on(check::check(&policy, &CheckOptions::from(args)));
+    let rendered = match args.output {
+        OutputFormat::Text => report.text(),
+        OutputFormat::Json => report.json() + "\n",
+        OutputFormat::Junit => junit::render(&report),
+    };
+    print!("{rendered}");
+    if args.output != OutputFormat::Text {
+        // The report may go to a file: say what could not be read here too.
+        for problem in report.problems() {
+            eprintln!("{}: error: {}", problem.location.label(), problem.message);
+        }
+    }
+    ExitCode::from(report.exit_code())
+}
+
+impl From<&CheckArgs> for CheckOptions {
+    fn from(args: &CheckArgs) -> Self {
+        Self {
+            namespace: args.namespace.clone(),
+            against: args.against.clone(),
+            user: args.user.clone(),
+            groups: args.groups.clone(),
+            now: args.now,
+            paths: args.paths.clone(),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! `serve`: the webhook server, and the sweeper beside it when asked for.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use prometheus_client::metrics::counter::Counter;
+
+use super::args::ServeArgs;
+use super::logging::LoggingGuard;
+use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
+use crate::certs::CertError;
+use crate::events::EventQueue;
+use crate::policy::Policy;
+use crate::server::metrics::{Metrics, ResetLabels};
+use crate::server::{self, ServeOptions, Shared, StartError};
+
+/// The runtime `serve` runs on: multi-threaded, one worker per core
+/// (`TOKIO_WORKER_THREADS` overrides). The benchmark's reference servers
+/// run on it too, so that only the handlers differ.
+pub fn serving_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+/// Runs `serve` until SIGTERM or SIGINT.
+pub fn run(args: ServeArgs, logging: &LoggingGuard) -> ExitCode {
+    let runtime = match serving_runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args, logging.dropped_lines())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Why `serve` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The development certificates could not be made or read.
+    #[error(transparent)]
+    DevCerts(#[from] CertError),
+    /// The server could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
+async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
+    let options = ServeOptions::try_from(&args)?;
+    let metrics = Metrics::with_log_lines_dropped(log_lines_dropped);
+    let running = server::start_with_metrics(options, metrics).await?;
+    if args.reset_stale_force {
+        match &running.client {
+            Some(client) => sweeper::spawn(
+                client.clone(),
+                std::sync::Arc::clone(&running.shared),
+                args.stale_force_grace,
+            ),
+            None => tracing::warn!(
+                "--reset-stale-force is set but no API server can be reached: the sweeper is off"
+            ),
+        }
+    }
+    tracing::info!(
+        listen = %running.addr,
+        admin = ?running.admin_addr,
+        policy = %args.policy.as_ref().map_or_else(|| "built-in".to_owned(), |p| p.display().to_string()),
+        mode = %running.shared.policy.load().mode,
+        mtls = args.client_ca.is_some(),
+        "serving /validate and /mutate over HTTPS"
+    );
+    shutdown_signal().await;
+    running.shutdown();
+    running.wait().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The server's shared state is the sweeper's host: its policy handle,
+/// its Event queue and its metrics.
+impl SweeperHost for Shared {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.load_full()
+    }
+
+    fn events(&self) -> &EventQueue {
+        &self.events
+    }
+
+    fn count(&self, outcome: SweepOutcome) {
+        let metrics = &self.metrics;
+        match outcome {
+            SweepOutcome::Reset => metrics
+                .force_resets
+                .get_or_create(&ResetLabels { by: "sweeper" })
+                .inc(),
+            SweepOutcome::Conflict => metrics.sweeper_conflicts.inc(),
+            SweepOutcome::Error => metrics.sweeper_errors.inc(),
+            SweepOutcome::WatchRestart => metrics.sweeper_watch_restarts.inc(),
+        };
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = tokio::signal::ctrl_c() => {},
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,83 @@
+//! The request deadline: the API server's `?timeout=` (at most 30 seconds),
+//! after which nobody waits for the answer, so work on it stops.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::plain_text;
+
+/// The deadline when the API server sends no `?timeout=` (its longest).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// When the API server stops waiting for the answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub Instant);
+
+/// Time kept back from the deadline for building and sending the answer.
+const SAFETY_MARGIN: Duration = Duration::from_millis(500);
+
+impl Deadline {
+    /// What is left for an RBAC check: the deadline less the safety margin.
+    pub fn time_for_rbac(self) -> Duration {
+        self.0
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(SAFETY_MARGIN)
+            .max(Duration::from_millis(100))
+    }
+}
+
+/// The deadline the API server asked for with `?timeout=` (it appends the
+/// webhook's `timeoutSeconds`, such as `10s`), at most 30 seconds.
+fn requested_deadline(query: Option<&str>) -> Duration {
+    query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|pair| pair.strip_prefix("timeout="))
+        .and_then(|v| humantime::parse_duration(v).ok())
+        .filter(|d| !d.is_zero())
+        .map_or(DEFAULT_DEADLINE, |d| d.min(DEFAULT_DEADLINE))
+}
+
+/// The middleware that stops work on a request once the API server has
+/// stopped waiting for it, reading a slow body included.
+pub async fn enforce(mut request: Request, next: Next) -> Response {
+    let limit = requested_deadline(request.uri().query());
+    request
+        .extensions_mut()
+        .insert(Deadline(Instant::now() + limit));
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::info!(deadline = ?limit, "request abandoned: its deadline passed");
+            plain_text::response(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!("deadline of {limit:?} passed before the request could be answered"),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_from_the_query() {
+        let cases = [
+            (None, DEFAULT_DEADLINE),
+            (Some("timeout=10s"), Duration::from_secs(10)),
+            (Some("a=b&timeout=5s"), Duration::from_secs(5)),
+            (Some("timeout=1m0s"), Duration::from_secs(30)),
+            (Some("timeout=250ms"), Duration::from_millis(250)),
+            (Some("timeout=0s"), DEFAULT_DEADLINE),
+            (Some("timeout=soon"), DEFAULT_DEADLINE),
+        ];
+        for (query, want) in cases {
+            assert_eq!(requested_deadline(query), want, "{query:?}");
+        }
+    }
+}
