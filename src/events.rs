@@ -2,21 +2,34 @@
 //! request path: answers, and background work such as the sweeper, put what
 //! they ask for into a bounded queue, and one task publishes them. A full queue or an API error drops
 //! the Event, logs it and counts it; nothing here delays or changes an
-//! answer. Repeated identical Events become a series (kube-runtime's
-//! recorder aggregates them).
+//! answer.
+//!
+//! Anyone who can reach the webhook port can send it a request, so an Event
+//! is written only about a PipelineRollout that exists with the uid the
+//! request names (one metadata GET before each, rare, Event), only in a
+//! namespace the webhooks guard, and with control characters in its note
+//! escaped. Events are never aggregated into series: each force allowed,
+//! denied or reset is an Event of its own, naming its own user and time.
 
 use std::future::Future;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
-use crate::admission::{AdmissionRequest, Outcome};
+use crate::admission::{AdmissionRequest, Outcome, RequestOperation};
+use crate::logtext::Escaped;
 use crate::policy::rules::EventReason;
-use crate::rollout::KIND;
+use crate::rollout::{KIND, Stored};
 
 /// The name Events are reported under (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "pipelinerollout-webhook";
@@ -29,7 +42,9 @@ pub const QUEUE_CAPACITY: usize = 256;
 pub struct EventLabels {
     /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied or ForceReapplyReset.
     pub reason: &'static str,
-    /// sent, failed (the API server refused it) or dropped (the queue was full).
+    /// sent; failed (the API server refused it); dropped (the queue was
+    /// full); unverified (no PipelineRollout with that uid exists, as for a
+    /// forged request); unguarded (the namespace is one the webhooks skip).
     pub result: &'static str,
 }
 
@@ -51,6 +66,9 @@ pub struct PendingEvent {
     pub note: String,
     /// The PipelineRollout it is about.
     pub regarding: ObjectReference,
+    /// Whether the object may not be stored yet: the Event comes from a
+    /// CREATE, whose object the API server stores once the webhooks answer.
+    pub after_create: bool,
 }
 
 impl PendingEvent {
@@ -72,47 +90,160 @@ impl PendingEvent {
                 uid: uid.map(str::to_owned),
                 ..ObjectReference::default()
             },
+            after_create: false,
         }
     }
 }
 
+/// What became of an Event the publisher was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// It was written.
+    Sent,
+    /// It was not written: no PipelineRollout with its name and uid exists.
+    Unverified,
+}
+
 /// Where Events go: the API server, or (in tests) anything else.
 pub trait PublishEvent: Send + Sync + 'static {
-    /// Publishes one Event.
+    /// Publishes one Event, or says why it is not about a real object.
     fn publish(
         &self,
         event: &PendingEvent,
-    ) -> impl Future<Output = Result<(), PublishError>> + Send;
+    ) -> impl Future<Output = Result<Delivery, PublishError>> + Send;
 }
 
-impl PublishEvent for Recorder {
-    async fn publish(&self, event: &PendingEvent) -> Result<(), PublishError> {
-        let reason = event.reason;
-        let ev = Event {
-            type_: if reason.is_warning() {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.as_str().to_owned(),
-            note: Some(event.note.clone()),
-            action: reason.action().to_owned(),
-            secondary: None,
-        };
-        Recorder::publish(self, &ev, &event.regarding)
-            .await
-            .map_err(|e| PublishError(Box::new(e)))
+/// The longest a note may be (the API server refuses longer ones).
+const NOTE_LIMIT: usize = 1024;
+
+/// How often, and how far apart, the object of an Event from a CREATE is
+/// looked for before the Event is given up as unverified.
+const CREATE_LOOKUPS: (u32, Duration) = (5, Duration::from_millis(200));
+
+/// The API server's events.k8s.io/v1 Events, written one by one (never
+/// aggregated), each after a metadata GET of the object it is about.
+pub struct KubeEvents {
+    client: kube::Client,
+    instance: String,
+    sequence: AtomicU64,
+}
+
+impl std::fmt::Debug for KubeEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeEvents")
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
     }
 }
 
-/// A recorder for the API server behind `client`, reporting as this pod
-/// (`POD_NAME`, when the Deployment sets it).
-pub fn recorder(client: kube::Client) -> Recorder {
-    let reporter = Reporter {
-        controller: REPORTING_CONTROLLER.to_owned(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
-    Recorder::new(client, reporter)
+impl KubeEvents {
+    /// Events through `client`, reported as this pod (`POD_NAME`, when the
+    /// Deployment sets it; else the controller's name).
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            instance: std::env::var("POD_NAME").unwrap_or_else(|_| REPORTING_CONTROLLER.to_owned()),
+            sequence: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the PipelineRollout `namespace/name` exists with `uid`.
+    async fn exists(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        after_create: bool,
+    ) -> Result<bool, PublishError> {
+        let api: kube::Api<Stored> = kube::Api::namespaced(self.client.clone(), namespace);
+        let (lookups, pause) = if after_create {
+            CREATE_LOOKUPS
+        } else {
+            (1, Duration::ZERO)
+        };
+        for lookup in 1..=lookups {
+            let found = api
+                .get_metadata_opt(name)
+                .await
+                .map_err(|e| PublishError(Box::new(e)))?;
+            match found {
+                Some(object) => return Ok(object.metadata.uid.as_deref() == Some(uid)),
+                None if lookup < lookups => tokio::time::sleep(pause).await,
+                None => {}
+            }
+        }
+        Ok(false)
+    }
+
+    /// The Event, with a name of its own: `<object>.<unique suffix>`.
+    fn event(&self, event: &PendingEvent) -> Event {
+        let reason = event.reason;
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let object = event.regarding.name.as_deref().unwrap_or("pipelinerollout");
+        let prefix: String = object.chars().take(200).collect();
+        let unique = (now.as_nanosecond() as u64) ^ sequence.rotate_left(48);
+        Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{prefix}.{unique:x}")),
+                namespace: event.regarding.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(
+                if reason.is_warning() {
+                    "Warning"
+                } else {
+                    "Normal"
+                }
+                .to_owned(),
+            ),
+            reason: Some(reason.as_str().to_owned()),
+            action: Some(reason.action().to_owned()),
+            note: Some(safe_note(&event.note)),
+            regarding: Some(event.regarding.clone()),
+            reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Event::default()
+        }
+    }
+}
+
+/// `note` with control characters escaped, cut to [`NOTE_LIMIT`] bytes.
+fn safe_note(note: &str) -> String {
+    let escaped = Escaped(note).to_string();
+    if escaped.len() <= NOTE_LIMIT {
+        return escaped;
+    }
+    let mut end = NOTE_LIMIT - '…'.len_utf8();
+    while !escaped.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &escaped[..end])
+}
+
+impl PublishEvent for KubeEvents {
+    async fn publish(&self, event: &PendingEvent) -> Result<Delivery, PublishError> {
+        let regarding = &event.regarding;
+        let (Some(namespace), Some(name), Some(uid)) = (
+            regarding.namespace.as_deref(),
+            regarding.name.as_deref(),
+            regarding.uid.as_deref(),
+        ) else {
+            return Ok(Delivery::Unverified);
+        };
+        if !self
+            .exists(namespace, name, uid, event.after_create)
+            .await?
+        {
+            return Ok(Delivery::Unverified);
+        }
+        let api: kube::Api<Event> = kube::Api::namespaced(self.client.clone(), namespace);
+        api.create(&PostParams::default(), &self.event(event))
+            .await
+            .map_err(|e| PublishError(Box::new(e)))?;
+        Ok(Delivery::Sent)
+    }
 }
 
 /// The sending side of the queue, shared by the request handlers and the
@@ -121,12 +252,14 @@ pub fn recorder(client: kube::Client) -> Recorder {
 pub struct EventQueue {
     /// The queue and the counts of its Events; `None`: off.
     tx: Option<(mpsc::Sender<PendingEvent>, EventCounts)>,
+    /// The namespaces the webhooks skip: no request about them is real.
+    unguarded: Arc<[String]>,
 }
 
 impl EventQueue {
     /// No Events (no API server).
     pub fn off() -> Self {
-        Self { tx: None }
+        Self::default()
     }
 
     /// Whether Events are sent.
@@ -142,7 +275,11 @@ impl EventQueue {
         tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
                 let result = match publisher.publish(&event).await {
-                    Ok(()) => "sent",
+                    Ok(Delivery::Sent) => "sent",
+                    Ok(Delivery::Unverified) => {
+                        tracing::info!(reason = event.reason.as_str(), object = ?event.regarding.name, "event not recorded: no such PipelineRollout with that uid (a forged request?)");
+                        "unverified"
+                    }
                     Err(e) => {
                         tracing::warn!(reason = event.reason.as_str(), object = ?event.regarding.name, error = %e, "event not recorded");
                         "failed"
@@ -153,7 +290,15 @@ impl EventQueue {
         });
         Self {
             tx: Some((tx, counts)),
+            unguarded: Arc::default(),
         }
+    }
+
+    /// The same queue, sending no Event from a request about a PipelineRollout in
+    /// `namespaces` (the ones the webhook configurations skip).
+    pub fn skipping(mut self, namespaces: &[String]) -> Self {
+        self.unguarded = namespaces.into();
+        self
     }
 
     /// Queues an Event; never waits. A full queue drops it (logged and
@@ -177,18 +322,28 @@ impl EventQueue {
         if request.dry_run || !self.is_on() {
             return;
         }
+        if self.unguarded.iter().any(|n| *n == request.namespace) {
+            if let Some((_, counts)) = &self.tx {
+                for event in &outcome.decision.events {
+                    count(counts, event.reason, "unguarded");
+                }
+            }
+            return;
+        }
         for event in &outcome.decision.events {
             let regarding = (
                 request.namespace.as_str(),
                 request.name.as_str(),
                 request.object_uid(),
             );
-            self.send(PendingEvent::about(
+            let mut pending = PendingEvent::about(
                 event.reason,
                 event.note.clone(),
                 request.object_api_version(),
                 regarding,
-            ));
+            );
+            pending.after_create = request.operation == RequestOperation::Create;
+            self.send(pending);
         }
     }
 }
@@ -234,7 +389,7 @@ mod tests {
     }
 
     impl PublishEvent for Gated {
-        async fn publish(&self, event: &PendingEvent) -> Result<(), PublishError> {
+        async fn publish(&self, event: &PendingEvent) -> Result<Delivery, PublishError> {
             let failed = |e: String| PublishError(e.into());
             let _open = self
                 .gate
@@ -245,7 +400,7 @@ mod tests {
                 .lock()
                 .map_err(|e| failed(e.to_string()))?
                 .push(event.note.clone());
-            Ok(())
+            Ok(Delivery::Sent)
         }
     }
 
@@ -315,5 +470,17 @@ mod tests {
         assert_eq!(e.regarding.namespace.as_deref(), Some("team-a"));
         assert_eq!(e.regarding.name.as_deref(), Some("p"));
         assert_eq!(e.regarding.uid.as_deref(), Some("uid-1"));
+    }
+
+    #[test]
+    fn notes_are_escaped_and_kept_within_the_api_servers_limit() {
+        assert_eq!(
+            safe_note("user \"mallory\nforged\" may not"),
+            "user \"mallory\\nforged\" may not"
+        );
+        let long = format!("{}é", "x".repeat(2_000));
+        let cut = safe_note(&long);
+        assert!(cut.len() <= NOTE_LIMIT, "{}", cut.len());
+        assert!(cut.ends_with('…'));
     }
 }

@@ -281,3 +281,138 @@ fn a_force_waits_for_the_minimum_pause_age_and_dry_runs_record_nothing() {
         "pause had lasted 2h",
     );
 }
+
+/// Waits up to 10 s until `ns/name` has at least `count` Events `reason`;
+/// returns their notes.
+fn notes_of(cluster: &Cluster, ns: &str, name: &str, reason: &str, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let notes: Vec<String> = events_of(cluster, ns, name, &[])
+            .into_iter()
+            .filter(|(r, _, _)| r == reason)
+            .map(|(_, _, note)| note)
+            .collect();
+        if notes.len() >= count || Instant::now() > deadline {
+            return notes;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn every_refused_force_is_an_event_naming_its_own_user() {
+    let Some(env) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "e2e-three-refusals";
+    team_namespace(cluster, ns).expect("namespace");
+    rollout_with_status(cluster, ns, "p", pausing(true));
+    let users = [
+        User::Alice,
+        User::NumaplaneController,
+        User::ArgocdApplicationController,
+    ];
+    for user in users {
+        let out = annotate(&cluster.kubectl(user), ns, "p", Some("true"));
+        assert_refused(&out, "RBAC does not allow verb \"force-reapply\"");
+    }
+    let notes = notes_of(cluster, ns, "p", "ForceReapplyDenied", users.len());
+    assert_eq!(
+        notes.len(),
+        users.len(),
+        "one Event per refusal: {notes:#?}"
+    );
+    for user in users {
+        let named = format!("\"{}\"", user.name());
+        assert_eq!(
+            notes.iter().filter(|n| n.contains(&named)).count(),
+            1,
+            "exactly one Event names {named}: {notes:#?}"
+        );
+    }
+}
+
+/// A forged AdmissionReview (fixture 07, as admin, who may force) sent to
+/// the webhook port itself, not through the API server.
+fn forged(namespace: &str, name: &str, uid: &str, user: &str) -> Value {
+    let path = envtest::repo_root().join(
+        "tests/fixtures/admission/07-allow-data-loss-true-kubectl-annotate-alice-validate.json",
+    );
+    let text = std::fs::read_to_string(&path).expect("fixture 07");
+    let mut review: Value = serde_json::from_str(&text).expect("fixture 07 is JSON");
+    let request = &mut review["request"];
+    request["namespace"] = json!(namespace);
+    request["name"] = json!(name);
+    request["userInfo"] =
+        json!({"username": user, "groups": ["system:masters", "system:authenticated"]});
+    for object in ["object", "oldObject"] {
+        request[object]["metadata"]["namespace"] = json!(namespace);
+        request[object]["metadata"]["name"] = json!(name);
+        request[object]["metadata"]["uid"] = json!(uid);
+    }
+    review
+}
+
+#[test]
+fn a_forged_request_writes_an_event_only_about_a_real_object_in_a_guarded_namespace() {
+    let Some(env) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "e2e-forged";
+    team_namespace(cluster, ns).expect("namespace");
+    rollout_with_status(cluster, ns, "real", pausing(true));
+    let admin = cluster.kubectl(User::Admin);
+    let stored = stored(&admin, ns, "real");
+    let uid = stored["metadata"]["uid"].as_str().expect("uid").to_owned();
+    let made_up = "00000000-0000-0000-0000-000000000000";
+    let requests = [
+        (
+            "an object that does not exist",
+            forged(ns, "ghost", made_up, "mallory"),
+        ),
+        (
+            "a real name with another uid",
+            forged(ns, "real", made_up, "mallory"),
+        ),
+        (
+            "a namespace the webhooks skip",
+            forged("kube-system", "real", &uid, "mallory"),
+        ),
+        (
+            "the real object, by a user name with a newline",
+            forged(ns, "real", &uid, "mallory\nFORGED"),
+        ),
+    ];
+    for (what, review) in requests {
+        let (status, body) = env
+            .webhook
+            .post_json(cluster, "/validate?timeout=5s", &review.to_string())
+            .expect("the webhook answers");
+        assert_eq!(status, 200, "{what}: {body}");
+        let answer: Value = serde_json::from_str(&body).expect("an AdmissionReview");
+        assert_eq!(answer["response"]["allowed"], true, "{what}: {body}");
+    }
+    // The one real object gets its Event, its user name escaped...
+    let notes = notes_of(cluster, ns, "real", "ForceReapplyAllowed", 1);
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(notes[0].contains("mallory\\nFORGED"), "{notes:#?}");
+    assert!(!notes[0].contains('\n'), "{notes:#?}");
+    // ...and nothing else is written, here or in kube-system.
+    assert!(events_of(cluster, ns, "ghost", &[]).is_empty());
+    let in_kube_system = admin
+        .run(&[
+            "get",
+            "events.v1.events.k8s.io",
+            "-n",
+            "kube-system",
+            "-o",
+            "json",
+        ])
+        .expect_success("list events")
+        .json();
+    let ours: Vec<&Value> = in_kube_system["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reportingController"] == "pipelinerollout-webhook")
+        .collect();
+    assert!(ours.is_empty(), "{ours:#?}");
+}

@@ -367,6 +367,7 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
         max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
         kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
+        unguarded_namespaces: Vec::new(),
     };
     match server::start(options).await {
         Err(StartError::Rbac(why)) => {

@@ -1531,9 +1531,10 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         "the token is mounted: the webhook creates SubjectAccessReviews with it"
     );
     let rules = rules_of_service_account(install, NAMESPACE, &account);
-    // Exactly these rules: SubjectAccessReviews, Events, and (for the
-    // stale-force sweeper, unless its component drops it) reading and
-    // patching PipelineRollouts. Nothing else, no resourceNames.
+    // Exactly these rules: SubjectAccessReviews, Events, reading a
+    // PipelineRollout before an Event about it, and (for the stale-force
+    // sweeper, unless its component drops it) reading and patching them.
+    // Nothing else, no resourceNames.
     let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = rules
         .iter()
         .map(|rule| {
@@ -1556,7 +1557,12 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         (
             owned(&["events.k8s.io"]),
             owned(&["events"]),
-            owned(&["create", "patch"]),
+            owned(&["create"]),
+        ),
+        (
+            owned(&["numaplane.numaproj.io"]),
+            owned(&["pipelinerollouts"]),
+            owned(&["get"]),
         ),
     ];
     let sweeper_on = pod.containers[0]

@@ -1,5 +1,6 @@
-//! A minimal blocking HTTP/1.1 GET, plain or over TLS, for readiness checks
-//! and metrics (kubectl would cost a process start per poll).
+//! A minimal blocking HTTP/1.1 client, plain or over TLS: GETs for readiness
+//! checks and metrics (kubectl would cost a process start per poll), and a
+//! POST for requests sent to the webhook without the API server.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -46,6 +47,26 @@ impl Tls {
 /// GETs `path` from `addr` (HTTPS when `tls` is given): the status code and
 /// the body.
 pub fn get(addr: SocketAddr, path: &str, tls: Option<&Tls>) -> Result<(u16, String), String> {
+    send(addr, "GET", path, "", tls)
+}
+
+/// POSTs the JSON `body` to `path` at `addr`: the status code and the body.
+pub fn post_json(
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    tls: Option<&Tls>,
+) -> Result<(u16, String), String> {
+    send(addr, "POST", path, body, tls)
+}
+
+fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    tls: Option<&Tls>,
+) -> Result<(u16, String), String> {
     let timeout = Duration::from_secs(10);
     let tcp = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{addr}: {e}"))?;
     tcp.set_read_timeout(Some(timeout))
@@ -56,7 +77,17 @@ pub fn get(addr: SocketAddr, path: &str, tls: Option<&Tls>) -> Result<(u16, Stri
         .and_then(|t| t.token.as_deref())
         .map(|token| format!("Authorization: Bearer {token}\r\n"))
         .unwrap_or_default();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+    let content = if body.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        )
+    };
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}{content}Connection: close\r\n\r\n{body}"
+    );
     let mut raw = Vec::new();
     match tls {
         None => {

@@ -98,6 +98,18 @@ impl Webhook {
         format!("https://{}", self.addr)
     }
 
+    /// POSTs `body` to `path` on the webhook port directly, as any pod on
+    /// the network could, trusting `cluster`'s CA: the status and the body.
+    pub fn post_json(
+        &self,
+        cluster: &Cluster,
+        path: &str,
+        body: &str,
+    ) -> Result<(u16, String), String> {
+        let tls = http::Tls::new(cluster.pki().ca_pem(), None)?;
+        http::post_json(self.addr, path, body, Some(&tls))
+    }
+
     /// Where its admin server (`/readyz`, `/metrics`) listens.
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin

@@ -141,6 +141,14 @@ pub struct ServeArgs {
     /// Kubeconfig for RBAC checks (forceReapply.rbac), Events and the sweeper; without it, the in-cluster service account or KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// The namespaces the webhook configurations skip (comma-separated): a request about them cannot come from the API server, so it records no Event.
+    #[arg(
+        long,
+        env = "WEBHOOK_UNGUARDED_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "kube-system,pipelinerollout-webhook"
+    )]
+    pub unguarded_namespaces: Vec<String>,
     /// Watch PipelineRollouts and reset allow-data-loss to "false" once a forced re-apply's pause is over (needs get, list, watch and patch on pipelinerollouts).
     #[arg(long, env = "WEBHOOK_RESET_STALE_FORCE")]
     pub reset_stale_force: bool,
@@ -188,6 +196,7 @@ impl TryFrom<&ServeArgs> for ServeOptions {
             max_inflight_body_bytes: args.max_inflight_body_bytes,
             max_inflight_requests: args.max_inflight_requests,
             kubeconfig: args.kubeconfig.clone(),
+            unguarded_namespaces: args.unguarded_namespaces.clone(),
         })
     }
 }

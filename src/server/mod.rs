@@ -123,6 +123,10 @@ pub struct ServeOptions {
     /// The kubeconfig for RBAC checks, Events and the sweeper; without it,
     /// the in-cluster account or `KUBECONFIG`.
     pub kubeconfig: Option<PathBuf>,
+    /// The namespaces the webhook configurations skip: no Event is written
+    /// from a request about them, as no such request comes from the API
+    /// server.
+    pub unguarded_namespaces: Vec<String>,
 }
 
 /// Why the server could not start.
@@ -234,9 +238,10 @@ pub async fn start_with_metrics(
     shared.set_budget(budget);
     if let Some(client) = &client {
         shared.events = EventQueue::start(
-            events::recorder(client.clone()),
+            events::KubeEvents::new(client.clone()),
             shared.metrics.events.clone(),
-        );
+        )
+        .skipping(&options.unguarded_namespaces);
         tracing::info!("Events on PipelineRollouts are on");
     }
     let shared = Arc::new(shared);

@@ -93,6 +93,7 @@ impl TestServer {
             max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
             max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
             kubeconfig: None,
+            unguarded_namespaces: Vec::new(),
         };
         tweak(&mut options);
         let running = server::start(options).await.expect("server starts");
