@@ -322,7 +322,7 @@ impl EventQueue {
         if request.dry_run || !self.is_on() {
             return;
         }
-        if self.unguarded.iter().any(|n| *n == request.namespace) {
+        if self.unguarded.contains(&request.namespace) {
             if let Some((_, counts)) = &self.tx {
                 for event in &outcome.decision.events {
                     count(counts, event.reason, "unguarded");
