@@ -43,6 +43,15 @@ pub const TIMEOUT_FIELD: &str = "spec.pipeline.spec.lifecycle.pauseGracePeriodSe
 pub const SCALE_FACTOR_FIELD: &str = "spec.strategy.recycleStrategy.scaleFactor";
 /// The forced-promotion switch's path as users write it.
 pub const FORCE_PROMOTE_FIELD: &str = "spec.strategy.progressive.forcePromote";
+/// The path of `spec.strategy.progressive.forcePromote`, for JSON Patch.
+pub const FORCE_PROMOTE_PATH: [&str; 4] = ["spec", "strategy", "progressive", "forcePromote"];
+/// The webhook's own annotation recording which progressive upgrade a
+/// forcePromote was set for (`forcePromote.oneShot`): `upgrade:NAME` when
+/// it was set while the upgrade of child NAME was in progress, `after:NAME`
+/// when it was set after that upgrade had ended (`after:` alone: no upgrade
+/// yet).
+pub const FORCE_PROMOTE_FOR: &str =
+    "pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for";
 
 /// The fields of a PipelineRollout that the policy reads.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -76,6 +85,7 @@ impl Stored {
         let annotations = match &self.metadata.annotations {
             Some(all) => Obj::Present(Annotations {
                 allow_data_loss: all.get(ALLOW_DATA_LOSS).cloned().map(Value::String),
+                force_promote_for: all.get(FORCE_PROMOTE_FOR).cloned().map(Value::String),
             }),
             None => Obj::Missing,
         };
@@ -134,6 +144,11 @@ struct Metadata {
 struct Annotations {
     #[serde(default, rename = "numaplane.numaproj.io/allow-data-loss")]
     allow_data_loss: Option<Value>,
+    #[serde(
+        default,
+        rename = "pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for"
+    )]
+    force_promote_for: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -194,6 +209,32 @@ struct Status {
     conditions: List<Obj<Condition>>,
     #[serde(default)]
     pause_status: Obj<PauseStatus>,
+    #[serde(default)]
+    progressive_status: Obj<ProgressiveStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProgressiveStatus {
+    #[serde(default)]
+    upgrading_pipeline_status: Obj<UpgradingPipelineStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+struct UpgradingPipelineStatus {
+    #[serde(default)]
+    name: Text,
+}
+
+/// Where a progressive upgrade stands, as the stored status says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgressiveUpgrade<'a> {
+    /// Whether one is in progress (`status.upgradeInProgress` is
+    /// `Progressive`).
+    pub in_progress: bool,
+    /// The child of the current or most recent one
+    /// (`status.progressiveStatus.upgradingPipelineStatus.name`), if any.
+    pub child: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -358,10 +399,42 @@ impl PipelineRollout {
             .as_ref()
     }
 
+    /// The webhook's record of the upgrade a forcePromote was set for
+    /// ([`FORCE_PROMOTE_FOR`]), when present as a string.
+    pub fn force_promote_for(&self) -> Option<&str> {
+        self.metadata
+            .get()?
+            .annotations
+            .get()?
+            .force_promote_for
+            .as_ref()?
+            .as_str()
+    }
+
+    /// Where a progressive upgrade stands, as the stored status says.
+    pub fn progressive_upgrade(&self) -> ProgressiveUpgrade<'_> {
+        let status = self.status.get();
+        ProgressiveUpgrade {
+            in_progress: status
+                .is_some_and(|s| s.upgrade_in_progress.as_deref() == Some("Progressive")),
+            child: status
+                .and_then(|s| s.progressive_status.get())
+                .and_then(|p| p.upgrading_pipeline_status.get())
+                .and_then(|u| u.name.as_deref()),
+        }
+    }
+
     /// Whether `allow-data-loss` is exactly the string `"true"`, the only
     /// value Numaplane acts on.
     pub fn forces_reapply(&self) -> bool {
         self.allow_data_loss().and_then(Value::as_str) == Some("true")
+    }
+
+    /// Whether `metadata.annotations` is an object (a patch can add a key).
+    pub fn has_annotations(&self) -> bool {
+        self.metadata
+            .get()
+            .is_some_and(|m| m.annotations.get().is_some())
     }
 
     /// Where `metadata` or `metadata.annotations` is not an object: the

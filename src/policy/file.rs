@@ -9,7 +9,8 @@ use super::checks;
 use super::duration::{DefaultSpec, Seconds};
 use super::error::PolicyError;
 use super::model::{
-    DrainTimeout, ForceReapply, Mode, NamespaceRules, Policy, RbacPolicy, TimeoutRules,
+    DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Policy, RbacPolicy,
+    TimeoutRules,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -25,6 +26,15 @@ struct PolicyFile {
     drain_timeout: Option<DrainTimeoutFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     force_reapply: Option<ForceReapplyFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    force_promote: Option<ForcePromoteFile>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ForcePromoteFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    one_shot: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
@@ -135,12 +145,14 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
     let (base, optional) = built_in_files()?;
     let base_dt = base.drain_timeout.unwrap_or_default();
     let base_fr = base.force_reapply.unwrap_or_default();
+    let base_fp = base.force_promote.unwrap_or_default();
     let optional_rbac = optional
         .force_reapply
         .and_then(|f| f.rbac)
         .unwrap_or_default();
     let dt = given.drain_timeout.unwrap_or_default();
     let fr = given.force_reapply.unwrap_or_default();
+    let fp = given.force_promote.unwrap_or_default();
 
     // Each key: the file's value, else the built-in one. The built-in text
     // sets every key (a unit test checks it), so `missing` never shows.
@@ -267,6 +279,14 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
                 "forceReapply.minPauseAge",
             ),
         },
+        force_promote: ForcePromote {
+            one_shot: pick_or(
+                &mut problems,
+                fp.one_shot,
+                base_fp.one_shot,
+                "forcePromote.oneShot",
+            ),
+        },
     };
     checks::check(&policy, &mut problems);
     if problems.is_empty() {
@@ -338,6 +358,9 @@ fn to_file(policy: &Policy) -> PolicyFile {
                 cache_ttl: Some(Seconds(r.cache_ttl_seconds)),
                 timeout: Some(Seconds(r.timeout_seconds)),
             }),
+        }),
+        force_promote: Some(ForcePromoteFile {
+            one_shot: Some(policy.force_promote.one_shot),
         }),
     }
 }

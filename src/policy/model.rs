@@ -176,6 +176,15 @@ impl ForceReapply {
     }
 }
 
+/// What happens to `spec.strategy.progressive.forcePromote` once it is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForcePromote {
+    /// Reset it to `false` (by `/mutate`, on the next write) once the
+    /// progressive upgrade it was set for has finished. Off by default: a
+    /// GitOps source that declares `forcePromote: true` would fight a reset.
+    pub one_shot: bool,
+}
+
 /// How RBAC is asked whether a requester may force a re-apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RbacPolicy {
@@ -197,6 +206,8 @@ pub struct Policy {
     pub drain_timeout: DrainTimeout,
     /// Forced re-apply rules.
     pub force_reapply: ForceReapply,
+    /// What happens to a forcePromote left on.
+    pub force_promote: ForcePromote,
 }
 
 impl Policy {

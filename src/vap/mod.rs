@@ -172,9 +172,12 @@ fn not_covered(policy: &Policy) -> Vec<String> {
     if policy.force_reapply.one_shot {
         lines.push("the one-shot reset (forceReapply.oneShot): /mutate and the sweeper set allow-data-loss back to \"false\" once the pause is over".to_owned());
     }
+    if policy.force_promote.one_shot {
+        lines.push("the one-shot forcePromote (forcePromote.oneShot): /mutate records the upgrade it is for and resets it once that upgrade is over".to_owned());
+    }
     lines.extend([
         "Events (ForceReapplyAllowed, ForceReapplyDenied, ForcePromoteAllowed) and the force-reapply and force-promote audit annotations".to_owned(),
-        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) are allowed silently".to_owned(),
+        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) and forcePromote kept on (rule 12) are allowed silently".to_owned(),
         "messages: the API server shows the first failing validation's message; the webhook lists every violation".to_owned(),
     ]);
     let ages = inexpressible(policy);

@@ -51,6 +51,8 @@ pub enum EventReason {
     ForceReapplyDenied,
     /// The annotation was reset to "false" once the force was over.
     ForceReapplyReset,
+    /// forcePromote was reset to false once its upgrade was over.
+    ForcePromoteReset,
 }
 
 impl EventReason {
@@ -61,12 +63,13 @@ impl EventReason {
             Self::ForcePromoteAllowed => "ForcePromoteAllowed",
             Self::ForceReapplyDenied => "ForceReapplyDenied",
             Self::ForceReapplyReset => "ForceReapplyReset",
+            Self::ForcePromoteReset => "ForcePromoteReset",
         }
     }
 
     /// Whether the Event is a Warning (else Normal).
     pub fn is_warning(self) -> bool {
-        !matches!(self, Self::ForceReapplyReset)
+        !matches!(self, Self::ForceReapplyReset | Self::ForcePromoteReset)
     }
 
     /// The Event's action: the reason's verb.
@@ -74,7 +77,7 @@ impl EventReason {
         match self {
             Self::ForceReapplyAllowed | Self::ForcePromoteAllowed => "Allowed",
             Self::ForceReapplyDenied => "Denied",
-            Self::ForceReapplyReset => "Reset",
+            Self::ForceReapplyReset | Self::ForcePromoteReset => "Reset",
         }
     }
 }

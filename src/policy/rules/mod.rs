@@ -2,8 +2,9 @@
 //! judge ([`RolloutWrite`]).
 //!
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
-//! (rules 5 to 7 and 11); for `/mutate`, [`defaulting`] (the missing
-//! timeout) and [`stale_force_reset`] (the one-shot force). [`validate`]
+//! (rules 5 to 7 and 11), [`force_promote_reset`] (rule 12); for `/mutate`,
+//! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
+//! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
 //! (rule 10) in one place; [`mutate`] builds the patch. Both end in a
 //! [`Decision`], which the admission layer turns into the wire answer.
@@ -11,6 +12,7 @@
 pub mod decision;
 pub mod defaulting;
 pub mod force;
+pub mod force_promote_reset;
 pub mod rollout_write;
 pub mod stale_force_reset;
 pub mod timeout;
@@ -109,6 +111,9 @@ impl Validation<'_> {
         decision
             .warnings
             .extend(force::stale_force_warning(&self.write, &self.gates));
+        decision
+            .warnings
+            .extend(force_promote_reset::left_on_warning(&self.write));
         // Rule 10: warn mode denies nothing.
         if self.policy.mode == Mode::Warn {
             for violation in std::mem::take(&mut decision.denials) {
@@ -127,6 +132,7 @@ pub fn mutate(policy: &Policy, write: &RolloutWrite<'_>) -> Decision {
     let mut decision = Decision::default();
     defaulting::default_timeout(policy, write, &mut decision);
     stale_force_reset::reset_stale_force(policy, write, &mut decision);
+    force_promote_reset::reset_finished_force_promote(policy, write, &mut decision);
     decision
 }
 

@@ -83,11 +83,15 @@ pub(super) fn promote_cases() -> Vec<Case> {
         );
     }
     // Already on, or off: no permission needed.
-    cases.push(update(
-        "UPDATE forcePromote true kept, alice",
-        promote(on()),
-        promote(on()).with_unrelated_edit(),
-    ));
+    // Rule 12: kept on, it is allowed with a warning about the next upgrade.
+    cases.push(
+        update(
+            "UPDATE forcePromote true kept, alice",
+            promote(on()),
+            promote(on()).with_unrelated_edit(),
+        )
+        .warn(&["forcePromote is still true: the next upgrade skips assessment"]),
+    );
     cases.push(update(
         "UPDATE forcePromote true -> false, alice",
         promote(on()),

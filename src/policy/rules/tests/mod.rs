@@ -11,6 +11,7 @@ mod validate_case;
 mod defaulting;
 mod force;
 mod force_promote;
+mod force_promote_reset;
 mod lifecycle;
 mod messages;
 mod ratcheting;
