@@ -1,6 +1,6 @@
-//! Table-driven tests of the pure admission rules: issue 2, rules 1 to 11 of
-//! `/validate` and the `/mutate` section. Every case has a name that is
-//! printed when it fails.
+//! Table-driven tests of the pure admission rules: rules 1 to 11 of
+//! `/validate` (docs/rules.md) and the `/mutate` section. Every case has a
+//! name that is printed when it fails.
 
 use serde_json::{Value, json};
 
