@@ -4,6 +4,7 @@ measure start-to-ready, and turn oha's JSON results into Markdown tables.
 
 Standard library only. Subcommands:
 
+  compact FIXTURE OUT                  FIXTURE re-serialised as compact JSON, as a kube-apiserver sends it
   grow FIXTURE OBJECT_BYTES OUT        fixture 07 with both objects grown to OBJECT_BYTES
   check URL BODY CA                    POST BODY, require 200 and the request's uid echoed
   ready STARTS OUT ADMIN_PORT -- CMD...  exec CMD STARTS times, time exec -> /readyz 200
@@ -28,6 +29,14 @@ from pathlib import Path
 
 # --------------------------------------------------------------------------
 # generating bodies
+
+
+def compact(fixture, out):
+    """The captured fixtures are pretty-printed for reading; a kube-apiserver
+    sends compact JSON (fixture 07: 14.6 KB pretty, 8.3 KB compact)."""
+    body = json.dumps(json.loads(Path(fixture).read_text()), separators=(",", ":"))
+    Path(out).write_text(body)
+    print(f"{out}: {len(body)} bytes compact ({Path(fixture).stat().st_size} pretty)")
 
 
 def grow(fixture, object_bytes, out):
@@ -282,6 +291,30 @@ def report(directory):
         w(f"| /{endpoint} | {load} | " + " | ".join(cells) + " |")
     w("")
 
+    pretty = {}
+    for r in runs:
+        if r["kind"] == "pretty":
+            pretty.setdefault(r["load"], {}).setdefault(r["server"], []).append(r)
+    if pretty:
+        w("### The same /validate request pretty-printed (the fixture file as captured)\n")
+        w("| load | server | req/s compact | req/s pretty | p50 compact | p50 pretty "
+          "| CPU µs/req compact | CPU µs/req pretty |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|")
+        for load, by_server in pretty.items():
+            compact_runs = groups.get(("validate", load), {})
+            for server in SERVERS:
+                rs = by_server.get(server, [])
+                cs = compact_runs.get(server, [])
+                if not rs:
+                    continue
+                cells = []
+                for field, f in (("rps", lambda v: f"{v:,.0f}"), ("p50", fmt_ms),
+                                 ("cpu_us", lambda v: f"{v:.0f}")):
+                    for group in (cs, rs):
+                        cells.append(fmt_range([r[field] for r in group if field in r], f))
+                w(f"| {load} | {server} | " + " | ".join(cells) + " |")
+        w("")
+
     rss = [r for r in runs if r["server"] == "webhook" and "rss_after_kib" in r]
     if rss:
         w(f"Webhook RSS: {meta.get('webhook_rss_idle_kib', 0) / 1024:.1f} MiB idle before the "
@@ -362,7 +395,9 @@ def main(argv):
     if not argv:
         sys.exit(__doc__)
     cmd, args = argv[0], argv[1:]
-    if cmd == "grow":
+    if cmd == "compact":
+        compact(args[0], args[1])
+    elif cmd == "grow":
         grow(args[0], int(args[1]), args[2])
     elif cmd == "check":
         check(*args)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Memory under a flood of large AdmissionReviews (issue 12): the release
+# Memory under a flood of large AdmissionReviews: the release
 # webhook, started fresh for every run, against bench/src/bin/flood.rs. See
 # BENCHMARKS.md, "Memory under a flood".
 #
 #   bench/flood.sh                      the scenarios against the current tree
-#   BEFORE_REV=06d5cd2 bench/flood.sh   the same against that revision first, then the current tree
+#   BEFORE_REV=main bench/flood.sh      the same against that revision first, then the current tree
 #
 # Scenarios (each run on a freshly started server, so VmHWM is that run's peak):
 #   h1: 48 HTTP/1.1 connections, one 7.5 MiB body each
@@ -12,8 +12,8 @@
 #   mix: MIX_CONNECTIONS (900) HTTP/1.1 connections each holding 15,000 bytes of
 #        an unfinished request head (about the most a connection buffers), then h2
 # Every body is fixture 07 grown (bench/bench.py grow) and padded to size, sent
-# over SPREAD; a small request (fixture 01) goes every 100 ms on a kept-alive
-# connection of its own meanwhile.
+# over SPREAD; a small request (fixture 01, compact as a kube-apiserver sends
+# it) goes every 100 ms on a kept-alive connection of its own meanwhile.
 #
 # Knobs: ROUNDS=2 SPREAD=2s TIMEOUT=5s (the ?timeout= sent; the manifests' 5s)
 #   SCENARIOS="h1 h2" (add mix for the worst case) MIX_CONNECTIONS=900 H1=48 H2=8x32 H1_BYTES=7864320 H2_BYTES=4194304
@@ -71,6 +71,8 @@ FIXTURE=tests/fixtures/admission/07-allow-data-loss-true-kubectl-annotate-alice-
 # (the padding makes up the rest).
 python3 bench/bench.py grow "$FIXTURE" $((H1_BYTES * 47 / 100)) "$OUT/h1-body.json" >&2
 python3 bench/bench.py grow "$FIXTURE" $((H2_BYTES * 47 / 100)) "$OUT/h2-body.json" >&2
+python3 bench/bench.py compact tests/fixtures/admission/01-create-kubectl-apply-validate.json \
+    "$OUT/probe.json" >&2
 CERTS="$OUT/certs"
 
 start_server() { # name
@@ -158,7 +160,7 @@ for round in $(seq 1 "$ROUNDS"); do
             load_before=$(cut -d' ' -f1 /proc/loadavg)
             log "round $round: $scenario against $name (pid $SERVER_PID, load $load_before)"
             "$FLOOD" --addr "127.0.0.1:$PORT" --ca "$CERTS/ca.crt" --spread "$SPREAD" \
-                --timeout "$TIMEOUT" --pid "$SERVER_PID" "${load[@]}" >"$OUT/run.json"
+                --timeout "$TIMEOUT" --pid "$SERVER_PID" --probe "$OUT/probe.json" "${load[@]}" >"$OUT/run.json"
             if [ -n "$HOLDER" ]; then wait "$HOLDER" || true; fi
             metrics=$(curl -fsS "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E '^pipelinerollout_webhook_(limit_refusals|body_budget_waits)_total' | tr '\n' ';' || true)
             python3 - "$OUT/run.json" "$round" "$scenario" "$name" "$metrics" "$load_before" >>"$OUT/runs.jsonl" <<'EOF'

@@ -11,6 +11,7 @@
 #   ENDPOINTS="validate mutate" SERVERS="webhook constant parse-all"
 #     (SERVERS may also name webhook-quiet: the same binary with LOG_LEVEL=warn, so
 #     without the per-request decision log line, to measure what that line costs)
+#   PRETTY_LOADS="c1 c64" (/validate with the pretty-printed fixture; empty: none)
 #   SCALE=1 SCALE_SIZES="64KiB:65536 1MiB:1048576" SCALE_DURATION=$DURATION
 #   STARTS=10 SOAK_SECS=600 SOAK_CONCURRENCY=64 RSS_INTERVAL=10 SETTLE=1
 #   WARMUP=1 (seconds left out at the start of every run; 0 keeps whole runs)
@@ -19,6 +20,10 @@
 # Ports (loopback only): WEBHOOK_PORT=18443 ADMIN_PORT=18080 CONSTANT_PORT=18444
 #   PARSE_ALL_PORT=18445 QUIET_PORT=18446 QUIET_ADMIN_PORT=18081
 #   START_PORT=18453 START_ADMIN_PORT=18090
+#
+# Bodies are compact JSON, as a kube-apiserver sends them (bench/bench.py
+# compact re-serialises the pretty-printed fixtures); the PRETTY_LOADS runs
+# send the fixture as captured, pretty-printed, to show what that costs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,20 +31,20 @@ MODE=${1:-full}
 case "$MODE" in
 full | smoke | soak) ;;
 *)
-    sed -n '2,18p' "$0"
+    sed -n '2,26p' "$0"
     exit 2
     ;;
 esac
 
 if [ "$MODE" = smoke ]; then
     : "${ROUNDS:=1}" "${DURATION:=1s}" "${STARTS:=3}" "${SETTLE:=0}" "${MAX_WAIT:=0}" "${WARMUP:=0.2}"
-    : "${CONCURRENCY:=1 64}"
+    : "${CONCURRENCY:=1 64}" "${PRETTY_LOADS=c1}"
 fi
 if [ "$MODE" = soak ]; then
     : "${SOAK_SECS:=600}"
 fi
 : "${ROUNDS:=3}" "${DURATION:=10s}" "${CONCURRENCY:=1 8 64}" "${RATE=1000}" "${RATE_CONNECTIONS:=8}"
-: "${ENDPOINTS:=validate mutate}" "${SERVERS:=webhook constant parse-all}"
+: "${ENDPOINTS:=validate mutate}" "${SERVERS:=webhook constant parse-all}" "${PRETTY_LOADS=c1 c64}"
 : "${SCALE:=1}" "${SCALE_SIZES:=64KiB:65536 1MiB:1048576}" "${SCALE_DURATION:=$DURATION}"
 : "${STARTS:=10}" "${SOAK_SECS:=600}" "${SOAK_CONCURRENCY:=64}" "${RSS_INTERVAL:=10}" "${SETTLE:=1}"
 : "${WARMUP:=1}" "${LOG_LEVEL:=info}" "${WEBHOOK_LOG:=/dev/null}" "${MAX_LOAD:=1.0}" "${MAX_WAIT:=600}"
@@ -49,10 +54,11 @@ fi
 export LOG_LEVEL
 
 FIXTURES=tests/fixtures/admission
-declare -A BODY=(
+declare -A FIXTURE=(
     [validate]=$FIXTURES/07-allow-data-loss-true-kubectl-annotate-alice-validate.json
     [mutate]=$FIXTURES/07-allow-data-loss-true-kubectl-annotate-alice-mutate.json
 )
+declare -A BODY=() # the compact bodies, written into $OUT
 declare -A PORT=([webhook]=$WEBHOOK_PORT [webhook-quiet]=$QUIET_PORT [constant]=$CONSTANT_PORT
     [parse-all]=$PARSE_ALL_PORT)
 declare -A PID=()
@@ -252,6 +258,10 @@ ensure_oha
 build
 mkdir -p "$OUT/raw"
 OUT=$(cd "$OUT" && pwd)
+for endpoint in "${!FIXTURE[@]}"; do
+    BODY[$endpoint]=$OUT/$endpoint.json
+    $PY compact "${FIXTURE[$endpoint]}" "${BODY[$endpoint]}" >&2
+done
 CERTS=$(mktemp -d)/certs
 "$REFERENCE" --generate-only --certs "$CERTS" >/dev/null
 log "certificates in $CERTS; results in $OUT"
@@ -304,6 +314,11 @@ for RUN_ROUND in $(seq 1 "$ROUNDS"); do
             for server in $SERVERS; do
                 run_oha matrix "$server" "$endpoint" "${BODY[$endpoint]}" "$load" "$DURATION"
             done
+        done
+    done
+    for load in $PRETTY_LOADS; do
+        for server in $SERVERS; do
+            run_oha pretty "$server" validate "${FIXTURE[validate]}" "$load" "$DURATION"
         done
     done
 done

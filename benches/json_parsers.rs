@@ -1,8 +1,8 @@
 //! The request parse alone, with two JSON readers behind the very serde
 //! types the webhook reads an AdmissionReview with (`admission::Envelope`):
 //! serde_json (what the webhook uses) and sonic-rs (SIMD), plus sonic-rs's lazy field access alone. Run side by
-//! side: `cargo bench --bench json_parsers`; see BENCHMARKS.md (simd-json
-//! was measured too, slower on large bodies, and dropped).
+//! side: `cargo bench --bench json_parsers`; see BENCHMARKS.md (simd-json,
+//! slower on large bodies, is not among them).
 
 use std::hint::black_box;
 

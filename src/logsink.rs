@@ -10,12 +10,12 @@
 //! because the output is slow or nobody reads it, new lines are dropped and
 //! counted ([`LogSink::dropped_lines`]); nothing ever waits for the output.
 //!
-//! Why not tracing-appender's non-blocking writer, which this replaces: it
-//! hands every line to its thread through a channel, waking the thread and
-//! writing once per line. With one decision line per request that cost
-//! about 26 µs of CPU a request at concurrency 1, a sixth of the webhook's
-//! whole cost there (BENCHMARKS.md, "third pass"); gathered, the line costs
-//! too little to measure.
+//! Why not tracing-appender's non-blocking writer: it hands every line to
+//! its thread through a channel, waking the thread and writing once per
+//! line. With one decision line per request that costs about 26 µs of CPU a
+//! request at concurrency 1, a sixth of the webhook's whole cost there
+//! (BENCHMARKS.md, "The decision log line"); gathered, the line costs too
+//! little to measure.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};

@@ -220,8 +220,8 @@ async fn slow_clients_do_not_delay_others_and_are_cut_off() {
 
 /// Silent connections fill every slot of --max-connections; they are cut
 /// off after the first-request deadline, and a queued normal client is then
-/// answered. (Before the fix they were held for ever, and the server
-/// accepted nothing more.)
+/// answered. (Without that deadline they would be held for ever, and the
+/// server would accept nothing more.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_connections_cannot_hold_every_slot() {
     let server = TestServer::start_with(Policy::built_in(), |o| o.max_connections = 8).await;

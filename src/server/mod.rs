@@ -247,8 +247,8 @@ pub async fn start_with_metrics(
     let shared = Arc::new(shared);
     if let Some(client) = client.clone() {
         // Opens the client's connection now, so the first SubjectAccessReview
-        // need not (one end-to-end run, before this, saw the first take
-        // 46.5 ms; BENCHMARKS.md), and says what we reach.
+        // does not pay for it (46.5 ms in one end-to-end run, where the
+        // first call opened it; BENCHMARKS.md), and says what we reach.
         tokio::spawn(async move {
             match client.apiserver_version().await {
                 Ok(v) => tracing::info!(version = %v.git_version, "API server reachable"),

@@ -34,8 +34,8 @@ async fn snapshot_off_workers(paths: &Arc<Vec<PathBuf>>) -> Option<Snapshot> {
 
 /// Whether a file-system event can mean new contents. Opening and reading a
 /// file cannot, and reacting to them would loop: every check reads the
-/// files, and those reads would trigger the next check (before this filter
-/// the server re-read its certificate every 50 ms, idle or not). A writer
+/// files, and those reads would trigger the next check (without this filter
+/// the server would re-read its certificate every 50 ms, idle or not). A writer
 /// closing the file, or anything else, counts; so does a watch error.
 fn may_change(event: &notify::Result<notify::Event>) -> bool {
     match event {
