@@ -102,7 +102,11 @@ const FIXTURES: &[Expect] = &[
         "user \"alice\" may not turn on spec.strategy.progressive.forcePromote",
     ),
     allow("09-force-promote-json-patch-alice-mutate.json"),
-    allow("10-argocd-sync-server-side-apply-validate.json"),
+    // The sync keeps the forcePromote fixture 09 turned on: rule 12.
+    allow_warning(
+        "10-argocd-sync-server-side-apply-validate.json",
+        "forcePromote is still true: the next upgrade skips assessment",
+    ),
     allow("10-argocd-sync-server-side-apply-mutate.json"),
     allow("11-create-no-lifecycle-kubectl-create-validate.json"),
     patch("11-create-no-lifecycle-kubectl-create-mutate.json"),

@@ -1372,7 +1372,7 @@ fn force_is_granted_only_by_the_opt_in_bindings(r: &Rendering) {
 
 /// The ValidatingAdmissionPolicies of the base: the one for the skipped
 /// namespaces names exactly the namespaces the webhooks skip (and, with the
-/// opt-in component, no longer refuses every create there); the one for the
+/// opt-in component, admits creates there); the one for the
 /// webhook's own account names the Deployment's service account.
 fn skipped_namespaces_and_own_account_are_guarded(r: &Rendering) {
     let hooks = webhooks(&r.install);
