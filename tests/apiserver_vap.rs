@@ -226,7 +226,8 @@ async fn run_phase(cluster: &Cluster, api: &Api, phase: &Phase) -> Result<Vec<Ju
     }
     let export = vap::export(&phase.policy, &name);
     let file = cluster.dir().join(format!("{name}.yaml"));
-    std::fs::write(&file, export.to_yaml()?).map_err(|e| format!("{}: {e}", file.display()))?;
+    std::fs::write(&file, export.to_yaml().map_err(|e| e.to_string())?)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let admin = cluster.kubectl(User::Admin);
     let out = admin.run(&["create", "-f", &file.display().to_string()]);
     if !out.success {

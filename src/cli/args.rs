@@ -64,7 +64,7 @@ pub enum Command {
     /// Write a CA and a serving certificate for the in-cluster Service, plus the kustomize patch that puts the CA into the webhook configurations (for installing without cert-manager).
     GenCerts(GenCertsArgs),
     /// Print the validation rules of a policy as a ValidatingAdmissionPolicy and its binding (YAML), for in-process admission without the webhook (docs/vap.md).
-    ExportVap(crate::vap::ExportVapArgs),
+    ExportVap(ExportVapArgs),
 }
 
 /// Flags of `gen-certs`.
@@ -199,6 +199,23 @@ impl TryFrom<&ServeArgs> for ServeOptions {
             unguarded_namespaces: args.unguarded_namespaces.clone(),
         })
     }
+}
+
+/// Flags of `export-vap`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportVapArgs {
+    /// Policy file (YAML or JSON); without it, the built-in policy.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The name of the ValidatingAdmissionPolicy and of its binding.
+    #[arg(long, default_value = crate::vap::DEFAULT_NAME)]
+    pub name: String,
+    /// Write the YAML to this file instead of standard output.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Exit 1 (writing nothing) when the policy asks for a validation CEL cannot express (a minPauseAge above 0).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Flags of `review`.

@@ -2,7 +2,79 @@
 
 use std::process::ExitCode;
 
-/// Runs `export-vap`.
-pub fn run(args: &crate::vap::ExportVapArgs) -> ExitCode {
-    crate::vap::run(args)
+use super::args::ExportVapArgs;
+use crate::policy::{Policy, PolicyError};
+use crate::vap::{RenderError, export, valid_name};
+
+/// Why `export-vap` wrote nothing; the message is what the user reads.
+#[derive(Debug, thiserror::Error)]
+enum ExportVapError {
+    /// The policy file does not load.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// `--name` is not an object name.
+    #[error(
+        "--name {0:?} is not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)"
+    )]
+    Name(String),
+    /// `--strict`, and the policy asks for what CEL cannot check.
+    #[error(
+        "--strict: the policy asks for what a ValidatingAdmissionPolicy cannot check (CEL in admission has no clock): {0}"
+    )]
+    Strict(String),
+    /// The YAML could not be written.
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    /// The output file could not be written.
+    #[error("{path}: {source}")]
+    Output {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl ExportVapError {
+    /// The exit code: 1 when `--strict` refuses, 2 otherwise.
+    fn code(&self) -> u8 {
+        match self {
+            Self::Strict(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// Runs `export-vap`: 0 when written, 1 when `--strict` refuses, 2 on a bad
+/// policy, name or output file.
+pub fn run(args: &ExportVapArgs) -> ExitCode {
+    match write(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("export-vap: {e}");
+            ExitCode::from(e.code())
+        }
+    }
+}
+
+fn write(args: &ExportVapArgs) -> Result<(), ExportVapError> {
+    let policy = Policy::from_file_or_built_in(args.policy.as_deref())?;
+    if !valid_name(&args.name) {
+        return Err(ExportVapError::Name(args.name.clone()));
+    }
+    let export = export(&policy, &args.name);
+    if args.strict && !export.inexpressible.is_empty() {
+        return Err(ExportVapError::Strict(export.inexpressible.join("; ")));
+    }
+    let yaml = export.to_yaml()?;
+    match &args.output {
+        Some(path) => std::fs::write(path, yaml).map_err(|source| ExportVapError::Output {
+            path: path.display().to_string(),
+            source,
+        }),
+        None => {
+            print!("{yaml}");
+            Ok(())
+        }
+    }
 }

@@ -15,19 +15,36 @@ use super::model::DefaultTimeout;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seconds(pub u64);
 
+/// Why a text is not a duration; the message is the one operators read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a duration at all.
+    #[error(
+        "\"{text}\" is not a duration ({reason}); write e.g. 45s, 5m, 1h30m or a number of seconds"
+    )]
+    NotADuration {
+        /// The text as given (trimmed).
+        text: String,
+        /// What the duration reader said.
+        reason: String,
+    },
+    /// A duration with a fraction of a second.
+    #[error("\"{0}\" is not a whole number of seconds")]
+    NotWholeSeconds(String),
+}
+
 /// Reads a duration: an integer number of seconds or a text such as `5m`.
-pub fn parse_duration(text: &str) -> Result<u64, String> {
+pub fn parse_duration(text: &str) -> Result<u64, DurationError> {
     let text = text.trim();
     if let Ok(n) = text.parse::<u64>() {
         return Ok(n);
     }
-    let d = humantime::parse_duration(text).map_err(|e| {
-        format!(
-            "\"{text}\" is not a duration ({e}); write e.g. 45s, 5m, 1h30m or a number of seconds"
-        )
+    let d = humantime::parse_duration(text).map_err(|e| DurationError::NotADuration {
+        text: text.to_owned(),
+        reason: e.to_string(),
     })?;
     if d.subsec_nanos() != 0 {
-        return Err(format!("\"{text}\" is not a whole number of seconds"));
+        return Err(DurationError::NotWholeSeconds(text.to_owned()));
     }
     Ok(d.as_secs())
 }

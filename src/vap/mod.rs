@@ -13,9 +13,6 @@ pub mod cel;
 pub mod rules;
 pub mod variables;
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
 use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
@@ -25,8 +22,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 
+use crate::policy::format_seconds;
 use crate::policy::model::{Mode, Policy};
-use crate::policy::{PolicyError, format_seconds};
 
 /// The name the policy and its binding get unless `--name` says otherwise.
 pub const DEFAULT_NAME: &str = "pipelinerollout-policy";
@@ -195,14 +192,28 @@ fn not_covered(policy: &Policy) -> Vec<String> {
     lines
 }
 
+/// The export could not be written as YAML.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot render {what}: {reason}")]
+pub struct RenderError {
+    /// Which object.
+    pub what: &'static str,
+    /// What the YAML writer said.
+    pub reason: String,
+}
+
 impl Export {
     /// The YAML: the comment block, then the policy and the binding as two
     /// documents.
-    pub fn to_yaml(&self) -> Result<String, String> {
-        let policy = serde_saphyr::to_string(&self.policy)
-            .map_err(|e| format!("cannot render the ValidatingAdmissionPolicy: {e}"))?;
-        let binding = serde_saphyr::to_string(&self.binding)
-            .map_err(|e| format!("cannot render the binding: {e}"))?;
+    pub fn to_yaml(&self) -> Result<String, RenderError> {
+        let policy = serde_saphyr::to_string(&self.policy).map_err(|e| RenderError {
+            what: "the ValidatingAdmissionPolicy",
+            reason: e.to_string(),
+        })?;
+        let binding = serde_saphyr::to_string(&self.binding).map_err(|e| RenderError {
+            what: "the binding",
+            reason: e.to_string(),
+        })?;
         let mut out = String::new();
         out.push_str(&format!(
             "# Exported by `pipelinerollout-webhook export-vap` ({}): the validations of\n\
@@ -229,71 +240,8 @@ impl Export {
     }
 }
 
-/// Flags of `export-vap`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ExportVapArgs {
-    /// Policy file (YAML or JSON); without it, the built-in policy.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// The name of the ValidatingAdmissionPolicy and of its binding.
-    #[arg(long, default_value = DEFAULT_NAME)]
-    pub name: String,
-    /// Write the YAML to this file instead of standard output.
-    #[arg(long)]
-    pub output: Option<PathBuf>,
-    /// Exit 1 (writing nothing) when the policy asks for a validation CEL cannot express (a minPauseAge above 0).
-    #[arg(long)]
-    pub strict: bool,
-}
-
-/// Runs `export-vap`: 0 when written, 1 when `--strict` refuses, 2 on a bad
-/// policy, name or output file.
-pub fn run(args: &ExportVapArgs) -> ExitCode {
-    match run_inner(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err((code, message)) => {
-            eprintln!("export-vap: {message}");
-            ExitCode::from(code)
-        }
-    }
-}
-
-fn run_inner(args: &ExportVapArgs) -> Result<(), (u8, String)> {
-    let policy = Policy::from_file_or_built_in(args.policy.as_deref())
-        .map_err(|e: PolicyError| (2, e.to_string()))?;
-    if !valid_name(&args.name) {
-        return Err((
-            2,
-            format!(
-                "--name {:?} is not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)",
-                args.name
-            ),
-        ));
-    }
-    let export = export(&policy, &args.name);
-    if args.strict && !export.inexpressible.is_empty() {
-        return Err((
-            1,
-            format!(
-                "--strict: the policy asks for what a ValidatingAdmissionPolicy cannot check (CEL in admission has no clock): {}",
-                export.inexpressible.join("; ")
-            ),
-        ));
-    }
-    let yaml = export.to_yaml().map_err(|e| (2, e))?;
-    match &args.output {
-        Some(path) => {
-            std::fs::write(path, yaml).map_err(|e| (2, format!("{}: {e}", path.display())))
-        }
-        None => {
-            print!("{yaml}");
-            Ok(())
-        }
-    }
-}
-
 /// A DNS subdomain name, as Kubernetes requires of object names.
-fn valid_name(name: &str) -> bool {
+pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|label| {

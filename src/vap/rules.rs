@@ -8,7 +8,9 @@ use super::cel;
 use super::variables::{self, Var};
 use crate::policy::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, Policy, TimeoutRules};
-use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, SCALE_FACTOR_FIELD, TIMEOUT_FIELD};
+use crate::rollout::{
+    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, GROUP, RESOURCE, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+};
 
 /// One validation: the request is denied (or warned about) when
 /// `expression` is false.
@@ -264,12 +266,14 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
             .to_owned();
     if let Some(rbac) = &force.rbac {
         permitted.push(format!(
-            "authorizer.group('numaplane.numaproj.io').resource('pipelinerollouts')\n    \
+            "authorizer.group({}).resource({})\n    \
              .namespace(variables.ns).name(variables.name).check({}).allowed()",
+            cel::string(GROUP),
+            cel::string(RESOURCE),
             cel::string(&rbac.verb)
         ));
         refused = format!(
-            "{refused} + ', and RBAC does not allow verb \"{verb}\" on pipelinerollouts.numaplane.numaproj.io \"' + \
+            "{refused} + ', and RBAC does not allow verb \"{verb}\" on {RESOURCE}.{GROUP} \"' + \
              variables.name + '\" in namespace \"' + variables.ns + '\"; ask for a Role or ClusterRole granting it'",
             verb = rbac.verb
         );

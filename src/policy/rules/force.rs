@@ -57,32 +57,51 @@ pub struct ForceGates {
     pub pause_age: Option<u64>,
 }
 
+/// Why the age of the stored object's pause cannot be read; the message
+/// goes into the denial.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PauseAgeUnknown {
+    /// A CREATE: nothing is stored, so nothing pauses.
+    #[error("a new PipelineRollout has no pause")]
+    NewObject,
+    /// The status names no start.
+    #[error(
+        "neither a pausing PipelinePausingOrPaused condition's lastTransitionTime nor status.pauseStatus.lastPauseBeginTime is set"
+    )]
+    NoStart,
+    /// The status names a start that is not a time.
+    #[error("{path} is \"{value}\", not an RFC 3339 time")]
+    Unreadable {
+        /// Where the start was read.
+        path: &'static str,
+        /// What was found there, cut to 40 characters.
+        value: String,
+    },
+}
+
 /// The age of the stored object's pause at `now`, in seconds (a start in
 /// the future counts as 0), or why it cannot be read.
-fn pause_age(write: &RolloutWrite<'_>) -> Result<(u64, OffsetDateTime), String> {
+fn pause_age(write: &RolloutWrite<'_>) -> Result<(u64, OffsetDateTime), PauseAgeUnknown> {
     let Some(old) = write.old() else {
-        return Err("a new PipelineRollout has no pause".to_owned());
+        return Err(PauseAgeUnknown::NewObject);
     };
     match old.pause_started() {
         PauseStart::At(start) => {
             let age = (write.now - start).whole_seconds().max(0);
             Ok((u64::try_from(age).unwrap_or(0), start))
         }
-        PauseStart::Missing => Err(
-            "neither a pausing PipelinePausingOrPaused condition's lastTransitionTime nor status.pauseStatus.lastPauseBeginTime is set"
-                .to_owned(),
-        ),
-        PauseStart::Unreadable { path, value } => Err(format!(
-            "{path} is \"{}\", not an RFC 3339 time",
-            cut(&value, 40)
-        )),
+        PauseStart::Missing => Err(PauseAgeUnknown::NoStart),
+        PauseStart::Unreadable { path, value } => Err(PauseAgeUnknown::Unreadable {
+            path,
+            value: cut(&value, 40),
+        }),
     }
 }
 
 /// Rule 6's minimum pause age, when a policy sets one above 0.
 fn pause_age_problem(
     min: u64,
-    age: &Result<(u64, OffsetDateTime), String>,
+    age: &Result<(u64, OffsetDateTime), PauseAgeUnknown>,
 ) -> Option<PauseAgeProblem> {
     if min == 0 {
         return None;
@@ -98,7 +117,7 @@ fn pause_age_problem(
             })
         }
         Err(detail) => Some(PauseAgeProblem::StartUnreadable {
-            detail: detail.clone(),
+            detail: detail.to_string(),
             min,
         }),
     }
