@@ -7,6 +7,7 @@ use test_builders::{PipelineRolloutDoc, rollout, users};
 use time::OffsetDateTime;
 use time::macros::datetime;
 
+use crate::policy::rules::{Decision, Operation, RolloutWrite, mutate};
 use crate::policy::{Policy, UserInfo};
 use crate::rollout::PipelineRollout;
 
@@ -117,4 +118,25 @@ fn the_builders_paths_are_the_webhooks() {
         rollout::FORCE_PROMOTE_PATH.join("."),
         webhook::FORCE_PROMOTE_FIELD
     );
+}
+
+/// Runs `/mutate` on an UPDATE from `old` to `new` (or a CREATE of `new`)
+/// by Argo CD's API server.
+pub(super) fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
+    let object = parse(new);
+    let old = old.map(parse);
+    let user = argocd_server();
+    let write = RolloutWrite {
+        operation: if old.is_some() {
+            Operation::Update
+        } else {
+            Operation::Create
+        },
+        namespace: "default",
+        user: &user,
+        object: &object,
+        old_object: old.as_ref(),
+        now: NOW,
+    };
+    mutate(policy, &write)
 }

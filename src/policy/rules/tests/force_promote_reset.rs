@@ -3,11 +3,11 @@
 
 use serde_json::{Value, json};
 
-use super::fixtures::{NOW, argocd_server, built_in, parse, pipeline_rollout, policy};
+use super::fixtures::{built_in, mutated, pipeline_rollout, policy};
 use super::runner::{Mismatches, Named, run_table};
 use crate::policy::Policy;
+use crate::policy::rules::EventReason;
 use crate::policy::rules::force_promote_reset::RESET_WARNING;
-use crate::policy::rules::{EventReason, Operation, RolloutWrite, mutate};
 use crate::rollout::FORCE_PROMOTE_FOR;
 
 /// What `/mutate` should do.
@@ -167,22 +167,7 @@ fn cases() -> Vec<ResetCase> {
 }
 
 fn check(case: &ResetCase, m: &mut Mismatches) {
-    let object = parse(&case.new);
-    let old = case.old.as_ref().map(parse);
-    let user = argocd_server();
-    let write = RolloutWrite {
-        operation: if old.is_some() {
-            Operation::Update
-        } else {
-            Operation::Create
-        },
-        namespace: "default",
-        user: &user,
-        object: &object,
-        old_object: old.as_ref(),
-        now: NOW,
-    };
-    let d = mutate(&case.policy, &write);
+    let d = mutated(&case.policy, case.old.as_ref(), &case.new);
     let mut patched = case.new.clone();
     if let Err(e) = json_patch::patch(&mut patched, &d.patch) {
         m.check(false, || {

@@ -7,10 +7,12 @@ use test_builders::status::{
     PAUSING_CONDITION, condition_status, pause_and_drain_status, pausing_since,
 };
 
-use super::fixtures::{NOW, alice, argocd_server, parse, pipeline_rollout, policy, rollout_with};
+use super::fixtures::{
+    NOW, alice, argocd_server, mutated, parse, pipeline_rollout, policy, rollout_with,
+};
 use super::runner::{Mismatches, Named, run_table};
 use crate::policy::rules::{
-    Decision, EventReason, Operation, RolloutWrite, mutate, stale_force_reset, validate,
+    Decision, EventReason, Operation, RolloutWrite, stale_force_reset, validate,
 };
 use crate::policy::{Permission, Policy, UserInfo};
 
@@ -42,27 +44,6 @@ fn validated(
         now: NOW,
     };
     validate(policy, write).finish_by_static_lists()
-}
-
-/// Runs `/mutate` on an UPDATE from `old` to `new` (or a CREATE of `new`)
-/// by Argo CD's API server.
-fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
-    let object = parse(new);
-    let old = old.map(parse);
-    let user = argocd_server();
-    let write = RolloutWrite {
-        operation: if old.is_some() {
-            Operation::Update
-        } else {
-            Operation::Create
-        },
-        namespace: "default",
-        user: &user,
-        object: &object,
-        old_object: old.as_ref(),
-        now: NOW,
-    };
-    mutate(policy, &write)
 }
 
 /// A forced re-apply (allow-data-loss "false" -> "true") while pausing,
