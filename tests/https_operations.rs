@@ -239,18 +239,21 @@ async fn policy_reload_takes_good_policies_and_refuses_bad_ones() {
     // A second good update after a bad one also lands (the second swap of ..data).
     volume.update(&[("policy.yaml", "drainTimeout:\n  max: 30m\n")]);
     eventually("the next good policy", async || !allowed(&client).await).await;
+    // The new policy answers as soon as it is swapped in; the reload is
+    // counted right after.
+    eventually("the second reload counted", async || {
+        let (_, _, metrics) = server.admin_get("/metrics").await;
+        metric_value(
+            &metrics,
+            "pipelinerollout_webhook_policy_reloads_total{result=\"success\"}",
+        ) == Some(2.0)
+    })
+    .await;
     let (_, _, metrics) = server.admin_get("/metrics").await;
     assert_eq!(
         metric_value(&metrics, "pipelinerollout_webhook_policy_generation"),
         Some(3.0),
         "{metrics}"
-    );
-    assert_eq!(
-        metric_value(
-            &metrics,
-            "pipelinerollout_webhook_policy_reloads_total{result=\"success\"}"
-        ),
-        Some(2.0)
     );
 }
 
