@@ -42,12 +42,14 @@ fn shared() -> Option<&'static Installation> {
     })
 }
 
-/// The base policy plus an override asking for a minimum pause age.
+/// The base policy plus an override asking for a minimum pause age, and
+/// the one-shot forcePromote.
 fn policy() -> Result<String, String> {
     let text = envtest::base_policy()?;
     let mut policy: Value =
         serde_saphyr::from_str(&text).map_err(|e| format!("base policy.yaml: {e}"))?;
     policy["drainTimeout"]["namespaces"] = json!([{"match": [YOUNG_MATCH], "minPauseAge": "1h"}]);
+    policy["forcePromote"] = json!({"oneShot": true});
     Ok(policy.to_string())
 }
 
@@ -415,4 +417,81 @@ fn a_forged_request_writes_an_event_only_about_a_real_object_in_a_guarded_namesp
         .filter(|e| e["reportingController"] == "pipelinerollout-webhook")
         .collect();
     assert!(ours.is_empty(), "{ours:#?}");
+}
+
+/// Numaplane's status during (or after) the progressive upgrade of `child`.
+fn progressive(in_progress: bool, child: &str) -> Value {
+    json!({
+        "upgradeInProgress": if in_progress { "Progressive" } else { "" },
+        "progressiveStatus": {"upgradingPipelineStatus": {"name": child}},
+    })
+}
+
+#[test]
+fn a_force_promote_is_reset_by_the_first_write_after_its_upgrade() {
+    let Some(env) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "e2e-force-promote";
+    team_namespace(cluster, ns).expect("namespace");
+    rollout_with_status(cluster, ns, "p", progressive(true, "p-1"));
+    let record = "pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for";
+    let promote =
+        |object: &Value| object["spec"]["strategy"]["progressive"]["forcePromote"].clone();
+
+    // Argo CD's force-promote while the upgrade of p-1 is stuck in assessment.
+    let server = cluster.kubectl(User::ArgocdServer);
+    server
+        .merge_patch(
+            ROLLOUTS,
+            ns,
+            "p",
+            &json!({"spec": {"strategy": {"progressive": {"forcePromote": true}}}}),
+            &[],
+        )
+        .expect_success("Argo CD turns forcePromote on");
+    let object = stored(&server, ns, "p");
+    assert_eq!(promote(&object), json!(true));
+    assert_eq!(
+        object["metadata"]["annotations"][record], "upgrade:p-1",
+        "{object}"
+    );
+
+    // A sync while the upgrade is still on: kept, with rule 12's warning.
+    let sync = cluster.kubectl(User::ArgocdApplicationController);
+    let label = |value: &str| json!({"metadata": {"labels": {"synced": value}}});
+    let out = sync
+        .merge_patch(ROLLOUTS, ns, "p", &label("1"), &[])
+        .expect_success("a sync during the upgrade");
+    assert!(
+        out.warnings()
+            .iter()
+            .any(|w| w.contains("forcePromote is still true")),
+        "{out}"
+    );
+    assert_eq!(promote(&stored(&server, ns, "p")), json!(true));
+
+    // The upgrade ends; the next write turns forcePromote off.
+    set_status(cluster, ns, "p", progressive(false, "p-1"));
+    let out = sync
+        .merge_patch(ROLLOUTS, ns, "p", &label("2"), &[])
+        .expect_success("the first sync after the upgrade");
+    assert!(
+        out.warnings()
+            .iter()
+            .any(|w| w.contains("forcePromote was reset to false")),
+        "{out}"
+    );
+    let object = stored(&server, ns, "p");
+    assert_eq!(promote(&object), json!(false), "{object}");
+    assert!(
+        object["metadata"]["annotations"][record].is_null(),
+        "{object}"
+    );
+    assert_eq!(object["metadata"]["labels"]["synced"], "2");
+    let notes = notes_of(cluster, ns, "p", "ForcePromoteReset", 1);
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(
+        notes[0].contains("argocd-application-controller"),
+        "{notes:#?}"
+    );
 }
