@@ -248,7 +248,7 @@ pub async fn start_with_metrics(
     if let Some(client) = client.clone() {
         // Opens the client's connection now, so the first SubjectAccessReview
         // does not pay for it (46.5 ms in one end-to-end run, where the
-        // first call opened it; BENCHMARKS.md), and says what we reach.
+        // first call opened it), and says what we reach.
         tokio::spawn(async move {
             match client.apiserver_version().await {
                 Ok(v) => tracing::info!(version = %v.git_version, "API server reachable"),
