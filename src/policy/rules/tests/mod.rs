@@ -1,4 +1,4 @@
-//! Table-driven tests of the pure admission rules: rules 1 to 11 of
+//! Table-driven tests of the pure admission rules: rules 1 to 12 of
 //! `/validate`, `/mutate`, and the force lifecycle, one file per topic.
 //! The documents and users come from the `test-builders` crate, which the
 //! end-to-end tables share; every case has a name, and a failing table
