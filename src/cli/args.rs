@@ -141,7 +141,7 @@ pub struct ServeArgs {
     /// Kubeconfig for RBAC checks (forceReapply.rbac), Events and the sweeper; without it, the in-cluster service account or KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// The namespaces the webhook configurations skip (comma-separated): a request about them cannot come from the API server, so it records no Event.
+    /// The namespaces the webhook configurations skip (comma-separated), besides the webhook's own (POD_NAMESPACE): a request about them cannot come from the API server, so it records no Event.
     #[arg(
         long,
         env = "WEBHOOK_UNGUARDED_NAMESPACES",
@@ -196,7 +196,10 @@ impl TryFrom<&ServeArgs> for ServeOptions {
             max_inflight_body_bytes: args.max_inflight_body_bytes,
             max_inflight_requests: args.max_inflight_requests,
             kubeconfig: args.kubeconfig.clone(),
-            unguarded_namespaces: args.unguarded_namespaces.clone(),
+            unguarded_namespaces: unguarded_namespaces(
+                &args.unguarded_namespaces,
+                std::env::var("POD_NAMESPACE").ok(),
+            ),
         })
     }
 }
@@ -216,6 +219,21 @@ pub struct ExportVapArgs {
     /// Exit 1 (writing nothing) when the policy asks for a validation CEL cannot express (a minPauseAge above 0).
     #[arg(long)]
     pub strict: bool,
+}
+
+/// The namespaces no Event is written from: those given, and the
+/// webhook's own (`POD_NAMESPACE`, which the Deployment sets), which the
+/// webhook configurations always skip.
+fn unguarded_namespaces(given: &[String], own: Option<String>) -> Vec<String> {
+    let mut all: Vec<String> = given
+        .iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if let Some(own) = own.filter(|n| !n.is_empty() && !all.contains(n)) {
+        all.push(own);
+    }
+    all
 }
 
 /// Flags of `review`.
@@ -294,4 +312,47 @@ pub enum OutputFormat {
     Json,
     /// A JUnit XML report: one test case per PipelineRollout.
     Junit,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_webhooks_own_namespace_is_always_unguarded() {
+        let given = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let cases = [
+            (
+                "the defaults, in the manifests' namespace",
+                given(&["kube-system", "pipelinerollout-webhook"]),
+                Some("pipelinerollout-webhook"),
+                vec!["kube-system", "pipelinerollout-webhook"],
+            ),
+            (
+                "installed elsewhere",
+                given(&["kube-system", "pipelinerollout-webhook"]),
+                Some("webhooks"),
+                vec!["kube-system", "pipelinerollout-webhook", "webhooks"],
+            ),
+            (
+                "outside a pod",
+                given(&["kube-system"]),
+                None,
+                vec!["kube-system"],
+            ),
+            (
+                "blanks dropped",
+                given(&[" kube-system ", ""]),
+                Some(""),
+                vec!["kube-system"],
+            ),
+        ];
+        for (name, list, own, want) in cases {
+            assert_eq!(
+                unguarded_namespaces(&list, own.map(str::to_owned)),
+                want,
+                "{name}"
+            );
+        }
+    }
 }
