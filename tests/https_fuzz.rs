@@ -5,7 +5,7 @@
 //! carries the request's uid. A few of the nastiest bodies also go to a real
 //! server over HTTPS.
 //!
-//! The default run is short (256 cases per property). For a long session:
+//! The default run is short (256 cases per property). For a long run:
 //! `PROPTEST_CASES=100000 cargo test --release --test https_fuzz` (see
 //! docs/robustness.md); every `PROPTEST_*` variable is honoured.
 
