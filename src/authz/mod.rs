@@ -14,7 +14,7 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use rbac::{
-    KubeClientError, RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError, kube_client,
+    KubeClientError, RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError, kube_client, kube_config,
 };
 
 use crate::policy::{ForceReapply, Permission, UserInfo};

@@ -207,7 +207,14 @@ pub enum KubeClientError {
 /// Builds a client for the API server: from `kubeconfig` when given, else
 /// the in-cluster service account or `KUBECONFIG` / `~/.kube/config`.
 pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<kube::Client, KubeClientError> {
-    let config = match kubeconfig {
+    let config = kube_config(kubeconfig).await?;
+    kube::Client::try_from(config).map_err(KubeClientError::Build)
+}
+
+/// The configuration [`kube_client`] builds its client from (for clients
+/// with settings of their own, such as the leader election's timeouts).
+pub async fn kube_config(kubeconfig: Option<&Path>) -> Result<kube::Config, KubeClientError> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
                 KubeClientError::ReadKubeconfig {
@@ -225,6 +232,5 @@ pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<kube::Client, Kube
         None => kube::Config::infer()
             .await
             .map_err(KubeClientError::NoApiServer)?,
-    };
-    kube::Client::try_from(config).map_err(KubeClientError::Build)
+    })
 }

@@ -1,6 +1,7 @@
-//! Work that is not a request: tasks that run beside the server for as long
-//! as the process does, later under an elected leader. Today that is the
-//! stale-force [`sweeper`].
+//! Work that is not a request: controllers that run beside the server,
+//! started and stopped by [`leader`] (in the replica that holds the Lease,
+//! or in every replica with election off). Today that is the stale-force
+//! [`sweeper`].
 //!
 //! The dependency rule: background work uses [`crate::admission`],
 //! [`crate::policy`], [`crate::rollout`], [`crate::events`] and the
@@ -10,4 +11,5 @@
 //! [`sweeper::SweeperHost`], which the command line's `serve` wiring
 //! implements for the server's shared state.
 
+pub mod leader;
 pub mod sweeper;

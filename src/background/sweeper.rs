@@ -6,9 +6,10 @@
 //! (kube-runtime's watcher, restarted with backoff) and resets the
 //! annotation to "false" once the pause has been over for the grace period,
 //! with a JSON Patch whose first operation tests the `resourceVersion` it
-//! saw: a concurrent change wins and is looked at again. Two replicas need
-//! no leader election; the second reset simply fails its test.
-//! It runs in any process that implements [`SweeperHost`].
+//! saw: a concurrent change wins and is looked at again. It runs under the
+//! elected leader ([`super::leader`]), so one replica watches and patches;
+//! were two ever to run at once, the second reset would simply fail its
+//! test. It runs in any process that implements [`SweeperHost`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventQueue, PendingEvent};
 use crate::policy::Policy;
@@ -144,12 +146,6 @@ pub fn reset_patch(resource_version: &str) -> json_patch::Patch {
     ])
 }
 
-/// Starts the sweeper in the background, in `host`.
-pub fn spawn(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duration) {
-    tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
-    tokio::spawn(run(client, host, grace));
-}
-
 fn key_of(object: &Stored) -> Option<Key> {
     Some((
         object.metadata.namespace.clone()?,
@@ -157,8 +153,25 @@ fn key_of(object: &Stored) -> Option<Key> {
     ))
 }
 
-/// Watches and resets until the process ends.
-async fn run(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duration) {
+/// Watches and resets, in `host`, until `stop` is cancelled; then returns
+/// at once (a reset in flight is dropped: its outcome is not counted, and
+/// the next leader looks at the object again).
+pub async fn run(
+    client: kube::Client,
+    host: Arc<impl SweeperHost>,
+    grace: Duration,
+    stop: CancellationToken,
+) {
+    tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
+    tokio::select! {
+        () = stop.cancelled() => {}
+        () = sweep(client, host, grace) => {}
+    }
+    tracing::info!("stale-force sweeper stopped");
+}
+
+/// Watches and resets until the watch ends.
+async fn sweep(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duration) {
     let all: Api<Stored> = Api::all(client.clone());
     let stream = watcher::watcher(all, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);

@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use super::DEV_CERTS_DIR;
 use crate::admission::Webhook;
+use crate::background::leader::{LeaseOptions, LeaseOptionsError};
 use crate::certs::{self, CertError};
 use crate::server::ServeOptions;
 use crate::server::tls::TlsFiles;
@@ -155,6 +156,52 @@ pub struct ServeArgs {
     /// How long the pause must have been over before the sweeper resets a force.
     #[arg(long, env = "WEBHOOK_STALE_FORCE_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub stale_force_grace: Duration,
+
+    // Leader election (background::leader).
+    /// Elect one replica, through a Lease, to run the background work (the sweeper); every replica serves admission. --leader-elect=false: every replica runs it (needs get, create, patch, list and watch on leases).
+    #[arg(
+        long,
+        env = "WEBHOOK_LEADER_ELECT",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false
+    )]
+    pub leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, env = "WEBHOOK_LEADER_ELECT_LEASE_NAME", default_value = crate::background::leader::DEFAULT_LEASE_NAME)]
+    pub leader_elect_lease_name: String,
+    /// The Lease's namespace (the webhook's own, which the Deployment sets as POD_NAMESPACE); without it, the kubeconfig's or service account's namespace.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+    /// How long a renewal holds the Lease: another replica takes over this long after the leader's last renewal (whole seconds).
+    #[arg(long, env = "WEBHOOK_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// The leader stops the background work when no renewal has succeeded for this long (shorter than the lease duration).
+    #[arg(long, env = "WEBHOOK_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often the leader renews, and how long any Lease call may take before it is retried (whole seconds, shorter than the renew deadline).
+    #[arg(long, env = "WEBHOOK_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub leader_elect_retry_period: Duration,
+}
+
+impl ServeArgs {
+    /// The Lease's settings with --leader-elect, checked; `None` without.
+    pub fn lease_options(&self) -> Result<Option<LeaseOptions>, LeaseOptionsError> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        LeaseOptions::new(
+            self.leader_elect_namespace.clone(),
+            &self.leader_elect_lease_name,
+            crate::background::leader::own_identity(),
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            self.leader_elect_retry_period,
+        )
+        .map(Some)
+    }
 }
 
 /// The server's options from `serve`'s flags. Without --tls-cert and
@@ -317,6 +364,66 @@ pub enum OutputFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let cli = Cli::try_parse_from(
+            std::iter::once("pipelinerollout-webhook").chain(args.iter().copied()),
+        )?;
+        match cli.command {
+            Some(Command::Serve(serve)) => Ok(serve),
+            _ => Ok(cli.serve),
+        }
+    }
+
+    #[test]
+    fn leader_election_is_off_by_default_and_takes_true_or_false() {
+        let cases: [(&[&str], bool); 5] = [
+            (&["serve"], false),
+            (&["serve", "--leader-elect"], true),
+            (&["serve", "--leader-elect=true"], true),
+            (&["serve", "--leader-elect=false"], false),
+            (&["--leader-elect", "--listen", "127.0.0.1:1"], true),
+        ];
+        for (args, want) in cases {
+            let parsed = serve(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(parsed.leader_elect, want, "{args:?}");
+        }
+        assert!(serve(&["serve", "--leader-elect=maybe"]).is_err());
+    }
+
+    #[test]
+    fn lease_settings_are_checked_only_with_election_on() {
+        let off = serve(&["serve", "--leader-elect-renew-deadline=20s"]).expect("parses");
+        assert_eq!(off.lease_options(), Ok(None));
+        let on = serve(&[
+            "serve",
+            "--leader-elect",
+            "--leader-elect-renew-deadline=20s",
+        ])
+        .expect("parses");
+        let e = on
+            .lease_options()
+            .expect_err("renew deadline above the duration");
+        assert!(
+            e.to_string().contains("--leader-elect-renew-deadline (20s) must be shorter than --leader-elect-lease-duration (15s)"),
+            "{e}"
+        );
+        let ok =
+            serve(&["serve", "--leader-elect", "--leader-elect-namespace=hooks"]).expect("parses");
+        let lease = ok.lease_options().expect("valid").expect("on");
+        assert_eq!(
+            (lease.namespace.as_deref(), lease.name.as_str()),
+            (Some("hooks"), "pipelinerollout-webhook")
+        );
+        assert_eq!(
+            (lease.duration, lease.renew_deadline, lease.retry_period),
+            (
+                Duration::from_secs(15),
+                Duration::from_secs(10),
+                Duration::from_secs(2)
+            )
+        );
+    }
 
     #[test]
     fn the_webhooks_own_namespace_is_always_unguarded() {

@@ -1,4 +1,6 @@
-//! `serve`: the webhook server, and the sweeper beside it when asked for.
+//! `serve`: the webhook server, and beside it the background controllers
+//! (the sweeper when asked for), run by the elected leader or, with
+//! election off, by every replica.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,12 +9,15 @@ use prometheus_client::metrics::counter::Counter;
 
 use super::args::ServeArgs;
 use super::logging::LoggingGuard;
+use tokio_util::sync::CancellationToken;
+
+use crate::background::leader::{self, Controller, LeaderHost, LeaseOptionsError, Transition};
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
 use crate::certs::CertError;
 use crate::events::EventQueue;
 use crate::policy::Policy;
-use crate::server::metrics::{Metrics, ResetLabels};
-use crate::server::{self, ServeOptions, Shared, StartError};
+use crate::server::metrics::{Metrics, ResetLabels, TransitionLabels};
+use crate::server::{self, Running, ServeOptions, Shared, StartError};
 
 /// The runtime `serve` runs on: multi-threaded, one worker per core
 /// (`TOKIO_WORKER_THREADS` overrides). The benchmark's reference servers
@@ -51,24 +56,25 @@ pub enum ServeError {
     /// The server could not start.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// The leader election's flags cannot work.
+    #[error(transparent)]
+    Leader(#[from] LeaseOptionsError),
 }
 
 async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
+    let lease = args.lease_options()?;
     let options = ServeOptions::try_from(&args)?;
     let metrics = Metrics::with_log_lines_dropped(log_lines_dropped);
     let running = server::start_with_metrics(options, metrics).await?;
-    if args.reset_stale_force {
-        match &running.client {
-            Some(client) => sweeper::spawn(
-                client.clone(),
-                std::sync::Arc::clone(&running.shared),
-                args.stale_force_grace,
-            ),
-            None => tracing::warn!(
-                "--reset-stale-force is set but no API server can be reached: the sweeper is off"
-            ),
-        }
-    }
+    let stop_background = CancellationToken::new();
+    let background = tokio::spawn(run_background(
+        controllers(&args, &running),
+        lease,
+        args.kubeconfig.clone(),
+        running.client.is_some(),
+        Arc::clone(&running.shared),
+        stop_background.clone(),
+    ));
     tracing::info!(
         listen = %running.addr,
         admin = ?running.admin_addr,
@@ -79,9 +85,80 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
     );
     shutdown_signal().await;
     running.shutdown();
-    running.wait().await;
+    // The leader hands over at once, while the server drains.
+    stop_background.cancel();
+    let (_, _) = tokio::join!(running.wait(), background);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The background controllers `args` ask for, given the server's API
+/// client (none without an API server).
+fn controllers(args: &ServeArgs, running: &Running) -> Vec<Controller> {
+    let mut controllers = Vec::new();
+    let client = running.client.clone();
+    if args.reset_stale_force {
+        match client {
+            Some(client) => {
+                let (shared, grace) = (Arc::clone(&running.shared), args.stale_force_grace);
+                controllers.push(Controller::new("stale-force sweeper", move |stop| {
+                    sweeper::run(client.clone(), Arc::clone(&shared), grace, stop)
+                }));
+            }
+            None => tracing::warn!(
+                "--reset-stale-force is set but no API server can be reached: the sweeper is off"
+            ),
+        }
+    }
+    controllers
+}
+
+/// Runs `controllers` until `stop`: under the Lease with `lease`, else at
+/// once.
+async fn run_background(
+    controllers: Vec<Controller>,
+    lease: Option<leader::LeaseOptions>,
+    kubeconfig: Option<std::path::PathBuf>,
+    connected: bool,
+    host: Arc<Shared>,
+    stop: CancellationToken,
+) {
+    let Some(lease) = lease else {
+        return leader::run_unelected(controllers, host, stop).await;
+    };
+    if !connected {
+        tracing::warn!(
+            "--leader-elect is set but no API server can be reached: no election, and no background controllers"
+        );
+        return;
+    }
+    match crate::authz::kube_config(kubeconfig.as_deref()).await {
+        Ok(config) => leader::run_elected(config, lease, controllers, host, stop).await,
+        Err(e) => {
+            tracing::error!(error = %e, "leader election cannot reach the API server: the background controllers are off")
+        }
+    }
+}
+
+/// The server's shared state is the election's host: its metrics.
+impl LeaderHost for Shared {
+    fn leading(&self, leading: bool) {
+        self.metrics.leader.leader.set(i64::from(leading));
+    }
+
+    fn transition(&self, transition: Transition) {
+        self.metrics
+            .leader
+            .transitions
+            .get_or_create(&TransitionLabels {
+                transition: transition.as_str(),
+            })
+            .inc();
+    }
+
+    fn lease_error(&self) {
+        self.metrics.leader.lease_errors.inc();
+    }
 }
 
 /// The server's shared state is the sweeper's host: its policy handle,

@@ -107,6 +107,8 @@ pub struct Metrics {
     pub sweeper_watch_restarts: Counter,
     /// The body budget and the request limit.
     pub budget: BudgetMetrics,
+    /// Leader election.
+    pub leader: LeaderMetrics,
     /// Log lines dropped because the log buffer was full or their write failed.
     pub log_lines_dropped: Counter,
 }
@@ -236,6 +238,7 @@ impl Metrics {
             rbac_duration.clone(),
         );
         let budget = BudgetMetrics::register(&mut registry);
+        let leader = LeaderMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -255,6 +258,7 @@ impl Metrics {
             sweeper_errors,
             sweeper_watch_restarts,
             budget,
+            leader,
             log_lines_dropped,
         }
     }
@@ -370,6 +374,52 @@ impl BudgetMetrics {
             "limit_refusals",
             "Requests answered 503 by the limits, by reason (requests_in_flight, body_budget)",
             metrics.refusals.clone(),
+        );
+        metrics
+    }
+}
+
+// Leader election (`background::leader`).
+
+/// Labels of a change of who runs the background controllers.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransitionLabels {
+    /// acquired, lost or released.
+    pub transition: &'static str,
+}
+
+/// The metrics of leader election.
+#[derive(Debug, Clone)]
+pub struct LeaderMetrics {
+    /// 1 while this replica runs the background controllers.
+    pub leader: Gauge,
+    /// Changes, by transition.
+    pub transitions: Family<TransitionLabels, Counter>,
+    /// Failed calls about the Lease.
+    pub lease_errors: Counter,
+}
+
+impl LeaderMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            leader: Gauge::default(),
+            transitions: Family::default(),
+            lease_errors: Counter::default(),
+        };
+        registry.register(
+            "leader",
+            "1 while this replica runs the background controllers (the stale-force sweeper): as the holder of the Lease, or always with --leader-elect=false; else 0",
+            metrics.leader.clone(),
+        );
+        registry.register(
+            "leader_transitions",
+            "Times this replica started (acquired) or stopped (lost: the Lease went elsewhere or was not renewed in time; released: on shutdown) the background controllers",
+            metrics.transitions.clone(),
+        );
+        registry.register(
+            "leader_lease_errors",
+            "Failed calls about the Lease (read, create, renew, release), each retried after --leader-elect-retry-period",
+            metrics.lease_errors.clone(),
         );
         metrics
     }
