@@ -330,7 +330,7 @@ fn serve_help() -> BTreeMap<String, String> {
                 flags.insert(flag, body);
             }
             let flag = trimmed
-                .split([' ', ','])
+                .split([' ', ',', '['])
                 .find(|w| w.starts_with("--"))
                 .unwrap_or(trimmed)
                 .to_owned();
@@ -855,6 +855,10 @@ fn args_are_flags_serve_has(r: &Rendering) {
     assert!(
         args.iter().any(|a| a == "--log-format=json"),
         "logs as JSON in the cluster"
+    );
+    assert!(
+        args.iter().any(|a| a == "--leader-elect=true"),
+        "the replicas elect one to run the background work"
     );
 }
 
@@ -1532,17 +1536,19 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
     );
     let rules = rules_of_service_account(install, NAMESPACE, &account);
     // Exactly these rules: SubjectAccessReviews, Events, reading a
-    // PipelineRollout before an Event about it, and (for the stale-force
-    // sweeper, unless its component drops it) reading and patching them.
-    // Nothing else, no resourceNames.
-    let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = rules
+    // PipelineRollout before an Event about it, (for the stale-force
+    // sweeper, unless its component drops it) reading and patching them,
+    // and (with --leader-elect) the Lease. Nothing else; resourceNames only
+    // on the Lease.
+    let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>, Vec<String>)> = rules
         .iter()
         .map(|rule| {
-            assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
+            assert!(rule.non_resource_urls.is_none());
             (
                 sorted(rule.api_groups.as_ref()),
                 sorted(rule.resources.as_ref()),
                 sorted(Some(&rule.verbs)),
+                sorted(rule.resource_names.as_ref()),
             )
         })
         .collect();
@@ -1553,19 +1559,23 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["authorization.k8s.io"]),
             owned(&["subjectaccessreviews"]),
             owned(&["create"]),
+            vec![],
         ),
         (
             owned(&["events.k8s.io"]),
             owned(&["events"]),
             owned(&["create"]),
+            vec![],
         ),
         (
             owned(&["numaplane.numaproj.io"]),
             owned(&["pipelinerollouts"]),
             owned(&["get"]),
+            vec![],
         ),
     ];
-    let sweeper_on = pod.containers[0]
+    let container = &pod.containers[0];
+    let sweeper_on = container
         .env
         .iter()
         .flatten()
@@ -1575,12 +1585,60 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["numaplane.numaproj.io"]),
             owned(&["pipelinerollouts"]),
             owned(&["get", "list", "patch", "watch"]),
+            vec![],
         ));
+    }
+    let leader_elect = flag_value(container, &HELP, "--leader-elect", "WEBHOOK_LEADER_ELECT")
+        .is_some_and(|v| v == "true");
+    if leader_elect {
+        let lease = flag_value(
+            container,
+            &HELP,
+            "--leader-elect-lease-name",
+            "WEBHOOK_LEADER_ELECT_LEASE_NAME",
+        )
+        .expect("the Lease name has a default");
+        // Reading, watching and writing the one Lease; create cannot be
+        // narrowed to a name.
+        want.push((
+            owned(&["coordination.k8s.io"]),
+            owned(&["leases"]),
+            owned(&["get", "list", "patch", "watch"]),
+            vec![lease],
+        ));
+        want.push((
+            owned(&["coordination.k8s.io"]),
+            owned(&["leases"]),
+            owned(&["create"]),
+            vec![],
+        ));
+        // ...and only in the webhook's namespace: from a Role there, never
+        // a ClusterRole.
+        let touches_leases = |rules: Option<&Vec<PolicyRule>>| {
+            rules
+                .into_iter()
+                .flatten()
+                .any(|r| r.resources.iter().flatten().any(|res| res == "leases"))
+        };
+        assert!(
+            !install
+                .cluster_roles
+                .iter()
+                .any(|c| touches_leases(c.rules.as_ref())),
+            "no ClusterRole grants leases"
+        );
+        for role in install.roles.iter().filter(|r| touches_leases(r.rules.as_ref())) {
+            assert_eq!(
+                role.metadata.namespace.as_deref(),
+                Some(NAMESPACE),
+                "the Lease's Role lives in the webhook's namespace"
+            );
+        }
     }
     want.sort();
     assert_eq!(
         granted, want,
-        "the webhook's account has exactly the rules it needs (sweeper on: {sweeper_on})"
+        "the webhook's account has exactly the rules it needs (sweeper on: {sweeper_on}, leader election: {leader_elect})"
     );
 
     // The grant: the custom verb of the policy, on pipelinerollouts only.

@@ -158,7 +158,7 @@ pub struct ServeArgs {
     pub stale_force_grace: Duration,
 
     // Leader election (background::leader).
-    /// Elect one replica, through a Lease, to run the background work (the sweeper); every replica serves admission. --leader-elect=false: every replica runs it (needs get, create, patch, list and watch on leases).
+    /// Elect one replica, the holder of a Lease, to run the background work (the sweeper); every replica serves admission. Needs get, list, watch, patch and create on leases. Off (--leader-elect=false): every replica runs it.
     #[arg(
         long,
         env = "WEBHOOK_LEADER_ELECT",
