@@ -1627,7 +1627,11 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
                 .any(|c| touches_leases(c.rules.as_ref())),
             "no ClusterRole grants leases"
         );
-        for role in install.roles.iter().filter(|r| touches_leases(r.rules.as_ref())) {
+        for role in install
+            .roles
+            .iter()
+            .filter(|r| touches_leases(r.rules.as_ref()))
+        {
             assert_eq!(
                 role.metadata.namespace.as_deref(),
                 Some(NAMESPACE),

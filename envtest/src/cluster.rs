@@ -197,6 +197,38 @@ impl Cluster {
             .join(format!("{}.yaml", user.file_name()))
     }
 
+    /// A kubeconfig for `user` that reaches the API server at `server`
+    /// (such as a [`Proxy`](crate::Proxy)'s address) instead of its own
+    /// port, written to the scratch directory as `NAME.yaml`. The API
+    /// server's certificate is for 127.0.0.1, so any loopback port works.
+    pub fn kubeconfig_via(
+        &self,
+        user: User,
+        server: SocketAddr,
+        name: &str,
+    ) -> Result<PathBuf, String> {
+        let text = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "envtest", "cluster": {
+                "server": format!("https://{server}"),
+                "certificate-authority": self.dir.join("pki/ca.crt"),
+            }}],
+            "users": [{"name": user.file_name(), "user": {"token": self.tokens[&user]}}],
+            "contexts": [{"name": "envtest",
+                "context": {"cluster": "envtest", "user": user.file_name()}}],
+            "current-context": "envtest",
+        });
+        let path = self.dir.join("kubeconfig").join(format!("{name}.yaml"));
+        std::fs::write(&path, text.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// The API server's address on loopback.
+    pub fn api_addr(&self) -> SocketAddr {
+        self.api
+    }
+
     /// kubectl acting as `user`.
     pub fn kubectl(&self, user: User) -> Kubectl {
         Kubectl {

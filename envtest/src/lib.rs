@@ -18,6 +18,9 @@
 //!   [`shared`] shares one installation between a test binary's tests.
 //! - [`binding`] and [`webhook_calls`] build RBAC for the users and read the
 //!   API server's webhook latency.
+//! - [`Proxy`] stands between one process and the API server, and can be
+//!   cut to take the API server away from that process alone
+//!   ([`Cluster::kubeconfig_via`] points a kubeconfig at it).
 //!
 //! Every process runs under a wrapper that stops it when the test process
 //! ends, however it ends (see `process.rs`); scratch directories go the same
@@ -34,6 +37,7 @@ mod kubectl;
 mod metrics;
 mod pki;
 mod process;
+mod proxy;
 mod rbac;
 mod setup;
 mod webhook;
@@ -43,6 +47,7 @@ pub use cluster::{Cluster, KEEP, User};
 pub use install::{Installed, repo_root};
 pub use kubectl::{Kubectl, Output};
 pub use metrics::{WebhookCalls, webhook_calls};
+pub use proxy::Proxy;
 pub use rbac::binding;
 pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};
 pub use webhook::{Webhook, WebhookOptions};

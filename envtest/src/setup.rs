@@ -63,6 +63,7 @@ impl Installation {
                 name: "webhook".to_owned(),
                 policy: policy_file,
                 extra_args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
+                kubeconfig: None,
             },
         )?;
         let installed = cluster.install_manifests(&repo_root().join(MANIFESTS), &webhook)?;

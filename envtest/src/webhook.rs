@@ -21,6 +21,9 @@ pub struct WebhookOptions {
     pub policy: PathBuf,
     /// More flags for `serve`.
     pub extra_args: Vec<String>,
+    /// The kubeconfig it reaches the API server with; `None`: the webhook
+    /// service account's ([`Cluster::kubeconfig`] of [`User::Webhook`]).
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// A webhook process; stopped when dropped. It keeps its ports and
@@ -32,6 +35,7 @@ pub struct Webhook {
     addr: SocketAddr,
     admin: SocketAddr,
     args: Vec<String>,
+    log: PathBuf,
     process: Option<Process>,
 }
 
@@ -68,7 +72,12 @@ impl Webhook {
                 "--policy",
                 &options.policy.display().to_string(),
                 "--kubeconfig",
-                &cluster.kubeconfig(User::Webhook).display().to_string(),
+                &options
+                    .kubeconfig
+                    .clone()
+                    .unwrap_or_else(|| cluster.kubeconfig(User::Webhook))
+                    .display()
+                    .to_string(),
                 "--shutdown-delay",
                 "0s",
             ]
@@ -81,6 +90,7 @@ impl Webhook {
                 addr,
                 admin,
                 args,
+                log: cluster.dir().join(format!("{}.log", options.name)),
                 process: None,
             };
             match webhook.resume(cluster) {
@@ -115,12 +125,61 @@ impl Webhook {
         self.admin
     }
 
-    /// The end of its log.
-    pub fn log_tail(&self, lines: usize) -> String {
-        match &self.process {
-            Some(process) => process.log_tail(lines),
-            None => "(not running)".to_owned(),
+    /// GETs `path` from its admin server (`/metrics`, `/readyz`): the
+    /// status and the body.
+    pub fn admin_get(&self, path: &str) -> Result<(u16, String), String> {
+        http::get(self.admin, path, None)
+    }
+
+    /// The process id of the running webhook (`None` when stopped).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(Process::pid)
+    }
+
+    /// Sends it `signal` (such as `TERM` or `KILL`) and returns at once;
+    /// [`Webhook::wait_exit`] waits for the end.
+    pub fn signal(&self, signal: &str) -> Result<(), String> {
+        let pid = self.pid().ok_or("the webhook is not running")?;
+        let out = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .output()
+            .map_err(|e| format!("cannot run kill: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "kill -{signal} {pid}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
+    }
+
+    /// Waits (up to `timeout`) until the process has ended, as after
+    /// [`Webhook::signal`]; then it counts as stopped.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match self.process.as_mut().map(Process::exited) {
+                None | Some(Some(_)) => {
+                    self.stop();
+                    return Ok(());
+                }
+                Some(None) if std::time::Instant::now() >= deadline => {
+                    return Err(format!(
+                        "webhook {} still runs after {timeout:?}",
+                        self.options.name
+                    ));
+                }
+                Some(None) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// The end of its log (also once it has stopped: the log of every run
+    /// so far).
+    pub fn log_tail(&self, lines: usize) -> String {
+        crate::process::log_tail(&self.log, lines)
     }
 
     /// Stops it (SIGTERM, as kubelet would) and waits until it is gone.

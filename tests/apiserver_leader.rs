@@ -1,0 +1,432 @@
+//! Leader election through a real kube-apiserver, with two or three
+//! replicas of the real binary taking part (`serve --leader-elect
+//! --reset-stale-force`, with the base install's RBAC): only the holder of
+//! the Lease sweeps, a SIGKILLed leader is replaced within the Lease
+//! duration, a SIGTERMed one hands over in under two seconds, and a leader
+//! cut off from the API server stops its controllers before another takes
+//! over. Same harness and skip rules as tests/apiserver_webhook.rs.
+//!
+//! The installation's own webhook, which the webhook configurations point
+//! at, only serves admission (no election, no sweeper), so that killing a
+//! leader never fails the test's writes; the replicas serve admission on
+//! ports of their own. The tests run one at a time (each starts its own
+//! replicas, whose sweepers watch every namespace) and use short Lease
+//! settings.
+
+mod apiserver_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use apiserver_support::{annotate, annotation_of, idle, pausing, rollout, set_status, stored};
+use envtest::{Cluster, Installation, Proxy, User, Webhook, WebhookOptions, binding};
+use serde_json::json;
+
+/// The Lease settings the replicas run with.
+const DURATION: Duration = Duration::from_secs(4);
+const RENEW_DEADLINE: Duration = Duration::from_secs(3);
+const RETRY_PERIOD: Duration = Duration::from_secs(1);
+/// The sweeper's grace.
+const GRACE: Duration = Duration::from_secs(2);
+/// The namespace of the install, and so of the Lease.
+const NAMESPACE: &str = "pipelinerollout-webhook";
+/// The Lease the base install's Role names.
+const DEFAULT_LEASE: &str = "pipelinerollout-webhook";
+/// Leases of their own for the other tests (granted by this file's Role).
+const TEST_LEASES: [&str; 3] = ["leader-kill", "leader-term", "leader-cut"];
+
+static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn shared() -> Option<&'static Installation> {
+    envtest::shared(&SHARED, &envtest::test_name(), |assets| {
+        let env = Installation::start(
+            assets,
+            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
+            &envtest::base_policy()?,
+            apiserver_support::grant_components,
+        )?;
+        // The test Leases, as the base Role grants the default one.
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "e2e-test-leases", "namespace": NAMESPACE},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                       "resourceNames": TEST_LEASES, "verbs": ["get", "list", "watch", "patch"]}]});
+        env.cluster.create_all(vec![
+            role,
+            binding(
+                Some(NAMESPACE),
+                "e2e-test-leases",
+                "Role",
+                "e2e-test-leases",
+                &[User::Webhook],
+            ),
+        ])?;
+        for lease in TEST_LEASES {
+            env.cluster.wait_for_access(
+                User::Webhook,
+                "patch",
+                &format!("leases.coordination.k8s.io/{lease}"),
+                NAMESPACE,
+                true,
+            )?;
+        }
+        Ok(env)
+    })
+}
+
+/// One test at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Starts replica `index` of the election for `lease`, reaching the API
+/// server through `kubeconfig` (default: directly).
+fn replica(env: &Installation, lease: &str, index: usize, kubeconfig: Option<PathBuf>) -> Webhook {
+    let secs = |d: Duration| format!("{}s", d.as_secs());
+    let args = [
+        "--leader-elect".to_owned(),
+        format!("--leader-elect-namespace={NAMESPACE}"),
+        format!("--leader-elect-lease-name={lease}"),
+        format!("--leader-elect-lease-duration={}", secs(DURATION)),
+        format!("--leader-elect-renew-deadline={}", secs(RENEW_DEADLINE)),
+        format!("--leader-elect-retry-period={}", secs(RETRY_PERIOD)),
+        "--reset-stale-force".to_owned(),
+        format!("--stale-force-grace={}", secs(GRACE)),
+    ];
+    Webhook::start(
+        &env.cluster,
+        WebhookOptions {
+            binary: env!("CARGO_BIN_EXE_pipelinerollout-webhook").into(),
+            name: format!("{lease}-{index}"),
+            policy: env.cluster.dir().join("policy.yaml"),
+            extra_args: args.to_vec(),
+            kubeconfig,
+        },
+    )
+    .unwrap_or_else(|e| panic!("replica {index} of {lease} did not start: {e}"))
+}
+
+/// The value of one series (`name` or `name{labels}`) in a replica's
+/// `/metrics`; 0 when absent or unreadable (a stopped replica leads
+/// nothing).
+fn metric(webhook: &Webhook, series: &str) -> f64 {
+    let Ok((200, text)) = webhook.admin_get("/metrics") else {
+        return 0.0;
+    };
+    text.lines()
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
+}
+
+fn leads(webhook: &Webhook) -> bool {
+    metric(webhook, "pipelinerollout_webhook_leader") == 1.0
+}
+
+fn sweeper_resets(webhook: &Webhook) -> f64 {
+    metric(
+        webhook,
+        "pipelinerollout_webhook_force_resets_total{by=\"sweeper\"}",
+    )
+}
+
+/// Waits until exactly one of `replicas` (those still running) leads;
+/// its index.
+fn one_leader(replicas: &[Webhook], timeout: Duration) -> usize {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let leading: Vec<usize> = (0..replicas.len())
+            .filter(|&i| replicas[i].pid().is_some() && leads(&replicas[i]))
+            .collect();
+        if let [only] = leading[..] {
+            return only;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not exactly one leader after {timeout:?} (leading: {leading:?}); logs:\n{}",
+            logs(replicas)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn logs(replicas: &[Webhook]) -> String {
+    replicas
+        .iter()
+        .enumerate()
+        .map(|(i, w)| format!("--- replica {i}:\n{}", w.log_tail(25)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The Lease's holder, as `kubectl get lease` shows it.
+fn holder(cluster: &Cluster, lease: &str) -> Option<String> {
+    let object = cluster
+        .kubectl(User::Admin)
+        .get("lease", NAMESPACE, lease)?;
+    object["spec"]["holderIdentity"].as_str().map(str::to_owned)
+}
+
+/// The identity a replica without POD_NAME takes: host name and pid.
+fn identity_of(webhook: &Webhook) -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    format!("{host}_{}", webhook.pid().expect("running"))
+}
+
+/// Makes `ns/name` with a force whose pause is over (no write after the
+/// pause ends): what the sweeper resets.
+fn stale_force(cluster: &Cluster, ns: &str, name: &str) {
+    let admin = cluster.kubectl(User::Admin);
+    let out = admin.run(&["create", "namespace", ns]);
+    assert!(out.success || out.stderr.contains("AlreadyExists"), "{out}");
+    admin
+        .create(&rollout(ns, name, Some(json!(300))), &[])
+        .expect_success("admin creates a rollout");
+    set_status(cluster, ns, name, pausing(false));
+    annotate(&admin, ns, name, Some("true")).expect_success("a break-glass force");
+    set_status(cluster, ns, name, idle());
+}
+
+fn is_reset(cluster: &Cluster, ns: &str, name: &str) -> bool {
+    annotation_of(&stored(&cluster.kubectl(User::Admin), ns, name)) == Some("false")
+}
+
+#[test]
+fn only_the_leader_sweeps_and_every_replica_serves() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let replicas: Vec<Webhook> = (0..3)
+        .map(|i| replica(env, DEFAULT_LEASE, i, None))
+        .collect();
+    let leader = one_leader(&replicas, Duration::from_secs(15));
+    assert_eq!(
+        holder(cluster, DEFAULT_LEASE),
+        Some(identity_of(&replicas[leader])),
+        "kubectl get lease names the replica that leads"
+    );
+    // Followers are ready and answer admission; they only do not sweep.
+    let review = std::fs::read_to_string(
+        envtest::repo_root().join("tests/fixtures/admission/01-create-kubectl-apply-validate.json"),
+    )
+    .expect("fixture");
+    for (i, follower) in replicas.iter().enumerate().filter(|(i, _)| *i != leader) {
+        assert_eq!(
+            follower.admin_get("/readyz").map(|(s, _)| s),
+            Ok(200),
+            "{i}"
+        );
+        let (status, body) = follower
+            .post_json(cluster, "/validate", &review)
+            .expect("POST");
+        assert_eq!(status, 200, "follower {i} answers admission: {body}");
+        assert!(body.contains("\"allowed\":true"), "{body}");
+    }
+
+    let ns = "e2e-leader-sweep";
+    stale_force(cluster, ns, "p");
+    let deadline = Instant::now() + GRACE + Duration::from_secs(15);
+    while !is_reset(cluster, ns, "p") {
+        assert!(
+            Instant::now() < deadline,
+            "the force was not reset; logs:\n{}",
+            logs(&replicas)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Time for any other sweeper to try too.
+    std::thread::sleep(GRACE + Duration::from_secs(2));
+    assert_eq!(
+        sweeper_resets(&replicas[leader]),
+        1.0,
+        "the leader reset it"
+    );
+    for (i, follower) in replicas.iter().enumerate().filter(|(i, _)| *i != leader) {
+        assert!(!leads(follower), "{i} does not lead");
+        assert_eq!(sweeper_resets(follower), 0.0, "{i} reset nothing");
+        for series in [
+            "pipelinerollout_webhook_sweeper_conflicts_total",
+            "pipelinerollout_webhook_sweeper_errors_total",
+        ] {
+            assert_eq!(metric(follower, series), 0.0, "{i} never tried: {series}");
+        }
+        assert!(
+            !follower.log_tail(10_000).contains("stale-force sweeper on"),
+            "follower {i} never started the sweeper:\n{}",
+            follower.log_tail(20)
+        );
+    }
+    assert!(
+        replicas[leader]
+            .log_tail(10_000)
+            .contains("stale-force sweeper on")
+    );
+    assert_eq!(one_leader(&replicas, Duration::from_secs(1)), leader);
+}
+
+#[test]
+fn a_sigkilled_leader_is_replaced_within_the_lease_duration_and_grace() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let lease = "leader-kill";
+    let mut replicas: Vec<Webhook> = (0..2).map(|i| replica(env, lease, i, None)).collect();
+    let leader = one_leader(&replicas, Duration::from_secs(15));
+    let other = 1 - leader;
+
+    replicas[leader].signal("KILL").expect("SIGKILL");
+    let killed = Instant::now();
+    replicas[leader]
+        .wait_exit(Duration::from_secs(5))
+        .expect("killed");
+    // A stale force made after the kill, which only a new leader can reset.
+    let ns = "e2e-leader-kill";
+    stale_force(cluster, ns, "p");
+    let (mut took_over, mut reset) = (None, None);
+    let limit = DURATION + GRACE + Duration::from_secs(3);
+    while took_over.is_none() || reset.is_none() {
+        if took_over.is_none() && leads(&replicas[other]) {
+            took_over = Some(killed.elapsed());
+        }
+        if reset.is_none() && is_reset(cluster, ns, "p") {
+            reset = Some(killed.elapsed());
+        }
+        assert!(
+            killed.elapsed() < limit + Duration::from_secs(5),
+            "no new leader or no reset (took over {took_over:?}, reset {reset:?}); logs:\n{}",
+            logs(&replicas)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (took_over, reset) = (took_over.expect("set"), reset.expect("set"));
+    eprintln!(
+        "SIGKILL of the leader (lease {DURATION:?}, grace {GRACE:?}): the other replica led after {took_over:?}, the force made after the kill was reset {reset:?} after it"
+    );
+    assert!(
+        reset <= limit,
+        "reset {reset:?} after the kill: more than the Lease duration plus the grace (and 3s)"
+    );
+    assert_eq!(sweeper_resets(&replicas[other]), 1.0);
+    assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[other])));
+}
+
+#[test]
+fn a_sigtermed_leader_hands_over_in_under_two_seconds() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let lease = "leader-term";
+    let mut replicas: Vec<Webhook> = (0..3).map(|i| replica(env, lease, i, None)).collect();
+    let mut leader = one_leader(&replicas, Duration::from_secs(15));
+    // Two hand-overs: three replicas, then two.
+    for round in 1..=2 {
+        replicas[leader].signal("TERM").expect("SIGTERM");
+        let asked = Instant::now();
+        let next = loop {
+            let running: Vec<usize> = (0..replicas.len())
+                .filter(|&i| i != leader && replicas[i].pid().is_some())
+                .collect();
+            if let Some(&next) = running.iter().find(|&&i| leads(&replicas[i])) {
+                break next;
+            }
+            assert!(
+                asked.elapsed() < Duration::from_secs(10),
+                "no replica took over; logs:\n{}",
+                logs(&replicas)
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let handover = asked.elapsed();
+        eprintln!("SIGTERM hand-over {round}: replica {next} led {handover:?} after the signal");
+        assert!(
+            handover < Duration::from_secs(2),
+            "hand-over took {handover:?}; logs:\n{}",
+            logs(&replicas)
+        );
+        replicas[leader]
+            .wait_exit(Duration::from_secs(10))
+            .expect("exits after SIGTERM");
+        let log = replicas[leader].log_tail(10_000);
+        assert!(
+            log.contains("the Lease is released"),
+            "the old leader released the Lease:\n{log}"
+        );
+        assert!(log.contains("stale-force sweeper stopped"), "{log}");
+        assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[next])));
+        assert_eq!(one_leader(&replicas, Duration::from_secs(1)), next);
+        leader = next;
+    }
+}
+
+#[test]
+fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let lease = "leader-cut";
+    let proxy = Proxy::start(cluster.api_addr()).expect("proxy");
+    let via_proxy = cluster
+        .kubeconfig_via(User::Webhook, proxy.addr(), "webhook-via-proxy")
+        .expect("kubeconfig");
+    let mut replicas = vec![replica(env, lease, 0, Some(via_proxy))];
+    assert_eq!(one_leader(&replicas, Duration::from_secs(15)), 0);
+    replicas.push(replica(env, lease, 1, None));
+    std::thread::sleep(RETRY_PERIOD * 2);
+    assert_eq!(
+        one_leader(&replicas, Duration::from_secs(1)),
+        0,
+        "0 keeps it"
+    );
+
+    proxy.cut();
+    let cut = Instant::now();
+    let (mut stopped, mut took_over) = (None, None);
+    while stopped.is_none() || took_over.is_none() {
+        if stopped.is_none() && !leads(&replicas[0]) {
+            stopped = Some(cut.elapsed());
+        }
+        if took_over.is_none() && leads(&replicas[1]) {
+            took_over = Some(cut.elapsed());
+        }
+        assert!(
+            cut.elapsed() < DURATION * 4,
+            "stopped {stopped:?}, took over {took_over:?}; logs:\n{}",
+            logs(&replicas)
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let (stopped, took_over) = (stopped.expect("set"), took_over.expect("set"));
+    eprintln!(
+        "API server cut off from the leader (renew deadline {RENEW_DEADLINE:?}, lease {DURATION:?}): it stopped its controllers {stopped:?} after the cut, the other replica led {took_over:?} after it"
+    );
+    assert!(
+        stopped < took_over,
+        "the cut-off leader stopped ({stopped:?}) before the other took over ({took_over:?})"
+    );
+    assert!(
+        stopped <= RENEW_DEADLINE + Duration::from_millis(1500),
+        "stopped {stopped:?} after the cut"
+    );
+    let log = replicas[0].log_tail(10_000);
+    assert!(log.contains("stale-force sweeper stopped"), "{log}");
+    assert!(log.contains("no longer leads"), "{log}");
+    assert_eq!(
+        replicas[0].admin_get("/readyz").map(|(s, _)| s),
+        Ok(200),
+        "still ready: readiness does not depend on leadership"
+    );
+
+    // Back on the network, it stays a follower.
+    proxy.restore();
+    std::thread::sleep(DURATION);
+    assert_eq!(one_leader(&replicas, Duration::from_secs(1)), 1);
+    assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[1])));
+}
