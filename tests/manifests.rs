@@ -1540,7 +1540,9 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
     // sweeper, unless its component drops it) reading and patching them,
     // and (with --leader-elect) the Lease. Nothing else; resourceNames only
     // on the Lease.
-    let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>, Vec<String>)> = rules
+    // (apiGroups, resources, verbs, resourceNames), each sorted.
+    type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+    let mut granted: Vec<Rule> = rules
         .iter()
         .map(|rule| {
             assert!(rule.non_resource_urls.is_none());

@@ -122,7 +122,8 @@ fn lease_client(
 }
 
 type ChangedFuture = Pin<Box<dyn Future<Output = kube_lease_manager::Result<bool>> + Send>>;
-type BuildFuture = Pin<Box<dyn Future<Output = kube_lease_manager::Result<LeaseManager>> + Send>>;
+type BuildFuture =
+    Pin<Box<dyn Future<Output = kube_lease_manager::Result<Box<LeaseManager>>> + Send>>;
 
 /// What woke the election loop.
 enum Wake {
@@ -130,7 +131,7 @@ enum Wake {
     Check,
     Retry,
     Released,
-    Built(kube_lease_manager::Result<LeaseManager>),
+    Built(kube_lease_manager::Result<Box<LeaseManager>>),
     Changed(kube_lease_manager::Result<bool>),
 }
 
@@ -220,7 +221,9 @@ pub async fn run_elected(
                     let (client, namespace, options) =
                         (lease_client.clone(), namespace.clone(), options.clone());
                     building = Some(Box::pin(async move {
-                        new_manager(client, &namespace, &options).await
+                        new_manager(client, &namespace, &options)
+                            .await
+                            .map(Box::new)
                     }));
                 }
                 Some(m) if changing.is_none() => {
@@ -262,7 +265,7 @@ pub async fn run_elected(
             Wake::Built(built) => {
                 building = None;
                 match built {
-                    Ok(m) => manager = Some(Arc::new(m)),
+                    Ok(m) => manager = Some(Arc::from(m)),
                     Err(e) => {
                         host.lease_error();
                         tracing::warn!(error = %e, "cannot read or create the Lease; trying again");
