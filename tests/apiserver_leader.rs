@@ -126,6 +126,17 @@ fn leads(webhook: &Webhook) -> bool {
     metric(webhook, "pipelinerollout_webhook_leader") == 1.0
 }
 
+fn transitions(webhook: &Webhook, transition: &str) -> f64 {
+    metric(
+        webhook,
+        &format!("pipelinerollout_webhook_leader_transitions_total{{transition=\"{transition}\"}}"),
+    )
+}
+
+fn lease_errors(webhook: &Webhook) -> f64 {
+    metric(webhook, "pipelinerollout_webhook_leader_lease_errors_total")
+}
+
 fn sweeper_resets(webhook: &Webhook) -> f64 {
     metric(
         webhook,
@@ -270,6 +281,19 @@ fn only_the_leader_sweeps_and_every_replica_serves() {
             .contains("stale-force sweeper on")
     );
     assert_eq!(one_leader(&replicas, Duration::from_secs(1)), leader);
+    // The base install's RBAC is all they need: no call about the Lease
+    // failed, and the leader took it once.
+    for (i, replica) in replicas.iter().enumerate() {
+        assert_eq!(
+            lease_errors(replica),
+            0.0,
+            "replica {i}:\n{}",
+            replica.log_tail(20)
+        );
+        let want = if i == leader { 1.0 } else { 0.0 };
+        assert_eq!(transitions(replica, "acquired"), want, "replica {i}");
+        assert_eq!(transitions(replica, "lost"), 0.0, "replica {i}");
+    }
 }
 
 #[test]
@@ -360,6 +384,10 @@ fn a_sigtermed_leader_hands_over_in_under_two_seconds() {
             "the old leader released the Lease:\n{log}"
         );
         assert!(log.contains("stale-force sweeper stopped"), "{log}");
+        assert!(
+            log.find("stale-force sweeper stopped") < log.find("the Lease is released"),
+            "the sweeper stopped before the Lease was released:\n{log}"
+        );
         assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[next])));
         assert_eq!(one_leader(&replicas, Duration::from_secs(1)), next);
         leader = next;
@@ -418,6 +446,12 @@ fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() {
     let log = replicas[0].log_tail(10_000);
     assert!(log.contains("stale-force sweeper stopped"), "{log}");
     assert!(log.contains("no longer leads"), "{log}");
+    assert_eq!(transitions(&replicas[0], "lost"), 1.0);
+    assert!(
+        lease_errors(&replicas[0]) >= 1.0,
+        "its failed renewals are counted"
+    );
+    assert_eq!(transitions(&replicas[1], "acquired"), 1.0);
     assert_eq!(
         replicas[0].admin_get("/readyz").map(|(s, _)| s),
         Ok(200),
@@ -429,4 +463,9 @@ fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() {
     std::thread::sleep(DURATION);
     assert_eq!(one_leader(&replicas, Duration::from_secs(1)), 1);
     assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[1])));
+    assert_eq!(
+        transitions(&replicas[0], "acquired"),
+        1.0,
+        "it did not lead again"
+    );
 }

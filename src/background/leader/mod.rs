@@ -103,20 +103,21 @@ pub async fn run_unelected(
     host.leading(false);
 }
 
-/// The Lease client: requests time out after the retry period (so a hung
-/// API server fails a renewal instead of stalling it), and successful
-/// writes of the Lease are recorded in `writes`.
+/// The Lease client: each request must be answered within the retry
+/// period (so a hung API server fails a renewal instead of stalling it),
+/// and successful writes of the Lease are recorded in `writes`. The
+/// timeout is per request, not a read timeout on the connection, which
+/// would also close idle pooled connections and fail the request handed
+/// one just then.
 fn lease_client(
     mut config: kube::Config,
     namespace: &str,
     options: &LeaseOptions,
     writes: LeaseWrites,
 ) -> Result<kube::Client, kube::Error> {
-    let timeout = Some(options.retry_period);
-    config.connect_timeout = timeout;
-    config.read_timeout = timeout;
-    config.write_timeout = timeout;
+    config.connect_timeout = Some(options.retry_period);
     Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower::timeout::TimeoutLayer::new(options.retry_period))
         .with_layer(&RecordWrites::new(namespace, &options.name, writes))
         .build())
 }
