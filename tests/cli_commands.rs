@@ -216,6 +216,47 @@ fn serve_refuses_a_bad_policy_at_start_up() {
 }
 
 #[test]
+fn serve_refuses_lease_settings_that_cannot_work() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cases = [
+        (
+            vec!["--leader-elect", "--leader-elect-renew-deadline=15s"],
+            "--leader-elect-renew-deadline (15s) must be shorter than --leader-elect-lease-duration (15s)",
+        ),
+        (
+            vec![
+                "--leader-elect=true",
+                "--leader-elect-lease-duration=2500ms",
+            ],
+            "--leader-elect-lease-duration must be a whole number of seconds",
+        ),
+        (
+            vec!["--leader-elect", "--leader-elect-lease-name=Webhook"],
+            "is not a valid Lease name",
+        ),
+    ];
+    for (flags, says) in cases {
+        let out = bin()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .args(&flags)
+            .arg("--dev-certs-dir")
+            .arg(dir.path().join("certs"))
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
 fn serve_with_no_command_generates_and_reuses_dev_certificates() {
     let dir = tempfile::tempdir().expect("dir");
     let certs = dir.path().join("certs");
