@@ -4,7 +4,8 @@
 //! the Lease sweeps, a SIGKILLed leader is replaced within the Lease
 //! duration, a SIGTERMed one hands over in under two seconds, and a leader
 //! cut off from the API server stops its controllers before another takes
-//! over. Same harness and skip rules as tests/apiserver_webhook.rs.
+//! over; a deleted Lease is made anew without two leaders at once. Same
+//! harness and skip rules as tests/apiserver_webhook.rs.
 //!
 //! The installation's own webhook, which the webhook configurations point
 //! at, only serves admission (no election, no sweeper), so that killing a
@@ -34,7 +35,7 @@ const NAMESPACE: &str = "pipelinerollout-webhook";
 /// The Lease the base install's Role names.
 const DEFAULT_LEASE: &str = "pipelinerollout-webhook";
 /// Leases of their own for the other tests (granted by this file's Role).
-const TEST_LEASES: [&str; 3] = ["leader-kill", "leader-term", "leader-cut"];
+const TEST_LEASES: [&str; 4] = ["leader-kill", "leader-term", "leader-cut", "leader-gone"];
 
 static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -468,4 +469,40 @@ fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() {
         1.0,
         "it did not lead again"
     );
+}
+
+#[test]
+fn a_deleted_lease_is_made_anew_and_never_has_two_leaders() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let lease = "leader-gone";
+    let replicas: Vec<Webhook> = (0..2).map(|i| replica(env, lease, i, None)).collect();
+    let leader = one_leader(&replicas, Duration::from_secs(15));
+    cluster
+        .kubectl(User::Admin)
+        .run(&["delete", "lease", lease, "-n", NAMESPACE])
+        .expect_success("an operator deletes the Lease");
+    let deleted = Instant::now();
+    let mut both = 0;
+    while deleted.elapsed() < DURATION + Duration::from_secs(2) {
+        if replicas.iter().all(leads) {
+            both += 1;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(
+        both,
+        0,
+        "two replicas led at once; logs:\n{}",
+        logs(&replicas)
+    );
+    let now_leading = one_leader(&replicas, Duration::from_secs(5));
+    assert_eq!(
+        holder(cluster, lease),
+        Some(identity_of(&replicas[now_leading])),
+        "the Lease is back, held by the replica that leads"
+    );
+    let log = replicas[leader].log_tail(10_000);
+    assert!(log.contains("the Lease was deleted"), "{log}");
 }

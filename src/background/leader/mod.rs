@@ -22,12 +22,16 @@
 //!   within a few round trips instead of a Lease duration.
 //! - **Shutdown.** On shutdown the leader stops its controllers first, then
 //!   releases the Lease.
+//! - **A deleted Lease** (seen by the watch, or a renewal answered 404)
+//!   stops the leader at once; every replica then makes it anew and
+//!   campaigns.
 //!
 //! With election off ([`run_unelected`]) the controllers run from start to
 //! shutdown, in every replica.
 
 mod controllers;
 mod options;
+mod released;
 mod renewals;
 
 use std::future::Future;
@@ -35,11 +39,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt as _;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::runtime::WatchStreamExt as _;
-use kube::runtime::watcher::{self, Event};
 use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -132,6 +132,7 @@ enum Wake {
     Check,
     Retry,
     Released,
+    Deleted,
     Built(kube_lease_manager::Result<Box<LeaseManager>>),
     Changed(kube_lease_manager::Result<bool>),
 }
@@ -182,11 +183,11 @@ pub async fn run_elected(
         controllers = ?controllers.iter().map(Controller::name).collect::<Vec<_>>(),
         "leader election on: the holder of the Lease runs the background controllers"
     );
-    let released = Arc::new(Notify::new());
-    tokio::spawn(watch_releases(
+    let (released, deleted) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    tokio::spawn(released::watch(
         Api::namespaced(watch_client, &namespace),
         options.name.clone(),
-        Arc::clone(&released),
+        (Arc::clone(&released), Arc::clone(&deleted)),
         shutdown.child_token(),
     ));
     let retry = options.retry_period;
@@ -249,6 +250,7 @@ pub async fn run_elected(
             () = shutdown.cancelled() => Wake::Shutdown,
             () = sleep_until(check) => Wake::Check,
             () = sleep_until(retry_at) => Wake::Retry,
+            () = deleted.notified() => Wake::Deleted,
             () = released.notified(), if !holder => Wake::Released,
             built = poll_opt(&mut building) => Wake::Built(built),
             changed = poll_opt(&mut changing) => Wake::Changed(changed),
@@ -261,6 +263,13 @@ pub async fn run_elected(
                 // Campaign afresh now, instead of sleeping until the expiry
                 // the current manager last read.
                 tracing::debug!("the Lease was released: trying to take it");
+                (manager, changing, building, retry_at) = (None, None, None, None);
+            }
+            Wake::Deleted => {
+                // Whoever makes it anew may take it at once: a leader stops
+                // now rather than at its next renewal.
+                tracing::warn!("the Lease was deleted: making it anew and trying to take it");
+                holder = false;
                 (manager, changing, building, retry_at) = (None, None, None, None);
             }
             Wake::Built(built) => {
@@ -280,7 +289,7 @@ pub async fn run_elected(
                     Ok(now_holder) => holder = now_holder,
                     Err(e) => {
                         host.lease_error();
-                        if matches!(e, LeaseManagerError::NonexistentLease(_)) {
+                        if lease_is_gone(&e) {
                             // Deleted: others may make it anew and take it.
                             holder = false;
                             manager = None;
@@ -318,6 +327,16 @@ pub async fn run_elected(
     }
 }
 
+/// Whether `error` says the Lease does not exist (read, or written: a
+/// renewal of a deleted Lease is a 404).
+fn lease_is_gone(error: &LeaseManagerError) -> bool {
+    match error {
+        LeaseManagerError::NonexistentLease(_) => true,
+        LeaseManagerError::KubeError(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
+    }
+}
+
 /// A lease manager for `options`, making the Lease when it is missing.
 async fn new_manager(
     client: kube::Client,
@@ -333,41 +352,4 @@ async fn new_manager(
         .with_grace(options.renew_ahead_seconds())
         .build()
         .await
-}
-
-/// Wakes `released` whenever the Lease has no holder (released, or never
-/// held) or is deleted.
-async fn watch_releases(
-    api: Api<Lease>,
-    name: String,
-    released: Arc<Notify>,
-    stop: CancellationToken,
-) {
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let stream = watcher::watcher(api, config).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let event = tokio::select! {
-            () = stop.cancelled() => return,
-            event = stream.next() => event,
-        };
-        match event {
-            None => return,
-            Some(Ok(Event::Apply(lease) | Event::InitApply(lease))) => {
-                let free = lease
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.holder_identity.as_deref())
-                    .is_none_or(str::is_empty);
-                if free {
-                    released.notify_one();
-                }
-            }
-            Some(Ok(Event::Delete(_))) => released.notify_one(),
-            Some(Ok(Event::Init | Event::InitDone)) => {}
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "the watch of the Lease failed; restarting with backoff");
-            }
-        }
-    }
 }
