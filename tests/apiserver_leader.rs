@@ -335,6 +335,18 @@ fn a_sigkilled_leader_is_replaced_within_the_lease_duration_and_grace() {
     eprintln!(
         "SIGKILL of the leader (lease {DURATION:?}, grace {GRACE:?}): the other replica led after {took_over:?}, the force made after the kill was reset {reset:?} after it"
     );
+    // The Lease expires at most its duration after the last renewal, which
+    // came before the kill; the new leader's sweeper then waits its grace
+    // from its first look at the object (and up to a tick of 1s).
+    let slack = Duration::from_millis(1500);
+    assert!(
+        took_over <= DURATION + slack,
+        "took over {took_over:?} after the kill"
+    );
+    assert!(
+        reset <= took_over + GRACE + slack,
+        "reset {reset:?} after the kill, {took_over:?} after which the other replica led"
+    );
     assert!(
         reset <= limit,
         "reset {reset:?} after the kill: more than the Lease duration plus the grace (and 3s)"
@@ -505,4 +517,61 @@ fn a_deleted_lease_is_made_anew_and_never_has_two_leaders() {
     );
     let log = replicas[leader].log_tail(10_000);
     assert!(log.contains("the Lease was deleted"), "{log}");
+}
+
+#[test]
+fn with_election_off_every_replica_runs_the_controllers() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let replicas: Vec<Webhook> = (0..2)
+        .map(|i| {
+            Webhook::start(
+                cluster,
+                WebhookOptions {
+                    binary: env!("CARGO_BIN_EXE_pipelinerollout-webhook").into(),
+                    name: format!("election-off-{i}"),
+                    policy: cluster.dir().join("policy.yaml"),
+                    extra_args: [
+                        "--leader-elect=false",
+                        "--reset-stale-force",
+                        "--stale-force-grace=2s",
+                    ]
+                    .map(str::to_owned)
+                    .to_vec(),
+                    kubeconfig: None,
+                },
+            )
+            .expect("start")
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !replicas.iter().all(leads) {
+        assert!(Instant::now() < deadline, "{}", logs(&replicas));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ns = "e2e-leader-off";
+    stale_force(cluster, ns, "p");
+    let deadline = Instant::now() + GRACE + Duration::from_secs(15);
+    while !is_reset(cluster, ns, "p") {
+        assert!(Instant::now() < deadline, "{}", logs(&replicas));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(GRACE + Duration::from_secs(2));
+    let resets: f64 = replicas.iter().map(sweeper_resets).sum();
+    assert_eq!(
+        resets, 1.0,
+        "one reset wins; the other fails its resourceVersion test"
+    );
+    for (i, replica) in replicas.iter().enumerate() {
+        assert!(
+            replica.log_tail(10_000).contains("stale-force sweeper on"),
+            "replica {i} runs the sweeper"
+        );
+        assert_eq!(transitions(replica, "acquired"), 0.0, "no election: {i}");
+        assert!(
+            !replica.log_tail(10_000).contains("leader election on"),
+            "replica {i} took part in no election"
+        );
+    }
 }
