@@ -139,7 +139,7 @@ pub struct ServeArgs {
     /// The most requests in flight at once, across all connections and HTTP/2 streams; more get 503 at once.
     #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_REQUESTS", default_value_t = crate::server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS)]
     pub max_inflight_requests: usize,
-    /// Kubeconfig for RBAC checks (forceReapply.rbac), Events and the sweeper; without it, the in-cluster service account or KUBECONFIG.
+    /// Kubeconfig for RBAC checks (forceReapply.rbac), Events, the sweeper and leader election; without it, the in-cluster service account or KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// The namespaces the webhook configurations skip (comma-separated), besides the webhook's own (POD_NAMESPACE): a request about them cannot come from the API server, so it records no Event.
