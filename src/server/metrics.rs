@@ -10,6 +10,8 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::admission::{AdmissionRequest, Outcome};
 use crate::events::EventCounts;
+use crate::policy::rules::GateResult;
+use crate::server::recent_forces::RecentForces;
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -109,6 +111,8 @@ pub struct Metrics {
     pub budget: BudgetMetrics,
     /// Log lines dropped because the log buffer was full or their write failed.
     pub log_lines_dropped: Counter,
+    /// The most recent forces allowed: when, by whom, on which rollout.
+    pub recent_forces: RecentForces,
 }
 
 impl Default for Metrics {
@@ -236,7 +240,14 @@ impl Metrics {
             rbac_duration.clone(),
         );
         let budget = BudgetMetrics::register(&mut registry);
-        Self {
+        let recent_forces = RecentForces::default();
+        registry.register_with_unit(
+            "force_allowed_timestamp",
+            "When a force was allowed (not a dry run), by gate, PipelineRollout namespace and name, and user; the most recent 64 only",
+            Unit::Seconds,
+            recent_forces.family.clone(),
+        );
+        let metrics = Self {
             registry,
             requests,
             request_duration,
@@ -256,7 +267,10 @@ impl Metrics {
             sweeper_watch_restarts,
             budget,
             log_lines_dropped,
-        }
+            recent_forces,
+        };
+        super::metric_series::start_at_zero(&metrics);
+        metrics
     }
 
     /// Records what one answered review decided: the force gates, and the
@@ -268,6 +282,14 @@ impl Metrics {
                 .inc();
         }
         for (gate, result) in &outcome.decision.gates {
+            if *result == GateResult::Allowed && !request.dry_run {
+                self.recent_forces.record(
+                    gate.as_str(),
+                    &request.namespace,
+                    &request.name,
+                    request.user.username(),
+                );
+            }
             self.gate_decisions
                 .get_or_create(&GateLabels {
                     gate: gate.as_str(),
