@@ -8,7 +8,7 @@
 use crate::events::EventLabels;
 use crate::policy::rules::{EventReason, Gate, GateResult};
 use crate::server::metrics::{
-    GateLabels, LaneLabels, Metrics, ReasonLabels, ResetLabels, ResultLabels,
+    GateLabels, LaneLabels, Metrics, ReasonLabels, ResetLabels, ResultLabels, RuleLabels,
 };
 
 /// Every Event reason, for the Event counters.
@@ -39,6 +39,13 @@ pub fn start_at_zero(metrics: &Metrics) {
                 })
                 .inc_by(0);
         }
+    }
+    // Rule 0 (not judged) and the rules that deny (docs/rules.md).
+    for rule in [0, 2, 3, 4, 5, 6, 7] {
+        metrics
+            .denials
+            .get_or_create(&RuleLabels { rule })
+            .inc_by(0);
     }
     for result in ["success", "failure"] {
         metrics

@@ -13,6 +13,8 @@ use crate::events::EventCounts;
 use crate::policy::rules::GateResult;
 use crate::server::recent_forces::RecentForces;
 
+pub use crate::server::budget_metrics::{BudgetMetrics, LaneLabels, ReasonLabels};
+
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -60,6 +62,14 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Labels of a denial: the rule broken (docs/rules.md; 0: the request
+/// could not be judged).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabels {
+    /// The rule's number.
+    pub rule: u8,
+}
+
 /// Labels of a stale-force reset: who reset it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResetLabels {
@@ -67,7 +77,7 @@ pub struct ResetLabels {
     pub by: &'static str,
 }
 
-fn duration_histogram() -> Histogram {
+pub(crate) fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
@@ -81,6 +91,8 @@ pub struct Metrics {
     pub request_duration: Family<WebhookLabels, Histogram, fn() -> Histogram>,
     /// Requests being served now.
     pub in_flight: Gauge,
+    /// Broken rules that denied a request, by rule.
+    pub denials: Family<RuleLabels, Counter>,
     /// Force-reapply and force-promote decisions.
     pub gate_decisions: Family<GateLabels, Counter>,
     /// Policy reloads.
@@ -139,6 +151,7 @@ impl Metrics {
             );
         let in_flight = Gauge::default();
         let gate_decisions = Family::<GateLabels, Counter>::default();
+        let denials = Family::<RuleLabels, Counter>::default();
         let policy_reloads = Family::<ResultLabels, Counter>::default();
         let policy_generation = Gauge::default();
         let tls_reloads = Family::<ResultLabels, Counter>::default();
@@ -198,6 +211,11 @@ impl Metrics {
             in_flight.clone(),
         );
         registry.register(
+            "denials",
+            "Broken rules that denied a request, by rule number (docs/rules.md; 0: the request could not be judged)",
+            denials.clone(),
+        );
+        registry.register(
             "force_decisions",
             "Decisions on forcing a re-apply (allow-data-loss) or a promotion (forcePromote), by gate and result",
             gate_decisions.clone(),
@@ -243,7 +261,7 @@ impl Metrics {
         let recent_forces = RecentForces::default();
         registry.register_with_unit(
             "force_allowed_timestamp",
-            "When a force was allowed (not a dry run), by gate, PipelineRollout namespace and name, and user; the most recent 64 only",
+            "When a force was allowed (not a dry run), by gate, PipelineRollout (rollout_namespace, rollout) and user; the most recent 64 only",
             Unit::Seconds,
             recent_forces.family.clone(),
         );
@@ -252,6 +270,7 @@ impl Metrics {
             requests,
             request_duration,
             in_flight,
+            denials,
             gate_decisions,
             policy_reloads,
             policy_generation,
@@ -279,6 +298,13 @@ impl Metrics {
         if outcome.decision.reset_force && !request.dry_run {
             self.force_resets
                 .get_or_create(&ResetLabels { by: "mutate" })
+                .inc();
+        }
+        for violation in &outcome.decision.denials {
+            self.denials
+                .get_or_create(&RuleLabels {
+                    rule: violation.rule(),
+                })
                 .inc();
         }
         for (gate, result) in &outcome.decision.gates {
@@ -322,78 +348,6 @@ impl Metrics {
         // Writing to a String does not fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
-    }
-}
-
-/// Labels of a wait for body budget.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LaneLabels {
-    /// small (bodies up to 1 MiB) or large.
-    pub lane: &'static str,
-}
-
-/// Labels of a request refused with 503 by the limits.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    /// requests_in_flight (no request slot free) or body_budget (no room
-    /// for the body before the deadline).
-    pub reason: &'static str,
-}
-
-/// The metrics of the body budget and the request limit
-/// (`server::budget`).
-#[derive(Debug, Clone)]
-pub struct BudgetMetrics {
-    /// The budget, in bytes.
-    pub capacity: Gauge,
-    /// Body bytes reserved now.
-    pub reserved: Gauge,
-    /// Requests that had to wait for body budget, by lane.
-    pub waits: Family<LaneLabels, Counter>,
-    /// How long those waits took, whether they got the budget or not.
-    pub wait_duration: Histogram,
-    /// Requests answered 503 by the limits, by reason.
-    pub refusals: Family<ReasonLabels, Counter>,
-}
-
-impl BudgetMetrics {
-    fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            capacity: Gauge::default(),
-            reserved: Gauge::default(),
-            waits: Family::default(),
-            wait_duration: duration_histogram(),
-            refusals: Family::default(),
-        };
-        registry.register_with_unit(
-            "body_budget",
-            "The budget of request body bytes in flight (--max-inflight-body-bytes)",
-            Unit::Bytes,
-            metrics.capacity.clone(),
-        );
-        registry.register_with_unit(
-            "body_budget_reserved",
-            "Request body bytes reserved now (announced or read)",
-            Unit::Bytes,
-            metrics.reserved.clone(),
-        );
-        registry.register(
-            "body_budget_waits",
-            "Requests that waited for body budget, by lane (small: bodies up to 1 MiB)",
-            metrics.waits.clone(),
-        );
-        registry.register_with_unit(
-            "body_budget_wait_duration",
-            "How long requests waited for body budget, whether they got it or not",
-            Unit::Seconds,
-            metrics.wait_duration.clone(),
-        );
-        registry.register(
-            "limit_refusals",
-            "Requests answered 503 by the limits, by reason (requests_in_flight, body_budget)",
-            metrics.refusals.clone(),
-        );
-        metrics
     }
 }
 

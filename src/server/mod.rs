@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod budget;
+pub mod budget_metrics;
 pub mod conn;
 pub mod deadline;
 pub mod health;

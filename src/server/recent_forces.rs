@@ -24,10 +24,11 @@ const MAX_LABEL: usize = 253;
 pub struct ForceLabels {
     /// force-reapply or force-promote.
     pub gate: &'static str,
-    /// The PipelineRollout's namespace.
-    pub namespace: String,
+    /// The PipelineRollout's namespace (not `namespace`, which Prometheus
+    /// gives the scraped pod's).
+    pub rollout_namespace: String,
     /// The PipelineRollout's name.
-    pub name: String,
+    pub rollout: String,
     /// Who forced it (userInfo.username).
     pub user: String,
 }
@@ -45,8 +46,8 @@ impl RecentForces {
     pub fn record(&self, gate: &'static str, namespace: &str, name: &str, user: &str) {
         let labels = ForceLabels {
             gate,
-            namespace: clip(namespace),
-            name: clip(name),
+            rollout_namespace: clip(namespace),
+            rollout: clip(name),
             user: clip(user),
         };
         let now = SystemTime::now()
@@ -95,7 +96,7 @@ mod tests {
         let text = encoded(&forces);
         assert!(
             text.contains(
-                "forces{gate=\"force-reapply\",namespace=\"team-a\",name=\"orders\",user=\"alice\"} "
+                "forces{gate=\"force-reapply\",rollout_namespace=\"team-a\",rollout=\"orders\",user=\"alice\"} "
             ),
             "{text}"
         );
@@ -117,8 +118,11 @@ mod tests {
         let text = encoded(&forces);
         let kept = text.lines().filter(|l| l.starts_with("forces{")).count();
         assert_eq!(kept, KEPT, "{text}");
-        assert!(!text.contains("name=\"p9\""), "the oldest are gone: {text}");
-        assert!(text.contains("name=\"p10\""), "{text}");
+        assert!(
+            !text.contains("rollout=\"p9\""),
+            "the oldest are gone: {text}"
+        );
+        assert!(text.contains("rollout=\"p10\""), "{text}");
     }
 
     #[test]
