@@ -368,6 +368,16 @@ async fn every_dashboard_and_alert_expression_finds_the_webhooks_series() {
             "the force alert does not name the force sent: {labels:?}"
         ));
     }
+    // alice's refused force is among the recent decisions, by namespace.
+    let recent = "pipelinerollout_webhook_force_decision_timestamp_seconds{result=\"denied\",user=\"alice\",rollout_namespace=\"team-a\"}";
+    if prometheus
+        .query(recent)
+        .await
+        .map(|r| r.is_empty())
+        .unwrap_or(true)
+    {
+        problems.push(format!("no recent denied force of alice: {recent}"));
+    }
     // The denials by rule: alice's force (rule 6) and the string (rule 2).
     for rule in ["6", "2"] {
         let expr = format!("pipelinerollout_webhook_denials_total{{rule=\"{rule}\"}} > 0");

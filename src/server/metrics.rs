@@ -10,7 +10,6 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::admission::{AdmissionRequest, Outcome};
 use crate::events::EventCounts;
-use crate::policy::rules::GateResult;
 use crate::server::recent_forces::RecentForces;
 
 pub use crate::server::budget_metrics::{BudgetMetrics, LaneLabels, ReasonLabels};
@@ -123,7 +122,7 @@ pub struct Metrics {
     pub budget: BudgetMetrics,
     /// Log lines dropped because the log buffer was full or their write failed.
     pub log_lines_dropped: Counter,
-    /// The most recent forces allowed: when, by whom, on which rollout.
+    /// The most recent force decisions: when, by whom, on which rollout.
     pub recent_forces: RecentForces,
 }
 
@@ -260,8 +259,8 @@ impl Metrics {
         let budget = BudgetMetrics::register(&mut registry);
         let recent_forces = RecentForces::default();
         registry.register_with_unit(
-            "force_allowed_timestamp",
-            "When a force was allowed (not a dry run), by gate, PipelineRollout (rollout_namespace, rollout) and user; the most recent 64 only",
+            "force_decision_timestamp",
+            "When a force was decided (not a dry run), by gate, result, PipelineRollout (rollout_namespace, rollout) and user; the most recent 64 of each result only",
             Unit::Seconds,
             recent_forces.family.clone(),
         );
@@ -308,9 +307,9 @@ impl Metrics {
                 .inc();
         }
         for (gate, result) in &outcome.decision.gates {
-            if *result == GateResult::Allowed && !request.dry_run {
+            if !request.dry_run {
                 self.recent_forces.record(
-                    gate.as_str(),
+                    (gate.as_str(), result.as_str()),
                     &request.namespace,
                     &request.name,
                     request.user.username(),
