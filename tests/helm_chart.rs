@@ -453,3 +453,93 @@ fn the_default_rendering_carries_helms_standard_labels() {
         }
     }
 }
+
+#[test]
+fn a_generated_ca_is_new_on_every_rendering() {
+    let ca = |docs: &[Value]| {
+        object(docs, "Secret", "pipelinerollout-webhook-tls")["data"]["ca.crt"].clone()
+    };
+    let gen_ca = example("gen-ca.yaml").display().to_string();
+    let (first, second) = (template(&["-f", &gen_ca]), template(&["-f", &gen_ca]));
+    assert_ne!(
+        ca(&first),
+        ca(&second),
+        "values.yaml says genCA rotates on every upgrade"
+    );
+}
+
+#[test]
+fn another_namespace_is_named_everywhere_the_install_refers_to_itself() {
+    let run = helm(&[
+        "template",
+        NAME,
+        CHART,
+        "--namespace",
+        "platform",
+        "--set",
+        "serviceMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let docs = helm_support::documents(&run.stdout, "helm template -n platform");
+    for doc in &docs {
+        let ns = &doc["metadata"]["namespace"];
+        assert!(
+            ns.is_null() || ns == "platform",
+            "{}: namespace {ns}",
+            helm_support::id(doc)
+        );
+    }
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let config = object(&docs, kind, NAME);
+        let webhook = &config["webhooks"][0];
+        assert_eq!(webhook["clientConfig"]["service"]["namespace"], "platform");
+        assert_eq!(
+            webhook["namespaceSelector"]["matchExpressions"][0]["values"][0],
+            "platform"
+        );
+        assert_eq!(
+            config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "platform/pipelinerollout-webhook-tls"
+        );
+    }
+    let cert = object(&docs, "Certificate", "pipelinerollout-webhook-tls");
+    assert_eq!(
+        cert["spec"]["dnsNames"][0],
+        "pipelinerollout-webhook.platform.svc"
+    );
+    let own = object(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "pipelinerollout-webhook-own-account",
+    );
+    let condition = own["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        condition.contains("'system:serviceaccount:platform:pipelinerollout-webhook'"),
+        "{condition}"
+    );
+    for binding in docs.iter().filter(|d| d["kind"] == "ClusterRoleBinding") {
+        assert_eq!(
+            binding["subjects"][0]["namespace"],
+            "platform",
+            "{}",
+            helm_support::id(binding)
+        );
+    }
+    let monitor = object(&docs, "ServiceMonitor", NAME);
+    assert_eq!(
+        monitor["spec"]["namespaceSelector"]["matchNames"][0],
+        "platform"
+    );
+    let rules =
+        serde_json::to_string(&object(&docs, "PrometheusRule", NAME)["spec"]).expect("JSON");
+    assert!(
+        !rules.contains("namespace=\\\"pipelinerollout-webhook\\\""),
+        "the alerts select the install's namespace: {rules}"
+    );
+    assert!(rules.contains("namespace=\\\"platform\\\""));
+}
