@@ -543,3 +543,28 @@ fn another_namespace_is_named_everywhere_the_install_refers_to_itself() {
     );
     assert!(rules.contains("namespace=\\\"platform\\\""));
 }
+
+#[test]
+fn every_kustomize_component_has_chart_values() {
+    let covered: Vec<&str> = EQUIVALENTS
+        .iter()
+        .flat_map(|(c, _)| c.iter().copied())
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root().join("manifests/components")).expect("components") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        let dir = format!("manifests/components/{name}");
+        if !covered.contains(&dir.as_str()) {
+            missing.push(dir);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these kustomize components have no chart values in EQUIVALENTS (tests/helm_chart.rs): \
+         add values that render the same, and the pair there: {missing:?}"
+    );
+}
