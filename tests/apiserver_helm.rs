@@ -193,6 +193,39 @@ impl Env {
         );
     }
 
+    /// The dry run NOTES.txt shows, run as it says: the default is written.
+    fn assert_notes_dry_run_shows_the_default(&self) {
+        let notes = self.helm(&["get", "notes", RELEASE, "--namespace", NAMESPACE]);
+        assert!(notes.success, "helm get notes: {}", notes.stderr);
+        let manifest: String = notes
+            .stdout
+            .lines()
+            .skip_while(|l| !l.contains("<<'YAML'"))
+            .skip(1)
+            .take_while(|l| l.trim() != "YAML")
+            .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+            .collect();
+        let object: Value = serde_saphyr::from_str(&manifest)
+            .unwrap_or_else(|e| panic!("the NOTES' manifest is not YAML ({e}):\n{manifest}"));
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .expect("namespace")
+            .to_owned();
+        let out = self.kubectl(&["create", "namespace", &namespace]);
+        assert!(out.success, "{out}");
+        let out = self
+            .cluster
+            .kubectl(User::Admin)
+            .create(&object, &["--dry-run=server", "-o", "json"]);
+        assert!(out.success, "the NOTES' dry run: {out}");
+        assert_eq!(
+            out.json()["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"],
+            31_536_000
+        );
+        let out = self.kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
+        assert!(out.success, "{out}");
+    }
+
     fn uninstall(&self) {
         let run = self.helm(&["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"]);
         assert!(run.success, "helm uninstall: {}{}", run.stdout, run.stderr);
@@ -235,6 +268,7 @@ fn default_values_install_upgrade_the_policy_in_place_and_uninstall() {
         assert!(ids.iter().any(|i| i == kind), "{kind} missing from {ids:?}");
     }
     env.assert_webhooks_answer("helm-default");
+    env.assert_notes_dry_run_shows_the_default();
 
     // An upgrade of the policy alone: the ConfigMap changes in place, the
     // pod template (and so the Deployment's generation) does not.

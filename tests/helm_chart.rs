@@ -568,3 +568,33 @@ fn every_kustomize_component_has_chart_values() {
          add values that render the same, and the pair there: {missing:?}"
     );
 }
+
+#[test]
+fn notes_say_how_to_check_the_install_and_remove_the_webhook() {
+    let run = helm(&[
+        "install",
+        NAME,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let notes = run
+        .stdout
+        .split("NOTES:")
+        .nth(1)
+        .expect("helm prints the NOTES");
+    for says in [
+        "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations pipelinerollout-webhook",
+        "kubectl create --dry-run=server",
+        "grep pauseGracePeriodSeconds",
+        "kubectl delete validatingwebhookconfiguration/pipelinerollout-webhook mutatingwebhookconfiguration/pipelinerollout-webhook",
+        "helm uninstall",
+    ] {
+        assert!(
+            notes.contains(says),
+            "NOTES.txt does not say {says:?}:\n{notes}"
+        );
+    }
+}
