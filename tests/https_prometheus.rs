@@ -24,6 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use https_support::binary::{Binary, free_port, which};
+use https_support::sar_stand_in::SarStandIn;
 use https_support::{admin_get, fixture};
 use hyper::StatusCode;
 use serde_json::Value;
@@ -226,15 +227,53 @@ async fn every_dashboard_and_alert_expression_finds_the_webhooks_series() {
         return;
     };
     let dir = tempfile::tempdir().expect("dir");
-    let policy = helm_support::write(dir.path(), "policy.yaml", "mode: enforce\n");
-    let policy_arg = policy.display().to_string();
-    let webhook =
-        Binary::start_with(None, &["--policy", &policy_arg, "--reload-interval", "1s"]).await;
+    // Forces are checked through RBAC, against a stand-in that allows alice.
+    let api = SarStandIn::start(&["alice"]).await;
+    let policy = helm_support::write(
+        dir.path(),
+        "policy.yaml",
+        "forceReapply:\n  rbac: {verb: force-reapply}\n",
+    );
+    let (policy_arg, kubeconfig) = (
+        policy.display().to_string(),
+        api.kubeconfig.display().to_string(),
+    );
+    let webhook = Binary::start_with(
+        None,
+        &[
+            "--policy",
+            &policy_arg,
+            "--reload-interval",
+            "1s",
+            "--kubeconfig",
+            &kubeconfig,
+        ],
+    )
+    .await;
     let prometheus = Prometheus::start(program, webhook.admin).await;
+    // Traffic only once Prometheus has the webhook's series at their
+    // starting values, so that rate() and increase() see every request.
+    let up = format!("up{{job=\"{JOB}\"}} == 1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while prometheus
+        .query(&up)
+        .await
+        .map(|r| r.is_empty())
+        .unwrap_or(true)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not scrape the webhook within 60s:\n{}",
+            prometheus.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
-    // The scripted mix: allowed, denied (a force by alice, a string
-    // timeout), defaulted, forced (Argo CD's action), and a bad body.
-    let script: [(&str, &str, StatusCode); 6] = [
+    // The scripted mix: allowed; denied (a string timeout, a capital
+    // "True", a force while nothing pauses); defaulted; forced (alice,
+    // allowed by RBAC, and Argo CD's action, allowed by the static list);
+    // and a bad body.
+    let script: [(&str, &str, StatusCode); 8] = [
         (
             "/validate",
             "01-create-kubectl-apply-validate.json",
@@ -248,6 +287,16 @@ async fn every_dashboard_and_alert_expression_finds_the_webhooks_series() {
         (
             "/validate",
             "13-create-string-timeout-kubectl-create-validate.json",
+            StatusCode::OK,
+        ),
+        (
+            "/validate",
+            "06-allow-data-loss-capital-True-kubectl-annotate-alice-validate.json",
+            StatusCode::OK,
+        ),
+        (
+            "/validate",
+            "14-create-with-allow-data-loss-alice-validate.json",
             StatusCode::OK,
         ),
         (
@@ -368,6 +417,45 @@ async fn every_dashboard_and_alert_expression_finds_the_webhooks_series() {
             "the force alert does not name the force sent: {labels:?}"
         ));
     }
+    // alice's force was allowed through RBAC, once asked and then cached:
+    // the cache panel shows a ratio, not 0/0.
+    assert!(
+        api.reviews() >= 1,
+        "no SubjectAccessReview reached the stand-in"
+    );
+    let ratio = dashboard
+        .iter()
+        .find(|(panel, _)| panel == "RBAC cache hit ratio")
+        .map(|(_, expr)| expr.clone())
+        .expect("the cache panel");
+    let value = prometheus.query(&ratio).await.unwrap_or_default();
+    let hit_ratio = value
+        .first()
+        .and_then(|s| s["value"][1].as_str())
+        .and_then(|t| t.parse::<f64>().ok())
+        .unwrap_or(f64::NAN);
+    if !(hit_ratio > 0.0 && hit_ratio < 1.0) {
+        let metrics = admin_get(webhook.admin, "/metrics").await.2;
+        let rbac: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("pipelinerollout_webhook_rbac_c"))
+            .collect();
+        problems.push(format!(
+            "the RBAC cache hit ratio is {hit_ratio}, not between 0 and 1: {value:?}; the webhook says\n{}",
+            rbac.join("\n")
+        ));
+    }
+    let allowed = "pipelinerollout_webhook_force_decision_timestamp_seconds{result=\"allowed\",user=\"alice\"}";
+    if prometheus
+        .query(allowed)
+        .await
+        .map(|r| r.is_empty())
+        .unwrap_or(true)
+    {
+        problems.push(format!(
+            "alice's force, allowed by RBAC, is not recorded: {allowed}"
+        ));
+    }
     // alice's refused force is among the recent decisions, by namespace.
     let recent = "pipelinerollout_webhook_force_decision_timestamp_seconds{result=\"denied\",user=\"alice\",rollout_namespace=\"team-a\"}";
     if prometheus
@@ -378,8 +466,8 @@ async fn every_dashboard_and_alert_expression_finds_the_webhooks_series() {
     {
         problems.push(format!("no recent denied force of alice: {recent}"));
     }
-    // The denials by rule: alice's force (rule 6) and the string (rule 2).
-    for rule in ["6", "2"] {
+    // The denials by rule: the string (2), "True" (5), the force (6).
+    for rule in ["2", "5", "6"] {
         let expr = format!("pipelinerollout_webhook_denials_total{{rule=\"{rule}\"}} > 0");
         if prometheus
             .query(&expr)
