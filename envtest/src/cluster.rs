@@ -181,7 +181,7 @@ impl Cluster {
 
     /// The cluster's CA (it signs the API server's and the webhook's
     /// serving certificates).
-    pub(crate) fn pki(&self) -> &Pki {
+    pub fn pki(&self) -> &Pki {
         &self.pki
     }
 

@@ -47,6 +47,7 @@ pub use cluster::{Cluster, KEEP, User};
 pub use install::{Installed, repo_root};
 pub use kubectl::{Kubectl, Output};
 pub use metrics::{WebhookCalls, webhook_calls};
+pub use pki::{CertPair, Pki};
 pub use proxy::Proxy;
 pub use rbac::binding;
 pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};

@@ -10,6 +10,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::admission::{AdmissionRequest, Outcome};
 use crate::events::EventCounts;
+use crate::server::recent_forces::RecentForces;
+
+pub use crate::server::budget_metrics::{BudgetMetrics, LaneLabels, ReasonLabels};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -58,6 +61,14 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Labels of a denial: the rule broken (docs/rules.md; 0: the request
+/// could not be judged).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabels {
+    /// The rule's number.
+    pub rule: u8,
+}
+
 /// Labels of a stale-force reset: who reset it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResetLabels {
@@ -65,7 +76,7 @@ pub struct ResetLabels {
     pub by: &'static str,
 }
 
-fn duration_histogram() -> Histogram {
+pub(crate) fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
@@ -79,6 +90,8 @@ pub struct Metrics {
     pub request_duration: Family<WebhookLabels, Histogram, fn() -> Histogram>,
     /// Requests being served now.
     pub in_flight: Gauge,
+    /// Broken rules that denied a request, by rule.
+    pub denials: Family<RuleLabels, Counter>,
     /// Force-reapply and force-promote decisions.
     pub gate_decisions: Family<GateLabels, Counter>,
     /// Policy reloads.
@@ -111,6 +124,8 @@ pub struct Metrics {
     pub leader: LeaderMetrics,
     /// Log lines dropped because the log buffer was full or their write failed.
     pub log_lines_dropped: Counter,
+    /// The most recent force decisions: when, by whom, on which rollout.
+    pub recent_forces: RecentForces,
 }
 
 impl Default for Metrics {
@@ -137,6 +152,7 @@ impl Metrics {
             );
         let in_flight = Gauge::default();
         let gate_decisions = Family::<GateLabels, Counter>::default();
+        let denials = Family::<RuleLabels, Counter>::default();
         let policy_reloads = Family::<ResultLabels, Counter>::default();
         let policy_generation = Gauge::default();
         let tls_reloads = Family::<ResultLabels, Counter>::default();
@@ -196,6 +212,11 @@ impl Metrics {
             in_flight.clone(),
         );
         registry.register(
+            "denials",
+            "Broken rules that denied a request, by rule number (docs/rules.md; 0: the request could not be judged)",
+            denials.clone(),
+        );
+        registry.register(
             "force_decisions",
             "Decisions on forcing a re-apply (allow-data-loss) or a promotion (forcePromote), by gate and result",
             gate_decisions.clone(),
@@ -239,11 +260,19 @@ impl Metrics {
         );
         let budget = BudgetMetrics::register(&mut registry);
         let leader = LeaderMetrics::register(&mut registry);
-        Self {
+        let recent_forces = RecentForces::default();
+        registry.register_with_unit(
+            "force_decision_timestamp",
+            "When a force was decided (not a dry run), by gate, result, PipelineRollout (rollout_namespace, rollout) and user; the most recent 64 of each result only",
+            Unit::Seconds,
+            recent_forces.family.clone(),
+        );
+        let metrics = Self {
             registry,
             requests,
             request_duration,
             in_flight,
+            denials,
             gate_decisions,
             policy_reloads,
             policy_generation,
@@ -260,7 +289,10 @@ impl Metrics {
             budget,
             leader,
             log_lines_dropped,
-        }
+            recent_forces,
+        };
+        super::metric_series::start_at_zero(&metrics);
+        metrics
     }
 
     /// Records what one answered review decided: the force gates, and the
@@ -271,7 +303,22 @@ impl Metrics {
                 .get_or_create(&ResetLabels { by: "mutate" })
                 .inc();
         }
+        for violation in &outcome.decision.denials {
+            self.denials
+                .get_or_create(&RuleLabels {
+                    rule: violation.rule(),
+                })
+                .inc();
+        }
         for (gate, result) in &outcome.decision.gates {
+            if !request.dry_run {
+                self.recent_forces.record(
+                    (gate.as_str(), result.as_str()),
+                    &request.namespace,
+                    &request.name,
+                    request.user.username(),
+                );
+            }
             self.gate_decisions
                 .get_or_create(&GateLabels {
                     gate: gate.as_str(),
@@ -304,78 +351,6 @@ impl Metrics {
         // Writing to a String does not fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
-    }
-}
-
-/// Labels of a wait for body budget.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LaneLabels {
-    /// small (bodies up to 1 MiB) or large.
-    pub lane: &'static str,
-}
-
-/// Labels of a request refused with 503 by the limits.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    /// requests_in_flight (no request slot free) or body_budget (no room
-    /// for the body before the deadline).
-    pub reason: &'static str,
-}
-
-/// The metrics of the body budget and the request limit
-/// (`server::budget`).
-#[derive(Debug, Clone)]
-pub struct BudgetMetrics {
-    /// The budget, in bytes.
-    pub capacity: Gauge,
-    /// Body bytes reserved now.
-    pub reserved: Gauge,
-    /// Requests that had to wait for body budget, by lane.
-    pub waits: Family<LaneLabels, Counter>,
-    /// How long those waits took, whether they got the budget or not.
-    pub wait_duration: Histogram,
-    /// Requests answered 503 by the limits, by reason.
-    pub refusals: Family<ReasonLabels, Counter>,
-}
-
-impl BudgetMetrics {
-    fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            capacity: Gauge::default(),
-            reserved: Gauge::default(),
-            waits: Family::default(),
-            wait_duration: duration_histogram(),
-            refusals: Family::default(),
-        };
-        registry.register_with_unit(
-            "body_budget",
-            "The budget of request body bytes in flight (--max-inflight-body-bytes)",
-            Unit::Bytes,
-            metrics.capacity.clone(),
-        );
-        registry.register_with_unit(
-            "body_budget_reserved",
-            "Request body bytes reserved now (announced or read)",
-            Unit::Bytes,
-            metrics.reserved.clone(),
-        );
-        registry.register(
-            "body_budget_waits",
-            "Requests that waited for body budget, by lane (small: bodies up to 1 MiB)",
-            metrics.waits.clone(),
-        );
-        registry.register_with_unit(
-            "body_budget_wait_duration",
-            "How long requests waited for body budget, whether they got it or not",
-            Unit::Seconds,
-            metrics.wait_duration.clone(),
-        );
-        registry.register(
-            "limit_refusals",
-            "Requests answered 503 by the limits, by reason (requests_in_flight, body_budget)",
-            metrics.refusals.clone(),
-        );
-        metrics
     }
 }
 

@@ -4,11 +4,14 @@
 
 pub mod admin;
 pub mod budget;
+pub mod budget_metrics;
 pub mod conn;
 pub mod deadline;
 pub mod health;
+pub mod metric_series;
 pub mod metrics;
 pub mod plain_text;
+pub mod recent_forces;
 pub mod reload;
 pub mod tls;
 pub mod webhook;

@@ -1,0 +1,92 @@
+{{/* The chart's name. */}}
+{{- define "prw.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The objects' name: the release name when it holds the chart's name. */}}
+{{- define "prw.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "prw.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The labels the pods are selected by (the same as the kustomize install's). */}}
+{{- define "prw.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "prw.name" . }}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "prw.labels" -}}
+{{ include "prw.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The Secret holding the serving certificate. */}}
+{{- define "prw.tlsSecret" -}}
+{{- if eq .Values.certificates.mode "existingSecret" -}}
+{{- required "certificates.existingSecret.name is required with certificates.mode existingSecret" .Values.certificates.existingSecret.name -}}
+{{- else -}}
+{{- include "prw.fullname" . }}-tls
+{{- end -}}
+{{- end -}}
+
+{{/* The webhook's DNS name, as the Service gives it. */}}
+{{- define "prw.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "prw.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* Every namespace the webhooks skip: the release's own first. */}}
+{{- define "prw.skippedNamespaces" -}}
+{{- $all := list .Release.Namespace -}}
+{{- range .Values.webhook.skippedNamespaces -}}
+{{- if not (has . $all) }}{{ $all = append $all . }}{{ end -}}
+{{- end -}}
+{{- toJson $all -}}
+{{- end -}}
+
+{{/* The image, by digest when one is given. */}}
+{{- define "prw.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The generated CA and serving certificate (certificates.mode genCA), made once
+per rendering and shared by the Secret and the webhook configurations.
+*/}}
+{{- define "prw.genCerts" -}}
+{{- if not (hasKey .Values "__generatedCertificates") -}}
+{{- $host := include "prw.serviceHost" . -}}
+{{- $ca := genCA (printf "%s CA" (include "prw.fullname" .)) (int .Values.certificates.genCA.days) -}}
+{{- $cert := genSignedCert $host nil (list $host (printf "%s.cluster.local" $host)) (int .Values.certificates.genCA.days) $ca -}}
+{{- $_ := set .Values "__generatedCertificates" (dict "ca" $ca.Cert "cert" $cert.Cert "key" $cert.Key) -}}
+{{- end -}}
+{{- toJson (get .Values "__generatedCertificates") -}}
+{{- end -}}
+
+{{/* The checks no schema can make. */}}
+{{- define "prw.validate" -}}
+{{- if and .Values.hostNetwork.enabled (or (eq (int .Values.webhook.port) 10250) (eq (int .Values.adminPort) 10250)) -}}
+{{- fail "hostNetwork.enabled: webhook.port and adminPort are ports on the node then, and 10250 is the kubelet's: choose another (for example 9443 and 9080)" -}}
+{{- end -}}
+{{- if eq (int .Values.webhook.port) (int .Values.adminPort) -}}
+{{- fail "webhook.port and adminPort must differ" -}}
+{{- end -}}
+{{- if and (eq .Values.certificates.mode "existingSecret") (not .Values.certificates.existingSecret.caBundle) -}}
+{{- fail "certificates.existingSecret.caBundle is required with certificates.mode existingSecret: the base64 PEM of the CA that signed the Secret's certificate, so that the API server trusts it" -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,446 @@
+//! The Helm chart through a real kube-apiserver: `helm install` of the
+//! default values and of other value sets (an existing Secret, monitoring
+//! on, hostNetwork), with every object accepted; the test's webhook
+//! process reached through the chart's own webhook configurations (their
+//! clientConfig pointed at it by a post-renderer, as envtest does for
+//! kustomize); `helm upgrade` of the policy alone; `helm uninstall`.
+//!
+//! The value sets share one cluster and run one at a time (one release of
+//! the chart per cluster: its webhook configurations are cluster-wide).
+//! Without the envtest binaries each test prints a skip line, and fails in
+//! CI; helm must be on the PATH.
+
+mod helm_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use envtest::{
+    CRD, Cluster, Installed, User, Webhook, WebhookOptions, base_policy, shared, test_name,
+};
+use helm_support::{CHART, NAMESPACE, RELEASE, example, root};
+use serde_json::{Value, json};
+
+const CRDS: [&str; 4] = [
+    "tests/fixtures/cert-manager/cert-manager.io_certificates.yaml",
+    "tests/fixtures/cert-manager/cert-manager.io_issuers.yaml",
+    "tests/fixtures/prometheus-operator/monitoring.coreos.com_servicemonitors.yaml",
+    "tests/fixtures/prometheus-operator/monitoring.coreos.com_prometheusrules.yaml",
+];
+const POST_RENDERER: &str = "tests/fixtures/helm/envtest-url";
+const TEAM: &str = "team-helm";
+
+/// One cluster with the CRDs, a webhook process, and a scratch directory
+/// for Helm's own files.
+struct Env {
+    webhook: Webhook,
+    cluster: Cluster,
+    helm_home: tempfile::TempDir,
+}
+
+static ENV: OnceLock<Result<Env, String>> = OnceLock::new();
+/// One release at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn env() -> Option<&'static Env> {
+    shared(&ENV, &test_name(), |assets| {
+        let cluster = Cluster::start(assets)?;
+        cluster.install_crd(&root().join(CRD))?;
+        for crd in CRDS {
+            cluster.install_crd(&root().join(crd))?;
+        }
+        let policy = cluster.dir().join("policy.yaml");
+        std::fs::write(&policy, base_policy()?).map_err(|e| e.to_string())?;
+        let webhook = Webhook::start(
+            &cluster,
+            WebhookOptions {
+                binary: env!("CARGO_BIN_EXE_pipelinerollout-webhook").into(),
+                name: "webhook".to_owned(),
+                policy,
+                extra_args: Vec::new(),
+            },
+        )?;
+        let helm_home = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let plugins = helm_home.path().join("plugins");
+        copy_dir(&root().join(POST_RENDERER), &plugins.join("envtest-url"))?;
+        let out = cluster
+            .kubectl(User::Admin)
+            .run(&["create", "namespace", TEAM]);
+        if !out.success {
+            return Err(format!("namespace {TEAM}: {out}"));
+        }
+        Ok(Env {
+            webhook,
+            cluster,
+            helm_home,
+        })
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(from).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        std::fs::copy(entry.path(), to.join(entry.file_name())).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+impl Env {
+    /// Runs helm against the cluster as admin, with Helm's files in the
+    /// scratch directory.
+    fn helm(&self, args: &[&str]) -> helm_support::Run {
+        let home = self.helm_home.path();
+        let out = Command::new("helm")
+            .args(args)
+            .current_dir(root())
+            .env("KUBECONFIG", self.cluster.kubeconfig(User::Admin))
+            .env("HELM_PLUGINS", home.join("plugins"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_DATA_HOME", home.join("data"))
+            .output()
+            .expect("run helm (the chart's tests need it on the PATH)");
+        helm_support::Run {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `helm install` or `helm upgrade` (`verb`) of the chart with `args`,
+    /// through the post-renderer; panics with Helm's message on failure.
+    fn deploy(&self, verb: &str, args: &[&str]) {
+        let url = self.webhook.base_url();
+        let ca = self.cluster.pki().ca_bundle();
+        let kubectl = self.cluster.kubectl_binary().display().to_string();
+        let mut all = vec![
+            verb,
+            RELEASE,
+            CHART,
+            "--namespace",
+            NAMESPACE,
+            "--post-renderer",
+            "envtest-url",
+            "--post-renderer-args",
+            &url,
+            "--post-renderer-args",
+            &ca,
+            "--post-renderer-args",
+            &kubectl,
+        ];
+        if verb == "install" {
+            all.push("--create-namespace");
+        }
+        all.extend_from_slice(args);
+        let run = self.helm(&all);
+        assert!(
+            run.success,
+            "helm {verb} {args:?}:\n{}{}",
+            run.stdout, run.stderr
+        );
+    }
+
+    fn kubectl(&self, args: &[&str]) -> envtest::Output {
+        self.cluster.kubectl(User::Admin).run(args)
+    }
+
+    /// Every object of the release exists in the API server as rendered.
+    fn assert_every_object_exists(&self) -> Vec<String> {
+        let manifest = self.helm(&["get", "manifest", RELEASE, "--namespace", NAMESPACE]);
+        assert!(manifest.success, "helm get manifest: {}", manifest.stderr);
+        let docs = helm_support::documents(&manifest.stdout, "helm get manifest");
+        let mut ids = Vec::new();
+        for doc in &docs {
+            let kind = doc["kind"].as_str().expect("kind");
+            let name = doc["metadata"]["name"].as_str().expect("name");
+            let mut args = vec!["get", kind, name, "-o", "name"];
+            if let Some(ns) = doc["metadata"]["namespace"].as_str() {
+                args.extend(["--namespace", ns]);
+            }
+            let out = self.kubectl(&args);
+            assert!(
+                out.success,
+                "{kind}/{name} of the release is not in the API server: {out}"
+            );
+            ids.push(format!("{kind}/{name}"));
+        }
+        ids
+    }
+
+    /// The API server calls the webhook through the chart's configurations:
+    /// a dry run is defaulted and a string timeout denied; then a real
+    /// create is stored with the default.
+    fn assert_webhooks_answer(&self, name: &str) {
+        let installed = Installed {
+            objects: Vec::new(),
+            mutating: vec!["mutate.pipelinerollout-webhook.numaplane.numaproj.io".to_owned()],
+            validating: vec!["validate.pipelinerollout-webhook.numaplane.numaproj.io".to_owned()],
+        };
+        self.cluster
+            .wait_for_webhooks(&installed, TEAM)
+            .unwrap_or_else(|e| panic!("{e}\nwebhook log:\n{}", self.webhook.log_tail(20)));
+        let out = self
+            .cluster
+            .kubectl(User::Admin)
+            .create(&rollout(name, Value::Null), &["-o", "json"]);
+        assert!(out.success, "create {name}: {out}");
+        assert_eq!(
+            out.json()["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"],
+            31_536_000,
+            "the mutating webhook wrote the policy's default (none: one year)"
+        );
+    }
+
+    /// The dry run NOTES.txt shows, run as it says: the default is written.
+    fn assert_notes_dry_run_shows_the_default(&self) {
+        let notes = self.helm(&["get", "notes", RELEASE, "--namespace", NAMESPACE]);
+        assert!(notes.success, "helm get notes: {}", notes.stderr);
+        let manifest: String = notes
+            .stdout
+            .lines()
+            .skip_while(|l| !l.contains("<<'YAML'"))
+            .skip(1)
+            .take_while(|l| l.trim() != "YAML")
+            .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+            .collect();
+        let object: Value = serde_saphyr::from_str(&manifest)
+            .unwrap_or_else(|e| panic!("the NOTES' manifest is not YAML ({e}):\n{manifest}"));
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .expect("namespace")
+            .to_owned();
+        let out = self.kubectl(&["create", "namespace", &namespace]);
+        assert!(out.success, "{out}");
+        let out = self
+            .cluster
+            .kubectl(User::Admin)
+            .create(&object, &["--dry-run=server", "-o", "json"]);
+        assert!(out.success, "the NOTES' dry run: {out}");
+        assert_eq!(
+            out.json()["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"],
+            31_536_000
+        );
+        let out = self.kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
+        assert!(out.success, "{out}");
+    }
+
+    fn uninstall(&self) {
+        let run = self.helm(&["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"]);
+        assert!(run.success, "helm uninstall: {}{}", run.stdout, run.stderr);
+    }
+}
+
+fn rollout(name: &str, timeout: Value) -> Value {
+    let mut spec = json!({"pipeline": {"spec": {}}});
+    if !timeout.is_null() {
+        spec["pipeline"]["spec"]["lifecycle"] = json!({"pauseGracePeriodSeconds": timeout});
+    }
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": name, "namespace": TEAM},
+        "spec": spec,
+    })
+}
+
+fn deployment(env: &Env) -> Value {
+    env.kubectl(&["get", "deployment", RELEASE, "-n", NAMESPACE, "-o", "json"])
+        .json()
+}
+
+fn path(file: PathBuf) -> String {
+    file.display().to_string()
+}
+
+#[test]
+fn default_values_install_upgrade_the_policy_in_place_and_uninstall() {
+    let Some(env) = env() else { return };
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    env.deploy("install", &[]);
+    let ids = env.assert_every_object_exists();
+    for kind in [
+        "Certificate/pipelinerollout-webhook-tls",
+        "Issuer/pipelinerollout-webhook-ca",
+        "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-account",
+    ] {
+        assert!(ids.iter().any(|i| i == kind), "{kind} missing from {ids:?}");
+    }
+    env.assert_webhooks_answer("helm-default");
+    env.assert_notes_dry_run_shows_the_default();
+
+    // An upgrade of the policy alone: the ConfigMap changes in place, the
+    // pod template (and so the Deployment's generation) does not.
+    let before = deployment(env);
+    env.deploy(
+        "upgrade",
+        &[
+            "--reuse-values",
+            "--set",
+            "policy.mode=warn,policy.drainTimeout.max=2h",
+        ],
+    );
+    let after = deployment(env);
+    assert_eq!(
+        before["spec"]["template"], after["spec"]["template"],
+        "the pods would roll"
+    );
+    assert_eq!(
+        before["metadata"]["generation"],
+        after["metadata"]["generation"]
+    );
+    let config = env
+        .kubectl(&[
+            "get",
+            "configmap",
+            "pipelinerollout-webhook-policy",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+        ])
+        .json();
+    let policy = config["data"]["policy.yaml"].as_str().unwrap_or_default();
+    assert!(
+        policy.contains("mode: warn") && policy.contains("max: 2h"),
+        "{policy}"
+    );
+
+    // Uninstall removes both webhook configurations: nothing blocks a
+    // PipelineRollout write any more, not even one the webhook denies.
+    env.uninstall();
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        let out = env.kubectl(&["get", kind, RELEASE]);
+        assert!(
+            !out.success && out.stderr.contains("NotFound"),
+            "{kind} left behind: {out}"
+        );
+    }
+    let out = env
+        .cluster
+        .kubectl(User::Admin)
+        .create(&rollout("after-uninstall", json!("1h")), &[]);
+    assert!(
+        out.success,
+        "a write after the uninstall is still blocked: {out}"
+    );
+}
+
+#[test]
+fn an_existing_secret_install_reaches_the_webhook() {
+    let Some(env) = env() else { return };
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = env.kubectl(&["create", "namespace", NAMESPACE]);
+    assert!(out.success || out.stderr.contains("AlreadyExists"), "{out}");
+    let pair = env
+        .cluster
+        .pki()
+        .serving(
+            "pipelinerollout-webhook.pipelinerollout-webhook.svc",
+            &["pipelinerollout-webhook.pipelinerollout-webhook.svc"],
+        )
+        .expect("serving certificate");
+    let dir = tempfile::tempdir().expect("dir");
+    let (cert, key) = (
+        helm_support::write(dir.path(), "tls.crt", &pair.cert_pem),
+        helm_support::write(dir.path(), "tls.key", &pair.key_pem),
+    );
+    let out = env.kubectl(&[
+        "create",
+        "secret",
+        "tls",
+        "pipelinerollout-webhook-tls",
+        "-n",
+        NAMESPACE,
+        &format!("--cert={}", cert.display()),
+        &format!("--key={}", key.display()),
+    ]);
+    assert!(out.success, "{out}");
+    let ca = format!(
+        "certificates.existingSecret.caBundle={}",
+        env.cluster.pki().ca_bundle()
+    );
+    env.deploy(
+        "install",
+        &["-f", &path(example("existing-secret.yaml")), "--set", &ca],
+    );
+    let ids = env.assert_every_object_exists();
+    assert!(
+        !ids.iter()
+            .any(|i| i.starts_with("Certificate/") || i.starts_with("Issuer/")),
+        "{ids:?}"
+    );
+    env.assert_webhooks_answer("helm-existing-secret");
+    env.uninstall();
+    let out = env.kubectl(&[
+        "delete",
+        "secret",
+        "pipelinerollout-webhook-tls",
+        "-n",
+        NAMESPACE,
+    ]);
+    assert!(out.success, "{out}");
+}
+
+#[test]
+fn monitoring_objects_are_accepted_by_the_prometheus_operators_crds() {
+    let Some(env) = env() else { return };
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    env.deploy("install", &["-f", &path(example("monitoring.yaml"))]);
+    let ids = env.assert_every_object_exists();
+    for id in [
+        "ServiceMonitor/pipelinerollout-webhook",
+        "PrometheusRule/pipelinerollout-webhook",
+        "ConfigMap/pipelinerollout-webhook-dashboard",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
+    }
+    let rule = env
+        .kubectl(&[
+            "get",
+            "prometheusrule",
+            RELEASE,
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+        ])
+        .json();
+    assert!(
+        rule["spec"]["groups"]
+            .as_array()
+            .is_some_and(|g| g.len() >= 5),
+        "the API server kept the rule groups: {rule}"
+    );
+    env.assert_webhooks_answer("helm-monitoring");
+    env.uninstall();
+}
+
+#[test]
+fn a_host_network_install_is_accepted_with_its_ports() {
+    let Some(env) = env() else { return };
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    env.deploy(
+        "install",
+        &[
+            "-f",
+            &path(example("host-network.yaml")),
+            "-f",
+            &path(example("gen-ca.yaml")),
+        ],
+    );
+    env.assert_every_object_exists();
+    let pod = &deployment(env)["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["containers"][0]["ports"][0]["containerPort"], 9443);
+    let service = env
+        .kubectl(&["get", "service", RELEASE, "-n", NAMESPACE, "-o", "json"])
+        .json();
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    env.assert_webhooks_answer("helm-host-network");
+    env.uninstall();
+}

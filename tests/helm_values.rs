@@ -1,0 +1,350 @@
+//! What each value of the Helm chart changes, in the test process with
+//! `helm template`: the image, the policy (and that it never rolls the
+//! pods), each certificate mode, the managed-cluster ports and hostNetwork,
+//! the skipped namespaces, another namespace, Helm's labels and NOTES.txt.
+//! The comparison with the kustomize install is in tests/helm_chart.rs.
+//!
+//! Needs `helm` (3.8 or newer) on the PATH.
+
+mod helm_support;
+
+use base64::Engine as _;
+use helm_support::{CHART, NAMESPACE, example, helm, object, policy_text, root, template};
+use serde_json::Value;
+
+const NAME: &str = "pipelinerollout-webhook";
+
+fn container(docs: &[Value]) -> &Value {
+    &object(docs, "Deployment", NAME)["spec"]["template"]["spec"]["containers"][0]
+}
+
+#[test]
+fn the_image_tag_is_the_crate_version_unless_a_digest_pins_it() {
+    let chart: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join(CHART).join("Chart.yaml")).expect("Chart.yaml"),
+    )
+    .expect("Chart.yaml is YAML");
+    assert_eq!(chart["apiVersion"], "v2");
+    assert_eq!(
+        chart["appVersion"],
+        env!("CARGO_PKG_VERSION"),
+        "Chart.yaml's appVersion must be the crate's version"
+    );
+    let image = |args: &[&str]| {
+        container(&template(args))["image"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        image(&[]).as_deref(),
+        Some(concat!(
+            "ghcr.io/example/pipelinerollout-webhook:",
+            env!("CARGO_PKG_VERSION")
+        ))
+    );
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    assert_eq!(
+        image(&["--set", &format!("image.tag=9.9.9,image.digest={digest}")]),
+        Some(format!("ghcr.io/example/pipelinerollout-webhook@{digest}"))
+    );
+}
+
+#[test]
+fn a_policy_change_changes_the_configmap_and_not_the_pods() {
+    let before = template(&[]);
+    let after = template(&["--set", "policy.mode=warn,policy.drainTimeout.max=2h"]);
+    let pod = |docs: &[Value]| object(docs, "Deployment", NAME)["spec"]["template"].clone();
+    assert_eq!(
+        pod(&before),
+        pod(&after),
+        "the pod template must not change with the policy"
+    );
+    assert_ne!(policy_text(&before), policy_text(&after));
+    assert!(policy_text(&after).contains("mode: warn"));
+    let annotations = &pod(&before)["metadata"]["annotations"];
+    assert!(
+        annotations
+            .as_object()
+            .is_some_and(|a| a.keys().all(|k| !k.contains("checksum"))),
+        "no checksum annotation may roll the pods on a policy edit: {annotations}"
+    );
+}
+
+#[test]
+fn generated_certificates_are_trusted_by_both_webhooks() {
+    let docs = template(&["-f", &example("gen-ca.yaml").display().to_string()]);
+    let secret = object(&docs, "Secret", "pipelinerollout-webhook-tls");
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    let ca = secret["data"]["ca.crt"].as_str().expect("ca.crt");
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let config = object(&docs, kind, NAME);
+        assert_eq!(
+            config["webhooks"][0]["clientConfig"]["caBundle"], ca,
+            "{kind}"
+        );
+        assert!(
+            config["metadata"]["annotations"].is_null(),
+            "no cert-manager annotation"
+        );
+    }
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["tls.crt"].as_str().expect("tls.crt"))
+        .expect("base64");
+    assert!(String::from_utf8_lossy(&pem).contains("BEGIN CERTIFICATE"));
+    assert!(
+        !docs.iter().any(|d| d["apiVersion"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("cert-manager.io"))),
+        "genCA needs no cert-manager objects"
+    );
+}
+
+#[test]
+fn an_existing_secret_is_mounted_and_its_ca_trusted() {
+    let docs = template(&["-f", &example("existing-secret.yaml").display().to_string()]);
+    let pod = &object(&docs, "Deployment", NAME)["spec"]["template"]["spec"];
+    let tls = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "tls"))
+        .expect("tls volume");
+    assert_eq!(tls["secret"]["secretName"], "pipelinerollout-webhook-tls");
+    let config = object(&docs, "ValidatingWebhookConfiguration", NAME);
+    assert!(
+        config["webhooks"][0]["clientConfig"]["caBundle"]
+            .as_str()
+            .is_some_and(|b| !b.is_empty())
+    );
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["kind"] == "Certificate" || d["kind"] == "Secret")
+    );
+}
+
+#[test]
+fn an_existing_issuer_signs_the_serving_certificate_alone() {
+    let docs = template(&["-f", &example("own-issuer.yaml").display().to_string()]);
+    let certs: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Certificate").collect();
+    assert_eq!(certs.len(), 1, "only the serving certificate");
+    assert_eq!(certs[0]["spec"]["issuerRef"]["kind"], "ClusterIssuer");
+    assert_eq!(certs[0]["spec"]["issuerRef"]["name"], "platform-ca");
+    assert!(!docs.iter().any(|d| d["kind"] == "Issuer"));
+    let bindings: Vec<String> = docs
+        .iter()
+        .filter(|d| d["roleRef"]["name"] == "pipelinerollout-force-reapply")
+        .map(helm_support::id)
+        .collect();
+    assert_eq!(
+        bindings,
+        [
+            "ClusterRoleBinding/pipelinerollout-force-reapply-sre",
+            "RoleBinding/pipelinerollout-force-reapply-team-a"
+        ]
+    );
+}
+
+#[test]
+fn host_network_and_managed_cluster_ports_reach_the_server() {
+    let docs = template(&["-f", &example("host-network.yaml").display().to_string()]);
+    let pod = &object(&docs, "Deployment", NAME)["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["dnsPolicy"], "ClusterFirstWithHostNet");
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--listen=0.0.0.0:9443"), "{args:?}");
+    assert!(args.contains(&"--admin-listen=0.0.0.0:9080"), "{args:?}");
+    assert_eq!(c["ports"][0]["containerPort"], 9443);
+    assert_eq!(c["ports"][1]["containerPort"], 9080);
+    let annotations =
+        &object(&docs, "Deployment", NAME)["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(annotations["prometheus.io/port"], "9080");
+    let policy = object(&docs, "NetworkPolicy", NAME);
+    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], 9443);
+
+    let gke = template(&["-f", &example("gke-private.yaml").display().to_string()]);
+    let c = container(&gke);
+    assert_eq!(c["ports"][0]["containerPort"], 10250);
+    assert!(
+        c["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .any(|a| a == "--listen=0.0.0.0:10250"),
+        "{c}"
+    );
+    assert!(object(&gke, "Deployment", NAME)["spec"]["template"]["spec"]["hostNetwork"].is_null());
+}
+
+#[test]
+fn skipped_namespaces_are_skipped_by_the_webhooks_and_guarded_by_the_policy() {
+    let docs = template(&["--set", "webhook.skippedNamespaces={kube-system,platform}"]);
+    let want = serde_json::json!([NAMESPACE, "kube-system", "platform"]);
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let selector = &object(&docs, kind, NAME)["webhooks"][0]["namespaceSelector"];
+        assert_eq!(selector["matchExpressions"][0]["values"], want, "{kind}");
+    }
+    let guard = object(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "pipelinerollout-webhook-skipped-namespaces",
+    );
+    assert_eq!(
+        guard["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"],
+        want
+    );
+    let args = container(&docs)["args"].as_array().expect("args").clone();
+    assert!(
+        args.iter()
+            .any(|a| a == "--unguarded-namespaces=kube-system,platform"),
+        "{args:?}"
+    );
+}
+
+#[test]
+fn the_default_rendering_carries_helms_standard_labels() {
+    for doc in template(&[]) {
+        let labels = &doc["metadata"]["labels"];
+        for key in [
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/managed-by",
+            "helm.sh/chart",
+        ] {
+            assert!(
+                labels[key].is_string(),
+                "{} has no {key}: {labels}",
+                helm_support::id(&doc)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_generated_ca_is_new_on_every_rendering() {
+    let ca = |docs: &[Value]| {
+        object(docs, "Secret", "pipelinerollout-webhook-tls")["data"]["ca.crt"].clone()
+    };
+    let gen_ca = example("gen-ca.yaml").display().to_string();
+    let (first, second) = (template(&["-f", &gen_ca]), template(&["-f", &gen_ca]));
+    assert_ne!(
+        ca(&first),
+        ca(&second),
+        "values.yaml says genCA rotates on every upgrade"
+    );
+}
+
+#[test]
+fn another_namespace_is_named_everywhere_the_install_refers_to_itself() {
+    let run = helm(&[
+        "template",
+        NAME,
+        CHART,
+        "--namespace",
+        "platform",
+        "--set",
+        "serviceMonitor.enabled=true,prometheusRule.enabled=true,dashboard.enabled=true",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let docs = helm_support::documents(&run.stdout, "helm template -n platform");
+    for doc in &docs {
+        let ns = &doc["metadata"]["namespace"];
+        assert!(
+            ns.is_null() || ns == "platform",
+            "{}: namespace {ns}",
+            helm_support::id(doc)
+        );
+    }
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let config = object(&docs, kind, NAME);
+        let webhook = &config["webhooks"][0];
+        assert_eq!(webhook["clientConfig"]["service"]["namespace"], "platform");
+        assert_eq!(
+            webhook["namespaceSelector"]["matchExpressions"][0]["values"][0],
+            "platform"
+        );
+        assert_eq!(
+            config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "platform/pipelinerollout-webhook-tls"
+        );
+    }
+    let cert = object(&docs, "Certificate", "pipelinerollout-webhook-tls");
+    assert_eq!(
+        cert["spec"]["dnsNames"][0],
+        "pipelinerollout-webhook.platform.svc"
+    );
+    let own = object(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "pipelinerollout-webhook-own-account",
+    );
+    let condition = own["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        condition.contains("'system:serviceaccount:platform:pipelinerollout-webhook'"),
+        "{condition}"
+    );
+    for binding in docs.iter().filter(|d| d["kind"] == "ClusterRoleBinding") {
+        assert_eq!(
+            binding["subjects"][0]["namespace"],
+            "platform",
+            "{}",
+            helm_support::id(binding)
+        );
+    }
+    let monitor = object(&docs, "ServiceMonitor", NAME);
+    assert_eq!(
+        monitor["spec"]["namespaceSelector"]["matchNames"][0],
+        "platform"
+    );
+    let rules =
+        serde_json::to_string(&object(&docs, "PrometheusRule", NAME)["spec"]).expect("JSON");
+    assert!(
+        !rules.contains("namespace=\\\"pipelinerollout-webhook\\\""),
+        "the alerts select the install's namespace: {rules}"
+    );
+    assert!(rules.contains("namespace=\\\"platform\\\""));
+}
+
+#[test]
+fn notes_say_how_to_check_the_install_and_remove_the_webhook() {
+    let run = helm(&[
+        "install",
+        NAME,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let notes = run
+        .stdout
+        .split("NOTES:")
+        .nth(1)
+        .expect("helm prints the NOTES");
+    for says in [
+        "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations pipelinerollout-webhook",
+        "kubectl create --dry-run=server",
+        "grep pauseGracePeriodSeconds",
+        "kubectl delete validatingwebhookconfiguration/pipelinerollout-webhook mutatingwebhookconfiguration/pipelinerollout-webhook",
+        "helm uninstall",
+    ] {
+        assert!(
+            notes.contains(says),
+            "NOTES.txt does not say {says:?}:\n{notes}"
+        );
+    }
+}
