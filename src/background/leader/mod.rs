@@ -353,3 +353,34 @@ async fn new_manager(
         .build()
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn api(code: u16) -> LeaseManagerError {
+        LeaseManagerError::KubeError(kube::Error::Api(
+            Status {
+                code,
+                ..Status::default()
+            }
+            .boxed(),
+        ))
+    }
+
+    #[test]
+    fn only_a_missing_lease_counts_as_gone() {
+        assert!(lease_is_gone(&LeaseManagerError::NonexistentLease(
+            "l".into()
+        )));
+        assert!(lease_is_gone(&api(404)), "a renewal of a deleted Lease");
+        for code in [403, 409, 500, 503] {
+            assert!(!lease_is_gone(&api(code)), "{code} is retried");
+        }
+        assert!(!lease_is_gone(&LeaseManagerError::InconsistentState(
+            "x".into()
+        )));
+    }
+}
