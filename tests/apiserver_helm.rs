@@ -59,6 +59,7 @@ fn env() -> Option<&'static Env> {
                 name: "webhook".to_owned(),
                 policy,
                 extra_args: Vec::new(),
+                kubeconfig: None,
             },
         )?;
         let helm_home = tempfile::tempdir().map_err(|e| e.to_string())?;
