@@ -10,4 +10,5 @@
 //! [`sweeper::SweeperHost`], which the command line's `serve` wiring
 //! implements for the server's shared state.
 
+pub mod certs;
 pub mod sweeper;

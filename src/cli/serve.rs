@@ -4,9 +4,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
+use tokio_util::sync::CancellationToken;
 
-use super::args::ServeArgs;
+use super::args::{CertArgsError, ServeArgs};
 use super::logging::LoggingGuard;
+use crate::background::certs::{self as managed_certs, CertEvent, CertHost};
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
 use crate::certs::CertError;
 use crate::events::EventQueue;
@@ -51,10 +53,23 @@ pub enum ServeError {
     /// The server could not start.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// The `--manage-certs` flags cannot be used.
+    #[error(transparent)]
+    CertArgs(#[from] CertArgsError),
+    /// `--manage-certs` without an API server.
+    #[error(
+        "--manage-certs needs the API server (a kubeconfig or the in-cluster service account), and none can be reached"
+    )]
+    CertsWithoutApiServer,
 }
 
 async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
     let options = ServeOptions::try_from(&args)?;
+    let cert_options = if args.certs.manage_certs {
+        Some(args.certs.options(std::env::var("POD_NAMESPACE").ok())?)
+    } else {
+        None
+    };
     let metrics = Metrics::with_log_lines_dropped(log_lines_dropped);
     let running = server::start_with_metrics(options, metrics).await?;
     if args.reset_stale_force {
@@ -69,6 +84,31 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
             ),
         }
     }
+    // ---- Certificates managed by the webhook (--manage-certs). Every
+    // replica runs the readiness check; the controller belongs in the
+    // leader's controller set. ----
+    let certs_stop = CancellationToken::new();
+    if let Some(cert_options) = cert_options {
+        let Some(client) = running.client.clone() else {
+            running.shutdown();
+            return Err(ServeError::CertsWithoutApiServer);
+        };
+        tokio::spawn(managed_certs::readiness::run(
+            client.clone(),
+            Arc::clone(&running.shared),
+            cert_options.clone(),
+            certs_stop.clone(),
+        ));
+        if args.certs.cert_controller {
+            tokio::spawn(managed_certs::controller::run(
+                client,
+                Arc::clone(&running.shared),
+                cert_options,
+                certs_stop.clone(),
+            ));
+        }
+    }
+    // ---- end of the --manage-certs block ----
     tracing::info!(
         listen = %running.addr,
         admin = ?running.admin_addr,
@@ -78,6 +118,7 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
         "serving /validate and /mutate over HTTPS"
     );
     shutdown_signal().await;
+    certs_stop.cancel();
     running.shutdown();
     running.wait().await;
     tracing::info!("stopped");
@@ -106,6 +147,53 @@ impl SweeperHost for Shared {
             SweepOutcome::Error => metrics.sweeper_errors.inc(),
             SweepOutcome::WatchRestart => metrics.sweeper_watch_restarts.inc(),
         };
+    }
+}
+
+/// The server's shared state is the certificate work's host: its metrics,
+/// the chain it serves and its readiness.
+impl CertHost for Shared {
+    fn record(&self, event: CertEvent) {
+        use crate::server::metrics::{
+            ConfigurationLabels, IssueLabels, OperationLabels, StepLabels,
+        };
+        let certs = &self.metrics.certs;
+        match event {
+            CertEvent::Issued { kind, reason } => {
+                certs
+                    .issued
+                    .get_or_create(&IssueLabels { kind, reason })
+                    .inc();
+            }
+            CertEvent::Rotation(step) => {
+                certs.ca_rotations.get_or_create(&StepLabels { step }).inc();
+            }
+            CertEvent::BundleUpdated(configuration) => {
+                certs
+                    .bundle_updates
+                    .get_or_create(&ConfigurationLabels { configuration })
+                    .inc();
+            }
+            CertEvent::Error(operation) => {
+                certs
+                    .errors
+                    .get_or_create(&OperationLabels { operation })
+                    .inc();
+            }
+        };
+    }
+
+    fn served_chain(&self) -> Vec<Vec<u8>> {
+        self.served_chain
+            .load()
+            .iter()
+            .map(|c| c.as_ref().to_vec())
+            .collect()
+    }
+
+    fn set_trusted(&self, trusted: bool) {
+        self.health.set_trusted(trusted);
+        self.metrics.certs.trusted.set(i64::from(trusted));
     }
 }
 
