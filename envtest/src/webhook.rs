@@ -92,6 +92,59 @@ impl Webhook {
         }
     }
 
+    /// Starts `pipelinerollout-webhook serve --manage-certs` listening on
+    /// `listen`, serving `cert_dir`'s `tls.crt` and `tls.key` (which a
+    /// [`SecretMirror`](crate::SecretMirror) fills), with the webhook
+    /// service account's kubeconfig, the Secret's and Service's namespace
+    /// `namespace`, `--shutdown-delay 0s` and `--reload-interval 1s`, and
+    /// waits until its `/readyz` answers 200 (the caBundle trusts what it
+    /// serves).
+    pub fn start_managed(
+        cluster: &Cluster,
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &std::path::Path,
+        namespace: &str,
+    ) -> Result<Self, String> {
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let path = |file: &str| cert_dir.join(file).display().to_string();
+        let mut args: Vec<String> = [
+            "serve",
+            "--listen",
+            &listen.to_string(),
+            "--admin-listen",
+            &admin.to_string(),
+            "--tls-cert",
+            &path("tls.crt"),
+            "--tls-key",
+            &path("tls.key"),
+            "--manage-certs",
+            "--cert-secret-namespace",
+            namespace,
+            "--policy",
+            &options.policy.display().to_string(),
+            "--kubeconfig",
+            &cluster.kubeconfig(User::Webhook).display().to_string(),
+            "--shutdown-delay",
+            "0s",
+            "--reload-interval",
+            "1s",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(options.extra_args.iter().cloned());
+        let mut webhook = Self {
+            options,
+            addr: listen,
+            admin,
+            args,
+            process: None,
+        };
+        webhook.resume(cluster)?;
+        Ok(webhook)
+    }
+
     /// The base of the webhook configurations' `clientConfig.url`:
     /// `https://127.0.0.1:PORT`.
     pub fn base_url(&self) -> String {
