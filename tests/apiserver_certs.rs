@@ -55,7 +55,9 @@ impl SelfManaged {
     /// A cluster with the CRD and the overlay, then one replica per `ip`
     /// (all on one port, as the Service has one), the first running the
     /// certificate controller and the others serving only; each started
-    /// once the one before is ready. `flags` go to every replica.
+    /// once the one before is ready, each with a kubelet stand-in that
+    /// lags a little more than the one before (0.5 s, 1.5 s). `flags` go
+    /// to every replica.
     fn start(assets: &Assets, ips: &[&'static str], flags: &[&str]) -> Result<Self, String> {
         let cluster = Cluster::start(assets)?;
         cluster.install_crd(&repo_root().join(envtest::CRD))?;
@@ -71,7 +73,9 @@ impl SelfManaged {
         for (i, ip) in ips.iter().enumerate() {
             let name = format!("replica-{i}");
             let dir = cluster.dir().join(&name).join("tls");
-            let mirror = SecretMirror::start(&cluster, NAMESPACE, SECRET, &dir)?;
+            // The kubelets lag differently: 0.5 s, 1.5 s, ...
+            let lag = Duration::from_millis(500 + 1000 * i as u64);
+            let mirror = SecretMirror::start(&cluster, NAMESPACE, SECRET, &dir, lag)?;
             let mut extra_args: Vec<String> = flags.iter().map(|f| (*f).to_owned()).collect();
             if i > 0 {
                 extra_args.push("--cert-controller=false".to_owned());

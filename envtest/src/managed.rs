@@ -12,7 +12,10 @@
 //!   its data into a directory the way the kubelet updates a Secret volume
 //!   (each version in a directory of its own, swapped in at once through a
 //!   `..data` symlink that the files link through), so the webhook reads
-//!   the Secret's files exactly as it would in a pod.
+//!   the Secret's files exactly as it would in a pod. Like the kubelet, it
+//!   lags: each version is written a set delay after the API server
+//!   reports it (the kubelet's lag is its sync period, up to about a
+//!   minute), so a CA rotation that does not wait for the replicas shows.
 
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -21,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -133,8 +136,15 @@ pub struct SecretMirror {
 impl SecretMirror {
     /// Starts mirroring Secret `namespace/name` into `dir` (created; empty
     /// until the Secret exists), watching it with `kubectl get --watch` as
-    /// admin. An ended watch is started again.
-    pub fn start(cluster: &Cluster, namespace: &str, name: &str, dir: &Path) -> Result<Self, String> {
+    /// admin and writing each version `lag` after it arrives. An ended
+    /// watch is started again.
+    pub fn start(
+        cluster: &Cluster,
+        namespace: &str,
+        name: &str,
+        dir: &Path,
+        lag: Duration,
+    ) -> Result<Self, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let kubectl = cluster.kubectl_binary().to_owned();
         let kubeconfig = cluster.kubeconfig(User::Admin);
@@ -157,9 +167,20 @@ impl SecretMirror {
         let stop = Arc::new(AtomicBool::new(false));
         let child = Arc::new(Mutex::new(None::<Child>));
         let versions = Arc::new(AtomicU64::new(0));
+        // Versions in arrival order, each written once its lag has passed.
+        let (queue, due) = std::sync::mpsc::channel::<(Instant, Value)>();
+        let writer = std::thread::spawn({
+            let (versions, dir) = (Arc::clone(&versions), dir.to_owned());
+            move || {
+                for (at, secret) in due {
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                    // A failed write is written again with the next version.
+                    let _ = publish(&dir, &secret, versions.fetch_add(1, Ordering::SeqCst));
+                }
+            }
+        });
         let thread = std::thread::spawn({
-            let (stop, child, versions, dir) =
-                (Arc::clone(&stop), Arc::clone(&child), Arc::clone(&versions), dir.to_owned());
+            let (stop, child) = (Arc::clone(&stop), Arc::clone(&child));
             move || {
                 while !stop.load(Ordering::SeqCst) {
                     let spawned = Command::new(&kubectl)
@@ -184,9 +205,7 @@ impl SecretMirror {
                                 _ => vec![value],
                             };
                             for secret in items {
-                                if publish(&dir, &secret, versions.fetch_add(1, Ordering::SeqCst)).is_err() {
-                                    // Written again on the next change.
-                                }
+                                let _ = queue.send((Instant::now() + lag, secret));
                             }
                         }
                     }
@@ -196,6 +215,9 @@ impl SecretMirror {
                     }
                     std::thread::sleep(Duration::from_millis(200));
                 }
+                // Dropping the queue ends the writer.
+                drop(queue);
+                let _ = writer.join();
             }
         });
         Ok(Self {
