@@ -237,11 +237,7 @@ fn within(timeout: Duration, mut check: impl FnMut() -> bool) -> Option<Duration
 
 /// Writes PipelineRollouts one after another until `stop`: how many, and
 /// the failures.
-fn write_in_a_loop(
-    cluster: &Cluster,
-    stop: &AtomicBool,
-    prefix: &str,
-) -> (usize, Vec<String>) {
+fn write_in_a_loop(cluster: &Cluster, stop: &AtomicBool, prefix: &str) -> (usize, Vec<String>) {
     let admin = cluster.kubectl(User::Admin);
     let (mut count, mut failures) = (0, Vec::new());
     while !stop.load(Ordering::SeqCst) {
@@ -319,8 +315,14 @@ fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotat
     eprintln!("{writes} writes in 40 s, none failed");
 
     // Both rotations happened, by the leader only.
-    let renewed = metric(leader, "pipelinerollout_webhook_certs_issued_total{kind=\"serving\",reason=\"rotation\"}");
-    let completed = metric(leader, "pipelinerollout_webhook_certs_ca_rotations_total{step=\"completed\"}");
+    let renewed = metric(
+        leader,
+        "pipelinerollout_webhook_certs_issued_total{kind=\"serving\",reason=\"rotation\"}",
+    );
+    let completed = metric(
+        leader,
+        "pipelinerollout_webhook_certs_ca_rotations_total{step=\"completed\"}",
+    );
     assert!(renewed >= 3.0, "serving renewals: {renewed}");
     assert!(completed >= 1.0, "completed CA rotations: {completed}");
     assert_eq!(
@@ -362,15 +364,32 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
     let original = ca_bundles(&env.cluster);
 
     // Another actor (an Argo CD sync) writes another caBundle.
-    let stranger = pipelinerollout_webhook::certs::generate("stranger", &["stranger".to_owned()], 1)
-        .expect("a CA");
+    let stranger =
+        pipelinerollout_webhook::certs::generate("stranger", &["stranger".to_owned()], 1)
+            .expect("a CA");
     let other = base64::engine::general_purpose::STANDARD.encode(stranger.ca_pem);
-    let patch = json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": other}]).to_string();
+    let patch =
+        json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": other}])
+            .to_string();
     admin
-        .run(&["patch", "validatingwebhookconfiguration", CONFIGURATION, "--type=json", "-p", &patch])
+        .run(&[
+            "patch",
+            "validatingwebhookconfiguration",
+            CONFIGURATION,
+            "--type=json",
+            "-p",
+            &patch,
+        ])
         .expect_success("overwrite the caBundle");
-    let restored = within(Duration::from_secs(5), || ca_bundles(&env.cluster) == original)
-        .unwrap_or_else(|| panic!("the caBundle was not put back within 5 s:\n{}", replica.webhook.log_tail(20)));
+    let restored = within(Duration::from_secs(5), || {
+        ca_bundles(&env.cluster) == original
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the caBundle was not put back within 5 s:\n{}",
+            replica.webhook.log_tail(20)
+        )
+    });
     eprintln!("caBundle put back {restored:?} after the overwrite");
     let out = env.write("after-overwrite");
     assert!(out.success, "{out}");
@@ -379,12 +398,23 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
     // the same CA (the caBundle does not change), logged.
     let garbage = base64::engine::general_purpose::STANDARD.encode("garbage");
     admin
-        .merge_patch("secret", NAMESPACE, SECRET, &json!({"data": {"tls.crt": garbage}}), &[])
+        .merge_patch(
+            "secret",
+            NAMESPACE,
+            SECRET,
+            &json!({"data": {"tls.crt": garbage}}),
+            &[],
+        )
         .expect_success("break the Secret");
     let replaced = within(Duration::from_secs(5), || {
         secret_data(&env.cluster)["tls.crt"].contains("BEGIN CERTIFICATE")
     })
-    .unwrap_or_else(|| panic!("the Secret was not repaired within 5 s:\n{}", replica.webhook.log_tail(20)));
+    .unwrap_or_else(|| {
+        panic!(
+            "the Secret was not repaired within 5 s:\n{}",
+            replica.webhook.log_tail(20)
+        )
+    });
     eprintln!("invalid serving certificate replaced {replaced:?} after the edit");
     assert_eq!(ca_bundles(&env.cluster), original, "the CA stays");
     assert!(
@@ -397,10 +427,18 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
 
     // A hand edit breaks the CA's key: a new CA, written into the caBundle.
     admin
-        .merge_patch("secret", NAMESPACE, SECRET, &json!({"data": {"ca.key": garbage}}), &[])
+        .merge_patch(
+            "secret",
+            NAMESPACE,
+            SECRET,
+            &json!({"data": {"ca.key": garbage}}),
+            &[],
+        )
         .expect_success("break the CA key");
-    within(Duration::from_secs(5), || ca_bundles(&env.cluster) != original)
-        .unwrap_or_else(|| panic!("no new CA within 5 s:\n{}", replica.webhook.log_tail(20)));
+    within(Duration::from_secs(5), || {
+        ca_bundles(&env.cluster) != original
+    })
+    .unwrap_or_else(|| panic!("no new CA within 5 s:\n{}", replica.webhook.log_tail(20)));
     let new_ca = secret_data(&env.cluster)["ca.crt"].clone();
     for bundle in ca_bundles(&env.cluster) {
         assert_eq!(pem_blocks(&bundle), pem_blocks(&new_ca));

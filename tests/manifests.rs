@@ -1343,7 +1343,8 @@ fn ca_comes_from_cert_manager_or_gen_certs(r: &Rendering) {
 /// Whether the container runs `serve --manage-certs`.
 fn manages_certs(container: &Container) -> bool {
     let args = container.args.clone().unwrap_or_default();
-    args.iter().any(|a| a == "--manage-certs" || a == "--manage-certs=true")
+    args.iter()
+        .any(|a| a == "--manage-certs" || a == "--manage-certs=true")
         || container
             .env
             .iter()
@@ -1358,8 +1359,7 @@ fn check_self_managed(install: &Install) {
     let pod = pod(install);
     let help = &*HELP;
     let value = |flag: &str, env: &str| {
-        flag_value(pod.container, help, flag, env)
-            .unwrap_or_else(|| panic!("{flag} has a value"))
+        flag_value(pod.container, help, flag, env).unwrap_or_else(|| panic!("{flag} has a value"))
     };
     let tls_cert = value("--tls-cert", "WEBHOOK_TLS_CERT");
     let (tls_volume, _) = mounted_dir(pod.container, &tls_cert);
@@ -1394,7 +1394,13 @@ fn check_self_managed(install: &Install) {
     } = webhooks(install);
     assert_eq!(
         validating.metadata.name.as_deref(),
-        Some(value("--validating-configuration", "WEBHOOK_VALIDATING_CONFIGURATION").as_str())
+        Some(
+            value(
+                "--validating-configuration",
+                "WEBHOOK_VALIDATING_CONFIGURATION"
+            )
+            .as_str()
+        )
     );
     assert_eq!(
         mutating.metadata.name.as_deref(),
@@ -1403,7 +1409,10 @@ fn check_self_managed(install: &Install) {
     for webhook in [&mutate.client_config, &validate.client_config] {
         let called = webhook.service.as_ref().expect("clientConfig.service");
         assert_eq!(Some(called.name.as_str()), service.metadata.name.as_deref());
-        assert_eq!(called.namespace, NAMESPACE, "the Secret's namespace (POD_NAMESPACE)");
+        assert_eq!(
+            called.namespace, NAMESPACE,
+            "the Secret's namespace (POD_NAMESPACE)"
+        );
     }
     for flag in ["--ca-validity", "--cert-validity", "--cert-propagation"] {
         let _ = duration(&value(flag, ""));
@@ -1716,10 +1725,13 @@ fn is_cert_rule(rule: &PolicyRule) -> bool {
     })
 }
 
+/// A rule as (apiGroups, resources, resourceNames, verbs), each sorted.
+type CertRule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
 /// `--manage-certs`' rules: its Secret by name (create cannot be
 /// narrowed), its two webhook configurations by name; none without it.
 fn check_cert_rbac(rules: &[PolicyRule], manages: bool) {
-    let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>, Vec<String>)> = rules
+    let mut granted: Vec<CertRule> = rules
         .iter()
         .map(|rule| {
             (
@@ -1740,7 +1752,12 @@ fn check_cert_rbac(rules: &[PolicyRule], manages: bool) {
                 owned(&["pipelinerollout-webhook-tls"]),
                 owned(&["get", "list", "update", "watch"]),
             ),
-            (owned(&[""]), owned(&["secrets"]), vec![], owned(&["create"])),
+            (
+                owned(&[""]),
+                owned(&["secrets"]),
+                vec![],
+                owned(&["create"]),
+            ),
             (
                 owned(&["admissionregistration.k8s.io"]),
                 owned(&[

@@ -36,13 +36,20 @@ impl Cluster {
     /// creates, except that the webhooks keep `clientConfig.service` (port
     /// `port`, no caBundle: the webhook writes it) and the Service is
     /// created as `ExternalName` = `127.0.0.1`.
-    pub fn install_self_managed(&self, kustomization: &Path, port: u16) -> Result<Installed, String> {
+    pub fn install_self_managed(
+        &self,
+        kustomization: &Path,
+        port: u16,
+    ) -> Result<Installed, String> {
         let docs = render(self.kubectl_binary(), kustomization)?;
         let mut installed = Installed::default();
         let (mut first, mut rest, mut webhooks) = (Vec::new(), Vec::new(), Vec::new());
         for mut doc in docs {
             let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-            let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             if kind == "Service" {
                 let namespace = doc["metadata"]["namespace"].clone();
                 installed.objects.push(format!("Service/{name}"));
@@ -89,12 +96,21 @@ impl Cluster {
     pub fn point_service_at(&self, namespace: &str, name: &str, ip: &str) -> Result<(), String> {
         let patch = json!({"spec": {"externalName": ip}}).to_string();
         let out = self.kubectl(User::Admin).run(&[
-            "patch", "service", name, "-n", namespace, "--type=merge", "-p", &patch,
+            "patch",
+            "service",
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            &patch,
         ]);
         if out.success {
             Ok(())
         } else {
-            Err(format!("cannot point Service {namespace}/{name} at {ip}: {out}"))
+            Err(format!(
+                "cannot point Service {namespace}/{name} at {ip}: {out}"
+            ))
         }
     }
 }
@@ -201,7 +217,9 @@ impl SecretMirror {
                         for value in stream {
                             let Ok(value) = value else { break };
                             let items = match value["kind"].as_str() {
-                                Some("List") => value["items"].as_array().cloned().unwrap_or_default(),
+                                Some("List") => {
+                                    value["items"].as_array().cloned().unwrap_or_default()
+                                }
                                 _ => vec![value],
                             };
                             for secret in items {
