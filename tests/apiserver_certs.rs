@@ -8,13 +8,18 @@
 //! each replica's certificate directory whenever it changes. The webhook
 //! acts as its own service account with the overlay's RBAC.
 //!
-//! Each test has a cluster of its own (they change the certificates).
-//! Without the binaries these tests print a skip line each, and fail in CI.
+//! Each test has a cluster of its own (they change the certificates), and
+//! they run one at a time (`ONE_AT_A_TIME`): their certificates live
+//! seconds, and several clusters at once on a small machine would stretch
+//! every step. Without the binaries these tests print a skip line each, and
+//! fail in CI.
 
 mod apiserver_support;
 
 use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -36,6 +41,15 @@ const SECRET: &str = "pipelinerollout-webhook-tls";
 const CONFIGURATION: &str = "pipelinerollout-webhook";
 /// Where the writers write.
 const TEAM: &str = "certs-team";
+
+/// Held by each test for its whole run.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// One replica: the webhook and the kubelet's copy of the Secret it serves
 /// (the webhook is declared first, so it stops first).
@@ -132,6 +146,105 @@ impl SelfManaged {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+
+    /// Starts one more replica at `ip`, serving only, with its own lagging
+    /// mirror and `kubeconfig`, without waiting for readiness.
+    fn spawn_follower(&self, ip: &'static str, kubeconfig: &Path) -> Result<Replica, String> {
+        let name = format!("replica-{}", self.replicas.len());
+        let dir = self.cluster.dir().join(&name).join("tls");
+        let mirror = SecretMirror::start(
+            &self.cluster,
+            NAMESPACE,
+            SECRET,
+            &dir,
+            Duration::from_millis(500),
+        )?;
+        // The mirror has the Secret's files before the replica starts, as
+        // the kubelet has a volume's before the container starts.
+        within(Duration::from_secs(10), || dir.join("tls.crt").exists())
+            .ok_or("the mirror wrote no files")?;
+        let port = self.replicas[0].webhook.base_url();
+        let port: u16 = port
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or("the replicas' port")?;
+        let options = WebhookOptions {
+            binary: WEBHOOK.into(),
+            name,
+            policy: self.cluster.dir().join("policy.yaml"),
+            extra_args: vec!["--cert-controller=false".to_owned()],
+        };
+        let ip_addr: std::net::IpAddr = ip.parse().map_err(|e| format!("{ip}: {e}"))?;
+        let webhook = Webhook::spawn_managed(
+            &self.cluster,
+            options,
+            SocketAddr::new(ip_addr, port),
+            &dir,
+            NAMESPACE,
+            kubeconfig,
+        )?;
+        Ok(Replica {
+            webhook,
+            _mirror: mirror,
+            ip,
+        })
+    }
+}
+
+/// A TCP forwarder to the API server that can be down (it then closes
+/// every connection at once) or up.
+struct Proxy {
+    addr: SocketAddr,
+    up: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    /// Forwards to `target`; down until [`Proxy::set_up`].
+    fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let up = Arc::new(AtomicBool::new(false));
+        let is_up = Arc::clone(&up);
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if !is_up.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(target) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone(), server.try_clone()),
+                    (server.try_clone(), client.try_clone()),
+                ]
+                .into_iter()
+                .filter_map(|(a, b)| Some((a.ok()?, b.ok()?)))
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Self { addr, up }
+    }
+
+    fn set_up(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+
+    /// A copy of `kubeconfig` whose server is this proxy.
+    fn kubeconfig(&self, cluster: &Cluster, kubeconfig: &Path) -> std::path::PathBuf {
+        let text = std::fs::read_to_string(kubeconfig).expect("read the kubeconfig");
+        let proxied = text.replace(&cluster.server(), &format!("https://{}", self.addr));
+        assert_ne!(text, proxied, "the kubeconfig names {}", cluster.server());
+        let path = cluster.dir().join("webhook-through-proxy.kubeconfig");
+        std::fs::write(&path, proxied).expect("write the kubeconfig");
+        path
+    }
 }
 
 fn check_installed(installed: &Installed) -> Result<(), String> {
@@ -219,8 +332,10 @@ fn metric(replica: &Replica, prefix: &str) -> f64 {
 }
 
 fn ready(replica: &Replica) -> bool {
-    admin_get(replica.webhook.admin_addr(), "/readyz")
-        .is_ok_and(|text| text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200"))
+    replica
+        .webhook
+        .readyz()
+        .is_ok_and(|(status, _)| status == 200)
 }
 
 /// Polls `check` every 100 ms until it holds or `timeout` passes: how long it took.
@@ -253,6 +368,7 @@ fn write_in_a_loop(cluster: &Cluster, stop: &AtomicBool, prefix: &str) -> (usize
 #[test]
 fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotations_on_two_replicas()
  {
+    let _serial = one_at_a_time();
     let Some(assets) = require("certs rotation", Assets::find()) else {
         return;
     };
@@ -355,6 +471,7 @@ fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotat
 
 #[test]
 fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
+    let _serial = one_at_a_time();
     let Some(assets) = require("certs faults", Assets::find()) else {
         return;
     };
@@ -451,4 +568,145 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
         within(Duration::from_secs(5), || ready(replica)).is_some(),
         "ready again"
     );
+}
+
+#[test]
+fn a_replica_that_cannot_reach_the_api_server_serves_its_last_certificate_and_is_ready_once_it_can()
+{
+    let _serial = one_at_a_time();
+    let Some(assets) = require("certs without an API server", Assets::find()) else {
+        return;
+    };
+    let env = SelfManaged::start(&assets, &["127.0.0.1"], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let api: SocketAddr = env
+        .cluster
+        .server()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the API server's address");
+    let proxy = Proxy::start(api);
+    let kubeconfig = proxy.kubeconfig(&env.cluster, &env.cluster.kubeconfig(User::Webhook));
+    let follower = env
+        .spawn_follower("127.0.0.2", &kubeconfig)
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // It serves, but cannot tell whether the caBundle trusts it: not ready.
+    let mut said = String::new();
+    let never_ready = within(Duration::from_secs(3), || match follower.webhook.readyz() {
+        Ok((200, _)) => true,
+        Ok((_, body)) => {
+            said = body;
+            false
+        }
+        Err(_) => false,
+    });
+    assert!(never_ready.is_none(), "ready without reading the caBundle");
+    assert!(said.contains("caBundle"), "/readyz says why: {said}");
+    // What it serves is the Secret's certificate (the volume's files): the
+    // API server's writes through it go through.
+    env.cluster
+        .point_service_at(NAMESPACE, SERVICE, follower.ip)
+        .unwrap_or_else(|e| panic!("{e}"));
+    env.wait_for_a_write("through-the-follower", Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{e}\n{}", follower.webhook.log_tail(20)));
+    assert!(
+        follower
+            .webhook
+            .log_tail(40)
+            .contains("cannot read the webhook configurations"),
+        "the retries are logged:\n{}",
+        follower.webhook.log_tail(40)
+    );
+
+    // The API server comes back: ready after the next retry.
+    proxy.set_up();
+    let became_ready = within(Duration::from_secs(40), || ready(&follower)).unwrap_or_else(|| {
+        panic!(
+            "not ready 40 s after the API server came back:\n{}",
+            follower.webhook.log_tail(20)
+        )
+    });
+    eprintln!("ready {became_ready:?} after the API server became reachable");
+}
+
+#[test]
+fn a_controller_restarted_in_the_middle_of_a_ca_rotation_finishes_it_and_no_write_fails() {
+    let _serial = one_at_a_time();
+    let Some(assets) = require("certs leader change", Assets::find()) else {
+        return;
+    };
+    // CAs live 45 s (rotated from 30 s on), serving certificates 6 s.
+    let flags = [
+        "--cert-validity=6s",
+        "--ca-validity=45s",
+        "--cert-propagation=2s",
+    ];
+    let mut env = SelfManaged::start(&assets, &["127.0.0.1", "127.0.0.2"], &flags)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Writes go through the replica that stays up.
+    env.route_to(1).unwrap_or_else(|e| panic!("{e}"));
+    let has = |cluster: &Cluster, key: &str| secret_data(cluster).contains_key(key);
+    let stop = AtomicBool::new(false);
+    let cluster = &env.cluster;
+    let (leader, _follower) = env.replicas.split_at_mut(1);
+    let leader = &mut leader[0];
+    let (writes, failures) = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| write_in_a_loop(cluster, &stop, "load"));
+        let outcome = (|| -> Result<(), String> {
+            // Step 1 done (a new CA beside the old one): the controller stops
+            // and a new process takes over from the Secret.
+            within(Duration::from_secs(45), || has(cluster, "ca-next.crt"))
+                .ok_or("no CA rotation started within 45 s")?;
+            leader.webhook.stop();
+            std::thread::sleep(Duration::from_secs(1));
+            leader.webhook.resume(cluster)?;
+            // Step 2 done (serving from the new CA, the old one retiring):
+            // again.
+            within(Duration::from_secs(20), || has(cluster, "ca-previous.crt"))
+                .ok_or("the rotation did not switch within 20 s of the restart")?;
+            leader.webhook.stop();
+            std::thread::sleep(Duration::from_secs(1));
+            leader.webhook.resume(cluster)?;
+            within(Duration::from_secs(20), || {
+                let data = secret_data(cluster);
+                !data.contains_key("ca-previous.crt") && !data.contains_key("ca-next.crt")
+            })
+            .ok_or("the rotation did not complete within 20 s of the second restart")?;
+            std::thread::sleep(Duration::from_secs(3));
+            Ok(())
+        })();
+        stop.store(true, Ordering::SeqCst);
+        let written = writer.join().expect("the writer");
+        if let Err(why) = outcome {
+            panic!("{why}\nleader log:\n{}", leader.webhook.log_tail(30));
+        }
+        written
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {writes} writes failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // The last process only finished the rotation: it started none and
+    // switched none.
+    let leader = &env.replicas[0];
+    let steps = |step: &str| {
+        metric(
+            leader,
+            &format!("pipelinerollout_webhook_certs_ca_rotations_total{{step=\"{step}\"}}"),
+        )
+    };
+    assert_eq!(
+        (steps("started"), steps("switched"), steps("completed")),
+        (0.0, 0.0, 1.0),
+        "the third process completed the rotation the first one started"
+    );
+    for bundle in ca_bundles(&env.cluster) {
+        assert_eq!(
+            pem_blocks(&bundle),
+            pem_blocks(&secret_data(&env.cluster)["ca.crt"])
+        );
+    }
+    eprintln!("{writes} writes across two controller restarts mid-rotation, none failed");
 }

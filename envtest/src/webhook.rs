@@ -106,6 +106,50 @@ impl Webhook {
         cert_dir: &std::path::Path,
         namespace: &str,
     ) -> Result<Self, String> {
+        let kubeconfig = cluster.kubeconfig(User::Webhook);
+        let mut webhook = Self::managed(options, listen, cert_dir, namespace, &kubeconfig)?;
+        webhook.resume(cluster)?;
+        Ok(webhook)
+    }
+
+    /// [`Webhook::start_managed`] with the kubeconfig `kubeconfig`, waiting
+    /// only until it serves (`/healthz` answers 200), ready or not.
+    pub fn spawn_managed(
+        cluster: &Cluster,
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &std::path::Path,
+        namespace: &str,
+        kubeconfig: &std::path::Path,
+    ) -> Result<Self, String> {
+        let mut webhook = Self::managed(options, listen, cert_dir, namespace, kubeconfig)?;
+        let mut process = cluster.spawn(
+            &webhook.options.name,
+            &webhook.options.binary,
+            &webhook.args,
+            Duration::from_secs(5),
+        )?;
+        let admin = webhook.admin;
+        let serving = wait_until(
+            &mut process,
+            &format!("webhook {}", webhook.options.name),
+            Duration::from_secs(30),
+            || match http::get(admin, "/healthz", None)? {
+                (200, _) => Ok(()),
+                (status, body) => Err(format!("/healthz: {status} {}", body.trim())),
+            },
+        );
+        webhook.process = Some(process);
+        serving.map(|()| webhook)
+    }
+
+    fn managed(
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &std::path::Path,
+        namespace: &str,
+        kubeconfig: &std::path::Path,
+    ) -> Result<Self, String> {
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let path = |file: &str| cert_dir.join(file).display().to_string();
         let mut args: Vec<String> = [
@@ -124,7 +168,7 @@ impl Webhook {
             "--policy",
             &options.policy.display().to_string(),
             "--kubeconfig",
-            &cluster.kubeconfig(User::Webhook).display().to_string(),
+            &kubeconfig.display().to_string(),
             "--shutdown-delay",
             "0s",
             "--reload-interval",
@@ -134,15 +178,18 @@ impl Webhook {
         .map(|s| (*s).to_owned())
         .collect();
         args.extend(options.extra_args.iter().cloned());
-        let mut webhook = Self {
+        Ok(Self {
             options,
             addr: listen,
             admin,
             args,
             process: None,
-        };
-        webhook.resume(cluster)?;
-        Ok(webhook)
+        })
+    }
+
+    /// `/readyz` of its admin server: the status and the body.
+    pub fn readyz(&self) -> Result<(u16, String), String> {
+        http::get(self.admin, "/readyz", None)
     }
 
     /// The base of the webhook configurations' `clientConfig.url`:
