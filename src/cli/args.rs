@@ -441,6 +441,60 @@ mod tests {
     use super::*;
 
     #[test]
+    fn certificate_lifetimes_are_checked_and_namespaces_default_to_the_webhooks_own() {
+        let parse = |flags: &[&str]| {
+            let mut argv = vec![
+                "pipelinerollout-webhook",
+                "serve",
+                "--tls-cert=c",
+                "--tls-key=k",
+            ];
+            argv.extend_from_slice(flags);
+            match Cli::try_parse_from(argv).expect("flags parse").command {
+                Some(Command::Serve(args)) => args.certs,
+                other => panic!("not serve: {other:?}"),
+            }
+        };
+        let cases: [(&[&str], Option<&str>, Result<(&str, &str), CertArgsError>); 5] = [
+            (&[], Some("hooks"), Ok(("hooks", "hooks"))),
+            (
+                &[],
+                None,
+                Ok(("pipelinerollout-webhook", "pipelinerollout-webhook")),
+            ),
+            (
+                &["--cert-secret-namespace=a", "--cert-service-namespace=b"],
+                Some("hooks"),
+                Ok(("a", "b")),
+            ),
+            (
+                &["--cert-validity=2s"],
+                None,
+                Err(CertArgsError::TooShort {
+                    flag: "cert-validity",
+                    value: "2s".to_owned(),
+                }),
+            ),
+            (
+                &["--cert-validity=1y", "--ca-validity=1y"],
+                None,
+                Err(CertArgsError::CertOutlivesCa),
+            ),
+        ];
+        for (flags, own, want) in cases {
+            let got = parse(flags)
+                .options(own.map(str::to_owned))
+                .map(|o| (o.secret_namespace, o.service.namespace));
+            let want = want.map(|(a, b)| (a.to_owned(), b.to_owned()));
+            assert_eq!(got, want, "{flags:?} in {own:?}");
+        }
+        assert!(
+            Cli::try_parse_from(["pipelinerollout-webhook", "serve", "--manage-certs"]).is_err(),
+            "--manage-certs needs --tls-cert (the Secret's volume)"
+        );
+    }
+
+    #[test]
     fn the_webhooks_own_namespace_is_always_unguarded() {
         let given = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
         let cases = [

@@ -209,30 +209,29 @@ pub fn plan(
         }
     }
 
-    let issue_reason = if switched {
-        Some(Reason::CaSwitch)
-    } else if ca_replaced {
-        Some(Reason::Initial)
+    // The stored serving certificate, kept while it is valid, for the
+    // Service's names, signed by the signing CA and not yet due.
+    let kept = if switched || ca_replaced {
+        Err(if switched {
+            Reason::CaSwitch
+        } else {
+            Reason::Initial
+        })
     } else {
         match stored.serving(&ca, &settings.names, now) {
-            Ok((_, info)) if now < renew_at(info.not_before, info.not_after) => {
+            Ok((pair, info)) if now < renew_at(info.not_before, info.not_after) => {
                 wake_at = wake_at.min(renew_at(info.not_before, info.not_after));
-                None
+                Ok(pair)
             }
-            Ok(_) => Some(Reason::Due),
-            Err(ServingProblem::Names(_)) => Some(Reason::Names),
-            Err(ServingProblem::Invalid(_)) if absent => Some(Reason::Initial),
-            Err(ServingProblem::Invalid(why)) => Some(Reason::Invalid(why)),
+            Ok(_) => Err(Reason::Due),
+            Err(ServingProblem::Names(_)) => Err(Reason::Names),
+            Err(ServingProblem::Invalid(_)) if absent => Err(Reason::Initial),
+            Err(ServingProblem::Invalid(why)) => Err(Reason::Invalid(why)),
         }
     };
-    let serving = match issue_reason {
-        None => stored
-            .serving(&ca, &settings.names, now)
-            .map(|(pair, _)| pair)
-            .map_err(|_| {
-                CertError::Check("the serving certificate changed while planning".into())
-            })?,
-        Some(reason) => {
+    let serving = match kept {
+        Ok(pair) => pair,
+        Err(reason) => {
             let validity = validity(now, settings.cert_validity, Some(ca_info.not_after));
             let pair = certs::issue_serving(&ca, &settings.common_name, &settings.names, validity)?;
             wake_at = wake_at.min(renew_at(validity.not_before, validity.not_after));
