@@ -455,7 +455,13 @@ mod tests {
                 other => panic!("not serve: {other:?}"),
             }
         };
-        let cases: [(&[&str], Option<&str>, Result<(&str, &str), CertArgsError>); 5] = [
+        // (flags, POD_NAMESPACE, the Secret's and the Service's namespace or the error)
+        type Case<'a> = (
+            &'a [&'a str],
+            Option<&'a str>,
+            Result<(&'a str, &'a str), CertArgsError>,
+        );
+        let cases: [Case<'_>; 5] = [
             (&[], Some("hooks"), Ok(("hooks", "hooks"))),
             (
                 &[],
