@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use apiserver_certs_support::{
     CONFIGURATION, NAMESPACE, Proxy, SECRET, SERVICE, SelfManaged, ca_bundles, metric,
-    one_at_a_time, pem_blocks, ready, secret_data, within, write_in_a_loop,
+    one_at_a_time, pem_blocks, ready, secret_data, webhook_bundles, within, write_in_a_loop,
 };
 use base64::Engine as _;
 use envtest::{Assets, Cluster, User, require};
@@ -144,11 +144,44 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
     let admin = env.cluster.kubectl(User::Admin);
     let original = ca_bundles(&env.cluster);
 
-    // Another actor (an Argo CD sync) writes another caBundle.
     let stranger =
         pipelinerollout_webhook::certs::generate("stranger", &["stranger".to_owned()], 1)
             .expect("a CA");
-    let other = base64::engine::general_purpose::STANDARD.encode(stranger.ca_pem);
+    let other = base64::engine::general_purpose::STANDARD.encode(&stranger.ca_pem);
+
+    // A webhook of someone else's in the same configuration (another
+    // Service, its own CA) is never given the webhook's caBundle.
+    let foreign = json!({
+        "name": "foreign.example.com",
+        "clientConfig": {
+            "service": {"name": "foreign", "namespace": "default", "path": "/validate"},
+            "caBundle": other,
+        },
+        "rules": [{"apiGroups": ["example.com"], "apiVersions": ["v1"],
+                   "resources": ["widgets"], "operations": ["CREATE"]}],
+        "failurePolicy": "Ignore",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    let add = json!([{"op": "add", "path": "/webhooks/-", "value": foreign}]).to_string();
+    admin
+        .run(&[
+            "patch",
+            "validatingwebhookconfiguration",
+            CONFIGURATION,
+            "--type=json",
+            "-p",
+            &add,
+        ])
+        .expect_success("add a foreign webhook");
+    let foreign_bundle = |cluster: &Cluster| {
+        webhook_bundles(cluster)
+            .into_iter()
+            .find(|(service, _)| service == "foreign")
+            .map(|(_, bundle)| bundle)
+    };
+
+    // Another actor (an Argo CD sync) writes another caBundle.
     let patch =
         json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": other}])
             .to_string();
@@ -172,6 +205,11 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
         )
     });
     eprintln!("caBundle put back {restored:?} after the overwrite");
+    assert_eq!(
+        foreign_bundle(&env.cluster).as_deref(),
+        Some(stranger.ca_pem.as_str()),
+        "the foreign webhook keeps its own caBundle"
+    );
     let out = env.write("after-overwrite");
     assert!(out.success, "{out}");
 
@@ -228,6 +266,11 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
         .wait_for_a_write("after-new-ca", Duration::from_secs(15))
         .unwrap_or_else(|e| panic!("{e}"));
     eprintln!("writes went through again {recovered:?} after the CA was replaced");
+    assert_eq!(
+        foreign_bundle(&env.cluster).as_deref(),
+        Some(stranger.ca_pem.as_str()),
+        "the new CA went to the webhook's own webhooks only"
+    );
     assert!(
         within(Duration::from_secs(5), || ready(replica)).is_some(),
         "ready again"

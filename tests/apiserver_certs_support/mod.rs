@@ -246,8 +246,19 @@ pub fn check_installed(installed: &Installed) -> Result<(), String> {
     Ok(())
 }
 
-/// The decoded caBundle of every webhook of both configurations.
+/// The decoded caBundle of every webhook of both configurations that
+/// calls the webhook's Service.
 pub fn ca_bundles(cluster: &Cluster) -> Vec<String> {
+    webhook_bundles(cluster)
+        .into_iter()
+        .filter(|(service, _)| service == SERVICE)
+        .map(|(_, bundle)| bundle)
+        .collect()
+}
+
+/// Every webhook of both configurations: the Service it calls ("" for a
+/// URL) and its decoded caBundle.
+pub fn webhook_bundles(cluster: &Cluster) -> Vec<(String, String)> {
     let admin = cluster.kubectl(User::Admin);
     let mut bundles = Vec::new();
     for kind in [
@@ -264,7 +275,11 @@ pub fn ca_bundles(cluster: &Cluster) -> Vec<String> {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(bundle)
                 .unwrap_or_default();
-            bundles.push(String::from_utf8_lossy(&bytes).into_owned());
+            let service = webhook["clientConfig"]["service"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            bundles.push((service, String::from_utf8_lossy(&bytes).into_owned()));
         }
     }
     bundles
