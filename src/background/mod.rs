@@ -1,6 +1,7 @@
 //! Work that is not a request: tasks that run beside the server for as long
 //! as the process does, later under an elected leader. Today that is the
-//! stale-force [`sweeper`].
+//! stale-force [`sweeper`] and the certificates of `--manage-certs`
+//! ([`certs`]).
 //!
 //! The dependency rule: background work uses [`crate::admission`],
 //! [`crate::policy`], [`crate::rollout`], [`crate::events`] and the
