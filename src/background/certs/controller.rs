@@ -1,5 +1,5 @@
 //! The certificate controller (the leader's): keeps the Secret and the
-//! caBundle as [`plan`](super::plan) says, whenever the Secret or either
+//! caBundle as [`plan`] says, whenever the Secret or either
 //! webhook configuration changes (it watches all three by name) and when
 //! the next rotation is due. A failed call is retried with backoff; what
 //! the replicas serve meanwhile is the last Secret written.
