@@ -154,6 +154,9 @@ pub enum StartError {
     /// The policy asks RBAC but no API server can be reached.
     #[error("forceReapply.rbac is set but {0}")]
     Rbac(KubeClientError),
+    /// `--manage-certs` but no API server can be reached.
+    #[error("--manage-certs needs the API server, but {0}")]
+    ManagedCertificate(KubeClientError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -236,6 +239,9 @@ pub async fn start_with_metrics(
             Authorizer::Rbac(RbacAuthorizer::new(client)),
         ),
         Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
+        Err(why) if options.managed_certificate => {
+            return Err(StartError::ManagedCertificate(why));
+        }
         Err(why) => {
             tracing::info!(%why, "no API server: RBAC checks, Events and the stale-force sweeper are off");
             (
@@ -312,7 +318,11 @@ pub async fn start_with_metrics(
         shared.health.require_trust();
     }
     shared.health.set_serving();
-    tracing::info!(%addr, admin = ?admin_addr, "ready");
+    if options.managed_certificate {
+        tracing::info!(%addr, admin = ?admin_addr, "serving; ready once the caBundle trusts the served certificate");
+    } else {
+        tracing::info!(%addr, admin = ?admin_addr, "ready");
+    }
 
     let app = webhook::router(Arc::clone(&shared));
     let task = tokio::spawn({
