@@ -305,3 +305,33 @@ fn publish(dir: &Path, secret: &Value, version: u64) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(cert: &str) -> Value {
+        use base64::Engine as _;
+        let encode = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        json!({"data": {"tls.crt": encode(cert), "tls.key": encode("key")}})
+    }
+
+    #[test]
+    fn each_version_replaces_the_last_at_once_through_the_data_link() {
+        let dir = tempfile::tempdir().expect("dir");
+        publish(dir.path(), &secret("one"), 0).expect("first");
+        publish(dir.path(), &secret("two"), 1).expect("second");
+        let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).expect(f);
+        assert_eq!(read("tls.crt"), "two");
+        assert_eq!(read("tls.key"), "key");
+        assert_eq!(
+            std::fs::read_link(dir.path().join("tls.crt")).expect("a link"),
+            Path::new("..data/tls.crt")
+        );
+        assert_eq!(
+            std::fs::read_link(dir.path().join("..data")).expect("a link"),
+            Path::new("..1")
+        );
+        assert!(!dir.path().join("..0").exists(), "the old version is gone");
+    }
+}
