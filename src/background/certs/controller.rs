@@ -229,7 +229,7 @@ async fn pass<H: CertHost>(
                 .map_err(secret_err)?,
         };
         for change in &plan.changes {
-            report(change, host, &secret_name);
+            report(change, host, &secret_name, &plan.material);
         }
     }
     let ca_bundle = plan.material.bundle();
@@ -301,7 +301,9 @@ fn to_secret(
     }
 }
 
-fn report<H: CertHost>(change: &Change, host: &H, secret: &str) {
+fn report<H: CertHost>(change: &Change, host: &H, secret: &str, now: &material::Material) {
+    let ca_not_after = material::not_after(&now.ca.cert_pem).map(|t| t.to_string());
+    let serving_not_after = material::not_after(&now.serving.cert_pem).map(|t| t.to_string());
     match change {
         Change::CaIssued(reason) => {
             host.record(CertEvent::Issued {
@@ -313,7 +315,9 @@ fn report<H: CertHost>(change: &Change, host: &H, secret: &str) {
                     %secret, %why,
                     "the Secret's CA is unusable (edited by hand?): replaced with a new CA and serving certificate"
                 ),
-                _ => tracing::info!(%secret, reason = reason.label(), "CA issued"),
+                _ => {
+                    tracing::info!(%secret, reason = reason.label(), not_after = ?ca_not_after, "CA issued")
+                }
             }
         }
         Change::ServingIssued(reason) => {
@@ -326,7 +330,9 @@ fn report<H: CertHost>(change: &Change, host: &H, secret: &str) {
                     %secret, %why,
                     "the Secret's serving certificate is unusable (edited by hand?): replaced"
                 ),
-                _ => tracing::info!(%secret, reason = reason.label(), "serving certificate issued"),
+                _ => {
+                    tracing::info!(%secret, reason = reason.label(), not_after = ?serving_not_after, "serving certificate issued")
+                }
             }
         }
         Change::RotationStarted => {

@@ -127,7 +127,8 @@ impl Stored {
     /// The signing CA, if present and usable at `now`.
     pub fn ca(&self, now: OffsetDateTime) -> Result<(PemPair, CertInfo), String> {
         let pair = self.pair(CA_CERT, CA_KEY)?;
-        let info = check_ca(&pair, now).map_err(|e| format!("{CA_CERT}: {e}"))?;
+        let info =
+            check_ca(&pair, now).map_err(|e| format!("the CA in {CA_CERT} and {CA_KEY}: {e}"))?;
         Ok((pair, info))
     }
 
@@ -140,7 +141,7 @@ impl Stored {
         Some(self.pair(NEXT_CA_CERT, NEXT_CA_KEY).and_then(|pair| {
             check_ca(&pair, now)
                 .map(|_| pair)
-                .map_err(|e| format!("{NEXT_CA_CERT}: {e}"))
+                .map_err(|e| format!("the CA in {NEXT_CA_CERT} and {NEXT_CA_KEY}: {e}"))
         }))
     }
 
@@ -257,6 +258,12 @@ fn key_matches(key_pem: &str, spki: &[u8]) -> Result<(), String> {
     } else {
         Err("the key does not belong to the certificate".to_owned())
     }
+}
+
+/// The notAfter of the first certificate in `pem`, for logs.
+pub fn not_after(pem: &str) -> Option<OffsetDateTime> {
+    let der = first_certificate(pem).ok()?;
+    parse(&der).ok().map(|p| p.info.not_after)
 }
 
 /// Checks a CA: a CA certificate, its key, within its validity at `now`.
