@@ -65,7 +65,9 @@ impl PassError {
 }
 
 /// Runs the controller until `stop` is cancelled; returns within moments,
-/// with no write in flight.
+/// abandoning a call in flight. That is safe for whoever leads next: a
+/// Secret write carries the resourceVersion it read (a late one loses to
+/// any newer write), and a caBundle patch sets what the Secret says.
 pub async fn run<H: CertHost>(
     client: kube::Client,
     host: Arc<H>,
