@@ -67,7 +67,8 @@ impl PassError {
 /// Runs the controller until `stop` is cancelled; returns within moments,
 /// abandoning a call in flight. That is safe for whoever leads next: a
 /// Secret write carries the resourceVersion it read (a late one loses to
-/// any newer write), and a caBundle patch sets what the Secret says.
+/// any newer write), and a late caBundle patch is a change the next
+/// leader's watch sees and puts right.
 pub async fn run<H: CertHost>(
     client: kube::Client,
     host: Arc<H>,
