@@ -144,6 +144,49 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
     let admin = env.cluster.kubectl(User::Admin);
     let original = ca_bundles(&env.cluster);
 
+    // The webhook's own account may patch the caBundle (it just did) and
+    // nothing else of its webhooks (own-webhooks-policy.yaml).
+    let as_webhook = env.cluster.kubectl(User::Webhook);
+    for (what, patch) in [
+        (
+            "switch it off",
+            json!([{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]),
+        ),
+        (
+            "narrow its rules",
+            json!([{"op": "replace", "path": "/webhooks/0/rules/0/operations", "value": ["DELETE"]}]),
+        ),
+        (
+            "point it elsewhere",
+            json!([{"op": "replace", "path": "/webhooks/0/clientConfig/service/name", "value": "elsewhere"}]),
+        ),
+        (
+            "remove a webhook",
+            json!([{"op": "remove", "path": "/webhooks/0"}]),
+        ),
+    ] {
+        for kind in [
+            "validatingwebhookconfiguration",
+            "mutatingwebhookconfiguration",
+        ] {
+            let out = as_webhook.run(&[
+                "patch",
+                kind,
+                CONFIGURATION,
+                "--type=json",
+                "-p",
+                &patch.to_string(),
+            ]);
+            assert!(
+                !out.success
+                    && out
+                        .stderr
+                        .contains("may change nothing on its webhook configurations"),
+                "the webhook's account may not {what} ({kind}): {out}"
+            );
+        }
+    }
+
     let stranger =
         pipelinerollout_webhook::certs::generate("stranger", &["stranger".to_owned()], 1)
             .expect("a CA");

@@ -1414,6 +1414,42 @@ fn check_self_managed(install: &Install) {
             "the Secret's namespace (POD_NAMESPACE)"
         );
     }
+    // Its account may patch nothing but the caBundle of those two
+    // configurations: the guard names them and the account.
+    let guard = "pipelinerollout-webhook-own-webhooks";
+    let policy = named(&install.policies, guard, "ValidatingAdmissionPolicy");
+    let binding = named(
+        &install.policy_bindings,
+        guard,
+        "ValidatingAdmissionPolicyBinding",
+    );
+    assert_eq!(binding.spec.policy_name, guard);
+    assert_eq!(binding.spec.validation_actions, vec!["Deny".to_owned()]);
+    let spec = policy.spec.clone().unwrap_or_default();
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let rules = spec
+        .match_constraints
+        .and_then(|c| c.resource_rules)
+        .unwrap_or_default();
+    let rule = one(&rules, "the guard's resource rule");
+    assert_eq!(
+        sorted(rule.resources.as_ref()),
+        ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+    );
+    let mut names = vec![
+        mutating.metadata.name.clone().unwrap_or_default(),
+        validating.metadata.name.clone().unwrap_or_default(),
+    ];
+    names.sort();
+    names.dedup();
+    assert_eq!(sorted(rule.resource_names.as_ref()), names);
+    let account = pod.spec.service_account_name.clone().unwrap_or_default();
+    let username = format!("system:serviceaccount:{NAMESPACE}:{account}");
+    let conditions = spec.match_conditions.unwrap_or_default();
+    assert!(
+        conditions.iter().any(|c| c.expression.contains(&format!("'{username}'"))),
+        "the guard applies to {username}"
+    );
     for flag in ["--ca-validity", "--cert-validity", "--cert-propagation"] {
         let _ = duration(&value(flag, ""));
     }
