@@ -1434,7 +1434,10 @@ fn check_self_managed(install: &Install) {
     let rule = one(&rules, "the guard's resource rule");
     assert_eq!(
         sorted(rule.resources.as_ref()),
-        ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+        [
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations"
+        ]
     );
     let mut names = vec![
         mutating.metadata.name.clone().unwrap_or_default(),
@@ -1447,7 +1450,9 @@ fn check_self_managed(install: &Install) {
     let username = format!("system:serviceaccount:{NAMESPACE}:{account}");
     let conditions = spec.match_conditions.unwrap_or_default();
     assert!(
-        conditions.iter().any(|c| c.expression.contains(&format!("'{username}'"))),
+        conditions
+            .iter()
+            .any(|c| c.expression.contains(&format!("'{username}'"))),
         "the guard applies to {username}"
     );
     for flag in ["--ca-validity", "--cert-validity", "--cert-propagation"] {
