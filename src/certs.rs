@@ -17,6 +17,9 @@ pub enum CertError {
     /// rcgen refused the parameters.
     #[error("cannot generate certificates: {0}")]
     Generate(#[from] rcgen::Error),
+    /// A stored certificate failed a check (the text says which).
+    #[error("{0}")]
+    Check(String),
     /// A file could not be written or read.
     #[error("{path}: {source}")]
     Io {
@@ -44,6 +47,60 @@ pub struct GeneratedCerts {
 fn validity(days: i64) -> (OffsetDateTime, OffsetDateTime) {
     let now = OffsetDateTime::now_utc();
     (now - Duration::hours(1), now + Duration::days(days))
+}
+
+/// A certificate's validity: from `not_before` to `not_after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Validity {
+    /// The first moment the certificate is valid.
+    pub not_before: OffsetDateTime,
+    /// The last moment the certificate is valid.
+    pub not_after: OffsetDateTime,
+}
+
+/// A certificate and its private key, in PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PemPair {
+    /// The certificate.
+    pub cert_pem: String,
+    /// Its private key.
+    pub key_pem: String,
+}
+
+/// Makes a self-signed CA named `common_name` CA, valid for `validity`.
+pub fn issue_ca(common_name: &str, validity: Validity) -> Result<PemPair, CertError> {
+    let key = KeyPair::generate()?;
+    let mut params = ca_params(common_name, 1)?;
+    (params.not_before, params.not_after) = (validity.not_before, validity.not_after);
+    let cert_pem = params.self_signed(&key)?.pem();
+    Ok(PemPair {
+        cert_pem,
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// Makes a serving certificate for `names` with a new key, signed by the
+/// CA `ca` (certificate and key in PEM), valid for `validity`.
+pub fn issue_serving(
+    ca: &PemPair,
+    common_name: &str,
+    names: &[String],
+    validity: Validity,
+) -> Result<PemPair, CertError> {
+    let ca_key = KeyPair::from_pem(&ca.key_pem)?;
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key)?;
+    let key = KeyPair::generate()?;
+    let mut leaf = CertificateParams::new(names.to_vec())?;
+    leaf.distinguished_name
+        .push(DnType::CommonName, common_name);
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    (leaf.not_before, leaf.not_after) = (validity.not_before, validity.not_after);
+    let cert = leaf.signed_by(&key, &issuer)?;
+    Ok(PemPair {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
 }
 
 fn ca_params(common_name: &str, days: i64) -> Result<CertificateParams, CertError> {

@@ -391,3 +391,36 @@ fn webpki_anchor(
         .expect("anchor")
         .to_owned()
 }
+
+#[test]
+fn serve_refuses_managed_certificates_it_cannot_keep() {
+    let dir = tempfile::tempdir().expect("dir");
+    let tls = |file: &str| dir.path().join("tls").join(file).display().to_string();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--cert-validity=1s"],
+            "--cert-validity 1s is too short: at least 3s",
+        ),
+        (
+            &["--cert-validity=2weeks", "--ca-validity=1week"],
+            "--cert-validity must be shorter than --ca-validity",
+        ),
+        (
+            &["--kubeconfig=/nonexistent/kubeconfig"],
+            "--manage-certs needs the API server, but cannot read kubeconfig /nonexistent/kubeconfig",
+        ),
+    ];
+    for (flags, says) in cases {
+        let out = bin()
+            .args(["serve", "--manage-certs", "--listen", "127.0.0.1:0"])
+            .args(["--admin-listen", "127.0.0.1:0"])
+            .args(["--tls-cert", &tls("tls.crt"), "--tls-key", &tls("tls.key")])
+            .args(flags)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+}

@@ -368,6 +368,7 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
         kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
         unguarded_namespaces: Vec::new(),
+        managed_certificate: false,
     };
     match server::start(options).await {
         Err(StartError::Rbac(why)) => {

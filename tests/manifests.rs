@@ -63,6 +63,8 @@ enum CaSource {
     CertManager,
     /// `gen-certs`' ca-bundle.patch.yaml.
     GenCerts,
+    /// The webhook itself (`serve --manage-certs`).
+    SelfManaged,
 }
 
 /// What an overlay must render to.
@@ -74,7 +76,7 @@ struct Expect {
 
 /// Every overlay under manifests/overlays, and what it renders to. A new
 /// overlay must be added here (the test `every_overlay_is_checked` says so).
-const OVERLAYS: [(&str, Expect); 3] = [
+const OVERLAYS: [(&str, Expect); 4] = [
     (
         "cert-manager",
         Expect {
@@ -94,6 +96,13 @@ const OVERLAYS: [(&str, Expect); 3] = [
         Expect {
             ca: CaSource::CertManager,
             failure_policy: "Ignore",
+        },
+    ),
+    (
+        "self-managed",
+        Expect {
+            ca: CaSource::SelfManaged,
+            failure_policy: "Fail",
         },
     ),
 ];
@@ -1313,13 +1322,150 @@ fn ca_comes_from_cert_manager_or_gen_certs(r: &Rendering) {
             assert_eq!(data.get("tls.key").map(|b| &b.0), Some(&certs.key));
             check_serving_cert(&certs.cert, ca, &service_name);
         }
+        CaSource::SelfManaged => {
+            assert!(
+                bundles.iter().all(Option::is_none) && injects.iter().all(Option::is_none),
+                "the webhook writes the caBundle itself"
+            );
+            check_self_managed(install);
+        }
     }
     if r.expect.ca != CaSource::GenCerts {
         assert!(
             install.secrets.is_empty(),
-            "no Secret is rendered: the TLS Secret comes from cert-manager"
+            "no Secret is rendered: the TLS Secret comes from cert-manager or the webhook"
         );
     }
+    let manages = manages_certs(pod(install).container);
+    assert_eq!(
+        manages,
+        r.expect.ca == CaSource::SelfManaged,
+        "--manage-certs is set in the self-managed overlay only"
+    );
+}
+
+/// Whether the container runs `serve --manage-certs`.
+fn manages_certs(container: &Container) -> bool {
+    let args = container.args.clone().unwrap_or_default();
+    args.iter()
+        .any(|a| a == "--manage-certs" || a == "--manage-certs=true")
+        || container
+            .env
+            .iter()
+            .flatten()
+            .any(|e| e.name == "WEBHOOK_MANAGE_CERTS" && e.value.as_deref() == Some("true"))
+}
+
+/// `--manage-certs`: the names the webhook uses by default are the names
+/// of the rendered objects, and the Secret volume may be absent (the
+/// webhook writes the Secret after it starts).
+fn check_self_managed(install: &Install) {
+    let pod = pod(install);
+    let help = &*HELP;
+    let value = |flag: &str, env: &str| {
+        flag_value(pod.container, help, flag, env).unwrap_or_else(|| panic!("{flag} has a value"))
+    };
+    let tls_cert = value("--tls-cert", "WEBHOOK_TLS_CERT");
+    let (tls_volume, _) = mounted_dir(pod.container, &tls_cert);
+    let volume = pod
+        .spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == tls_volume)
+        .expect("the TLS volume");
+    let secret = volume.secret.as_ref().expect("a Secret volume");
+    assert_eq!(
+        secret.secret_name.as_deref(),
+        Some(value("--cert-secret", "WEBHOOK_CERT_SECRET").as_str()),
+        "the Secret the webhook writes is the one --tls-cert ({tls_cert}) comes from"
+    );
+    assert_eq!(
+        secret.optional,
+        Some(true),
+        "the Secret volume is optional: it does not exist before the first start"
+    );
+    let service = one(&install.services, "Service");
+    assert_eq!(
+        service.metadata.name.as_deref(),
+        Some(value("--cert-service", "WEBHOOK_CERT_SERVICE").as_str())
+    );
+    let Webhooks {
+        mutating,
+        validating,
+        mutate,
+        validate,
+    } = webhooks(install);
+    assert_eq!(
+        validating.metadata.name.as_deref(),
+        Some(
+            value(
+                "--validating-configuration",
+                "WEBHOOK_VALIDATING_CONFIGURATION"
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        mutating.metadata.name.as_deref(),
+        Some(value("--mutating-configuration", "WEBHOOK_MUTATING_CONFIGURATION").as_str())
+    );
+    for webhook in [&mutate.client_config, &validate.client_config] {
+        let called = webhook.service.as_ref().expect("clientConfig.service");
+        assert_eq!(Some(called.name.as_str()), service.metadata.name.as_deref());
+        assert_eq!(
+            called.namespace, NAMESPACE,
+            "the Secret's namespace (POD_NAMESPACE)"
+        );
+    }
+    // Its account may patch nothing but the caBundle of those two
+    // configurations: the guard names them and the account.
+    let guard = "pipelinerollout-webhook-own-webhooks";
+    let policy = named(&install.policies, guard, "ValidatingAdmissionPolicy");
+    let binding = named(
+        &install.policy_bindings,
+        guard,
+        "ValidatingAdmissionPolicyBinding",
+    );
+    assert_eq!(binding.spec.policy_name, guard);
+    assert_eq!(binding.spec.validation_actions, vec!["Deny".to_owned()]);
+    let spec = policy.spec.clone().unwrap_or_default();
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let rules = spec
+        .match_constraints
+        .and_then(|c| c.resource_rules)
+        .unwrap_or_default();
+    let rule = one(&rules, "the guard's resource rule");
+    assert_eq!(
+        sorted(rule.resources.as_ref()),
+        [
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations"
+        ]
+    );
+    let mut names = vec![
+        mutating.metadata.name.clone().unwrap_or_default(),
+        validating.metadata.name.clone().unwrap_or_default(),
+    ];
+    names.sort();
+    names.dedup();
+    assert_eq!(sorted(rule.resource_names.as_ref()), names);
+    let account = pod.spec.service_account_name.clone().unwrap_or_default();
+    let username = format!("system:serviceaccount:{NAMESPACE}:{account}");
+    let conditions = spec.match_conditions.unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.expression.contains(&format!("'{username}'"))),
+        "the guard applies to {username}"
+    );
+    for flag in ["--ca-validity", "--cert-validity", "--cert-propagation"] {
+        let _ = duration(&value(flag, ""));
+    }
+    assert!(
+        duration(&value("--cert-validity", "")) < duration(&value("--ca-validity", "")),
+        "the serving certificate lives shorter than its CA"
+    );
 }
 
 /// RBAC: the webhook's account, the force-reapply grant, the example bindings.
@@ -1534,7 +1680,10 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         Some(false),
         "the token is mounted: the webhook creates SubjectAccessReviews with it"
     );
-    let rules = rules_of_service_account(install, NAMESPACE, &account);
+    let all_rules = rules_of_service_account(install, NAMESPACE, &account);
+    let (cert_rules, rules): (Vec<PolicyRule>, Vec<PolicyRule>) =
+        all_rules.into_iter().partition(is_cert_rule);
+    check_cert_rbac(&cert_rules, manages_certs(&pod.containers[0]));
     // Exactly these rules: SubjectAccessReviews, Events, reading a
     // PipelineRollout before an Event about it, (for the stale-force
     // sweeper, unless its component drops it) reading and patching them,
@@ -1666,6 +1815,71 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
     assert_eq!(
         rendered["forceReapply"]["rbac"]["verb"], grant_rule.verbs[0],
         "the ClusterRole grants the verb the policy asks about"
+    );
+}
+
+/// A rule of `--manage-certs`: on Secrets or webhook configurations.
+fn is_cert_rule(rule: &PolicyRule) -> bool {
+    rule.resources.iter().flatten().any(|r| {
+        [
+            "secrets",
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        ]
+        .contains(&r.as_str())
+    })
+}
+
+/// A rule as (apiGroups, resources, resourceNames, verbs), each sorted.
+type CertRule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+/// `--manage-certs`' rules: its Secret by name (create cannot be
+/// narrowed), its two webhook configurations by name; none without it.
+fn check_cert_rbac(rules: &[PolicyRule], manages: bool) {
+    let mut granted: Vec<CertRule> = rules
+        .iter()
+        .map(|rule| {
+            (
+                sorted(rule.api_groups.as_ref()),
+                sorted(rule.resources.as_ref()),
+                sorted(rule.resource_names.as_ref()),
+                sorted(Some(&rule.verbs)),
+            )
+        })
+        .collect();
+    granted.sort();
+    let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let mut want = if manages {
+        vec![
+            (
+                owned(&[""]),
+                owned(&["secrets"]),
+                owned(&["pipelinerollout-webhook-tls"]),
+                owned(&["get", "list", "update", "watch"]),
+            ),
+            (
+                owned(&[""]),
+                owned(&["secrets"]),
+                vec![],
+                owned(&["create"]),
+            ),
+            (
+                owned(&["admissionregistration.k8s.io"]),
+                owned(&[
+                    "mutatingwebhookconfigurations",
+                    "validatingwebhookconfigurations",
+                ]),
+                owned(&["pipelinerollout-webhook"]),
+                owned(&["get", "list", "patch", "watch"]),
+            ),
+        ]
+    } else {
+        Vec::new()
+    };
+    want.sort();
+    assert_eq!(
+        granted, want,
+        "the certificate rules are exactly what --manage-certs needs (manages: {manages})"
     );
 }
 

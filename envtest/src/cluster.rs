@@ -496,7 +496,7 @@ impl Drop for Cluster {
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
-pub(crate) fn free_port() -> Result<u16, String> {
+pub fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

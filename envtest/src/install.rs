@@ -12,7 +12,7 @@ use crate::cluster::{Cluster, User};
 use crate::webhook::Webhook;
 
 /// Kinds of the rendered manifests that are created as rendered.
-const INSTALLED: [&str; 10] = [
+pub(crate) const INSTALLED: [&str; 10] = [
     "Namespace",
     "ServiceAccount",
     "ClusterRole",
@@ -28,7 +28,7 @@ const INSTALLED: [&str; 10] = [
 /// Kinds that are left out: nothing runs pods here. The webhook runs as a
 /// local process instead of the Deployment, with the policy file itself
 /// instead of the ConfigMap, reached by URL instead of the Service.
-const SKIPPED: [&str; 5] = [
+pub(crate) const SKIPPED: [&str; 5] = [
     "Deployment",
     "Service",
     "PodDisruptionBudget",

@@ -16,6 +16,11 @@
 //!   for them.
 //! - [`Installation::start`] does all of that in the order users do, and
 //!   [`shared`] shares one installation between a test binary's tests.
+//! - [`Cluster::install_self_managed`] and [`SecretMirror`] run the
+//!   webhook with `serve --manage-certs`: the webhooks call a Service, and
+//!   the harness plays the kubelet, copying the webhook's Secret into each
+//!   replica's certificate directory whenever it changes;
+//!   [`Webhook::start_managed`] starts such a replica.
 //! - [`binding`] and [`webhook_calls`] build RBAC for the users and read the
 //!   API server's webhook latency.
 //! - [`Proxy`] stands between one process and the API server, and can be
@@ -34,6 +39,7 @@ mod cluster;
 mod http;
 mod install;
 mod kubectl;
+mod managed;
 mod metrics;
 mod pki;
 mod process;
@@ -43,9 +49,10 @@ mod setup;
 mod webhook;
 
 pub use assets::{Assets, Missing, in_ci, require};
-pub use cluster::{Cluster, KEEP, User};
+pub use cluster::{Cluster, KEEP, User, free_port};
 pub use install::{Installed, repo_root};
 pub use kubectl::{Kubectl, Output};
+pub use managed::SecretMirror;
 pub use metrics::{WebhookCalls, webhook_calls};
 pub use pki::{CertPair, Pki};
 pub use proxy::Proxy;

@@ -102,6 +102,109 @@ impl Webhook {
         }
     }
 
+    /// Starts `pipelinerollout-webhook serve --manage-certs` listening on
+    /// `listen`, serving `cert_dir`'s `tls.crt` and `tls.key` (which a
+    /// [`SecretMirror`](crate::SecretMirror) fills), with the webhook
+    /// service account's kubeconfig, the Secret's and Service's namespace
+    /// `namespace`, `--shutdown-delay 0s` and `--reload-interval 1s`, and
+    /// waits until its `/readyz` answers 200 (the caBundle trusts what it
+    /// serves).
+    pub fn start_managed(
+        cluster: &Cluster,
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &std::path::Path,
+        namespace: &str,
+    ) -> Result<Self, String> {
+        let kubeconfig = cluster.kubeconfig(User::Webhook);
+        let mut webhook =
+            Self::managed(cluster, options, listen, cert_dir, namespace, &kubeconfig)?;
+        webhook.resume(cluster)?;
+        Ok(webhook)
+    }
+
+    /// [`Webhook::start_managed`] with the kubeconfig `kubeconfig`, waiting
+    /// only until it serves (`/healthz` answers 200), ready or not.
+    pub fn spawn_managed(
+        cluster: &Cluster,
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &std::path::Path,
+        namespace: &str,
+        kubeconfig: &std::path::Path,
+    ) -> Result<Self, String> {
+        let mut webhook = Self::managed(cluster, options, listen, cert_dir, namespace, kubeconfig)?;
+        let mut process = cluster.spawn(
+            &webhook.options.name,
+            &webhook.options.binary,
+            &webhook.args,
+            Duration::from_secs(5),
+        )?;
+        let admin = webhook.admin;
+        let serving = wait_until(
+            &mut process,
+            &format!("webhook {}", webhook.options.name),
+            Duration::from_secs(30),
+            || match http::get(admin, "/healthz", None)? {
+                (200, _) => Ok(()),
+                (status, body) => Err(format!("/healthz: {status} {}", body.trim())),
+            },
+        );
+        webhook.process = Some(process);
+        serving.map(|()| webhook)
+    }
+
+    fn managed(
+        cluster: &Cluster,
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &std::path::Path,
+        namespace: &str,
+        kubeconfig: &std::path::Path,
+    ) -> Result<Self, String> {
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let path = |file: &str| cert_dir.join(file).display().to_string();
+        let mut args: Vec<String> = [
+            "serve",
+            "--listen",
+            &listen.to_string(),
+            "--admin-listen",
+            &admin.to_string(),
+            "--tls-cert",
+            &path("tls.crt"),
+            "--tls-key",
+            &path("tls.key"),
+            "--manage-certs",
+            "--cert-secret-namespace",
+            namespace,
+            "--policy",
+            &options.policy.display().to_string(),
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--shutdown-delay",
+            "0s",
+            "--reload-interval",
+            "1s",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(options.extra_args.iter().cloned());
+        Ok(Self {
+            log: cluster.dir().join(format!("{}.log", options.name)),
+            options,
+            addr: listen,
+            admin,
+            args,
+            process: None,
+        })
+    }
+
+    /// `/readyz` of its admin server: the status and the body.
+    pub fn readyz(&self) -> Result<(u16, String), String> {
+        http::get(self.admin, "/readyz", None)
+    }
+
     /// The base of the webhook configurations' `clientConfig.url`:
     /// `https://127.0.0.1:PORT`.
     pub fn base_url(&self) -> String {

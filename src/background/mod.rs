@@ -1,7 +1,8 @@
 //! Work that is not a request: controllers that run beside the server,
 //! started and stopped by [`leader`] (in the replica that holds the Lease,
-//! or in every replica with election off). Today that is the stale-force
-//! [`sweeper`].
+//! or in every replica with election off): the stale-force [`sweeper`] and
+//! the certificate controller of `--manage-certs` ([`certs`], whose
+//! readiness check runs in every replica).
 //!
 //! The dependency rule: background work uses [`crate::admission`],
 //! [`crate::policy`], [`crate::rollout`], [`crate::events`] and the
@@ -11,5 +12,6 @@
 //! [`sweeper::SweeperHost`], which the command line's `serve` wiring
 //! implements for the server's shared state.
 
+pub mod certs;
 pub mod leader;
 pub mod sweeper;

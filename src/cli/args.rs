@@ -184,6 +184,10 @@ pub struct ServeArgs {
     /// How often the leader renews, and how long any Lease call may take before it is retried (whole seconds, shorter than the renew deadline).
     #[arg(long, env = "WEBHOOK_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
     pub leader_elect_retry_period: Duration,
+
+    /// Certificates managed by the webhook itself.
+    #[command(flatten)]
+    pub certs: CertArgs,
 }
 
 impl ServeArgs {
@@ -203,6 +207,124 @@ impl ServeArgs {
         .map(Some)
     }
 }
+
+// ---- Certificates managed by the webhook (`serve --manage-certs`) ----
+
+/// Flags of `serve` for `--manage-certs`.
+#[derive(Debug, Clone, Args)]
+pub struct CertArgs {
+    /// Keep a CA and the serving certificate in the Secret --cert-secret and the CA in the caBundle of the webhooks that call --cert-service, rotating both; serve --tls-cert/--tls-key from that Secret's volume, and be ready only once the caBundle trusts the served certificate.
+    #[arg(long, env = "WEBHOOK_MANAGE_CERTS", requires = "tls_cert")]
+    pub manage_certs: bool,
+    /// With --manage-certs: run the certificate controller in this process (false: only serve the Secret's certificate and report trust, for a replica that does not lead).
+    #[arg(long, env = "WEBHOOK_CERT_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cert_controller: bool,
+    /// The Secret the certificates are kept in.
+    #[arg(long, env = "WEBHOOK_CERT_SECRET", default_value = crate::background::certs::DEFAULT_SECRET)]
+    pub cert_secret: String,
+    /// The Secret's namespace; without it, the webhook's own (POD_NAMESPACE), else pipelinerollout-webhook.
+    #[arg(long, env = "WEBHOOK_CERT_SECRET_NAMESPACE")]
+    pub cert_secret_namespace: Option<String>,
+    /// The Service the serving certificate is for; only webhooks whose clientConfig.service names it get the caBundle.
+    #[arg(
+        long,
+        env = "WEBHOOK_CERT_SERVICE",
+        default_value = "pipelinerollout-webhook"
+    )]
+    pub cert_service: String,
+    /// The Service's namespace; without it, the Secret's.
+    #[arg(long, env = "WEBHOOK_CERT_SERVICE_NAMESPACE")]
+    pub cert_service_namespace: Option<String>,
+    /// The ValidatingWebhookConfiguration whose webhooks get the caBundle.
+    #[arg(
+        long,
+        env = "WEBHOOK_VALIDATING_CONFIGURATION",
+        default_value = "pipelinerollout-webhook"
+    )]
+    pub validating_configuration: String,
+    /// The MutatingWebhookConfiguration whose webhooks get the caBundle.
+    #[arg(
+        long,
+        env = "WEBHOOK_MUTATING_CONFIGURATION",
+        default_value = "pipelinerollout-webhook"
+    )]
+    pub mutating_configuration: String,
+    /// How long a CA is valid; it is rotated at two thirds of that.
+    #[arg(long, env = "WEBHOOK_CA_VALIDITY", default_value = "5years", value_parser = humantime::parse_duration)]
+    pub ca_validity: Duration,
+    /// How long a serving certificate is valid; it is renewed at two thirds of that.
+    #[arg(long, env = "WEBHOOK_CERT_VALIDITY", default_value = "4weeks", value_parser = humantime::parse_duration)]
+    pub cert_validity: Duration,
+    /// How long a Secret change takes to reach every replica (the kubelet's sync of the volume) and every API server; each step of a CA rotation waits this long.
+    #[arg(long, env = "WEBHOOK_CERT_PROPAGATION", default_value = "3m", value_parser = humantime::parse_duration)]
+    pub cert_propagation: Duration,
+}
+
+/// Why the `--manage-certs` flags cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertArgsError {
+    /// A lifetime is too short to rotate in.
+    #[error("--{flag} {value} is too short: at least 3s")]
+    TooShort {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// The serving certificate would outlive its CA.
+    #[error(
+        "--cert-validity must be shorter than --ca-validity (a serving certificate never outlives its CA)"
+    )]
+    CertOutlivesCa,
+}
+
+impl CertArgs {
+    /// The controller's options, with the webhook's namespace `own`
+    /// (`POD_NAMESPACE`) as the default namespace.
+    pub fn options(
+        &self,
+        own: Option<String>,
+    ) -> Result<crate::background::certs::CertOptions, CertArgsError> {
+        use crate::background::certs::{CertOptions, ServiceRef};
+        for (flag, value) in [
+            ("ca-validity", self.ca_validity),
+            ("cert-validity", self.cert_validity),
+        ] {
+            if value < Duration::from_secs(3) {
+                return Err(CertArgsError::TooShort {
+                    flag,
+                    value: humantime::format_duration(value).to_string(),
+                });
+            }
+        }
+        if self.cert_validity >= self.ca_validity {
+            return Err(CertArgsError::CertOutlivesCa);
+        }
+        let namespace = self
+            .cert_secret_namespace
+            .clone()
+            .or(own.filter(|n| !n.is_empty()))
+            .unwrap_or_else(|| "pipelinerollout-webhook".to_owned());
+        Ok(CertOptions {
+            secret: self.cert_secret.clone(),
+            service: ServiceRef {
+                name: self.cert_service.clone(),
+                namespace: self
+                    .cert_service_namespace
+                    .clone()
+                    .unwrap_or_else(|| namespace.clone()),
+            },
+            secret_namespace: namespace,
+            validating: self.validating_configuration.clone(),
+            mutating: self.mutating_configuration.clone(),
+            ca_validity: self.ca_validity,
+            cert_validity: self.cert_validity,
+            propagation: self.cert_propagation,
+        })
+    }
+}
+
+// ---- end of the --manage-certs flags ----
 
 /// The server's options from `serve`'s flags. Without --tls-cert and
 /// --tls-key, the development certificates in --dev-certs-dir are served
@@ -247,6 +369,7 @@ impl TryFrom<&ServeArgs> for ServeOptions {
                 &args.unguarded_namespaces,
                 std::env::var("POD_NAMESPACE").ok(),
             ),
+            managed_certificate: args.certs.manage_certs,
         })
     }
 }
@@ -422,6 +545,66 @@ mod tests {
                 Duration::from_secs(10),
                 Duration::from_secs(2)
             )
+        );
+    }
+
+    #[test]
+    fn certificate_lifetimes_are_checked_and_namespaces_default_to_the_webhooks_own() {
+        let parse = |flags: &[&str]| {
+            let mut argv = vec![
+                "pipelinerollout-webhook",
+                "serve",
+                "--tls-cert=c",
+                "--tls-key=k",
+            ];
+            argv.extend_from_slice(flags);
+            match Cli::try_parse_from(argv).expect("flags parse").command {
+                Some(Command::Serve(args)) => args.certs,
+                other => panic!("not serve: {other:?}"),
+            }
+        };
+        // (flags, POD_NAMESPACE, the Secret's and the Service's namespace or the error)
+        type Case<'a> = (
+            &'a [&'a str],
+            Option<&'a str>,
+            Result<(&'a str, &'a str), CertArgsError>,
+        );
+        let cases: [Case<'_>; 5] = [
+            (&[], Some("hooks"), Ok(("hooks", "hooks"))),
+            (
+                &[],
+                None,
+                Ok(("pipelinerollout-webhook", "pipelinerollout-webhook")),
+            ),
+            (
+                &["--cert-secret-namespace=a", "--cert-service-namespace=b"],
+                Some("hooks"),
+                Ok(("a", "b")),
+            ),
+            (
+                &["--cert-validity=2s"],
+                None,
+                Err(CertArgsError::TooShort {
+                    flag: "cert-validity",
+                    value: "2s".to_owned(),
+                }),
+            ),
+            (
+                &["--cert-validity=1y", "--ca-validity=1y"],
+                None,
+                Err(CertArgsError::CertOutlivesCa),
+            ),
+        ];
+        for (flags, own, want) in cases {
+            let got = parse(flags)
+                .options(own.map(str::to_owned))
+                .map(|o| (o.secret_namespace, o.service.namespace));
+            let want = want.map(|(a, b)| (a.to_owned(), b.to_owned()));
+            assert_eq!(got, want, "{flags:?} in {own:?}");
+        }
+        assert!(
+            Cli::try_parse_from(["pipelinerollout-webhook", "serve", "--manage-certs"]).is_err(),
+            "--manage-certs needs --tls-cert (the Secret's volume)"
         );
     }
 

@@ -1,16 +1,16 @@
 //! `serve`: the webhook server, and beside it the background controllers
-//! (the sweeper when asked for), run by the elected leader or, with
+//! (the sweeper and the certificate controller when asked for), run by the elected leader or, with
 //! election off, by every replica.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
-
-use super::args::ServeArgs;
-use super::logging::LoggingGuard;
 use tokio_util::sync::CancellationToken;
 
+use super::args::{CertArgsError, ServeArgs};
+use super::logging::LoggingGuard;
+use crate::background::certs::{self as managed_certs, CertEvent, CertHost, CertOptions};
 use crate::background::leader::{self, Controller, LeaderHost, LeaseOptionsError, Transition};
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
 use crate::certs::CertError;
@@ -59,16 +59,46 @@ pub enum ServeError {
     /// The leader election's flags cannot work.
     #[error(transparent)]
     Leader(#[from] LeaseOptionsError),
+    /// The `--manage-certs` flags cannot be used.
+    #[error(transparent)]
+    CertArgs(#[from] CertArgsError),
+    /// `--manage-certs` without an API server.
+    #[error(
+        "--manage-certs needs the API server (a kubeconfig or the in-cluster service account), and none can be reached"
+    )]
+    CertsWithoutApiServer,
 }
 
 async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
     let lease = args.lease_options()?;
     let options = ServeOptions::try_from(&args)?;
+    let cert_options = if args.certs.manage_certs {
+        Some(args.certs.options(std::env::var("POD_NAMESPACE").ok())?)
+    } else {
+        None
+    };
     let metrics = Metrics::with_log_lines_dropped(log_lines_dropped);
     let running = server::start_with_metrics(options, metrics).await?;
+    // Certificates managed by the webhook (--manage-certs): every replica
+    // checks that the caBundle trusts what it serves (for /readyz); the
+    // controller that issues and rotates them is one of the background
+    // controllers below.
+    let certs_stop = CancellationToken::new();
+    if let Some(cert_options) = &cert_options {
+        let Some(client) = running.client.clone() else {
+            running.shutdown();
+            return Err(ServeError::CertsWithoutApiServer);
+        };
+        tokio::spawn(managed_certs::readiness::run(
+            client,
+            Arc::clone(&running.shared),
+            cert_options.clone(),
+            certs_stop.clone(),
+        ));
+    }
     let stop_background = CancellationToken::new();
     let background = tokio::spawn(run_background(
-        controllers(&args, &running),
+        controllers(&args, cert_options, &running),
         lease,
         args.kubeconfig.clone(),
         running.client.is_some(),
@@ -84,6 +114,7 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
         "serving /validate and /mutate over HTTPS"
     );
     shutdown_signal().await;
+    certs_stop.cancel();
     running.shutdown();
     // The leader hands over at once, while the server drains.
     stop_background.cancel();
@@ -94,9 +125,26 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
 
 /// The background controllers `args` ask for, given the server's API
 /// client (none without an API server).
-fn controllers(args: &ServeArgs, running: &Running) -> Vec<Controller> {
+fn controllers(
+    args: &ServeArgs,
+    cert_options: Option<CertOptions>,
+    running: &Running,
+) -> Vec<Controller> {
     let mut controllers = Vec::new();
     let client = running.client.clone();
+    if let (Some(options), Some(client), true) =
+        (cert_options, client.clone(), args.certs.cert_controller)
+    {
+        let shared = Arc::clone(&running.shared);
+        controllers.push(Controller::new("certificate controller", move |stop| {
+            managed_certs::controller::run(
+                client.clone(),
+                Arc::clone(&shared),
+                options.clone(),
+                stop,
+            )
+        }));
+    }
     if args.reset_stale_force {
         match client {
             Some(client) => {
@@ -183,6 +231,53 @@ impl SweeperHost for Shared {
             SweepOutcome::Error => metrics.sweeper_errors.inc(),
             SweepOutcome::WatchRestart => metrics.sweeper_watch_restarts.inc(),
         };
+    }
+}
+
+/// The server's shared state is the certificate work's host: its metrics,
+/// the chain it serves and its readiness.
+impl CertHost for Shared {
+    fn record(&self, event: CertEvent) {
+        use crate::server::metrics::{
+            ConfigurationLabels, IssueLabels, OperationLabels, StepLabels,
+        };
+        let certs = &self.metrics.certs;
+        match event {
+            CertEvent::Issued { kind, reason } => {
+                certs
+                    .issued
+                    .get_or_create(&IssueLabels { kind, reason })
+                    .inc();
+            }
+            CertEvent::Rotation(step) => {
+                certs.ca_rotations.get_or_create(&StepLabels { step }).inc();
+            }
+            CertEvent::BundleUpdated(configuration) => {
+                certs
+                    .bundle_updates
+                    .get_or_create(&ConfigurationLabels { configuration })
+                    .inc();
+            }
+            CertEvent::Error(operation) => {
+                certs
+                    .errors
+                    .get_or_create(&OperationLabels { operation })
+                    .inc();
+            }
+        };
+    }
+
+    fn served_chain(&self) -> Vec<Vec<u8>> {
+        self.served_chain
+            .load()
+            .iter()
+            .map(|c| c.as_ref().to_vec())
+            .collect()
+    }
+
+    fn set_trusted(&self, trusted: bool) {
+        self.health.set_trusted(trusted);
+        self.metrics.certs.trusted.set(i64::from(trusted));
     }
 }
 

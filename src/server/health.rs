@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Health {
     loaded: AtomicBool,
     stopping: AtomicBool,
+    trust_required: AtomicBool,
+    trusted: AtomicBool,
 }
 
 impl Health {
@@ -20,12 +22,26 @@ impl Health {
         self.stopping.store(true, Ordering::SeqCst);
     }
 
+    /// Makes readiness wait, from now on, until [`Health::set_trusted`]
+    /// says the caBundle trusts the served certificate (`--manage-certs`).
+    pub fn require_trust(&self) {
+        self.trust_required.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the caBundle trusts the served certificate.
+    pub fn set_trusted(&self, trusted: bool) {
+        self.trusted.store(trusted, Ordering::SeqCst);
+    }
+
     /// `Ok` when ready; otherwise why not.
     pub fn readiness(&self) -> Result<(), &'static str> {
         if self.stopping.load(Ordering::SeqCst) {
             Err("shutting down")
         } else if !self.loaded.load(Ordering::SeqCst) {
             Err("starting: certificate, policy or listener not ready yet")
+        } else if self.trust_required.load(Ordering::SeqCst) && !self.trusted.load(Ordering::SeqCst)
+        {
+            Err("the webhook configurations' caBundle does not trust the served certificate (yet)")
         } else {
             Ok(())
         }
@@ -44,5 +60,17 @@ mod tests {
         assert_eq!(health.readiness(), Ok(()));
         health.set_stopping();
         assert_eq!(health.readiness(), Err("shutting down"));
+    }
+
+    #[test]
+    fn with_managed_certificates_ready_only_once_trusted() {
+        let health = Health::default();
+        health.require_trust();
+        health.set_serving();
+        assert!(health.readiness().is_err(), "serving but not trusted");
+        health.set_trusted(true);
+        assert_eq!(health.readiness(), Ok(()));
+        health.set_trusted(false);
+        assert!(health.readiness().is_err(), "trust lost");
     }
 }

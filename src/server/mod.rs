@@ -50,6 +50,8 @@ pub struct Shared {
     pub events: EventQueue,
     /// The body budget and the request limit.
     pub budget: Budget,
+    /// The certificate chain served now (DER, leaf first).
+    pub served_chain: ArcSwap<Vec<rustls_pki_types::CertificateDer<'static>>>,
 }
 
 impl Shared {
@@ -85,6 +87,7 @@ impl Shared {
             authorizer,
             events: EventQueue::off(),
             budget,
+            served_chain: ArcSwap::from_pointee(Vec::new()),
         }
     }
 
@@ -130,6 +133,13 @@ pub struct ServeOptions {
     /// from a request about them, as no such request comes from the API
     /// server.
     pub unguarded_namespaces: Vec<String>,
+    /// The certificate comes from a Secret the webhook writes itself
+    /// (`--manage-certs`): when the files cannot be loaded at start, serve
+    /// a throwaway certificate nobody trusts until they can, instead of
+    /// failing (the Secret may not be written yet), and be ready only once
+    /// [`health::Health::set_trusted`] says the caBundle trusts what is
+    /// served.
+    pub managed_certificate: bool,
 }
 
 /// Why the server could not start.
@@ -147,6 +157,9 @@ pub enum StartError {
     /// The policy asks RBAC but no API server can be reached.
     #[error("forceReapply.rbac is set but {0}")]
     Rbac(KubeClientError),
+    /// `--manage-certs` but no API server can be reached.
+    #[error("--manage-certs needs the API server, but {0}")]
+    ManagedCertificate(KubeClientError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -229,6 +242,9 @@ pub async fn start_with_metrics(
             Authorizer::Rbac(RbacAuthorizer::new(client)),
         ),
         Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
+        Err(why) if options.managed_certificate => {
+            return Err(StartError::ManagedCertificate(why));
+        }
         Err(why) => {
             tracing::info!(%why, "no API server: RBAC checks, Events and the stale-force sweeper are off");
             (
@@ -284,17 +300,32 @@ pub async fn start_with_metrics(
         None => None,
     };
 
-    let loaded = tls::load(&options.tls)?;
+    let loaded = match tls::load(&options.tls) {
+        Ok(loaded) => loaded,
+        Err(why) if options.managed_certificate => {
+            tracing::warn!(%why, "no certificate yet: serving a throwaway one, not ready, until the files appear");
+            tls::placeholder(&options.tls)?
+        }
+        Err(why) => return Err(why.into()),
+    };
     if let Some(ts) = loaded.not_after {
         shared.metrics.certificate_expiry.set(ts);
     }
+    shared.served_chain.store(Arc::new(loaded.chain.clone()));
     let tls_state = Arc::new(TlsState::new(loaded.config));
     let listener = bind(options.listen).await?;
     let addr = listener.local_addr().unwrap_or(options.listen);
 
     spawn_reloaders(&options, &shared, &tls_state, &finished_rx);
+    if options.managed_certificate {
+        shared.health.require_trust();
+    }
     shared.health.set_serving();
-    tracing::info!(%addr, admin = ?admin_addr, "ready");
+    if options.managed_certificate {
+        tracing::info!(%addr, admin = ?admin_addr, "serving; ready once the caBundle trusts the served certificate");
+    } else {
+        tracing::info!(%addr, admin = ?admin_addr, "ready");
+    }
 
     let app = webhook::router(Arc::clone(&shared));
     let task = tokio::spawn({
@@ -352,6 +383,7 @@ fn spawn_reloaders(
         move || match tls::load(&files) {
             Ok(loaded) => {
                 tls_state.set(loaded.config);
+                shared_tls.served_chain.store(Arc::new(loaded.chain));
                 if let Some(ts) = loaded.not_after {
                     shared_tls.metrics.certificate_expiry.set(ts);
                 }

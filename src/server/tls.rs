@@ -133,12 +133,45 @@ pub struct LoadedTls {
     pub config: Arc<ServerConfig>,
     /// The serving certificate's notAfter, as a Unix timestamp.
     pub not_after: Option<i64>,
+    /// The served chain (DER, leaf first).
+    pub chain: Vec<CertificateDer<'static>>,
 }
 
 /// Builds the rustls configuration from the files.
 pub fn load(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
     let certified = load_certified_key(&files.cert, &files.key)?;
+    build(files, certified)
+}
+
+/// A throwaway self-signed certificate, for serving until the real files
+/// exist (`--manage-certs` before the Secret is written): nobody trusts
+/// it, so the replica stays not ready.
+pub fn placeholder(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
+    let mismatch = |reason: String| TlsError::Mismatch {
+        cert: files.cert.display().to_string(),
+        key: files.key.display().to_string(),
+        reason,
+    };
+    let generated = crate::certs::generate(
+        "pipelinerollout-webhook placeholder",
+        &["placeholder.invalid".to_owned()],
+        1,
+    )
+    .map_err(|e| mismatch(e.to_string()))?;
+    let chain = vec![
+        CertificateDer::from_pem_slice(generated.cert_pem.as_bytes())
+            .map_err(|e| mismatch(e.to_string()))?,
+    ];
+    let key = PrivateKeyDer::from_pem_slice(generated.key_pem.as_bytes())
+        .map_err(|e| mismatch(e.to_string()))?;
+    let certified =
+        CertifiedKey::from_der(chain, key, &provider()).map_err(|e| mismatch(e.to_string()))?;
+    build(files, Arc::new(certified))
+}
+
+fn build(files: &TlsFiles, certified: Arc<CertifiedKey>) -> Result<LoadedTls, TlsError> {
     let not_after = certified.cert.first().and_then(not_after);
+    let chain = certified.cert.clone();
     let builder = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&TLS13, &TLS12])
         .map_err(|e| TlsError::Mismatch {
@@ -168,6 +201,7 @@ pub fn load(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
     Ok(LoadedTls {
         config: Arc::new(config),
         not_after,
+        chain,
     })
 }
 

@@ -95,6 +95,7 @@ impl TestServer {
             max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
             kubeconfig: None,
             unguarded_namespaces: Vec::new(),
+            managed_certificate: false,
         };
         tweak(&mut options);
         let running = server::start(options).await.expect("server starts");

@@ -1,0 +1,357 @@
+//! The certificate controller (the leader's): keeps the Secret and the
+//! caBundle as [`plan`] says, whenever the Secret or either
+//! webhook configuration changes (it watches all three by name) and when
+//! the next rotation is due. A failed call is retried with backoff; what
+//! the replicas serve meanwhile is the last Secret written.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
+use serde::de::DeserializeOwned;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::bundle::{self, Configurations, Kind};
+use super::material::{self, Stored};
+use super::plan::{self, Change, Reason};
+use super::retry::Backoff;
+use super::{CertEvent, CertHost, CertOptions};
+use crate::certs::CertError;
+
+/// Why one pass failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// The Secret could not be read or written.
+    #[error("Secret {name}: {source}")]
+    Secret {
+        /// namespace/name.
+        name: String,
+        /// The API server's answer.
+        source: kube::Error,
+    },
+    /// A webhook configuration could not be read or patched.
+    #[error("webhook configuration {name}: {source}")]
+    Bundle {
+        /// Its name.
+        name: String,
+        /// The API server's answer.
+        source: kube::Error,
+    },
+    /// A certificate could not be made.
+    #[error(transparent)]
+    Certs(#[from] CertError),
+}
+
+impl PassError {
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Secret { .. } => "secret",
+            Self::Bundle { .. } => "bundle",
+            Self::Certs(_) => "issue",
+        }
+    }
+}
+
+/// Runs the controller until `stop` is cancelled; returns within moments,
+/// abandoning a call in flight. That is safe for whoever leads next: a
+/// Secret write carries the resourceVersion it read (a late one loses to
+/// any newer write), and a late caBundle patch is a change the next
+/// leader's watch sees and puts right.
+pub async fn run<H: CertHost>(
+    client: kube::Client,
+    host: Arc<H>,
+    options: CertOptions,
+    stop: CancellationToken,
+) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &options.secret_namespace);
+    let configurations = Configurations::new(
+        client.clone(),
+        &options.validating,
+        &options.mutating,
+        options.service.clone(),
+    );
+    let (tx, mut changed) = mpsc::channel::<()>(1);
+    let watches = [
+        tokio::spawn(watch(
+            secrets.clone(),
+            options.secret.clone(),
+            tx.clone(),
+            Arc::clone(&host),
+        )),
+        tokio::spawn(watch(
+            Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+            options.validating.clone(),
+            tx.clone(),
+            Arc::clone(&host),
+        )),
+        tokio::spawn(watch(
+            Api::<MutatingWebhookConfiguration>::all(client),
+            options.mutating.clone(),
+            tx,
+            Arc::clone(&host),
+        )),
+    ];
+    tracing::info!(
+        secret = %format!("{}/{}", options.secret_namespace, options.secret),
+        service = %options.server_name(),
+        validating = %options.validating,
+        mutating = %options.mutating,
+        "certificate controller started"
+    );
+    let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
+    loop {
+        let pass = tokio::select! {
+            () = stop.cancelled() => break,
+            pass = pass(&secrets, &configurations, &options, host.as_ref()) => pass,
+        };
+        let wait = match pass {
+            Ok(wait) => {
+                backoff.reset();
+                wait
+            }
+            Err(e) => {
+                let wait = backoff.next_wait();
+                host.record(CertEvent::Error(e.label()));
+                tracing::warn!(error = %e, retry_in = ?wait, "certificate controller: retrying");
+                wait
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(wait) => {}
+            Some(()) = changed.recv() => {
+                // Let a burst of changes settle into one pass.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    for task in watches {
+        task.abort();
+    }
+    tracing::info!("certificate controller stopped");
+}
+
+/// Sends a tick on every change of the object `name` (watched through a
+/// `metadata.name` field selector, which RBAC's resourceNames allow).
+async fn watch<K, H>(api: Api<K>, name: String, tx: mpsc::Sender<()>, host: Arc<H>)
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    H: CertHost,
+{
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let stream = watcher::watcher(api, config).default_backoff();
+    futures_util::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(_) => {
+                // A full channel already holds a pending pass.
+                let _ = tx.try_send(());
+            }
+            Err(e) => {
+                host.record(CertEvent::Error("watch"));
+                tracing::warn!(%name, error = %e, "watch failed; restarting with backoff");
+            }
+        }
+    }
+}
+
+fn stored(secret: &Secret) -> Stored {
+    Stored {
+        data: secret
+            .data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect(),
+        retire_after: secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(material::RETIRE_AFTER))
+            .cloned(),
+    }
+}
+
+/// One pass: read, plan, write what changed; the wait until the next.
+async fn pass<H: CertHost>(
+    secrets: &Api<Secret>,
+    configurations: &Configurations,
+    options: &CertOptions,
+    host: &H,
+) -> Result<Duration, PassError> {
+    let secret_name = format!("{}/{}", options.secret_namespace, options.secret);
+    let secret_err = |source| PassError::Secret {
+        name: secret_name.clone(),
+        source,
+    };
+    let existing = secrets.get_opt(&options.secret).await.map_err(secret_err)?;
+    let mut read = Vec::with_capacity(2);
+    for kind in Kind::BOTH {
+        read.push(
+            configurations
+                .read(kind)
+                .await
+                .map_err(|source| PassError::Bundle {
+                    name: configurations.name(kind).to_owned(),
+                    source,
+                })?,
+        );
+    }
+    let now = OffsetDateTime::now_utc();
+    let plan = plan::plan(
+        existing.as_ref().map(stored).as_ref(),
+        now,
+        &options.settings(),
+        |cas| {
+            read.iter()
+                .all(|c| c.ours.iter().all(|w| bundle::carries(&w.ca_bundle, cas)))
+        },
+    )?;
+    if !plan.changes.is_empty() {
+        let secret = to_secret(existing.as_ref(), options, &plan.material);
+        match existing {
+            Some(_) => secrets
+                .replace(&options.secret, &PostParams::default(), &secret)
+                .await
+                .map_err(secret_err)?,
+            None => secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .map_err(secret_err)?,
+        };
+        for change in &plan.changes {
+            report(change, host, &secret_name, &plan.material);
+        }
+    }
+    let ca_bundle = plan.material.bundle();
+    for (kind, configuration) in Kind::BOTH.into_iter().zip(&read) {
+        if let Some(patch) = bundle::patch(configuration, &ca_bundle) {
+            configurations
+                .write(kind, &patch)
+                .await
+                .map_err(|source| PassError::Bundle {
+                    name: configurations.name(kind).to_owned(),
+                    source,
+                })?;
+            host.record(CertEvent::BundleUpdated(kind.label()));
+            tracing::info!(
+                configuration = %configurations.name(kind),
+                webhooks = configuration.ours.len(),
+                cas = plan.material.bundle_cas().len(),
+                "caBundle written"
+            );
+        }
+    }
+    let wait = (plan.wake_at - OffsetDateTime::now_utc())
+        .clamp(time::Duration::milliseconds(200), time::Duration::hours(1));
+    Ok(Duration::try_from(wait).unwrap_or(Duration::from_secs(1)))
+}
+
+/// The Secret holding `material`: `existing`'s metadata and type kept,
+/// its data and the rotation annotation replaced.
+fn to_secret(
+    existing: Option<&Secret>,
+    options: &CertOptions,
+    material: &material::Material,
+) -> Secret {
+    let mut metadata = existing.map_or_else(
+        || ObjectMeta {
+            name: Some(options.secret.clone()),
+            namespace: Some(options.secret_namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/name".to_owned(),
+                "pipelinerollout-webhook".to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        |s| s.metadata.clone(),
+    );
+    metadata.managed_fields = None;
+    let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
+    match material.annotation() {
+        Some(after) => {
+            annotations.insert(material::RETIRE_AFTER.to_owned(), after);
+        }
+        None => {
+            annotations.remove(material::RETIRE_AFTER);
+        }
+    }
+    Secret {
+        metadata,
+        type_: existing
+            .and_then(|s| s.type_.clone())
+            .or_else(|| Some("kubernetes.io/tls".to_owned())),
+        data: Some(
+            material
+                .data()
+                .into_iter()
+                .map(|(k, v)| (k, ByteString(v.into_bytes())))
+                .collect(),
+        ),
+        ..Secret::default()
+    }
+}
+
+fn report<H: CertHost>(change: &Change, host: &H, secret: &str, now: &material::Material) {
+    let ca_not_after = material::not_after(&now.ca.cert_pem).map(|t| t.to_string());
+    let serving_not_after = material::not_after(&now.serving.cert_pem).map(|t| t.to_string());
+    match change {
+        Change::CaIssued(reason) => {
+            host.record(CertEvent::Issued {
+                kind: "ca",
+                reason: reason.label(),
+            });
+            match reason {
+                Reason::Invalid(why) => tracing::warn!(
+                    %secret, %why,
+                    "the Secret's CA is unusable (edited by hand?): replaced with a new CA and serving certificate"
+                ),
+                _ => {
+                    tracing::info!(%secret, reason = reason.label(), not_after = ?ca_not_after, "CA issued")
+                }
+            }
+        }
+        Change::ServingIssued(reason) => {
+            host.record(CertEvent::Issued {
+                kind: "serving",
+                reason: reason.label(),
+            });
+            match reason {
+                Reason::Invalid(why) => tracing::warn!(
+                    %secret, %why,
+                    "the Secret's serving certificate is unusable (edited by hand?): replaced"
+                ),
+                _ => {
+                    tracing::info!(%secret, reason = reason.label(), not_after = ?serving_not_after, "serving certificate issued")
+                }
+            }
+        }
+        Change::RotationStarted => {
+            host.record(CertEvent::Rotation("started"));
+            tracing::info!(%secret, "CA rotation: a new CA joins the caBundle beside the current one");
+        }
+        Change::RotationSwitched => {
+            host.record(CertEvent::Rotation("switched"));
+            tracing::info!(%secret, "CA rotation: the serving certificate is now signed by the new CA");
+        }
+        Change::RotationCompleted => {
+            host.record(CertEvent::Rotation("completed"));
+            tracing::info!(%secret, "CA rotation: the previous CA left the caBundle");
+        }
+        Change::Dropped(why) => {
+            tracing::warn!(%secret, %why, "an unusable CA rotation entry in the Secret was dropped");
+        }
+    }
+}

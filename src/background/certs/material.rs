@@ -1,0 +1,307 @@
+//! What the certificate Secret holds, read and checked. Pure: no I/O.
+//!
+//! The Secret (`kubernetes.io/tls`) holds the serving certificate and its
+//! key (`tls.crt`, `tls.key`, what every replica serves), the CA that
+//! signed it with its key (`ca.crt`, `ca.key`, so the next serving
+//! certificate is signed by the same CA), and during a CA rotation either
+//! the CA being introduced (`ca-next.crt`, `ca-next.key`) or the CA being
+//! retired (`ca-previous.crt`, with the time it may leave the caBundle in
+//! an annotation). The rotation's phase is therefore in the Secret itself,
+//! and a new leader continues where the last one stopped.
+
+use std::collections::BTreeMap;
+
+use rcgen::{KeyPair, PublicKeyData as _};
+use rustls_pki_types::CertificateDer;
+use time::OffsetDateTime;
+use x509_parser::extensions::GeneralName;
+
+use super::trust;
+use crate::certs::PemPair;
+
+/// The serving certificate.
+pub const TLS_CERT: &str = "tls.crt";
+/// The serving certificate's key.
+pub const TLS_KEY: &str = "tls.key";
+/// The CA that signed the serving certificate.
+pub const CA_CERT: &str = "ca.crt";
+/// Its key.
+pub const CA_KEY: &str = "ca.key";
+/// The CA being introduced (in the caBundle, not yet signing).
+pub const NEXT_CA_CERT: &str = "ca-next.crt";
+/// Its key.
+pub const NEXT_CA_KEY: &str = "ca-next.key";
+/// The CA being retired (still in the caBundle, no longer signing).
+pub const PREVIOUS_CA_CERT: &str = "ca-previous.crt";
+/// When the retired CA may leave the caBundle (RFC 3339).
+pub const RETIRE_AFTER: &str = "pipelinerollout-webhook.numaproj.io/retire-previous-ca-after";
+
+/// Everything the Secret holds, valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Material {
+    /// The CA that signs.
+    pub ca: PemPair,
+    /// The serving certificate.
+    pub serving: PemPair,
+    /// The CA being introduced, during the first half of a CA rotation.
+    pub next_ca: Option<PemPair>,
+    /// The CA being retired, during the second half.
+    pub previous_ca: Option<String>,
+    /// When the retired CA may leave the caBundle.
+    pub retire_previous_after: Option<OffsetDateTime>,
+}
+
+impl Material {
+    /// The CAs the caBundle must hold, oldest first.
+    pub fn bundle_cas(&self) -> Vec<&str> {
+        let mut cas = Vec::with_capacity(2);
+        cas.extend(self.previous_ca.as_deref());
+        cas.push(self.ca.cert_pem.as_str());
+        cas.extend(self.next_ca.as_ref().map(|n| n.cert_pem.as_str()));
+        cas
+    }
+
+    /// The caBundle: those CAs, concatenated.
+    pub fn bundle(&self) -> String {
+        self.bundle_cas()
+            .iter()
+            .map(|pem| {
+                let pem = pem.trim_end();
+                format!("{pem}\n")
+            })
+            .collect()
+    }
+
+    /// The Secret's data.
+    pub fn data(&self) -> BTreeMap<String, String> {
+        let mut data = BTreeMap::new();
+        data.insert(TLS_CERT.to_owned(), self.serving.cert_pem.clone());
+        data.insert(TLS_KEY.to_owned(), self.serving.key_pem.clone());
+        data.insert(CA_CERT.to_owned(), self.ca.cert_pem.clone());
+        data.insert(CA_KEY.to_owned(), self.ca.key_pem.clone());
+        if let Some(next) = &self.next_ca {
+            data.insert(NEXT_CA_CERT.to_owned(), next.cert_pem.clone());
+            data.insert(NEXT_CA_KEY.to_owned(), next.key_pem.clone());
+        }
+        if let Some(previous) = &self.previous_ca {
+            data.insert(PREVIOUS_CA_CERT.to_owned(), previous.clone());
+        }
+        data
+    }
+
+    /// The Secret's annotations that belong to the rotation (the retire
+    /// time, when a CA is being retired).
+    pub fn annotation(&self) -> Option<String> {
+        self.retire_previous_after.and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+    }
+}
+
+/// The Secret as read: its data (decoded) and the retire annotation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// Key to bytes.
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// The value of [`RETIRE_AFTER`], if set.
+    pub retire_after: Option<String>,
+}
+
+impl Stored {
+    fn text(&self, key: &str) -> Result<String, String> {
+        let bytes = self
+            .data
+            .get(key)
+            .ok_or_else(|| format!("{key} is missing"))?;
+        String::from_utf8(bytes.clone()).map_err(|_| format!("{key} is not text"))
+    }
+
+    fn pair(&self, cert: &str, key: &str) -> Result<PemPair, String> {
+        Ok(PemPair {
+            cert_pem: self.text(cert)?,
+            key_pem: self.text(key)?,
+        })
+    }
+
+    /// The signing CA, if present and usable at `now`.
+    pub fn ca(&self, now: OffsetDateTime) -> Result<(PemPair, CertInfo), String> {
+        let pair = self.pair(CA_CERT, CA_KEY)?;
+        let info =
+            check_ca(&pair, now).map_err(|e| format!("the CA in {CA_CERT} and {CA_KEY}: {e}"))?;
+        Ok((pair, info))
+    }
+
+    /// The CA being introduced: `None` when there is none, `Err` when it
+    /// is there but unusable.
+    pub fn next_ca(&self, now: OffsetDateTime) -> Option<Result<PemPair, String>> {
+        if !self.data.contains_key(NEXT_CA_CERT) && !self.data.contains_key(NEXT_CA_KEY) {
+            return None;
+        }
+        Some(self.pair(NEXT_CA_CERT, NEXT_CA_KEY).and_then(|pair| {
+            check_ca(&pair, now)
+                .map(|_| pair)
+                .map_err(|e| format!("the CA in {NEXT_CA_CERT} and {NEXT_CA_KEY}: {e}"))
+        }))
+    }
+
+    /// The CA being retired, with when it may leave: `None` when there is
+    /// none, `Err` when it is there but unusable.
+    pub fn previous_ca(&self) -> Option<Result<(String, OffsetDateTime), String>> {
+        if !self.data.contains_key(PREVIOUS_CA_CERT) {
+            return None;
+        }
+        Some(self.text(PREVIOUS_CA_CERT).and_then(|pem| {
+            first_certificate(&pem).map_err(|e| format!("{PREVIOUS_CA_CERT}: {e}"))?;
+            let after = self
+                .retire_after
+                .as_deref()
+                .ok_or_else(|| format!("{PREVIOUS_CA_CERT} has no {RETIRE_AFTER} annotation"))?;
+            let after =
+                OffsetDateTime::parse(after, &time::format_description::well_known::Rfc3339)
+                    .map_err(|e| format!("{RETIRE_AFTER}: {e}"))?;
+            Ok((pem, after))
+        }))
+    }
+
+    /// The serving certificate, checked against `ca` and `names`.
+    pub fn serving(
+        &self,
+        ca: &PemPair,
+        names: &[String],
+        now: OffsetDateTime,
+    ) -> Result<(PemPair, CertInfo), ServingProblem> {
+        let pair = self
+            .pair(TLS_CERT, TLS_KEY)
+            .map_err(ServingProblem::Invalid)?;
+        let info = check_serving(&pair, ca, names, now)?;
+        Ok((pair, info))
+    }
+}
+
+/// What is wrong with a stored serving certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServingProblem {
+    /// Unreadable, not matching its key, or not signed by the CA.
+    Invalid(String),
+    /// Valid, but for other names than the Service's.
+    Names(Vec<String>),
+}
+
+/// The validity of a certificate that passed its checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CertInfo {
+    /// notBefore.
+    pub not_before: OffsetDateTime,
+    /// notAfter.
+    pub not_after: OffsetDateTime,
+}
+
+fn first_certificate(pem: &str) -> Result<CertificateDer<'static>, String> {
+    trust::pem_certificates(pem.as_bytes())
+        .into_iter()
+        .next()
+        .ok_or_else(|| "no PEM certificate".to_owned())
+}
+
+/// The parsed parts of a certificate we check.
+struct Parsed {
+    info: CertInfo,
+    is_ca: bool,
+    spki: Vec<u8>,
+    dns_names: Vec<String>,
+}
+
+fn parse(der: &CertificateDer<'_>) -> Result<Parsed, String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
+        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+    let time = |t: x509_parser::time::ASN1Time| {
+        OffsetDateTime::from_unix_timestamp(t.timestamp()).map_err(|e| e.to_string())
+    };
+    let info = CertInfo {
+        not_before: time(cert.validity().not_before)?,
+        not_after: time(cert.validity().not_after)?,
+    };
+    let is_ca = cert
+        .basic_constraints()
+        .ok()
+        .flatten()
+        .is_some_and(|bc| bc.value.ca);
+    let mut dns_names: Vec<String> = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|n| match n {
+                    GeneralName::DNSName(name) => Some((*name).to_owned()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    dns_names.sort();
+    Ok(Parsed {
+        info,
+        is_ca,
+        spki: cert.tbs_certificate.subject_pki.raw.to_vec(),
+        dns_names,
+    })
+}
+
+fn key_matches(key_pem: &str, spki: &[u8]) -> Result<(), String> {
+    let key = KeyPair::from_pem(key_pem).map_err(|e| format!("the key is unreadable: {e}"))?;
+    if key.subject_public_key_info() == spki {
+        Ok(())
+    } else {
+        Err("the key does not belong to the certificate".to_owned())
+    }
+}
+
+/// The notAfter of the first certificate in `pem`, for logs.
+pub fn not_after(pem: &str) -> Option<OffsetDateTime> {
+    let der = first_certificate(pem).ok()?;
+    parse(&der).ok().map(|p| p.info.not_after)
+}
+
+/// Checks a CA: a CA certificate, its key, within its validity at `now`.
+pub fn check_ca(pair: &PemPair, now: OffsetDateTime) -> Result<CertInfo, String> {
+    let parsed = parse(&first_certificate(&pair.cert_pem)?)?;
+    if !parsed.is_ca {
+        return Err("not a CA certificate".to_owned());
+    }
+    key_matches(&pair.key_pem, &parsed.spki)?;
+    if now >= parsed.info.not_after {
+        return Err(format!("expired at {}", parsed.info.not_after));
+    }
+    Ok(parsed.info)
+}
+
+/// Checks a serving certificate: its key, signed by `ca` and valid for
+/// the Service's name at `now`, and for exactly `names`.
+pub fn check_serving(
+    pair: &PemPair,
+    ca: &PemPair,
+    names: &[String],
+    now: OffsetDateTime,
+) -> Result<CertInfo, ServingProblem> {
+    let invalid = ServingProblem::Invalid;
+    let der = first_certificate(&pair.cert_pem).map_err(invalid)?;
+    let parsed = parse(&der).map_err(invalid)?;
+    key_matches(&pair.key_pem, &parsed.spki).map_err(invalid)?;
+    let unix = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+    let verify_name = names.iter().find(|n| n.ends_with(".svc")).or(names.first());
+    if let Some(name) = verify_name
+        && parsed.dns_names.iter().any(|n| n == name)
+    {
+        trust::verify(ca.cert_pem.as_bytes(), &[der], name, unix).map_err(invalid)?;
+    }
+    let mut want: Vec<String> = names.to_vec();
+    want.sort();
+    if parsed.dns_names != want {
+        return Err(ServingProblem::Names(parsed.dns_names));
+    }
+    Ok(parsed.info)
+}

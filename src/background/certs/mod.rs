@@ -1,0 +1,116 @@
+//! Certificates without cert-manager (`serve --manage-certs`): the
+//! webhook keeps its own CA and serving certificate in a Secret and its CA
+//! in the caBundle of its own webhooks.
+//!
+//! - [`controller::run`] (one replica, the leader) keeps the Secret: it
+//!   creates it when absent, renews the serving certificate at two thirds
+//!   of its life or when its names no longer match the Service, rotates the
+//!   CA in three steps ([`plan`]), replaces what a hand edit made invalid,
+//!   and writes the caBundle ([`bundle`]), putting it back when someone
+//!   else overwrites it (it watches the Secret and both configurations).
+//! - [`readiness::run`] (every replica) reports whether the certificate
+//!   this replica serves is trusted by the caBundle of every webhook that
+//!   calls the Service, which `/readyz` waits for.
+//!
+//! Every replica serves the Secret's files as the kubelet updates them
+//! (the server's hot reload); nothing here touches files.
+
+pub mod bundle;
+pub mod controller;
+pub mod material;
+pub mod plan;
+pub mod readiness;
+pub mod retry;
+pub mod trust;
+
+use std::time::Duration;
+
+pub use self::bundle::ServiceRef;
+
+/// The default name of the Secret.
+pub const DEFAULT_SECRET: &str = "pipelinerollout-webhook-tls";
+
+/// What the certificates are for and where they are kept.
+#[derive(Debug, Clone)]
+pub struct CertOptions {
+    /// The Secret's name.
+    pub secret: String,
+    /// The Secret's namespace (the webhook's own).
+    pub secret_namespace: String,
+    /// The Service the serving certificate is for, and whose webhooks get
+    /// the caBundle.
+    pub service: ServiceRef,
+    /// The ValidatingWebhookConfiguration's name.
+    pub validating: String,
+    /// The MutatingWebhookConfiguration's name.
+    pub mutating: String,
+    /// How long a CA is valid.
+    pub ca_validity: Duration,
+    /// How long a serving certificate is valid.
+    pub cert_validity: Duration,
+    /// How long a new CA, or a serving certificate from it, takes to reach
+    /// every replica (the kubelet's sync of the Secret volume) and API
+    /// server; each CA rotation step waits that long.
+    pub propagation: Duration,
+}
+
+impl CertOptions {
+    /// The Service's DNS names, as the serving certificate carries them.
+    pub fn dns_names(&self) -> Vec<String> {
+        let ServiceRef { name, namespace } = &self.service;
+        vec![
+            name.clone(),
+            format!("{name}.{namespace}"),
+            format!("{name}.{namespace}.svc"),
+            format!("{name}.{namespace}.svc.cluster.local"),
+        ]
+    }
+
+    /// The name the API server checks the certificate for.
+    pub fn server_name(&self) -> String {
+        format!("{}.{}.svc", self.service.name, self.service.namespace)
+    }
+
+    /// The rotation settings.
+    pub fn settings(&self) -> plan::Settings {
+        plan::Settings {
+            common_name: self.server_name(),
+            names: self.dns_names(),
+            ca_validity: self.ca_validity,
+            cert_validity: self.cert_validity,
+            propagation: self.propagation,
+        }
+    }
+}
+
+/// One thing the certificate work did, for the process's metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertEvent {
+    /// A certificate was issued: `ca` or `serving`, and why (the label of
+    /// [`plan::Reason`]).
+    Issued {
+        /// ca or serving.
+        kind: &'static str,
+        /// initial, rotation, names, invalid or ca-switch.
+        reason: &'static str,
+    },
+    /// A CA rotation step: started, switched or completed.
+    Rotation(&'static str),
+    /// A caBundle was written into a configuration (validating, mutating).
+    BundleUpdated(&'static str),
+    /// Something failed and is retried: secret, bundle or watch.
+    Error(&'static str),
+}
+
+/// What the certificate work needs from the process it runs in.
+pub trait CertHost: Send + Sync + 'static {
+    /// Counts one thing it did.
+    fn record(&self, event: CertEvent);
+    /// The certificate chain served now (DER, leaf first; empty when none).
+    fn served_chain(&self) -> Vec<Vec<u8>>;
+    /// Whether the served certificate is trusted by the caBundle.
+    fn set_trusted(&self, trusted: bool);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! Readiness under `--manage-certs`, in every replica: is the certificate
+//! this replica serves trusted by the caBundle of every webhook that calls
+//! the Service? It reads the two webhook configurations by name every few
+//! seconds; while the API server cannot be reached it keeps its last
+//! verdict and retries with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use tokio_util::sync::CancellationToken;
+
+use super::bundle::{Configuration, Configurations};
+use super::retry::Backoff;
+use super::{CertHost, CertOptions, trust};
+
+/// How often the configurations are read.
+pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// `Ok` when every webhook in `configurations` that calls the Service
+/// trusts `chain` for `name` at `now` (Unix seconds); otherwise why not.
+pub fn judge(
+    configurations: &[Configuration],
+    chain: &[Vec<u8>],
+    name: &str,
+    now: u64,
+) -> Result<(), String> {
+    let chain: Vec<CertificateDer<'_>> = chain
+        .iter()
+        .map(|c| CertificateDer::from(c.as_slice()))
+        .collect();
+    let mut ours = configurations.iter().flat_map(|c| &c.ours).peekable();
+    if ours.peek().is_none() {
+        return Err(format!(
+            "no webhook in the webhook configurations calls the Service of {name}"
+        ));
+    }
+    for webhook in ours {
+        trust::verify(&webhook.ca_bundle, &chain, name, now)
+            .map_err(|e| format!("webhook {}: {e}", webhook.name))?;
+    }
+    Ok(())
+}
+
+/// Reports trust to `host` until `stop` is cancelled.
+pub async fn run<H: CertHost>(
+    client: kube::Client,
+    host: Arc<H>,
+    options: CertOptions,
+    stop: CancellationToken,
+) {
+    let configurations = Configurations::new(
+        client,
+        &options.validating,
+        &options.mutating,
+        options.service.clone(),
+    );
+    let name = options.server_name();
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    let mut last: Option<Result<(), String>> = None;
+    loop {
+        let wait = match configurations.read_both().await {
+            Ok(both) => {
+                backoff.reset();
+                let now =
+                    u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp()).unwrap_or(0);
+                let verdict = judge(&both, &host.served_chain(), &name, now);
+                host.set_trusted(verdict.is_ok());
+                if last.as_ref() != Some(&verdict) {
+                    match &verdict {
+                        Ok(()) => {
+                            tracing::info!("the caBundle trusts the served certificate: ready")
+                        }
+                        Err(why) => {
+                            tracing::warn!(%why, "not ready until the caBundle trusts the served certificate")
+                        }
+                    }
+                }
+                last = Some(verdict);
+                CHECK_INTERVAL
+            }
+            Err(e) => {
+                let wait = backoff.next_wait();
+                tracing::warn!(error = %e, retry_in = ?wait, "cannot read the webhook configurations; readiness keeps its last verdict");
+                wait
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
