@@ -272,6 +272,8 @@ fn serve_with_no_command_generates_and_reuses_dev_certificates() {
                 &format!("127.0.0.1:{port}"),
                 "--admin-listen",
                 "127.0.0.1:0",
+                "--shutdown-delay",
+                "0s",
                 "--dev-certs-dir",
             ])
             .arg(&certs)
@@ -291,7 +293,15 @@ fn serve_with_no_command_generates_and_reuses_dev_certificates() {
         } else {
             assert_eq!(ca, first_ca, "certificates are reused, not regenerated");
         }
-        let _ = child.kill();
+        // SIGTERM, not SIGKILL: a graceful stop writes every log line, and
+        // the one checked below may come a moment after the port listens.
+        let stopped = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !stopped {
+            let _ = child.kill();
+        }
         let out = child.wait_with_output().expect("wait");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("curl --cacert"), "logs how to try it: {err}");
