@@ -155,6 +155,37 @@ pub struct ServeArgs {
     /// How long the pause must have been over before the sweeper resets a force.
     #[arg(long, env = "WEBHOOK_STALE_FORCE_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub stale_force_grace: Duration,
+
+    // The audit of stored rollouts into PolicyReports.
+    /// Audit every stored PipelineRollout into PolicyReports (one per namespace) when an API server can be reached; `--audit=false` turns it off (needs list and watch on pipelinerollouts, and get, list, create, patch and delete on policyreports).
+    #[arg(long, env = "WEBHOOK_AUDIT", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub audit: bool,
+    /// How often the audit judges every stored object again, changed or not (it also does at start, on every change and after each policy reload).
+    #[arg(long, env = "WEBHOOK_AUDIT_INTERVAL", default_value = "1h", value_parser = parse_positive_duration)]
+    pub audit_interval: Duration,
+    /// The audit's API requests a second (report writes and deletions), after the burst; admission requests are never counted against it.
+    #[arg(long, env = "WEBHOOK_AUDIT_QPS", default_value_t = 5.0, value_parser = parse_qps)]
+    pub audit_qps: f64,
+    /// The audit's API requests allowed at once before --audit-qps applies.
+    #[arg(long, env = "WEBHOOK_AUDIT_BURST", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub audit_burst: u32,
+}
+
+/// A duration above zero.
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be above 0, e.g. 1h".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e}: write a duration such as 30m or 1h")),
+    }
+}
+
+/// A request rate: a number above 0.
+fn parse_qps(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(q) if q.is_finite() && q > 0.0 => Ok(q),
+        _ => Err("must be a number of requests a second above 0, e.g. 5 or 0.5".to_owned()),
+    }
 }
 
 /// The server's options from `serve`'s flags. Without --tls-cert and

@@ -7,11 +7,12 @@ use prometheus_client::metrics::counter::Counter;
 
 use super::args::ServeArgs;
 use super::logging::LoggingGuard;
+use crate::background::audit::{self, AuditEvent, AuditHost, AuditOptions};
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
 use crate::certs::CertError;
 use crate::events::EventQueue;
 use crate::policy::Policy;
-use crate::server::metrics::{Metrics, ResetLabels};
+use crate::server::metrics::{Metrics, ResetLabels, ResultLabels, ViolationLabels};
 use crate::server::{self, ServeOptions, Shared, StartError};
 
 /// The runtime `serve` runs on: multi-threaded, one worker per core
@@ -69,6 +70,10 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
             ),
         }
     }
+    // The audit of stored rollouts (a background controller: moves into the
+    // leader's set of controllers).
+    let audit_stop = tokio_util::sync::CancellationToken::new();
+    let audit_task = start_audit(&args, &running, &audit_stop);
     tracing::info!(
         listen = %running.addr,
         admin = ?running.admin_addr,
@@ -78,10 +83,89 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
         "serving /validate and /mutate over HTTPS"
     );
     shutdown_signal().await;
+    audit_stop.cancel();
+    if let Some(task) = audit_task {
+        let _ = task.await;
+    }
     running.shutdown();
     running.wait().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the audit when asked for and an API server can be reached.
+fn start_audit(
+    args: &ServeArgs,
+    running: &server::Running,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if !args.audit {
+        tracing::info!("--audit=false: stored rollouts are not audited");
+        return None;
+    }
+    let Some(client) = &running.client else {
+        tracing::info!("no API server: the audit of stored rollouts is off");
+        return None;
+    };
+    let options = AuditOptions {
+        interval: args.audit_interval,
+        qps: args.audit_qps,
+        burst: args.audit_burst,
+        ..AuditOptions::default()
+    };
+    Some(tokio::spawn(audit::run(
+        client.clone(),
+        Arc::clone(&running.shared),
+        options,
+        stop.clone(),
+    )))
+}
+
+/// The server's shared state is the audit's host: its policy handle and
+/// its metrics.
+impl AuditHost for Shared {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.load_full()
+    }
+
+    fn record(&self, event: AuditEvent<'_>) {
+        let metrics = &self.metrics.audit;
+        match event {
+            AuditEvent::Completed { at, took, objects } => {
+                let seconds = at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                metrics.last_audit.set(seconds);
+                metrics.last_audit_duration.set(took.as_secs_f64());
+                metrics
+                    .audited_objects
+                    .set(i64::try_from(objects).unwrap_or(i64::MAX));
+            }
+            AuditEvent::Violations(counts) => {
+                metrics.set_violations(counts.iter().map(|((namespace, rule, result), n)| {
+                    (
+                        ViolationLabels {
+                            namespace: namespace.clone(),
+                            rule: (*rule).to_owned(),
+                            result: (*result).to_owned(),
+                        },
+                        *n,
+                    )
+                }));
+            }
+            AuditEvent::ReportWrite(outcome) => {
+                metrics
+                    .report_writes
+                    .get_or_create(&ResultLabels {
+                        result: outcome.as_str(),
+                    })
+                    .inc();
+            }
+            AuditEvent::WatchRestart => {
+                metrics.watch_restarts.inc();
+            }
+        }
+    }
 }
 
 /// The server's shared state is the sweeper's host: its policy handle,

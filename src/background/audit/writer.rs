@@ -1,0 +1,372 @@
+//! Writing the reports: one task that takes the reports the auditor
+//! builds, keeps the latest per namespace, and writes those whose content
+//! differs from what is stored, within a request budget (a token bucket:
+//! `--audit-qps`, `--audit-burst`). A refused write is counted and retried
+//! with backoff. Without the PolicyReport CRD nothing is written; the CRD
+//! is looked for again every minute.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::report::{
+    self, MANAGED_BY, REPORT_GROUP, REPORT_KIND, REPORT_NAME, REPORT_PLURAL, REPORT_VERSION, Report,
+};
+use super::{AuditEvent, AuditHost, WriteOutcome};
+
+/// The field manager of the audit's writes.
+const FIELD_MANAGER: &str = "pipelinerollout-webhook-audit";
+/// How often the CRD is looked for while it is missing.
+const CRD_RECHECK: Duration = Duration::from_secs(60);
+/// The first retry of a refused write, doubled each time up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait before retrying a refused write.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// A token bucket: `burst` requests at once, then `qps` a second.
+#[derive(Debug)]
+pub struct Bucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            qps: qps.max(0.01),
+            burst,
+            tokens: burst,
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes a token, or says how long until one is there.
+    pub fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
+        }
+    }
+
+    /// Waits for a token (or the stop); false when stopped.
+    pub async fn acquire(&mut self, stop: &CancellationToken) -> bool {
+        loop {
+            match self.take(Instant::now()) {
+                Ok(()) => return true,
+                Err(wait) => {
+                    tokio::select! {
+                        () = stop.cancelled() => return false,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A report waiting to be written.
+#[derive(Debug)]
+struct Pending {
+    report: Report,
+    failures: u32,
+    not_before: Instant,
+}
+
+fn backoff(failures: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1 << failures.saturating_sub(1).min(6))
+        .min(MAX_BACKOFF)
+}
+
+fn api_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(REPORT_GROUP, REPORT_VERSION, REPORT_KIND),
+        REPORT_PLURAL,
+    )
+}
+
+/// What the writer knows of the reports stored.
+struct Writer<H> {
+    client: kube::Client,
+    host: Arc<H>,
+    bucket: Bucket,
+    /// The content hash of each namespace's stored report.
+    stored: HashMap<String, u64>,
+    pending: BTreeMap<String, Pending>,
+    /// Whether the CRD is there and the stored reports were read.
+    on: bool,
+    next_crd_check: Instant,
+}
+
+/// Writes what `reports` brings until `stop`.
+pub async fn run<H: AuditHost>(
+    client: kube::Client,
+    host: Arc<H>,
+    bucket: Bucket,
+    mut reports: mpsc::UnboundedReceiver<Report>,
+    stop: CancellationToken,
+) {
+    let mut writer = Writer {
+        client,
+        host,
+        bucket,
+        stored: HashMap::new(),
+        pending: BTreeMap::new(),
+        on: false,
+        next_crd_check: Instant::now(),
+    };
+    let mut first_check = true;
+    loop {
+        if !writer.on && Instant::now() >= writer.next_crd_check {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = writer.look_for_crd(first_check) => {}
+            }
+            first_check = false;
+        }
+        let wake = writer.next_wake();
+        tokio::select! {
+            () = stop.cancelled() => return,
+            report = reports.recv() => match report {
+                Some(report) => writer.want(report),
+                None => return,
+            },
+            () = tokio::time::sleep_until(wake) => {
+                if writer.on {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = writer.write_due(&stop) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<H: AuditHost> Writer<H> {
+    fn api_all(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &api_resource())
+    }
+
+    fn api(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &api_resource())
+    }
+
+    /// Looks for the CRD; when it is there, reads the stored reports'
+    /// content so that an unchanged one is not written again.
+    async fn look_for_crd(&mut self, first: bool) {
+        self.next_crd_check = Instant::now() + CRD_RECHECK;
+        if !self.bucket.acquire(&CancellationToken::new()).await {
+            return;
+        }
+        let version = format!("{REPORT_GROUP}/{REPORT_VERSION}");
+        match self.client.list_api_group_resources(&version).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == REPORT_PLURAL) => {}
+            Ok(_) | Err(kube::Error::Api(_)) => {
+                if first {
+                    tracing::info!(
+                        "the PolicyReport CRD ({REPORT_PLURAL}.{REPORT_GROUP}, {REPORT_VERSION}) is not installed: the audit runs and exports its metrics, its reports are off (looked for again every minute)"
+                    );
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for the PolicyReport CRD; trying again in a minute");
+                return;
+            }
+        }
+        let _ = self.bucket.acquire(&CancellationToken::new()).await;
+        let params = ListParams::default().labels(&format!("{MANAGED_BY}={REPORT_NAME}"));
+        match self.api_all().list(&params).await {
+            Ok(list) => {
+                self.stored = list
+                    .items
+                    .iter()
+                    .filter(|r| r.metadata.name.as_deref() == Some(REPORT_NAME))
+                    .filter_map(|r| {
+                        let namespace = r.metadata.namespace.clone()?;
+                        let value = serde_json::to_value(r).ok()?;
+                        Some((namespace, report::content_hash(&value)))
+                    })
+                    .collect();
+                self.on = true;
+                // What waited while the reports were off is looked at again.
+                let waiting: Vec<Report> = std::mem::take(&mut self.pending)
+                    .into_values()
+                    .map(|p| p.report)
+                    .collect();
+                for report in waiting {
+                    self.want(report);
+                }
+                tracing::info!(
+                    stored = self.stored.len(),
+                    "PolicyReports on: writing one per namespace, named {REPORT_NAME}"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the stored PolicyReports; trying again in a minute");
+            }
+        }
+    }
+
+    /// Takes in the latest report of a namespace.
+    fn want(&mut self, report: Report) {
+        let current = match &report.body {
+            Some(_) => self.stored.get(&report.namespace) == Some(&report.hash),
+            None => self.on && !self.stored.contains_key(&report.namespace),
+        };
+        if current {
+            self.pending.remove(&report.namespace);
+            return;
+        }
+        let failures = self
+            .pending
+            .get(&report.namespace)
+            .map_or(0, |p| p.failures);
+        let not_before = self
+            .pending
+            .get(&report.namespace)
+            .map_or_else(Instant::now, |p| p.not_before);
+        self.pending.insert(
+            report.namespace.clone(),
+            Pending {
+                report,
+                failures,
+                not_before,
+            },
+        );
+    }
+
+    fn next_wake(&self) -> Instant {
+        let far = Instant::now() + Duration::from_secs(3600);
+        let crd = if self.on { far } else { self.next_crd_check };
+        let due = if self.on {
+            self.pending
+                .values()
+                .map(|p| p.not_before)
+                .min()
+                .unwrap_or(far)
+        } else {
+            far
+        };
+        crd.min(due)
+    }
+
+    /// Writes every pending report that is due, within the budget.
+    async fn write_due(&mut self, stop: &CancellationToken) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.not_before <= now)
+            .map(|(ns, _)| ns.clone())
+            .collect();
+        for namespace in due {
+            if !self.bucket.acquire(stop).await {
+                return;
+            }
+            let Some(pending) = self.pending.remove(&namespace) else {
+                continue;
+            };
+            match self.write(&pending.report).await {
+                Ok(outcome) => {
+                    self.host.record(AuditEvent::ReportWrite(outcome));
+                    match outcome {
+                        WriteOutcome::Deleted => {
+                            self.stored.remove(&namespace);
+                        }
+                        _ => {
+                            self.stored.insert(namespace, pending.report.hash);
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.host
+                        .record(AuditEvent::ReportWrite(WriteOutcome::Failed));
+                    let failures = pending.failures + 1;
+                    let wait = backoff(failures);
+                    tracing::warn!(%namespace, error = %e, attempt = failures, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
+                    if let kube::Error::Api(status) = &e
+                        && status.code == 404
+                        && pending.report.body.is_some()
+                    {
+                        // The CRD went away: look for it again.
+                        self.on = false;
+                        self.next_crd_check = Instant::now();
+                    }
+                    self.pending.entry(namespace).or_insert(Pending {
+                        report: pending.report,
+                        failures,
+                        not_before: Instant::now() + wait,
+                    });
+                }
+            }
+        }
+    }
+
+    async fn write(&self, report: &Report) -> Result<WriteOutcome, kube::Error> {
+        let api = self.api(&report.namespace);
+        match &report.body {
+            Some(body) => {
+                let params = PatchParams::apply(FIELD_MANAGER).force();
+                api.patch(REPORT_NAME, &params, &Patch::Apply(body)).await?;
+                Ok(WriteOutcome::Written)
+            }
+            None => match api.delete(REPORT_NAME, &DeleteParams::default()).await {
+                Ok(_) => Ok(WriteOutcome::Deleted),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(WriteOutcome::Deleted),
+                Err(e) => Err(e),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_the_rate() {
+        let mut bucket = Bucket::new(2.0, 3);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert!(bucket.take(t0).is_ok());
+        }
+        let wait = bucket.take(t0).expect_err("empty");
+        assert!(
+            wait <= Duration::from_millis(500) && wait > Duration::from_millis(400),
+            "{wait:?}"
+        );
+        assert!(bucket.take(t0 + Duration::from_millis(500)).is_ok());
+        assert!(bucket.take(t0 + Duration::from_millis(500)).is_err());
+        // Idle time refills up to the burst only.
+        let later = t0 + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert!(bucket.take(later).is_ok());
+        }
+        assert!(bucket.take(later).is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_a_minute() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(4), Duration::from_secs(8));
+        assert_eq!(backoff(30), MAX_BACKOFF);
+    }
+}
