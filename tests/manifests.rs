@@ -1533,7 +1533,8 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
     let rules = rules_of_service_account(install, NAMESPACE, &account);
     // Exactly these rules: SubjectAccessReviews, Events, reading a
     // PipelineRollout before an Event about it, and (for the stale-force
-    // sweeper, unless its component drops it) reading and patching them.
+    // sweeper, unless its component drops it) reading and patching them;
+    // for the audit, listing and watching them and writing PolicyReports.
     // Nothing else, no resourceNames.
     let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = rules
         .iter()
@@ -1563,6 +1564,16 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["numaplane.numaproj.io"]),
             owned(&["pipelinerollouts"]),
             owned(&["get"]),
+        ),
+        (
+            owned(&["numaplane.numaproj.io"]),
+            owned(&["pipelinerollouts"]),
+            owned(&["list", "watch"]),
+        ),
+        (
+            owned(&["wgpolicyk8s.io"]),
+            owned(&["policyreports"]),
+            owned(&["create", "delete", "get", "list", "patch", "update"]),
         ),
     ];
     let sweeper_on = pod.containers[0]
