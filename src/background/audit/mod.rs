@@ -25,7 +25,7 @@ pub mod watch;
 pub mod writer;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::StreamExt as _;
@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use self::judge::{Judge, Status};
 use self::kinds::KINDS;
-use self::report::Report;
 use self::store::Store;
 use self::watch::WatchItem;
 use crate::policy::Policy;
@@ -139,11 +138,13 @@ pub async fn run<H: AuditHost>(
         kinds = KINDS.len(),
         "audit on: judging every stored PipelineRollout into PolicyReports"
     );
-    let (reports, reports_rx) = mpsc::unbounded_channel::<Report>();
+    let (reports, reports_rx) = mpsc::unbounded_channel::<String>();
     let bucket = writer::Bucket::new(options.qps, options.burst);
+    let store = Arc::new(Mutex::new(Store::default()));
     let writer = tokio::spawn(writer::run(
         client.clone(),
         Arc::clone(&host),
+        Arc::clone(&store),
         bucket,
         reports_rx,
         stop.clone(),
@@ -151,7 +152,7 @@ pub async fn run<H: AuditHost>(
     let watches = futures_util::stream::select_all(KINDS.iter().map(|k| (k.watch)(client.clone())));
     let mut auditor = Auditor {
         host,
-        store: Store::default(),
+        store,
         judged_under: None,
         reports,
         full_since: None,
@@ -165,10 +166,12 @@ pub async fn run<H: AuditHost>(
 
 struct Auditor<H> {
     host: Arc<H>,
-    store: Store,
+    /// Shared with the writer, which builds each report when it writes it.
+    store: Arc<Mutex<Store>>,
     /// The policy the results were judged under.
     judged_under: Option<Arc<Policy>>,
-    reports: mpsc::UnboundedSender<Report>,
+    /// The namespaces whose results changed, to the writer.
+    reports: mpsc::UnboundedSender<String>,
     /// When the current full audit began, while one is under way.
     full_since: Option<Instant>,
 }
@@ -204,9 +207,13 @@ impl<H: AuditHost> Auditor<H> {
                             self.host.record(AuditEvent::WatchRestart);
                             tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
                         }
-                        let completed = self.store.take(item);
-                        if completed && self.store.listed(KINDS.len()) && self.judged_under.is_none() {
-                            tracing::info!(objects = self.store.len(), "audit: first list complete, judging every object");
+                        let (completed, listed, objects) = {
+                            let mut store = self.store();
+                            let completed = store.take(item);
+                            (completed, store.listed(KINDS.len()), store.len())
+                        };
+                        if completed && listed && self.judged_under.is_none() {
+                            tracing::info!(objects, "audit: first list complete, judging every object");
                             self.begin_full();
                         }
                         if settle.is_none() {
@@ -223,14 +230,15 @@ impl<H: AuditHost> Auditor<H> {
                     }
                 },
                 _ = interval.tick() => {
-                    if self.store.listed(KINDS.len()) {
+                    if self.store().listed(KINDS.len()) {
                         self.begin_full();
                         settle = Some(tokio::time::Instant::now());
                     }
                 },
                 () = tokio::time::sleep_until(settle_at), if settle.is_some() => {
                     settle = None;
-                    if self.store.listed(KINDS.len()) && !self.judge_pending(stop).await {
+                    let listed = self.store().listed(KINDS.len());
+                    if listed && !self.judge_pending(stop).await {
                         return;
                     }
                 }
@@ -238,8 +246,12 @@ impl<H: AuditHost> Auditor<H> {
         }
     }
 
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn begin_full(&mut self) {
-        self.store.judge_all_again();
+        self.store().judge_all_again();
         self.judged_under = Some(self.host.policy());
         self.full_since.get_or_insert_with(Instant::now);
     }
@@ -254,43 +266,52 @@ impl<H: AuditHost> Auditor<H> {
         let (enforcing, warn_only) = judge::enforcing(&policy);
         let judge = Judge::new(&enforcing, warn_only, time::OffsetDateTime::now_utc());
         let mut judged = 0;
-        while self.store.has_unjudged() {
+        loop {
             if stop.is_cancelled() {
                 return false;
             }
-            for (namespace, key, json) in self.store.next_unjudged(CHUNK) {
+            let chunk = self.store().next_unjudged(CHUNK);
+            if chunk.is_empty() {
+                break;
+            }
+            let mut done = Vec::with_capacity(chunk.len());
+            for (namespace, key, json) in chunk {
                 let entry = &KINDS[key.0];
                 let results = (entry.judge)(&judge, entry, &json).await;
-                self.store.set_results(&namespace, &key, &json, results);
-                judged += 1;
+                done.push((namespace, key, json, results));
+            }
+            {
+                let mut store = self.store();
+                for (namespace, key, json, results) in done {
+                    store.set_results(&namespace, &key, &json, results);
+                    judged += 1;
+                }
             }
             tokio::task::yield_now().await;
         }
         self.publish();
         if let Some(since) = self.full_since.take() {
             let took = since.elapsed();
-            tracing::info!(objects = self.store.len(), judged, ?took, "audit complete");
+            let objects = self.store().len();
+            tracing::info!(objects, judged, ?took, "audit complete");
             self.host.record(AuditEvent::Completed {
                 at: SystemTime::now(),
                 took,
-                objects: self.store.len(),
+                objects,
             });
         }
         true
     }
 
-    /// Builds the reports of the namespaces that changed and hands them
-    /// to the writer; updates the violations.
+    /// Hands the namespaces whose results changed to the writer; updates
+    /// the violations.
     fn publish(&mut self) {
-        for namespace in self.store.take_changed() {
-            let built = match self.store.objects(&namespace) {
-                Some(objects) => report::build(&namespace, objects),
-                None => report::deletion(&namespace),
-            };
-            let _ = self.reports.send(built);
+        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        for namespace in store.take_changed() {
+            let _ = self.reports.send(namespace);
         }
         let mut violations = Violations::new();
-        for (namespace, objects) in self.store.all() {
+        for (namespace, objects) in store.all() {
             for r in objects.values().flat_map(|e| e.results.iter().flatten()) {
                 if matches!(r.status, Status::Fail | Status::Warn | Status::Error) {
                     *violations
@@ -299,6 +320,7 @@ impl<H: AuditHost> Auditor<H> {
                 }
             }
         }
+        drop(store);
         self.host.record(AuditEvent::Violations(&violations));
     }
 }

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::hash::{Hash as _, Hasher as _};
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::judge::Status;
@@ -32,12 +34,14 @@ pub const OMITTED: &str = "pipelinerollout-webhook.numaplane.numaproj.io/results
 pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
 
 /// A report to write: its body and the hash of its content.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Report {
     /// The namespace.
     pub namespace: String,
-    /// The PolicyReport; `None` to delete it (no objects left).
-    pub body: Option<Value>,
+    /// The PolicyReport as JSON text (held as text until written, so a
+    /// report waiting for its turn costs its size and no more); `None` to
+    /// delete it (no objects left).
+    pub body: Option<Box<RawValue>>,
     /// The hash of [`content`] of the body (0 for a deletion).
     pub hash: u64,
 }
@@ -70,71 +74,116 @@ impl Summary {
     }
 }
 
-fn result_json(
-    namespace: &str,
-    (kind, name): &Name,
-    entry: &Entry,
-    r: &super::judge::RuleResult,
-) -> Value {
+/// One result as written.
+#[derive(Serialize)]
+struct ResultOut<'a> {
+    policy: &'static str,
+    rule: &'static str,
+    result: &'static str,
+    source: &'static str,
+    scored: bool,
+    resources: [ResourceOut<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+/// The object a result is about.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceOut<'a> {
+    api_version: String,
+    kind: &'static str,
+    namespace: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReportOut<'a> {
+    api_version: String,
+    kind: &'static str,
+    metadata: Value,
+    summary: SummaryOut,
+    results: Vec<ResultOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct SummaryOut {
+    pass: u64,
+    fail: u64,
+    warn: u64,
+    error: u64,
+    skip: u64,
+}
+
+fn result_out<'a>(
+    namespace: &'a str,
+    (kind, name): &'a Name,
+    entry: &'a Entry,
+    r: &'a super::judge::RuleResult,
+) -> ResultOut<'a> {
     let entry_kind = &KINDS[*kind];
-    let mut resource = json!({
-        "apiVersion": entry_kind.api_version(),
-        "kind": entry_kind.kind,
-        "namespace": namespace,
-        "name": name,
-    });
-    if let Some(uid) = &entry.uid {
-        resource["uid"] = Value::from(uid.as_str());
+    ResultOut {
+        policy: REPORT_NAME,
+        rule: r.rule,
+        result: r.status.as_str(),
+        source: REPORT_NAME,
+        scored: true,
+        resources: [ResourceOut {
+            api_version: entry_kind.api_version(),
+            kind: entry_kind.kind,
+            namespace,
+            name,
+            uid: entry.uid.as_deref(),
+        }],
+        message: r.message.as_deref(),
     }
-    let mut result = json!({
-        "policy": REPORT_NAME,
-        "rule": r.rule,
-        "result": r.status.as_str(),
-        "source": REPORT_NAME,
-        "scored": true,
-        "resources": [resource],
-    });
-    if let Some(message) = &r.message {
-        result["message"] = Value::from(&**message);
-    }
-    result
+}
+
+/// The size of a result as JSON, near enough (the fixed keys and the texts).
+fn size_of(r: &ResultOut<'_>) -> usize {
+    200 + r.rule.len()
+        + r.resources[0].name.len()
+        + r.resources[0].namespace.len()
+        + r.resources[0].uid.map_or(0, str::len)
+        + r.message.map_or(0, str::len)
 }
 
 /// The report of `namespace` with `objects` (judged ones only).
 pub fn build(namespace: &str, objects: &BTreeMap<Name, Entry>) -> Report {
     let mut summary = Summary::default();
-    let mut failing = Vec::new();
-    let mut passing = Vec::new();
+    let mut results = Vec::new();
+    let mut failing_bytes = 0;
+    let mut passing_bytes = 0;
+    // In name order, each object's rules in order.
     for (key, entry) in objects {
         for r in entry.results.iter().flatten() {
             summary.add(r.status);
-            let item = result_json(namespace, key, entry, r);
+            let out = result_out(namespace, key, entry, r);
             match r.status {
-                Status::Pass | Status::Skip => passing.push(item),
-                _ => failing.push(item),
+                Status::Pass | Status::Skip => passing_bytes += size_of(&out),
+                _ => failing_bytes += size_of(&out),
             }
+            results.push(out);
         }
     }
-    let size = |items: &[Value]| items.iter().map(|v| v.to_string().len() + 1).sum::<usize>();
     let mut omitted = 0;
-    if size(&failing) + size(&passing) > MAX_REPORT_BYTES {
-        omitted += passing.len();
-        passing.clear();
+    if failing_bytes + passing_bytes > MAX_REPORT_BYTES {
+        let before = results.len();
+        results.retain(|r| r.result != Status::Pass.as_str() && r.result != Status::Skip.as_str());
         let mut used = 0;
-        let keep = failing
+        let keep = results
             .iter()
-            .take_while(|v| {
-                used += v.to_string().len() + 1;
+            .take_while(|r| {
+                used += size_of(r);
                 used <= MAX_REPORT_BYTES
             })
             .count();
-        omitted += failing.len() - keep;
-        failing.truncate(keep);
+        results.truncate(keep);
+        omitted = before - results.len();
     }
-    // The report lists objects in name order, each object's rules in order.
-    let mut results = failing;
-    results.append(&mut passing);
-    results.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
     let mut metadata = json!({
         "name": REPORT_NAME,
         "namespace": namespace,
@@ -143,37 +192,27 @@ pub fn build(namespace: &str, objects: &BTreeMap<Name, Entry>) -> Report {
     if omitted > 0 {
         metadata["annotations"] = json!({OMITTED: omitted.to_string()});
     }
-    let body = json!({
-        "apiVersion": format!("{REPORT_GROUP}/{REPORT_VERSION}"),
-        "kind": REPORT_KIND,
-        "metadata": metadata,
-        "summary": {
-            "pass": summary.pass,
-            "fail": summary.fail,
-            "warn": summary.warn,
-            "error": summary.error,
-            "skip": summary.skip,
+    let out = ReportOut {
+        api_version: format!("{REPORT_GROUP}/{REPORT_VERSION}"),
+        kind: REPORT_KIND,
+        metadata,
+        summary: SummaryOut {
+            pass: summary.pass,
+            fail: summary.fail,
+            warn: summary.warn,
+            error: summary.error,
+            skip: summary.skip,
         },
-        "results": results,
-    });
-    let hash = content_hash(&body);
+        results,
+    };
+    // Writing plain structs and maps to JSON does not fail.
+    let text = serde_json::to_string(&out).unwrap_or_default();
+    let hash = serde_json::from_str::<Value>(&text).map_or(0, |v| content_hash(&v));
     Report {
         namespace: namespace.to_owned(),
-        body: Some(body),
+        body: RawValue::from_string(text).ok(),
         hash,
     }
-}
-
-fn sort_key(result: &Value) -> (String, String, usize) {
-    let resource = &result["resources"][0];
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    let rule = text(&result["rule"]);
-    let order = KINDS
-        .iter()
-        .flat_map(|k| k.rules.iter())
-        .position(|r| *r == rule)
-        .unwrap_or(usize::MAX);
-    (text(&resource["kind"]), text(&resource["name"]), order)
 }
 
 /// The deletion of `namespace`'s report.
@@ -279,7 +318,8 @@ mod tests {
             ]),
         );
         let report = build("team-a", &objects);
-        let body = report.body.as_ref().expect("a body");
+        let body: Value = serde_json::from_str(report.body.as_ref().expect("a body").get()).expect("JSON");
+        let body = &body;
         assert_eq!(
             body["summary"],
             json!({"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0})
@@ -317,7 +357,7 @@ mod tests {
             entry(vec![("drain-timeout-range", Status::Fail)]),
         );
         let report = build("big", &objects);
-        let body = report.body.expect("a body");
+        let body: Value = serde_json::from_str(report.body.expect("a body").get()).expect("JSON");
         assert!(body.to_string().len() <= MAX_REPORT_BYTES + 4096);
         assert_eq!(body["summary"]["pass"], 8_000);
         assert_eq!(body["results"].as_array().map(Vec::len), Some(1));

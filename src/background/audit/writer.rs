@@ -1,12 +1,14 @@
-//! Writing the reports: one task that takes the reports the auditor
-//! builds, keeps the latest per namespace, and writes those whose content
-//! differs from what is stored, within a request budget (a token bucket:
-//! `--audit-qps`, `--audit-burst`). A refused write is counted and retried
-//! with backoff. Without the PolicyReport CRD nothing is written; the CRD
-//! is looked for again every minute.
+//! Writing the reports: one task that takes the names of the namespaces
+//! whose results changed, builds each one's report from the store when its
+//! turn comes (so only the report being written is held as text), and
+//! writes it when its content differs from what is stored, within a
+//! request budget (a token bucket: `--audit-qps`, `--audit-burst`). A
+//! refused write is counted and retried with backoff. Without the
+//! PolicyReport CRD nothing is written; the CRD is looked for again every
+//! minute.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::report::{
     self, MANAGED_BY, REPORT_GROUP, REPORT_KIND, REPORT_NAME, REPORT_PLURAL, REPORT_VERSION, Report,
 };
+use super::store::Store;
 use super::{AuditEvent, AuditHost, WriteOutcome};
 
 /// The field manager of the audit's writes.
@@ -79,10 +82,9 @@ impl Bucket {
     }
 }
 
-/// A report waiting to be written.
-#[derive(Debug)]
+/// A namespace whose report waits to be written.
+#[derive(Debug, Clone, Copy)]
 struct Pending {
-    report: Report,
     failures: u32,
     not_before: Instant,
 }
@@ -104,12 +106,16 @@ fn api_resource() -> ApiResource {
 struct Writer<H> {
     client: kube::Client,
     host: Arc<H>,
+    store: Arc<Mutex<Store>>,
     bucket: Bucket,
     /// The content hash of each namespace's stored report.
     stored: HashMap<String, u64>,
     pending: BTreeMap<String, Pending>,
     /// Whether the CRD is there and the stored reports were read.
     on: bool,
+    /// Whether the auditor has judged its first list (before that, a
+    /// namespace without objects may only be not listed yet).
+    ready: bool,
     next_crd_check: Instant,
 }
 
@@ -117,17 +123,20 @@ struct Writer<H> {
 pub async fn run<H: AuditHost>(
     client: kube::Client,
     host: Arc<H>,
+    store: Arc<Mutex<Store>>,
     bucket: Bucket,
-    mut reports: mpsc::UnboundedReceiver<Report>,
+    mut reports: mpsc::UnboundedReceiver<String>,
     stop: CancellationToken,
 ) {
     let mut writer = Writer {
         client,
         host,
+        store,
         bucket,
         stored: HashMap::new(),
         pending: BTreeMap::new(),
         on: false,
+        ready: false,
         next_crd_check: Instant::now(),
     };
     let mut first_check = true;
@@ -143,11 +152,14 @@ pub async fn run<H: AuditHost>(
         tokio::select! {
             () = stop.cancelled() => return,
             report = reports.recv() => match report {
-                Some(report) => writer.want(report),
+                Some(namespace) => {
+                    writer.ready = true;
+                    writer.want(namespace);
+                }
                 None => return,
             },
             () = tokio::time::sleep_until(wake) => {
-                if writer.on {
+                if writer.on && writer.ready {
                     tokio::select! {
                         () = stop.cancelled() => return,
                         () = writer.write_due(&stop) => {}
@@ -205,13 +217,15 @@ impl<H: AuditHost> Writer<H> {
                     })
                     .collect();
                 self.on = true;
-                // What waited while the reports were off is looked at again.
-                let waiting: Vec<Report> = std::mem::take(&mut self.pending)
-                    .into_values()
-                    .map(|p| p.report)
-                    .collect();
-                for report in waiting {
-                    self.want(report);
+                // Every namespace is looked at: those with objects, and those
+                // with a report from an earlier run.
+                let mut all: Vec<String> = {
+                    let store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+                    store.all().map(|(ns, _)| ns.clone()).collect()
+                };
+                all.extend(self.stored.keys().cloned());
+                for namespace in all {
+                    self.want(namespace);
                 }
                 tracing::info!(
                     stored = self.stored.len(),
@@ -224,38 +238,27 @@ impl<H: AuditHost> Writer<H> {
         }
     }
 
-    /// Takes in the latest report of a namespace.
-    fn want(&mut self, report: Report) {
-        let current = match &report.body {
-            Some(_) => self.stored.get(&report.namespace) == Some(&report.hash),
-            None => self.on && !self.stored.contains_key(&report.namespace),
-        };
-        if current {
-            self.pending.remove(&report.namespace);
-            return;
+    /// Takes in a namespace whose report may have changed.
+    fn want(&mut self, namespace: String) {
+        self.pending.entry(namespace).or_insert(Pending {
+            failures: 0,
+            not_before: Instant::now(),
+        });
+    }
+
+    /// The report of `namespace` as the store has it now.
+    fn build(&self, namespace: &str) -> Report {
+        let store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        match store.objects(namespace) {
+            Some(objects) => report::build(namespace, objects),
+            None => report::deletion(namespace),
         }
-        let failures = self
-            .pending
-            .get(&report.namespace)
-            .map_or(0, |p| p.failures);
-        let not_before = self
-            .pending
-            .get(&report.namespace)
-            .map_or_else(Instant::now, |p| p.not_before);
-        self.pending.insert(
-            report.namespace.clone(),
-            Pending {
-                report,
-                failures,
-                not_before,
-            },
-        );
     }
 
     fn next_wake(&self) -> Instant {
         let far = Instant::now() + Duration::from_secs(3600);
         let crd = if self.on { far } else { self.next_crd_check };
-        let due = if self.on {
+        let due = if self.on && self.ready {
             self.pending
                 .values()
                 .map(|p| p.not_before)
@@ -277,13 +280,21 @@ impl<H: AuditHost> Writer<H> {
             .map(|(ns, _)| ns.clone())
             .collect();
         for namespace in due {
-            if !self.bucket.acquire(stop).await {
-                return;
-            }
             let Some(pending) = self.pending.remove(&namespace) else {
                 continue;
             };
-            match self.write(&pending.report).await {
+            let report = self.build(&namespace);
+            let current = match &report.body {
+                Some(_) => self.stored.get(&namespace) == Some(&report.hash),
+                None => !self.stored.contains_key(&namespace),
+            };
+            if current {
+                continue;
+            }
+            if !self.bucket.acquire(stop).await {
+                return;
+            }
+            match self.write(&report).await {
                 Ok(outcome) => {
                     self.host.record(AuditEvent::ReportWrite(outcome));
                     match outcome {
@@ -291,29 +302,30 @@ impl<H: AuditHost> Writer<H> {
                             self.stored.remove(&namespace);
                         }
                         _ => {
-                            self.stored.insert(namespace, pending.report.hash);
+                            self.stored.insert(namespace, report.hash);
                         }
                     }
                 }
                 Err(e) => {
-                    self.host
-                        .record(AuditEvent::ReportWrite(WriteOutcome::Failed));
+                    self.host.record(AuditEvent::ReportWrite(WriteOutcome::Failed));
                     let failures = pending.failures + 1;
                     let wait = backoff(failures);
                     tracing::warn!(%namespace, error = %e, attempt = failures, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
                     if let kube::Error::Api(status) = &e
                         && status.code == 404
-                        && pending.report.body.is_some()
+                        && report.body.is_some()
                     {
                         // The CRD went away: look for it again.
                         self.on = false;
                         self.next_crd_check = Instant::now();
                     }
-                    self.pending.entry(namespace).or_insert(Pending {
-                        report: pending.report,
-                        failures,
-                        not_before: Instant::now() + wait,
-                    });
+                    self.pending.insert(
+                        namespace,
+                        Pending {
+                            failures,
+                            not_before: Instant::now() + wait,
+                        },
+                    );
                 }
             }
         }
@@ -324,7 +336,7 @@ impl<H: AuditHost> Writer<H> {
         match &report.body {
             Some(body) => {
                 let params = PatchParams::apply(FIELD_MANAGER).force();
-                api.patch(REPORT_NAME, &params, &Patch::Apply(body)).await?;
+                api.patch(REPORT_NAME, &params, &Patch::Apply(&**body)).await?;
                 Ok(WriteOutcome::Written)
             }
             None => match api.delete(REPORT_NAME, &DeleteParams::default()).await {
