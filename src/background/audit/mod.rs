@@ -36,6 +36,7 @@ use self::judge::{Judge, Status};
 use self::kinds::KINDS;
 use self::store::Store;
 use self::watch::WatchItem;
+use self::writer::Note;
 use crate::policy::Policy;
 
 /// How the audit runs.
@@ -138,7 +139,7 @@ pub async fn run<H: AuditHost>(
         kinds = KINDS.len(),
         "audit on: judging every stored PipelineRollout into PolicyReports"
     );
-    let (reports, reports_rx) = mpsc::unbounded_channel::<String>();
+    let (reports, reports_rx) = mpsc::unbounded_channel::<Note>();
     let bucket = writer::Bucket::new(options.qps, options.burst);
     let store = Arc::new(Mutex::new(Store::default()));
     let writer = tokio::spawn(writer::run(
@@ -170,8 +171,8 @@ struct Auditor<H> {
     store: Arc<Mutex<Store>>,
     /// The policy the results were judged under.
     judged_under: Option<Arc<Policy>>,
-    /// The namespaces whose results changed, to the writer.
-    reports: mpsc::UnboundedSender<String>,
+    /// What changed, to the writer.
+    reports: mpsc::UnboundedSender<Note>,
     /// When the current full audit began, while one is under way.
     full_since: Option<Instant>,
 }
@@ -230,6 +231,7 @@ impl<H: AuditHost> Auditor<H> {
                     }
                 },
                 _ = interval.tick() => {
+                    let _ = self.reports.send(Note::Reread);
                     if self.store().listed(KINDS.len()) {
                         self.begin_full();
                         settle = Some(tokio::time::Instant::now());
@@ -308,8 +310,9 @@ impl<H: AuditHost> Auditor<H> {
     fn publish(&mut self) {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         for namespace in store.take_changed() {
-            let _ = self.reports.send(namespace);
+            let _ = self.reports.send(Note::Changed(namespace));
         }
+        let _ = self.reports.send(Note::Judged);
         let mut violations = Violations::new();
         for (namespace, objects) in store.all() {
             for r in objects.values().flat_map(|e| e.results.iter().flatten()) {

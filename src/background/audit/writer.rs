@@ -82,6 +82,20 @@ impl Bucket {
     }
 }
 
+/// What the auditor tells the writer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// The results of this namespace changed.
+    Changed(String),
+    /// Every object listed has been judged (sent after each round, even
+    /// when nothing changed: a report left from an earlier run may now be
+    /// deleted).
+    Judged,
+    /// Read the stored reports again (every audit interval), so that a
+    /// report deleted or edited by someone else is written again.
+    Reread,
+}
+
 /// A namespace whose report waits to be written.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -125,7 +139,7 @@ pub async fn run<H: AuditHost>(
     host: Arc<H>,
     store: Arc<Mutex<Store>>,
     bucket: Bucket,
-    mut reports: mpsc::UnboundedReceiver<String>,
+    mut notes: mpsc::UnboundedReceiver<Note>,
     stop: CancellationToken,
 ) {
     let mut writer = Writer {
@@ -151,10 +165,19 @@ pub async fn run<H: AuditHost>(
         let wake = writer.next_wake();
         tokio::select! {
             () = stop.cancelled() => return,
-            report = reports.recv() => match report {
-                Some(namespace) => {
+            note = notes.recv() => match note {
+                Some(Note::Judged) => writer.ready = true,
+                Some(Note::Changed(namespace)) => {
                     writer.ready = true;
                     writer.want(namespace);
+                }
+                Some(Note::Reread) => {
+                    if writer.on {
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = writer.read_stored() => {}
+                        }
+                    }
                 }
                 None => return,
             },
@@ -179,8 +202,7 @@ impl<H: AuditHost> Writer<H> {
         Api::namespaced_with(self.client.clone(), namespace, &api_resource())
     }
 
-    /// Looks for the CRD; when it is there, reads the stored reports'
-    /// content so that an unchanged one is not written again.
+    /// Looks for the CRD; when it is there, reads the stored reports.
     async fn look_for_crd(&mut self, first: bool) {
         self.next_crd_check = Instant::now() + CRD_RECHECK;
         if !self.bucket.acquire(&CancellationToken::new()).await {
@@ -202,6 +224,13 @@ impl<H: AuditHost> Writer<H> {
                 return;
             }
         }
+        self.read_stored().await;
+    }
+
+    /// Reads the stored reports' content, so that an unchanged one is not
+    /// written again and a missing or edited one is; then looks at every
+    /// namespace.
+    async fn read_stored(&mut self) {
         let _ = self.bucket.acquire(&CancellationToken::new()).await;
         let params = ListParams::default().labels(&format!("{MANAGED_BY}={REPORT_NAME}"));
         match self.api_all().list(&params).await {
@@ -216,6 +245,12 @@ impl<H: AuditHost> Writer<H> {
                         Some((namespace, report::content_hash(&value)))
                     })
                     .collect();
+                if !self.on {
+                    tracing::info!(
+                        stored = self.stored.len(),
+                        "PolicyReports on: writing one per namespace, named {REPORT_NAME}"
+                    );
+                }
                 self.on = true;
                 // Every namespace is looked at: those with objects, and those
                 // with a report from an earlier run.
@@ -227,10 +262,6 @@ impl<H: AuditHost> Writer<H> {
                 for namespace in all {
                     self.want(namespace);
                 }
-                tracing::info!(
-                    stored = self.stored.len(),
-                    "PolicyReports on: writing one per namespace, named {REPORT_NAME}"
-                );
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list the stored PolicyReports; trying again in a minute");
