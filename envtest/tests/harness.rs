@@ -178,7 +178,11 @@ fn harness_stops_and_restarts_the_api_server_keeping_what_is_stored() {
         cluster.get_as_admin("/readyz").is_err(),
         "the API server answers after being stopped"
     );
-    cluster.restart_apiserver().expect("the API server starts again");
-    let kept = admin.get("configmaps", "default", "kept").expect("the ConfigMap is still stored");
+    cluster
+        .restart_apiserver()
+        .expect("the API server starts again");
+    let kept = admin
+        .get("configmaps", "default", "kept")
+        .expect("the ConfigMap is still stored");
     assert_eq!(kept["data"]["k"], "v");
 }

@@ -85,8 +85,10 @@ fn kubectl(cluster: &Cluster) -> envtest::Kubectl {
 }
 
 fn create_rollouts(cluster: &Cluster, args: &Args, size: usize, dir: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(repo_root().join("tests/fixtures/numaplane-sample-pipelinerollout.yaml"))
-        .map_err(|e| format!("the sample: {e}"))?;
+    let text = std::fs::read_to_string(
+        repo_root().join("tests/fixtures/numaplane-sample-pipelinerollout.yaml"),
+    )
+    .map_err(|e| format!("the sample: {e}"))?;
     let sample: Value = serde_saphyr::from_str(&text).map_err(|e| format!("the sample: {e}"))?;
     let namespaces: Vec<Value> = (0..args.namespaces)
         .map(|i| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("{NAMESPACE_PREFIX}{i:03}")}}))
@@ -102,8 +104,14 @@ fn create_rollouts(cluster: &Cluster, args: &Args, size: usize, dir: &Path) -> R
                 // included) out of policy (above the 1h maximum), every
                 // 10th big, in every namespace.
                 let k = i / args.namespaces;
-                let timeout = if k % 20 == 0 { 7200 } else { 300 };
-                rollout(&sample, &namespace, &format!("rollout-{i:05}"), timeout, k % 10 == 3)
+                let timeout = if k.is_multiple_of(20) { 7200 } else { 300 };
+                rollout(
+                    &sample,
+                    &namespace,
+                    &format!("rollout-{i:05}"),
+                    timeout,
+                    k % 10 == 3,
+                )
             })
             .collect();
         let file = dir.join(format!("rollouts-{w}.json"));
@@ -128,12 +136,21 @@ fn create_rollouts(cluster: &Cluster, args: &Args, size: usize, dir: &Path) -> R
         })
         .collect::<Result<_, String>>()?;
     for (file, child) in children {
-        let out = child.wait_with_output().map_err(|e| format!("kubectl: {e}"))?;
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("kubectl: {e}"))?;
         if !out.status.success() {
-            return Err(format!("kubectl create -f {}: {}", file.display(), String::from_utf8_lossy(&out.stderr)));
+            return Err(format!(
+                "kubectl create -f {}: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
     }
-    eprintln!("audit_bench: {size} rollouts created in {:.1?}", started.elapsed());
+    eprintln!(
+        "audit_bench: {size} rollouts created in {:.1?}",
+        started.elapsed()
+    );
     Ok(())
 }
 
@@ -147,7 +164,11 @@ fn free_port() -> Result<u16, String> {
 fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
     Some(text)
@@ -180,7 +201,10 @@ fn rss(pid: u32) -> (u64, u64) {
 fn audit_requests(cluster: &Cluster) -> BTreeMap<String, f64> {
     let text = cluster.get_as_admin("/metrics").unwrap_or_default();
     let mut counts = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
         let label = |name: &str| {
             let start = line.find(&format!("{name}=\""))? + name.len() + 2;
             let end = line[start..].find('"')? + start;
@@ -191,7 +215,8 @@ fn audit_requests(cluster: &Cluster) -> BTreeMap<String, f64> {
         };
         let counted = resource == "policyreports"
             || (resource == "pipelinerollouts" && (verb == "LIST" || verb == "WATCH"));
-        if counted && let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
+        if counted && let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok())
+        {
             *counts.entry(format!("{resource} {verb}")).or_insert(0.0) += value;
         }
     }
@@ -203,7 +228,9 @@ fn audit_requests(cluster: &Cluster) -> BTreeMap<String, f64> {
             && l.contains("verb=\"WATCH\"")
     }) {
         if let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
-            *counts.entry("pipelinerollouts WATCH open".to_owned()).or_insert(0.0) += value;
+            *counts
+                .entry("pipelinerollouts WATCH open".to_owned())
+                .or_insert(0.0) += value;
         }
     }
     counts
@@ -218,7 +245,9 @@ fn delta(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTree
 }
 
 fn policy(max: &str) -> String {
-    format!("mode: enforce\ndrainTimeout:\n  default: none\n  min: 30s\n  max: {max}\nforceReapply:\n  groups: [\"system:masters\"]\n")
+    format!(
+        "mode: enforce\ndrainTimeout:\n  default: none\n  min: 30s\n  max: {max}\nforceReapply:\n  groups: [\"system:masters\"]\n"
+    )
 }
 
 fn run(args: &Args, assets: &Assets, size: usize) -> Result<Value, String> {
@@ -236,8 +265,12 @@ fn run(args: &Args, assets: &Assets, size: usize) -> Result<Value, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     create_rollouts(&cluster, args, size, &dir)?;
     let sample_ns = format!("{NAMESPACE_PREFIX}003");
-    let listed = kubectl(&cluster).run(&["get", "pipelinerollouts", "-n", &sample_ns, "-o", "json"]);
-    let items = listed.json()["items"].as_array().cloned().unwrap_or_default();
+    let listed =
+        kubectl(&cluster).run(&["get", "pipelinerollouts", "-n", &sample_ns, "-o", "json"]);
+    let items = listed.json()["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let stored_bytes: usize = items.iter().map(|o| o.to_string().len()).sum();
     let mean_stored = stored_bytes / items.len().max(1);
     let biggest = items.iter().map(|o| o.to_string().len()).max().unwrap_or(0);
@@ -256,14 +289,27 @@ fn run(args: &Args, assets: &Assets, size: usize) -> Result<Value, String> {
         .arg(format!("--admin-listen={admin}"))
         .arg(format!("--dev-certs-dir={}", dir.join("certs").display()))
         .arg(format!("--policy={}", policy_file.display()))
-        .arg(format!("--kubeconfig={}", cluster.kubeconfig(User::Webhook).display()))
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig(User::Webhook).display()
+        ))
         .args(&args.serve_arg)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .map_err(|e| format!("{}: {e}", args.webhook.display()))?;
     let pid = webhook.id();
-    let result = measure(&cluster, args, size, pid, admin, &log_path, &policy_file, started, &before);
+    let result = measure(
+        &cluster,
+        args,
+        size,
+        pid,
+        admin,
+        &log_path,
+        &policy_file,
+        started,
+        &before,
+    );
     let _ = webhook.kill();
     let _ = webhook.wait();
     let mut result = result?;
@@ -294,7 +340,10 @@ fn measure(
     let reports_done;
     loop {
         if Instant::now() > deadline {
-            return Err(format!("no complete set of reports after 300 s; log:\n{}", std::fs::read_to_string(log_path).unwrap_or_default()));
+            return Err(format!(
+                "no complete set of reports after 300 s; log:\n{}",
+                std::fs::read_to_string(log_path).unwrap_or_default()
+            ));
         }
         let log = std::fs::read_to_string(log_path).unwrap_or_default();
         if listed.is_none() && log.contains("first list complete") {
@@ -322,8 +371,14 @@ fn measure(
     let reports = kubectl(cluster).run(&["get", "policyreports", "-A", "-o", "json"]);
     let reports = reports.json();
     let items = reports["items"].as_array().cloned().unwrap_or_default();
-    let results: usize = items.iter().map(|r| r["results"].as_array().map_or(0, Vec::len)).sum();
-    let fails: u64 = items.iter().map(|r| r["summary"]["fail"].as_u64().unwrap_or(0)).sum();
+    let results: usize = items
+        .iter()
+        .map(|r| r["results"].as_array().map_or(0, Vec::len))
+        .sum();
+    let fails: u64 = items
+        .iter()
+        .map(|r| r["summary"]["fail"].as_u64().unwrap_or(0))
+        .sum();
     std::thread::sleep(Duration::from_secs(5));
     let (settled, peak) = rss(pid);
 
@@ -339,15 +394,21 @@ fn measure(
             break changed.elapsed();
         }
         if Instant::now() > change_deadline {
-            return Err(format!("the reports did not follow the policy change within 120 s; log:\n{}", std::fs::read_to_string(log_path).unwrap_or_default()));
+            return Err(format!(
+                "the reports did not follow the policy change within 120 s; log:\n{}",
+                std::fs::read_to_string(log_path).unwrap_or_default()
+            ));
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let after_all = audit_requests(cluster);
     let reports = kubectl(cluster).run(&["get", "policyreports", "-A", "-o", "json"]);
-    let fails_after: u64 = reports.json()["items"]
-        .as_array()
-        .map_or(0, |items| items.iter().map(|r| r["summary"]["fail"].as_u64().unwrap_or(0)).sum());
+    let fails_after: u64 = reports.json()["items"].as_array().map_or(0, |items| {
+        items
+            .iter()
+            .map(|r| r["summary"]["fail"].as_u64().unwrap_or(0))
+            .sum()
+    });
     let (rss_after_change, peak_after_change) = rss(pid);
     let mib = |kib: u64| (kib as f64 / 1024.0 * 10.0).round() / 10.0;
     let secs = |d: Duration| (d.as_secs_f64() * 100.0).round() / 100.0;

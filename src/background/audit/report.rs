@@ -318,7 +318,8 @@ mod tests {
             ]),
         );
         let report = build("team-a", &objects);
-        let body: Value = serde_json::from_str(report.body.as_ref().expect("a body").get()).expect("JSON");
+        let body: Value =
+            serde_json::from_str(report.body.as_ref().expect("a body").get()).expect("JSON");
         let body = &body;
         assert_eq!(
             body["summary"],

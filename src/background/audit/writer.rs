@@ -338,7 +338,8 @@ impl<H: AuditHost> Writer<H> {
                     }
                 }
                 Err(e) => {
-                    self.host.record(AuditEvent::ReportWrite(WriteOutcome::Failed));
+                    self.host
+                        .record(AuditEvent::ReportWrite(WriteOutcome::Failed));
                     let failures = pending.failures + 1;
                     let wait = backoff(failures);
                     tracing::warn!(%namespace, error = %e, attempt = failures, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
@@ -367,7 +368,8 @@ impl<H: AuditHost> Writer<H> {
         match &report.body {
             Some(body) => {
                 let params = PatchParams::apply(FIELD_MANAGER).force();
-                api.patch(REPORT_NAME, &params, &Patch::Apply(&**body)).await?;
+                api.patch(REPORT_NAME, &params, &Patch::Apply(&**body))
+                    .await?;
                 Ok(WriteOutcome::Written)
             }
             None => match api.delete(REPORT_NAME, &DeleteParams::default()).await {
