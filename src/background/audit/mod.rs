@@ -9,13 +9,14 @@
 //! - [`judge`]: one object through `/validate`; stored forces by state.
 //! - [`report`]: one namespace's PolicyReport, and its content hash.
 //! - [`writer`]: the reports written when their content changes, within a
-//!   request budget, retried with backoff.
+//!   request budget ([`bucket`]), retried with backoff.
 //!
 //! Objects are judged when the first list is complete, on every change the
 //! watch delivers, after each policy reload, and every
 //! [`AuditOptions::interval`]. Judging yields to the runtime every few
 //! objects, so admission requests on the same runtime are not held up.
 
+pub mod bucket;
 pub mod judge;
 pub mod kinds;
 pub mod report;
@@ -140,7 +141,7 @@ pub async fn run<H: AuditHost>(
         "audit on: judging every stored PipelineRollout into PolicyReports"
     );
     let (reports, reports_rx) = mpsc::unbounded_channel::<Note>();
-    let bucket = writer::Bucket::new(options.qps, options.burst);
+    let bucket = bucket::Bucket::new(options.qps, options.burst);
     let store = Arc::new(Mutex::new(Store::default()));
     let writer = tokio::spawn(writer::run(
         client.clone(),
