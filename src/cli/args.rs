@@ -347,7 +347,50 @@ pub enum OutputFormat {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
+
+    #[test]
+    fn the_audit_is_on_by_default_and_its_flags_refuse_nonsense() {
+        let serve = |extra: &[&str]| {
+            let mut argv = vec!["pipelinerollout-webhook", "serve"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Some(Command::Serve(args)) => (
+                    args.audit,
+                    args.audit_interval,
+                    args.audit_qps,
+                    args.audit_burst,
+                ),
+                _ => panic!("not serve"),
+            })
+        };
+        let hour = Duration::from_secs(3600);
+        assert_eq!(serve(&[]).expect("defaults"), (true, hour, 5.0, 10));
+        assert!(!serve(&["--audit=false"]).expect("off").0);
+        assert!(serve(&["--audit"]).expect("on").0);
+        let tuned = serve(&[
+            "--audit-interval",
+            "10m",
+            "--audit-qps",
+            "0.5",
+            "--audit-burst",
+            "1",
+        ]);
+        assert_eq!(
+            tuned.expect("tuned"),
+            (true, Duration::from_secs(600), 0.5, 1)
+        );
+        for bad in [
+            ["--audit-interval", "0s"],
+            ["--audit-qps", "0"],
+            ["--audit-qps", "NaN"],
+            ["--audit-burst", "0"],
+        ] {
+            assert!(serve(&bad).is_err(), "{bad:?} is refused");
+        }
+    }
 
     #[test]
     fn the_webhooks_own_namespace_is_always_unguarded() {
