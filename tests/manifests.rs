@@ -1687,6 +1687,7 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
     // Exactly these rules: SubjectAccessReviews, Events, reading a
     // PipelineRollout before an Event about it, (for the stale-force
     // sweeper, unless its component drops it) reading and patching them,
+    // for the audit, listing and watching them and writing PolicyReports;
     // and (with --leader-elect) the Lease. Nothing else; resourceNames only
     // on the Lease.
     // (apiGroups, resources, verbs, resourceNames), each sorted.
@@ -1722,6 +1723,18 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["numaplane.numaproj.io"]),
             owned(&["pipelinerollouts"]),
             owned(&["get"]),
+            vec![],
+        ),
+        (
+            owned(&["numaplane.numaproj.io"]),
+            owned(&["pipelinerollouts"]),
+            owned(&["list", "watch"]),
+            vec![],
+        ),
+        (
+            owned(&["wgpolicyk8s.io"]),
+            owned(&["policyreports"]),
+            owned(&["create", "delete", "get", "list", "patch", "update"]),
             vec![],
         ),
     ];

@@ -118,6 +118,8 @@ pub struct Cluster {
     kubectl: PathBuf,
     /// Servers, stopped in reverse order.
     processes: Mutex<Vec<Process>>,
+    /// The kube-apiserver's binary and arguments, to start it again.
+    apiserver: Mutex<Option<(PathBuf, Vec<String>)>>,
     janitor: Mutex<Option<Janitor>>,
 }
 
@@ -157,6 +159,7 @@ impl Cluster {
             tokens,
             kubectl: assets.kubectl.clone(),
             processes: Mutex::new(Vec::new()),
+            apiserver: Mutex::new(None),
             janitor: Mutex::new(janitor),
         };
         cluster.write_files()?;
@@ -459,12 +462,21 @@ impl Cluster {
             // cannot reconcile its own endpoints.
             "--endpoint-reconciler-type=none".to_owned(),
         ];
-        let mut apiserver = self.spawn(
-            "kube-apiserver",
-            &assets.kube_apiserver,
-            &apiserver_args,
-            Duration::ZERO,
-        )?;
+        *self.apiserver.lock().expect("lock") =
+            Some((assets.kube_apiserver.clone(), apiserver_args));
+        self.start_apiserver()
+    }
+
+    /// Starts kube-apiserver with the arguments it was first started with
+    /// and waits until it is ready.
+    fn start_apiserver(&self) -> Result<(), String> {
+        let (binary, args) = self
+            .apiserver
+            .lock()
+            .expect("lock")
+            .clone()
+            .ok_or("kube-apiserver was never started")?;
+        let mut apiserver = self.spawn("kube-apiserver", &binary, &args, Duration::ZERO)?;
         let tls = Tls::new(self.pki.ca_pem(), Some(&self.tokens[&User::Admin]))?;
         let api = self.api;
         let ready = wait_until(
@@ -478,6 +490,28 @@ impl Cluster {
         );
         self.processes.lock().expect("lock").push(apiserver);
         ready
+    }
+
+    /// Stops kube-apiserver (SIGKILL, as a crash would), leaving etcd and
+    /// everything stored; [`Cluster::restart_apiserver`] starts it again.
+    pub fn stop_apiserver(&self) {
+        let stopped = {
+            let mut processes = self.processes.lock().expect("lock");
+            processes
+                .iter()
+                .position(|p| p.name() == "kube-apiserver")
+                .map(|i| processes.remove(i))
+        };
+        if let Some(mut process) = stopped {
+            process.stop();
+        }
+    }
+
+    /// Starts kube-apiserver again after [`Cluster::stop_apiserver`], on
+    /// the same port with the same flags, and waits until it is ready.
+    pub fn restart_apiserver(&self) -> Result<(), String> {
+        self.stop_apiserver();
+        self.start_apiserver()
     }
 
     fn stop_all(&self) {

@@ -120,6 +120,11 @@ impl Process {
         })
     }
 
+    /// The name it was started under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The server's pid.
     pub fn pid(&self) -> u32 {
         self.pid

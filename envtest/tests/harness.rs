@@ -1,5 +1,6 @@
-//! Checks of the harness itself: the optional kube-controller-manager, and
-//! that a killed test process leaves nothing behind. Each starts a cluster
+//! Checks of the harness itself: the optional kube-controller-manager, an
+//! API server stopped and started again, and that a killed test process
+//! leaves nothing behind. Each starts a cluster
 //! of its own (no webhook). Without the binaries they print a skip line
 //! each, and fail in CI.
 
@@ -159,4 +160,29 @@ fn running(pid: u32) -> bool {
             .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
+}
+
+#[test]
+fn harness_stops_and_restarts_the_api_server_keeping_what_is_stored() {
+    let name = envtest::test_name();
+    let Some(assets) = require(&name, Assets::find()) else {
+        return;
+    };
+    let cluster = &Cluster::start(&assets).expect("the test cluster starts");
+    let admin = cluster.kubectl(User::Admin);
+    let map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kept", "namespace": "default"}, "data": {"k": "v"}});
+    admin.create(&map, &[]).expect_success("create a ConfigMap");
+    cluster.stop_apiserver();
+    assert!(
+        cluster.get_as_admin("/readyz").is_err(),
+        "the API server answers after being stopped"
+    );
+    cluster
+        .restart_apiserver()
+        .expect("the API server starts again");
+    let kept = admin
+        .get("configmaps", "default", "kept")
+        .expect("the ConfigMap is still stored");
+    assert_eq!(kept["data"]["k"], "v");
 }

@@ -185,9 +185,40 @@ pub struct ServeArgs {
     #[arg(long, env = "WEBHOOK_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
     pub leader_elect_retry_period: Duration,
 
+    // The audit of stored rollouts into PolicyReports.
+    /// Audit every stored PipelineRollout into PolicyReports (one per namespace) when an API server can be reached; `--audit=false` turns it off (needs list and watch on pipelinerollouts, and get, list, create, patch and delete on policyreports).
+    #[arg(long, env = "WEBHOOK_AUDIT", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub audit: bool,
+    /// How often the audit judges every stored object again, changed or not (it also does at start, on every change and after each policy reload).
+    #[arg(long, env = "WEBHOOK_AUDIT_INTERVAL", default_value = "1h", value_parser = parse_positive_duration)]
+    pub audit_interval: Duration,
+    /// The audit's API requests a second (report writes and deletions), after the burst; admission requests are never counted against it.
+    #[arg(long, env = "WEBHOOK_AUDIT_QPS", default_value_t = 5.0, value_parser = parse_qps)]
+    pub audit_qps: f64,
+    /// The audit's API requests allowed at once before --audit-qps applies.
+    #[arg(long, env = "WEBHOOK_AUDIT_BURST", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub audit_burst: u32,
+
     /// Certificates managed by the webhook itself.
     #[command(flatten)]
     pub certs: CertArgs,
+}
+
+/// A duration above zero.
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be above 0, e.g. 1h".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e}: write a duration such as 30m or 1h")),
+    }
+}
+
+/// A request rate: a number above 0.
+fn parse_qps(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(q) if q.is_finite() && q > 0.0 => Ok(q),
+        _ => Err("must be a number of requests a second above 0, e.g. 5 or 0.5".to_owned()),
+    }
 }
 
 impl ServeArgs {
@@ -486,6 +517,8 @@ pub enum OutputFormat {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
 
     fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
@@ -606,6 +639,47 @@ mod tests {
             Cli::try_parse_from(["pipelinerollout-webhook", "serve", "--manage-certs"]).is_err(),
             "--manage-certs needs --tls-cert (the Secret's volume)"
         );
+    }
+
+    #[test]
+    fn the_audit_is_on_by_default_and_its_flags_refuse_nonsense() {
+        let serve = |extra: &[&str]| {
+            let mut argv = vec!["pipelinerollout-webhook", "serve"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Some(Command::Serve(args)) => (
+                    args.audit,
+                    args.audit_interval,
+                    args.audit_qps,
+                    args.audit_burst,
+                ),
+                _ => panic!("not serve"),
+            })
+        };
+        let hour = Duration::from_secs(3600);
+        assert_eq!(serve(&[]).expect("defaults"), (true, hour, 5.0, 10));
+        assert!(!serve(&["--audit=false"]).expect("off").0);
+        assert!(serve(&["--audit"]).expect("on").0);
+        let tuned = serve(&[
+            "--audit-interval",
+            "10m",
+            "--audit-qps",
+            "0.5",
+            "--audit-burst",
+            "1",
+        ]);
+        assert_eq!(
+            tuned.expect("tuned"),
+            (true, Duration::from_secs(600), 0.5, 1)
+        );
+        for bad in [
+            ["--audit-interval", "0s"],
+            ["--audit-qps", "0"],
+            ["--audit-qps", "NaN"],
+            ["--audit-burst", "0"],
+        ] {
+            assert!(serve(&bad).is_err(), "{bad:?} is refused");
+        }
     }
 
     #[test]

@@ -12,11 +12,12 @@ use super::args::{CertArgsError, ServeArgs};
 use super::logging::LoggingGuard;
 use crate::background::certs::{self as managed_certs, CertEvent, CertHost, CertOptions};
 use crate::background::leader::{self, Controller, LeaderHost, LeaseOptionsError, Transition};
+use crate::background::audit::{self, AuditEvent, AuditHost, AuditOptions};
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
 use crate::certs::CertError;
 use crate::events::EventQueue;
 use crate::policy::Policy;
-use crate::server::metrics::{Metrics, ResetLabels, TransitionLabels};
+use crate::server::metrics::{Metrics, ResetLabels, TransitionLabels, ResultLabels, ViolationLabels};
 use crate::server::{self, Running, ServeOptions, Shared, StartError};
 
 /// The runtime `serve` runs on: multi-threaded, one worker per core
@@ -145,6 +146,23 @@ fn controllers(
             )
         }));
     }
+    match (&client, args.audit) {
+        (Some(client), true) => {
+            let shared = Arc::clone(&running.shared);
+            let client = client.clone();
+            let options = AuditOptions {
+                interval: args.audit_interval,
+                qps: args.audit_qps,
+                burst: args.audit_burst,
+                ..AuditOptions::default()
+            };
+            controllers.push(Controller::new("audit", move |stop| {
+                audit::run(client.clone(), Arc::clone(&shared), options.clone(), stop)
+            }));
+        }
+        (None, true) => tracing::info!("no API server: the audit of stored rollouts is off"),
+        (_, false) => tracing::info!("--audit=false: stored rollouts are not audited"),
+    }
     if args.reset_stale_force {
         match client {
             Some(client) => {
@@ -184,6 +202,53 @@ async fn run_background(
         Ok(config) => leader::run_elected(config, lease, controllers, host, stop).await,
         Err(e) => {
             tracing::error!(error = %e, "leader election cannot reach the API server: the background controllers are off")
+        }
+    }
+}
+
+/// The server's shared state is the audit's host: its policy handle and
+/// its metrics.
+impl AuditHost for Shared {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.load_full()
+    }
+
+    fn record(&self, event: AuditEvent<'_>) {
+        let metrics = &self.metrics.audit;
+        match event {
+            AuditEvent::Completed { at, took, objects } => {
+                let seconds = at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                metrics.last_audit.set(seconds);
+                metrics.last_audit_duration.set(took.as_secs_f64());
+                metrics
+                    .audited_objects
+                    .set(i64::try_from(objects).unwrap_or(i64::MAX));
+            }
+            AuditEvent::Violations(counts) => {
+                metrics.set_violations(counts.iter().map(|((namespace, rule, result), n)| {
+                    (
+                        ViolationLabels {
+                            namespace: namespace.clone(),
+                            rule: (*rule).to_owned(),
+                            result: (*result).to_owned(),
+                        },
+                        *n,
+                    )
+                }));
+            }
+            AuditEvent::ReportWrite(outcome) => {
+                metrics
+                    .report_writes
+                    .get_or_create(&ResultLabels {
+                        result: outcome.as_str(),
+                    })
+                    .inc();
+            }
+            AuditEvent::WatchRestart => {
+                metrics.watch_restarts.inc();
+            }
         }
     }
 }

@@ -128,6 +128,8 @@ pub struct Metrics {
     pub recent_forces: RecentForces,
     /// The certificates of `--manage-certs`.
     pub certs: CertMetrics,
+    /// The audit of stored rollouts.
+    pub audit: AuditMetrics,
 }
 
 impl Default for Metrics {
@@ -261,6 +263,7 @@ impl Metrics {
             rbac_duration.clone(),
         );
         let budget = BudgetMetrics::register(&mut registry);
+        let audit = AuditMetrics::register(&mut registry);
         let certs = CertMetrics::register(&mut registry);
         let leader = LeaderMetrics::register(&mut registry);
         let recent_forces = RecentForces::default();
@@ -292,6 +295,7 @@ impl Metrics {
             budget,
             leader,
             log_lines_dropped,
+            audit,
             certs,
             recent_forces,
         };
@@ -491,6 +495,102 @@ impl CertMetrics {
 
 // ---- end of the certificate metrics ----
 
+// The audit of stored rollouts into PolicyReports.
+
+/// Labels of the audit's violations gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ViolationLabels {
+    /// The namespace.
+    pub namespace: String,
+    /// The rule's name, as in the PolicyReports.
+    pub rule: String,
+    /// fail, warn or error.
+    pub result: String,
+}
+
+/// The metrics of the audit (`background::audit`).
+#[derive(Debug, Clone)]
+pub struct AuditMetrics {
+    /// Results that are not a pass, by namespace, rule and result.
+    pub violations: Family<ViolationLabels, Gauge>,
+    /// The label sets set last, so that those gone are removed.
+    violation_labels: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<ViolationLabels>>>,
+    /// When the last full audit ended, as a Unix timestamp.
+    pub last_audit: Gauge,
+    /// How long the last full audit took, in seconds.
+    pub last_audit_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Objects judged by the last full audit.
+    pub audited_objects: Gauge,
+    /// PolicyReport writes, by result (written, deleted, failed).
+    pub report_writes: Family<ResultLabels, Counter>,
+    /// Times the audit's watch failed and was restarted.
+    pub watch_restarts: Counter,
+}
+
+impl AuditMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            violations: Family::default(),
+            violation_labels: std::sync::Arc::default(),
+            last_audit: Gauge::default(),
+            last_audit_duration: Gauge::default(),
+            audited_objects: Gauge::default(),
+            report_writes: Family::default(),
+            watch_restarts: Counter::default(),
+        };
+        registry.register(
+            "audit_violations",
+            "Stored objects whose audit result is not a pass, by namespace, rule and result (fail, warn, error)",
+            metrics.violations.clone(),
+        );
+        registry.register_with_unit(
+            "audit_last_completed_timestamp",
+            "When the last full audit of the stored objects ended, as a Unix timestamp",
+            Unit::Seconds,
+            metrics.last_audit.clone(),
+        );
+        registry.register_with_unit(
+            "audit_last_duration",
+            "How long the last full audit took to judge every stored object",
+            Unit::Seconds,
+            metrics.last_audit_duration.clone(),
+        );
+        registry.register(
+            "audit_objects",
+            "Stored objects judged by the last full audit",
+            metrics.audited_objects.clone(),
+        );
+        registry.register(
+            "audit_report_writes",
+            "PolicyReport writes by the audit, by result (written, deleted, failed: retried with backoff)",
+            metrics.report_writes.clone(),
+        );
+        registry.register(
+            "audit_watch_restarts",
+            "Times the audit's watch failed and was restarted with backoff",
+            metrics.watch_restarts.clone(),
+        );
+        metrics
+    }
+
+    /// Puts `counts` in force, removing the label sets no longer there.
+    pub fn set_violations(&self, counts: impl IntoIterator<Item = (ViolationLabels, i64)>) {
+        let mut previous = match self.violation_labels.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut now = std::collections::HashSet::new();
+        for (labels, count) in counts {
+            self.violations.get_or_create(&labels).set(count);
+            now.insert(labels);
+        }
+        for gone in previous.iter().filter(|l| !now.contains(l)) {
+            self.violations.remove(gone);
+        }
+        *previous = now;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,5 +603,25 @@ mod tests {
                 .any(|l| l == "pipelinerollout_webhook_log_lines_dropped_total 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn audit_violations_that_are_gone_leave_the_gauge() {
+        let metrics = Metrics::new();
+        let labels = |ns: &str| ViolationLabels {
+            namespace: ns.to_owned(),
+            rule: "drain-timeout-range".to_owned(),
+            result: "fail".to_owned(),
+        };
+        metrics
+            .audit
+            .set_violations([(labels("a"), 2), (labels("b"), 1)]);
+        metrics.audit.set_violations([(labels("b"), 3)]);
+        let text = metrics.encode();
+        assert!(
+            text.contains("pipelinerollout_webhook_audit_violations{namespace=\"b\",rule=\"drain-timeout-range\",result=\"fail\"} 3"),
+            "{text}"
+        );
+        assert!(!text.contains("namespace=\"a\""), "{text}");
     }
 }

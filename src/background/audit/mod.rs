@@ -1,0 +1,330 @@
+//! The audit: every stored object of the kinds the webhook guards
+//! ([`kinds::KINDS`]) judged again as a CREATE of it would be, through the
+//! same [`crate::admission::answer`] path, with the results written as one
+//! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace.
+//!
+//! - [`watch`]: kube-runtime's watcher per kind, restarted with backoff,
+//!   reading objects [`slim`] (only what the rules read is kept).
+//! - [`store`]: the objects and their results, by namespace.
+//! - [`judge`]: one object through `/validate`; stored forces by state.
+//! - [`report`]: one namespace's PolicyReport, and its content hash.
+//! - [`writer`]: the reports written when their content changes, within a
+//!   request budget ([`bucket`]), retried with backoff.
+//!
+//! Objects are judged when the first list is complete, on every change the
+//! watch delivers, after each policy reload, and every
+//! [`AuditOptions::interval`]. Judging yields to the runtime every few
+//! objects, so admission requests on the same runtime are not held up.
+
+pub mod bucket;
+pub mod judge;
+pub mod kinds;
+pub mod report;
+pub mod slim;
+pub mod store;
+pub mod watch;
+pub mod writer;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_util::StreamExt as _;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use self::judge::{Judge, Status};
+use self::kinds::KINDS;
+use self::store::Store;
+use self::watch::WatchItem;
+use self::writer::Note;
+use crate::policy::Policy;
+
+/// How the audit runs.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// How often every object is judged again, changed or not.
+    pub interval: Duration,
+    /// The audit's API requests a second (report writes, deletions, the
+    /// CRD look-up), after the burst.
+    pub qps: f64,
+    /// The audit's API requests at once before `qps` applies.
+    pub burst: u32,
+    /// How long changes are gathered before the reports they touch are
+    /// built (one write per namespace for a burst of changes).
+    pub settle: Duration,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(3600),
+            qps: 5.0,
+            burst: 10,
+            settle: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What became of one report write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Created or updated.
+    Written,
+    /// Deleted (its namespace has no objects left).
+    Deleted,
+    /// Refused or failed; retried with backoff.
+    Failed,
+}
+
+impl WriteOutcome {
+    /// The name in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Written => "written",
+            Self::Deleted => "deleted",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The number of results that are not a pass, by namespace, rule and
+/// outcome (fail, warn, error).
+pub type Violations = BTreeMap<(String, &'static str, &'static str), i64>;
+
+/// Something the audit did, for the process's metrics.
+#[derive(Debug)]
+pub enum AuditEvent<'a> {
+    /// Every object was judged (a full audit), at `at`, taking `took`.
+    Completed {
+        /// When it ended.
+        at: SystemTime,
+        /// How long judging took.
+        took: Duration,
+        /// How many objects were judged.
+        objects: usize,
+    },
+    /// The violations now (replacing the previous ones).
+    Violations(&'a Violations),
+    /// A report write.
+    ReportWrite(WriteOutcome),
+    /// A watch failed and is restarted with backoff.
+    WatchRestart,
+}
+
+/// What the audit needs from the process it runs in.
+pub trait AuditHost: Send + Sync + 'static {
+    /// The policy in force now (replaced whole on reload).
+    fn policy(&self) -> Arc<Policy>;
+    /// Records one thing the audit did.
+    fn record(&self, event: AuditEvent<'_>);
+}
+
+/// How many objects are judged between two yields to the runtime.
+const CHUNK: usize = 64;
+/// How often the policy in force is compared with the one judged under.
+const POLICY_CHECK: Duration = Duration::from_secs(1);
+
+/// Runs the audit until `stop` is cancelled, then returns promptly, having
+/// stopped its writes.
+pub async fn run<H: AuditHost>(
+    client: kube::Client,
+    host: Arc<H>,
+    options: AuditOptions,
+    stop: CancellationToken,
+) {
+    tracing::info!(
+        interval = ?options.interval,
+        qps = options.qps,
+        burst = options.burst,
+        kinds = KINDS.len(),
+        "audit on: judging every stored PipelineRollout into PolicyReports"
+    );
+    let (reports, reports_rx) = mpsc::unbounded_channel::<Note>();
+    let bucket = bucket::Bucket::new(options.qps, options.burst);
+    let store = Arc::new(Mutex::new(Store::default()));
+    let writer = tokio::spawn(writer::run(
+        client.clone(),
+        Arc::clone(&host),
+        Arc::clone(&store),
+        bucket,
+        reports_rx,
+        stop.clone(),
+    ));
+    let watches = futures_util::stream::select_all(KINDS.iter().map(|k| (k.watch)(client.clone())));
+    let mut auditor = Auditor {
+        host,
+        store,
+        judged_under: None,
+        reports,
+        full_since: None,
+    };
+    auditor.watch(watches, &options, &stop).await;
+    // The writer stops with the same token; wait so that no write outlives
+    // the audit.
+    let _ = writer.await;
+    tracing::info!("audit stopped");
+}
+
+struct Auditor<H> {
+    host: Arc<H>,
+    /// Shared with the writer, which builds each report when it writes it.
+    store: Arc<Mutex<Store>>,
+    /// The policy the results were judged under.
+    judged_under: Option<Arc<Policy>>,
+    /// What changed, to the writer.
+    reports: mpsc::UnboundedSender<Note>,
+    /// When the current full audit began, while one is under way.
+    full_since: Option<Instant>,
+}
+
+impl<H: AuditHost> Auditor<H> {
+    async fn watch(
+        &mut self,
+        watches: impl futures_util::Stream<Item = WatchItem> + Unpin,
+        options: &AuditOptions,
+        stop: &CancellationToken,
+    ) {
+        let mut watches = watches;
+        let mut policy_check = tokio::time::interval(POLICY_CHECK);
+        policy_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut interval = tokio::time::interval_at(
+            tokio::time::Instant::now() + options.interval,
+            options.interval,
+        );
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut settle: Option<tokio::time::Instant> = None;
+        loop {
+            let settle_at =
+                settle.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                () = stop.cancelled() => return,
+                item = watches.next() => match item {
+                    None => {
+                        tracing::error!("the audit's watches ended; the audit stops");
+                        return;
+                    }
+                    Some(item) => {
+                        if let WatchItem::Failed { kind, error } = &item {
+                            self.host.record(AuditEvent::WatchRestart);
+                            tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
+                        }
+                        let (completed, listed, objects) = {
+                            let mut store = self.store();
+                            let completed = store.take(item);
+                            (completed, store.listed(KINDS.len()), store.len())
+                        };
+                        if completed && listed && self.judged_under.is_none() {
+                            tracing::info!(objects, "audit: first list complete, judging every object");
+                            self.begin_full();
+                        }
+                        if settle.is_none() {
+                            settle = Some(tokio::time::Instant::now() + options.settle);
+                        }
+                    }
+                },
+                _ = policy_check.tick() => {
+                    let now = self.host.policy();
+                    if self.judged_under.as_ref().is_some_and(|p| !Arc::ptr_eq(p, &now)) {
+                        tracing::info!("audit: the policy changed, judging every object again");
+                        self.begin_full();
+                        settle = Some(tokio::time::Instant::now());
+                    }
+                },
+                _ = interval.tick() => {
+                    let _ = self.reports.send(Note::Reread);
+                    if self.store().listed(KINDS.len()) {
+                        self.begin_full();
+                        settle = Some(tokio::time::Instant::now());
+                    }
+                },
+                () = tokio::time::sleep_until(settle_at), if settle.is_some() => {
+                    settle = None;
+                    let listed = self.store().listed(KINDS.len());
+                    if listed && !self.judge_pending(stop).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn begin_full(&mut self) {
+        self.store().judge_all_again();
+        self.judged_under = Some(self.host.policy());
+        self.full_since.get_or_insert_with(Instant::now);
+    }
+
+    /// Judges every object waiting, then sends the reports that changed;
+    /// false when stopped on the way.
+    async fn judge_pending(&mut self, stop: &CancellationToken) -> bool {
+        let policy = self.host.policy();
+        if self.judged_under.is_none() {
+            self.judged_under = Some(Arc::clone(&policy));
+        }
+        let (enforcing, warn_only) = judge::enforcing(&policy);
+        let judge = Judge::new(&enforcing, warn_only, time::OffsetDateTime::now_utc());
+        let mut judged = 0;
+        loop {
+            if stop.is_cancelled() {
+                return false;
+            }
+            let chunk = self.store().next_unjudged(CHUNK);
+            if chunk.is_empty() {
+                break;
+            }
+            let mut done = Vec::with_capacity(chunk.len());
+            for (namespace, key, json) in chunk {
+                let entry = &KINDS[key.0];
+                let results = (entry.judge)(&judge, entry, &json).await;
+                done.push((namespace, key, json, results));
+            }
+            {
+                let mut store = self.store();
+                for (namespace, key, json, results) in done {
+                    store.set_results(&namespace, &key, &json, results);
+                    judged += 1;
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+        self.publish();
+        if let Some(since) = self.full_since.take() {
+            let took = since.elapsed();
+            let objects = self.store().len();
+            tracing::info!(objects, judged, ?took, "audit complete");
+            self.host.record(AuditEvent::Completed {
+                at: SystemTime::now(),
+                took,
+                objects,
+            });
+        }
+        true
+    }
+
+    /// Hands the namespaces whose results changed to the writer; updates
+    /// the violations.
+    fn publish(&mut self) {
+        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        for namespace in store.take_changed() {
+            let _ = self.reports.send(Note::Changed(namespace));
+        }
+        let _ = self.reports.send(Note::Judged);
+        let mut violations = Violations::new();
+        for (namespace, objects) in store.all() {
+            for r in objects.values().flat_map(|e| e.results.iter().flatten()) {
+                if matches!(r.status, Status::Fail | Status::Warn | Status::Error) {
+                    *violations
+                        .entry((namespace.clone(), r.rule, r.status.as_str()))
+                        .or_default() += 1;
+                }
+            }
+        }
+        drop(store);
+        self.host.record(AuditEvent::Violations(&violations));
+    }
+}

@@ -1,0 +1,367 @@
+//! One namespace's PolicyReport (`wgpolicyk8s.io/v1alpha2`), built from
+//! the results held: one result per object and rule, a summary, no owner.
+//! Its content is compared by a hash of its canonical JSON, so that a
+//! report is written only when what it says changes.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash as _, Hasher as _};
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::judge::Status;
+use super::kinds::KINDS;
+use super::store::{Entry, Name};
+
+/// The reports' name, policy and source: the webhook's.
+pub const REPORT_NAME: &str = "pipelinerollout-webhook";
+/// The reports' API group.
+pub const REPORT_GROUP: &str = "wgpolicyk8s.io";
+/// The reports' version.
+pub const REPORT_VERSION: &str = "v1alpha2";
+/// The reports' kind.
+pub const REPORT_KIND: &str = "PolicyReport";
+/// The reports' resource name.
+pub const REPORT_PLURAL: &str = "policyreports";
+/// The label that marks the reports the audit writes.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The annotation saying how many results a report left out for size.
+pub const OMITTED: &str = "pipelinerollout-webhook.numaplane.numaproj.io/results-omitted";
+/// The largest report written: well under the API server's request limit
+/// (3 MiB) and etcd's value limit (1.5 MiB). Past it, passing results are
+/// left out first (the summary still counts them), then the rest.
+pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
+
+/// A report to write: its body and the hash of its content.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The namespace.
+    pub namespace: String,
+    /// The PolicyReport as JSON text (held as text until written, so a
+    /// report waiting for its turn costs its size and no more); `None` to
+    /// delete it (no objects left).
+    pub body: Option<Box<RawValue>>,
+    /// The hash of [`content`] of the body (0 for a deletion).
+    pub hash: u64,
+}
+
+/// The counts of a report's results, by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// pass results.
+    pub pass: u64,
+    /// fail results.
+    pub fail: u64,
+    /// warn results.
+    pub warn: u64,
+    /// error results.
+    pub error: u64,
+    /// skip results.
+    pub skip: u64,
+}
+
+impl Summary {
+    fn add(&mut self, status: Status) {
+        let slot = match status {
+            Status::Pass => &mut self.pass,
+            Status::Fail => &mut self.fail,
+            Status::Warn => &mut self.warn,
+            Status::Error => &mut self.error,
+            Status::Skip => &mut self.skip,
+        };
+        *slot += 1;
+    }
+}
+
+/// One result as written.
+#[derive(Serialize)]
+struct ResultOut<'a> {
+    policy: &'static str,
+    rule: &'static str,
+    result: &'static str,
+    source: &'static str,
+    scored: bool,
+    resources: [ResourceOut<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+/// The object a result is about.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceOut<'a> {
+    api_version: String,
+    kind: &'static str,
+    namespace: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReportOut<'a> {
+    api_version: String,
+    kind: &'static str,
+    metadata: Value,
+    summary: SummaryOut,
+    results: Vec<ResultOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct SummaryOut {
+    pass: u64,
+    fail: u64,
+    warn: u64,
+    error: u64,
+    skip: u64,
+}
+
+fn result_out<'a>(
+    namespace: &'a str,
+    (kind, name): &'a Name,
+    entry: &'a Entry,
+    r: &'a super::judge::RuleResult,
+) -> ResultOut<'a> {
+    let entry_kind = &KINDS[*kind];
+    ResultOut {
+        policy: REPORT_NAME,
+        rule: r.rule,
+        result: r.status.as_str(),
+        source: REPORT_NAME,
+        scored: true,
+        resources: [ResourceOut {
+            api_version: entry_kind.api_version(),
+            kind: entry_kind.kind,
+            namespace,
+            name,
+            uid: entry.uid.as_deref(),
+        }],
+        message: r.message.as_deref(),
+    }
+}
+
+/// The size of a result as JSON, near enough (the fixed keys and the texts).
+fn size_of(r: &ResultOut<'_>) -> usize {
+    200 + r.rule.len()
+        + r.resources[0].name.len()
+        + r.resources[0].namespace.len()
+        + r.resources[0].uid.map_or(0, str::len)
+        + r.message.map_or(0, str::len)
+}
+
+/// The report of `namespace` with `objects` (judged ones only).
+pub fn build(namespace: &str, objects: &BTreeMap<Name, Entry>) -> Report {
+    let mut summary = Summary::default();
+    let mut results = Vec::new();
+    let mut failing_bytes = 0;
+    let mut passing_bytes = 0;
+    // In name order, each object's rules in order.
+    for (key, entry) in objects {
+        for r in entry.results.iter().flatten() {
+            summary.add(r.status);
+            let out = result_out(namespace, key, entry, r);
+            match r.status {
+                Status::Pass | Status::Skip => passing_bytes += size_of(&out),
+                _ => failing_bytes += size_of(&out),
+            }
+            results.push(out);
+        }
+    }
+    let mut omitted = 0;
+    if failing_bytes + passing_bytes > MAX_REPORT_BYTES {
+        let before = results.len();
+        results.retain(|r| r.result != Status::Pass.as_str() && r.result != Status::Skip.as_str());
+        let mut used = 0;
+        let keep = results
+            .iter()
+            .take_while(|r| {
+                used += size_of(r);
+                used <= MAX_REPORT_BYTES
+            })
+            .count();
+        results.truncate(keep);
+        omitted = before - results.len();
+    }
+    let mut metadata = json!({
+        "name": REPORT_NAME,
+        "namespace": namespace,
+        "labels": {MANAGED_BY: REPORT_NAME},
+    });
+    if omitted > 0 {
+        metadata["annotations"] = json!({OMITTED: omitted.to_string()});
+    }
+    let out = ReportOut {
+        api_version: format!("{REPORT_GROUP}/{REPORT_VERSION}"),
+        kind: REPORT_KIND,
+        metadata,
+        summary: SummaryOut {
+            pass: summary.pass,
+            fail: summary.fail,
+            warn: summary.warn,
+            error: summary.error,
+            skip: summary.skip,
+        },
+        results,
+    };
+    // Writing plain structs and maps to JSON does not fail.
+    let text = serde_json::to_string(&out).unwrap_or_default();
+    let hash = serde_json::from_str::<Value>(&text).map_or(0, |v| content_hash(&v));
+    Report {
+        namespace: namespace.to_owned(),
+        body: RawValue::from_string(text).ok(),
+        hash,
+    }
+}
+
+/// The deletion of `namespace`'s report.
+pub fn deletion(namespace: &str) -> Report {
+    Report {
+        namespace: namespace.to_owned(),
+        body: None,
+        hash: 0,
+    }
+}
+
+/// What a report says: its summary, results and omitted count, as
+/// canonical JSON (keys sorted), so that a report read back from the API
+/// server hashes the same as the one written.
+pub fn content(report: &Value) -> String {
+    let omitted = report
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            OMITTED.replace('/', "~1")
+        ))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let parts = json!({
+        "summary": report.get("summary").cloned().unwrap_or(Value::Null),
+        "results": report.get("results").cloned().unwrap_or(Value::Null),
+        "omitted": omitted,
+    });
+    let mut out = String::new();
+    canonical(&parts, &mut out);
+    out
+}
+
+/// The hash of [`content`].
+pub fn content_hash(report: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    content(report).hash(&mut hasher);
+    hasher.finish()
+}
+
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
+            out.push('{');
+            for (i, (k, v)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(k.as_str()).to_string());
+                out.push(':');
+                canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::background::audit::judge::RuleResult;
+
+    fn entry(results: Vec<(&'static str, Status)>) -> Entry {
+        Entry {
+            uid: Some("u".to_owned()),
+            json: "{}".into(),
+            results: Some(
+                results
+                    .into_iter()
+                    .map(|(rule, status)| RuleResult {
+                        rule,
+                        status,
+                        message: (status != Status::Pass).then(|| "why".into()),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_report_lists_every_result_with_a_summary_and_hashes_its_content_only() {
+        let mut objects = BTreeMap::new();
+        objects.insert(
+            (0, "b".to_owned()),
+            entry(vec![("drain-timeout-range", Status::Fail)]),
+        );
+        objects.insert(
+            (0, "a".to_owned()),
+            entry(vec![
+                ("drain-timeout-range", Status::Pass),
+                ("force-reapply", Status::Warn),
+            ]),
+        );
+        let report = build("team-a", &objects);
+        let body: Value =
+            serde_json::from_str(report.body.as_ref().expect("a body").get()).expect("JSON");
+        let body = &body;
+        assert_eq!(
+            body["summary"],
+            json!({"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0})
+        );
+        let results = body["results"].as_array().expect("results");
+        assert_eq!(results.len(), 3);
+        assert_eq!(results[0]["resources"][0]["name"], "a");
+        assert_eq!(results[2]["result"], "fail");
+        assert_eq!(results[2]["message"], "why");
+        assert_eq!(results[2]["policy"], REPORT_NAME);
+        assert!(body["metadata"].get("ownerReferences").is_none());
+        assert!(results[0].get("message").is_none());
+        // The same content with other metadata and key order hashes the same.
+        let mut reread: Value = serde_json::from_str(&body.to_string()).expect("JSON");
+        reread["metadata"]["resourceVersion"] = json!("42");
+        assert_eq!(content_hash(&reread), report.hash);
+        objects.insert(
+            (0, "c".to_owned()),
+            entry(vec![("drain-timeout-range", Status::Pass)]),
+        );
+        assert_ne!(build("team-a", &objects).hash, report.hash);
+    }
+
+    #[test]
+    fn an_oversized_report_leaves_out_passing_results_first() {
+        let mut objects = BTreeMap::new();
+        for i in 0..8_000 {
+            objects.insert(
+                (0, format!("rollout-{i:05}")),
+                entry(vec![("drain-timeout-range", Status::Pass)]),
+            );
+        }
+        objects.insert(
+            (0, "bad".to_owned()),
+            entry(vec![("drain-timeout-range", Status::Fail)]),
+        );
+        let report = build("big", &objects);
+        let body: Value = serde_json::from_str(report.body.expect("a body").get()).expect("JSON");
+        assert!(body.to_string().len() <= MAX_REPORT_BYTES + 4096);
+        assert_eq!(body["summary"]["pass"], 8_000);
+        assert_eq!(body["results"].as_array().map(Vec::len), Some(1));
+        assert_eq!(body["metadata"]["annotations"][OMITTED], "8000");
+    }
+}

@@ -1,0 +1,246 @@
+//! What the audit holds: every watched object, slim, with its latest
+//! results, by namespace; which objects await judging; which namespaces'
+//! reports need building again. Pure: the watch feeds it, the auditor
+//! judges what it hands out.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::judge::Judged;
+use super::watch::WatchItem;
+
+/// An object within its namespace: its kind's index and its name.
+pub type Name = (usize, String);
+
+/// One stored object.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its uid, for the report's resource reference.
+    pub uid: Option<String>,
+    /// The kept parts, as JSON.
+    pub json: Box<str>,
+    /// Its results, once judged.
+    pub results: Option<Judged>,
+}
+
+/// Every object the watches deliver, and what is left to do.
+#[derive(Debug, Default)]
+pub struct Store {
+    namespaces: BTreeMap<String, BTreeMap<Name, Entry>>,
+    /// Objects to judge.
+    unjudged: BTreeSet<(String, Name)>,
+    /// Namespaces whose report must be built again.
+    changed: BTreeSet<String>,
+    /// Per kind being (re)listed: what the list has delivered so far.
+    listing: BTreeMap<usize, HashSet<(String, String)>>,
+    /// Kinds whose first list is complete.
+    listed: BTreeSet<usize>,
+}
+
+impl Store {
+    /// Takes in one watch item; says whether the kind's list just completed.
+    pub fn take(&mut self, item: WatchItem) -> bool {
+        match item {
+            WatchItem::Listing { kind } => {
+                self.listing.insert(kind, HashSet::new());
+                false
+            }
+            WatchItem::Listed { kind } => {
+                if let Some(seen) = self.listing.remove(&kind) {
+                    self.forget_unseen(kind, &seen);
+                }
+                self.listed.insert(kind);
+                true
+            }
+            WatchItem::Stored {
+                kind,
+                namespace,
+                name,
+                uid,
+                json,
+            } => {
+                if let Some(seen) = self.listing.get_mut(&kind) {
+                    seen.insert((namespace.clone(), name.clone()));
+                }
+                let objects = self.namespaces.entry(namespace.clone()).or_default();
+                let key = (kind, name);
+                let same = objects
+                    .get(&key)
+                    .is_some_and(|e| e.json == json && e.uid == uid);
+                if !same {
+                    // The results so far stay until the new ones replace
+                    // them, so an unchanged outcome changes no report.
+                    let results = objects.remove(&key).and_then(|e| e.results);
+                    objects.insert(key.clone(), Entry { uid, json, results });
+                    self.unjudged.insert((namespace, key));
+                }
+                false
+            }
+            WatchItem::Deleted {
+                kind,
+                namespace,
+                name,
+            } => {
+                self.remove(&namespace, &(kind, name));
+                false
+            }
+            WatchItem::Failed { .. } => false,
+        }
+    }
+
+    fn remove(&mut self, namespace: &str, key: &Name) {
+        if let Some(objects) = self.namespaces.get_mut(namespace)
+            && objects.remove(key).is_some()
+        {
+            if objects.is_empty() {
+                self.namespaces.remove(namespace);
+            }
+            self.unjudged.remove(&(namespace.to_owned(), key.clone()));
+            self.changed.insert(namespace.to_owned());
+        }
+    }
+
+    /// Removes the objects of `kind` a relist did not deliver (deleted
+    /// while the watch was down).
+    fn forget_unseen(&mut self, kind: usize, seen: &HashSet<(String, String)>) {
+        let gone: Vec<(String, Name)> = self
+            .namespaces
+            .iter()
+            .flat_map(|(ns, objects)| {
+                objects
+                    .keys()
+                    .filter(|(k, name)| *k == kind && !seen.contains(&(ns.clone(), name.clone())))
+                    .map(|key| (ns.clone(), key.clone()))
+            })
+            .collect();
+        for (namespace, key) in gone {
+            self.remove(&namespace, &key);
+        }
+    }
+
+    /// Whether every kind in `kinds` has completed its first list.
+    pub fn listed(&self, kinds: usize) -> bool {
+        (0..kinds).all(|k| self.listed.contains(&k))
+    }
+
+    /// Marks every object to be judged again (a new policy, the interval).
+    pub fn judge_all_again(&mut self) {
+        for (namespace, objects) in &self.namespaces {
+            for key in objects.keys() {
+                self.unjudged.insert((namespace.clone(), key.clone()));
+            }
+        }
+    }
+
+    /// Up to `limit` objects to judge, with their JSON.
+    pub fn next_unjudged(&self, limit: usize) -> Vec<(String, Name, Box<str>)> {
+        self.unjudged
+            .iter()
+            .take(limit)
+            .filter_map(|(ns, key)| {
+                let entry = self.namespaces.get(ns)?.get(key)?;
+                Some((ns.clone(), key.clone(), entry.json.clone()))
+            })
+            .collect()
+    }
+
+    /// Whether objects wait to be judged.
+    pub fn has_unjudged(&self) -> bool {
+        !self.unjudged.is_empty()
+    }
+
+    /// Records an object's results (when it is still there as judged).
+    pub fn set_results(&mut self, namespace: &str, key: &Name, json: &str, results: Judged) {
+        self.unjudged.remove(&(namespace.to_owned(), key.clone()));
+        if let Some(entry) = self
+            .namespaces
+            .get_mut(namespace)
+            .and_then(|o| o.get_mut(key))
+            && &*entry.json == json
+        {
+            if entry.results.as_ref() != Some(&results) {
+                self.changed.insert(namespace.to_owned());
+            }
+            entry.results = Some(results);
+        }
+    }
+
+    /// The namespaces whose reports changed since the last call.
+    pub fn take_changed(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// The objects of `namespace` (none when it has no objects left).
+    pub fn objects(&self, namespace: &str) -> Option<&BTreeMap<Name, Entry>> {
+        self.namespaces.get(namespace)
+    }
+
+    /// Every namespace with objects, and its objects.
+    pub fn all(&self) -> impl Iterator<Item = (&String, &BTreeMap<Name, Entry>)> {
+        self.namespaces.iter()
+    }
+
+    /// How many objects are held.
+    pub fn len(&self) -> usize {
+        self.namespaces.values().map(BTreeMap::len).sum()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.namespaces.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::background::audit::judge::{RuleResult, Status};
+
+    fn stored(ns: &str, name: &str, json: &str) -> WatchItem {
+        WatchItem::Stored {
+            kind: 0,
+            namespace: ns.to_owned(),
+            name: name.to_owned(),
+            uid: None,
+            json: json.into(),
+        }
+    }
+
+    fn pass() -> Judged {
+        vec![RuleResult {
+            rule: "r",
+            status: Status::Pass,
+            message: None,
+        }]
+    }
+
+    #[test]
+    fn a_relist_forgets_what_it_no_longer_delivers_and_an_unchanged_object_is_not_judged_again() {
+        let mut store = Store::default();
+        store.take(WatchItem::Listing { kind: 0 });
+        store.take(stored("a", "x", "{}"));
+        store.take(stored("b", "y", "{}"));
+        assert!(!store.listed(1));
+        assert!(store.take(WatchItem::Listed { kind: 0 }));
+        assert!(store.listed(1));
+        for (ns, key, json) in store.next_unjudged(10) {
+            store.set_results(&ns, &key, &json, pass());
+        }
+        assert_eq!(store.take_changed().len(), 2);
+        // The same object again: nothing to judge.
+        store.take(stored("a", "x", "{}"));
+        assert!(!store.has_unjudged());
+        // A relist without b/y: its namespace is gone and must be reported.
+        store.take(WatchItem::Listing { kind: 0 });
+        store.take(stored("a", "x", "{}"));
+        store.take(WatchItem::Listed { kind: 0 });
+        assert!(store.objects("b").is_none());
+        assert_eq!(store.take_changed(), BTreeSet::from(["b".to_owned()]));
+        assert_eq!(store.len(), 1);
+        // A result that does not change leaves the report alone.
+        store.judge_all_again();
+        for (ns, key, json) in store.next_unjudged(10) {
+            store.set_results(&ns, &key, &json, pass());
+        }
+        assert!(store.take_changed().is_empty());
+    }
+}

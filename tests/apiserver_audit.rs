@@ -1,0 +1,379 @@
+//! The audit of stored rollouts through a real kube-apiserver: the
+//! webhook binary watches PipelineRollouts and writes one PolicyReport per
+//! namespace. Rollouts made before the webhook (out of policy, a stale
+//! force, a wrong shape) are reported; ratcheting lets an out-of-policy
+//! value through an update, and the report still names it; a policy reload
+//! changes the reports; an emptied namespace loses its report; an API
+//! server stopped and started again during an audit loses nothing. A
+//! second cluster without the PolicyReport CRD runs the audit with its
+//! reports off. Same harness and skip rules as tests/apiserver_webhook.rs.
+
+mod apiserver_support;
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use apiserver_support::{ALLOW_DATA_LOSS, ROLLOUTS, idle, rollout, set_status};
+use envtest::{Cluster, Installation, User};
+use serde_json::{Value, json};
+
+const REPORT: &str = "pipelinerollout-webhook";
+const REPORTS: &str = "policyreports.wgpolicyk8s.io";
+const OLD: &str = "e2e-audit-old";
+const NEW: &str = "e2e-audit-new";
+const LATE: &str = "e2e-audit-late";
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
+}
+
+/// The base policy with `max` as the drain timeout's maximum.
+fn policy(max: &str) -> String {
+    let text = envtest::base_policy().expect("the base policy");
+    let mut policy: Value = serde_saphyr::from_str(&text).expect("the base policy is YAML");
+    policy["drainTimeout"]["max"] = json!(max);
+    policy.to_string()
+}
+
+/// Rollouts that predate the webhook, so nothing judged them.
+fn predating(cluster: &Cluster) -> Result<(), String> {
+    cluster.create_all(vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OLD}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NEW}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LATE}}),
+        rollout(OLD, "too-long", Some(json!(7200))),
+        rollout(OLD, "good", Some(json!(300))),
+        rollout(OLD, "stale-force", Some(json!(300))),
+        rollout(OLD, "broken", Some(json!(300))),
+    ])?;
+    let admin = cluster.kubectl(User::Admin);
+    let out = admin.merge_patch(
+        ROLLOUTS,
+        OLD,
+        "stale-force",
+        &json!({"metadata": {"annotations": {ALLOW_DATA_LOSS: "true"}}}),
+        &[],
+    );
+    if !out.success {
+        return Err(format!("annotate stale-force: {out}"));
+    }
+    set_status(cluster, OLD, "stale-force", idle());
+    let out = admin.merge_patch(
+        ROLLOUTS,
+        OLD,
+        "broken",
+        &json!({"spec": {"pipeline": {"spec": {"lifecycle": "drain slowly"}}}}),
+        &[],
+    );
+    if out.success {
+        Ok(())
+    } else {
+        Err(format!("break broken: {out}"))
+    }
+}
+
+/// The report of `namespace`, if there is one.
+fn report(cluster: &Cluster, namespace: &str) -> Option<Value> {
+    cluster.kubectl(User::Admin).get(REPORTS, namespace, REPORT)
+}
+
+/// Waits up to `limit` for `ready` to return `Some`.
+#[track_caller]
+fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = ready() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "after {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The result of `rule` for rollout `name` in `report`: (result, message).
+fn result_of(report: &Value, name: &str, rule: &str) -> Option<(String, String)> {
+    report["results"].as_array()?.iter().find_map(|r| {
+        let about = r["resources"][0]["name"] == name && r["rule"] == rule;
+        about.then(|| {
+            (
+                r["result"].as_str().unwrap_or_default().to_owned(),
+                r["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+    })
+}
+
+/// Waits until the report of `namespace` gives `rule` of `name` the
+/// result `want`; returns the report.
+#[track_caller]
+fn wait_for_result(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    rule: &str,
+    want: &str,
+) -> Value {
+    wait_for(
+        &format!(
+            "{namespace}/{name} {rule} is {want}: {:#}",
+            report(cluster, namespace).unwrap_or_default()
+        ),
+        Duration::from_secs(60),
+        || {
+            let report = report(cluster, namespace)?;
+            (result_of(&report, name, rule)?.0 == want).then_some(report)
+        },
+    )
+}
+
+/// The webhook's metrics (plain HTTP on its admin port).
+fn metrics(admin: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(admin).expect("the admin port");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("read");
+    text
+}
+
+fn metric(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn start(crd: bool) -> Option<Installation> {
+    let assets = envtest::require(&envtest::test_name(), envtest::Assets::find())?;
+    let installation = Installation::start_with(
+        &assets,
+        binary(),
+        &policy("1h"),
+        &["--audit-qps", "20", "--audit-burst", "20"],
+        |cluster| {
+            if crd {
+                cluster.install_crd(
+                    &envtest::repo_root().join("tests/fixtures/wgpolicyk8s.io_policyreports.yaml"),
+                )?;
+            }
+            apiserver_support::grant_components(cluster)?;
+            predating(cluster)
+        },
+    )
+    .expect("the test cluster starts");
+    Some(installation)
+}
+
+#[test]
+fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outages() {
+    let Some(env) = start(true) else { return };
+    let cluster = &env.cluster;
+    let admin = cluster.kubectl(User::Admin);
+
+    // The first audit reports what predates the webhook.
+    let old = wait_for_result(cluster, OLD, "too-long", "drain-timeout-range", "fail");
+    let (_, message) = result_of(&old, "too-long", "drain-timeout-range").expect("a result");
+    assert!(
+        message.contains("above the maximum of 3600 (1h)"),
+        "{message}"
+    );
+    for rule in [
+        "drain-timeout-integer",
+        "drain-timeout-range",
+        "drain-timeout-overflow",
+        "allow-data-loss-value",
+        "force-reapply",
+        "force-promote",
+    ] {
+        assert_eq!(
+            result_of(&old, "good", rule).map(|r| r.0).as_deref(),
+            Some("pass"),
+            "good {rule}"
+        );
+    }
+    let (result, message) = result_of(&old, "stale-force", "force-reapply").expect("a result");
+    assert_eq!(result, "fail", "{message}");
+    assert!(
+        message.contains("is \"true\" and the pause is over"),
+        "{message}"
+    );
+    let (result, message) = result_of(&old, "broken", "drain-timeout-integer").expect("a result");
+    assert_eq!(result, "error", "{message}");
+    assert!(
+        message.contains("spec.pipeline.spec.lifecycle is a string, not an object"),
+        "{message}"
+    );
+    assert_eq!(
+        result_of(&old, "broken", "drain-timeout-range")
+            .map(|r| r.0)
+            .as_deref(),
+        Some("skip")
+    );
+    // One result per rollout and rule, a summary that adds up, no owner.
+    assert_eq!(
+        old["results"].as_array().map(Vec::len),
+        Some(4 * 6),
+        "{old:#}"
+    );
+    assert_eq!(
+        old["summary"],
+        json!({"pass": 19, "fail": 2, "warn": 0, "error": 1, "skip": 2}),
+        "{old:#}"
+    );
+    assert!(old["metadata"].get("ownerReferences").is_none(), "{old:#}");
+    let first = &old["results"][0];
+    assert_eq!(first["policy"], REPORT);
+    assert_eq!(first["resources"][0]["kind"], "PipelineRollout");
+    assert!(
+        first["resources"][0]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()),
+        "{first}"
+    );
+    let listed = admin
+        .run(&["get", "policyreports", "-A"])
+        .expect_success("kubectl get policyreports -A");
+    assert!(
+        listed.stdout.contains(OLD) && listed.stdout.contains(REPORT),
+        "{listed}"
+    );
+
+    // Ratcheting lets the out-of-policy value through an update; the
+    // report still names it.
+    let out = admin
+        .merge_patch(
+            ROLLOUTS,
+            OLD,
+            "too-long",
+            &json!({"metadata": {"labels": {"touched": "yes"}}}),
+            &[],
+        )
+        .expect_success("an update keeping 7200");
+    assert!(
+        out.warnings()
+            .iter()
+            .any(|w| w.contains("unchanged, so allowed")),
+        "{out}"
+    );
+    // A rollout made now gets its report through the watch.
+    admin
+        .create(&rollout(NEW, "fresh", Some(json!(600))), &[])
+        .expect_success("create fresh");
+    wait_for_result(cluster, NEW, "fresh", "drain-timeout-range", "pass");
+    let old = report(cluster, OLD).expect("the report");
+    assert_eq!(
+        result_of(&old, "too-long", "drain-timeout-range")
+            .map(|r| r.0)
+            .as_deref(),
+        Some("fail")
+    );
+    let text = metrics(env.webhook.admin_addr());
+    assert_eq!(
+        metric(
+            &text,
+            &format!(
+                "pipelinerollout_webhook_audit_violations{{namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
+            )
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        metric(
+            &text,
+            "pipelinerollout_webhook_audit_last_completed_timestamp_seconds"
+        )
+        .is_some_and(|t| t > 0.0),
+        "{text}"
+    );
+
+    // A policy reload: 7200 is within a 3h maximum.
+    let policy_file = cluster.dir().join("policy.yaml");
+    let changed = Instant::now();
+    std::fs::write(&policy_file, policy("3h")).expect("write the policy");
+    wait_for_result(cluster, OLD, "too-long", "drain-timeout-range", "pass");
+    eprintln!(
+        "reports updated {:?} after the policy file changed",
+        changed.elapsed()
+    );
+
+    // An emptied namespace loses its report.
+    admin
+        .run(&["delete", ROLLOUTS, "fresh", "-n", NEW])
+        .expect_success("delete fresh");
+    wait_for(
+        "the emptied namespace's report is deleted",
+        Duration::from_secs(30),
+        || report(cluster, NEW).is_none().then_some(()),
+    );
+
+    // The API server goes away during an audit: the policy changes while it
+    // is down, so the audit's writes are refused; once it is back the
+    // reports catch up and the watch delivers new objects again.
+    cluster.stop_apiserver();
+    std::fs::write(&policy_file, policy("1h")).expect("write the policy");
+    std::thread::sleep(Duration::from_secs(4));
+    cluster
+        .restart_apiserver()
+        .expect("the API server starts again");
+    wait_for_result(cluster, OLD, "too-long", "drain-timeout-range", "fail");
+    admin
+        .create(&rollout(LATE, "after", Some(json!(600))), &[])
+        .expect_success("create after");
+    let text = metrics(env.webhook.admin_addr());
+    assert!(
+        metric(
+            &text,
+            "pipelinerollout_webhook_audit_report_writes_total{result=\"failed\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "refused writes are counted: {text}"
+    );
+    assert!(
+        metric(&text, "pipelinerollout_webhook_audit_watch_restarts_total")
+            .is_some_and(|n| n >= 1.0),
+        "the broken watch is counted: {text}"
+    );
+    let late = wait_for_result(cluster, LATE, "after", "drain-timeout-range", "pass");
+    assert_eq!(late["summary"]["pass"], 6, "{late:#}");
+}
+
+#[test]
+fn without_the_policy_report_crd_the_audit_runs_with_reports_off() {
+    let Some(env) = start(false) else { return };
+    let text = wait_for("the audit completes", Duration::from_secs(60), || {
+        let text = metrics(env.webhook.admin_addr());
+        metric(
+            &text,
+            "pipelinerollout_webhook_audit_last_completed_timestamp_seconds",
+        )
+        .is_some_and(|t| t > 0.0)
+        .then_some(text)
+    });
+    assert_eq!(
+        metric(
+            &text,
+            &format!(
+                "pipelinerollout_webhook_audit_violations{{namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
+            )
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "pipelinerollout_webhook_audit_objects"),
+        Some(4.0),
+        "{text}"
+    );
+    let log = env.webhook.log_tail(200);
+    assert!(
+        log.contains(
+            "the PolicyReport CRD (policyreports.wgpolicyk8s.io, v1alpha2) is not installed"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("PolicyReport not written"), "{log}");
+}
