@@ -21,6 +21,7 @@ pub mod certs;
 pub mod check;
 pub mod cli;
 pub mod events;
+pub mod kinds;
 pub mod lenient;
 pub mod logsink;
 pub mod logtext;
