@@ -23,6 +23,10 @@ pub(super) enum ViolationKind {
     BadAnnotation,
     Reapply,
     Promote,
+    PromoteLabelValue,
+    PromoteLabel,
+    Undrained,
+    Bookkeeping,
 }
 
 /// The kind of `v`.
@@ -40,6 +44,11 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::AnnotationInvalid { .. } => BadAnnotation,
         Violation::ForceReapplyDenied { .. } => Reapply,
         Violation::ForcePromoteDenied { .. } => Promote,
+        Violation::TemplateMalformed { .. } => BadMetadata,
+        Violation::ForcePromoteLabelValue { .. } => PromoteLabelValue,
+        Violation::ForcePromoteLabelDenied { .. } => PromoteLabel,
+        Violation::DeleteUndrainedDenied { .. } => Undrained,
+        Violation::BookkeepingChanged { .. } => Bookkeeping,
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }
@@ -150,6 +159,7 @@ pub(super) fn run(case: &Case) -> Decision {
     let object = parse(&case.object);
     let old = case.old.as_ref().map(parse);
     let write = RolloutWrite {
+        kind: crate::kinds::Kind::PipelineRollout,
         operation: case.op,
         namespace: case.ns,
         user: &case.user,
