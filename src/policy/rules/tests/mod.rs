@@ -14,6 +14,7 @@ mod force_promote;
 mod force_promote_reset;
 mod lifecycle;
 mod messages;
+mod numaplane_keys;
 mod ratcheting;
 mod timeouts;
 mod warnings;
