@@ -300,7 +300,7 @@ impl KeyGates {
 fn gate_outcome(
     permission: &Permission,
     state: Option<&NotActable>,
-) -> Option<Result<(), (Option<String>, Option<NotActable>)>> {
+) -> Option<Result<(), (Option<String>, Option<Box<NotActable>>)>> {
     let refused = match permission {
         Permission::Granted(_) => None,
         Permission::NotAsked if state.is_none() => return None,
@@ -310,7 +310,7 @@ fn gate_outcome(
     };
     Some(match (refused, state) {
         (None, None) => Ok(()),
-        (refused, state) => Err((refused, state.cloned())),
+        (refused, state) => Err((refused, state.cloned().map(Box::new))),
     })
 }
 

@@ -163,7 +163,7 @@ pub enum Violation {
     /// an upgrading child.
     #[error(
         "user \"{user}\" may not set {path}[\"{FORCE_PROMOTE_LABEL}\"] (Numaplane then promotes without assessment{also}): {}",
-        gate_reasons(refused.as_deref(), state.as_ref(), "Argo CD's force-promote action")
+        gate_reasons(refused.as_deref(), state.as_deref(), "Argo CD's force-promote action")
     )]
     ForcePromoteLabelDenied {
         /// The requester.
@@ -175,13 +175,13 @@ pub enum Violation {
         /// Why the requester lacks permission, if they do.
         refused: Option<String>,
         /// Why it cannot act on this child, if it cannot.
-        state: Option<NotActable>,
+        state: Option<Box<NotActable>>,
     },
     /// Rule 14: marked-for-deletion "true" needs permission and, on a
     /// Pipeline, a recyclable one.
     #[error(
         "user \"{user}\" may not set {path}[\"{MARKED_FOR_DELETION}\"] to \"true\" (Numaplane then deletes the recyclable Pipeline at once, without draining, and its data is lost): {}",
-        gate_reasons(refused.as_deref(), state.as_ref(), "Argo CD's delete action")
+        gate_reasons(refused.as_deref(), state.as_deref(), "Argo CD's delete action")
     )]
     DeleteUndrainedDenied {
         /// The requester.
@@ -191,7 +191,7 @@ pub enum Violation {
         /// Why the requester lacks permission, if they do.
         refused: Option<String>,
         /// Why it cannot act on this Pipeline, if it cannot.
-        state: Option<NotActable>,
+        state: Option<Box<NotActable>>,
     },
     /// Rule 15: Numaplane's bookkeeping keys are its controller's.
     #[error(
