@@ -25,6 +25,7 @@ pub mod kinds;
 pub mod lenient;
 pub mod logsink;
 pub mod logtext;
+pub mod match_conditions;
 pub mod policy;
 pub mod rollout;
 pub mod server;
