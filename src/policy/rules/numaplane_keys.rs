@@ -176,13 +176,26 @@ pub struct KeyGates {
     pub undrained: Option<Map>,
     /// Why it cannot act on this Pipeline, when it cannot.
     pub undrained_state: Option<NotActable>,
+    /// The controller's own write of a child carries a force (copied from
+    /// its rollout): not judged, but recorded in the audit annotations.
+    pub by_controller: Vec<Gate>,
 }
 
 impl KeyGates {
     /// Works out which of rules 13 and 14 a request meets.
     pub fn of(policy: &Policy, write: &RolloutWrite<'_>) -> Self {
         if exempt(policy, write) {
-            return Self::default();
+            let mut by_controller = Vec::new();
+            if promote_label(write).is_some() {
+                by_controller.push(Gate::ForcePromote);
+            }
+            if marked_for_deletion(write).is_some() {
+                by_controller.push(Gate::DeleteUndrained);
+            }
+            return Self {
+                by_controller,
+                ..Self::default()
+            };
         }
         let promote = policy
             .force_reapply
@@ -195,6 +208,7 @@ impl KeyGates {
             promote_state: promote.and_then(|_| not_actable(write, PROMOTABLE_STATES)),
             undrained,
             undrained_state: undrained.and_then(|_| not_actable(write, RECYCLABLE_STATES)),
+            by_controller: Vec::new(),
         }
     }
 
@@ -225,6 +239,15 @@ impl KeyGates {
     ) {
         let kind = write.kind;
         let user = write.user.username();
+        for gate in &self.by_controller {
+            decision.audit.insert(
+                gate.as_str().to_owned(),
+                format!(
+                    "not judged: user \"{}\" is numaplane.controllerAccount, writing its own child (the key comes from its rollout, judged there)",
+                    cut(user, 64)
+                ),
+            );
+        }
         let about = match (kind.is_child(), write.object.parent(kind)) {
             (true, Some(parent)) => format!(
                 " on this {} of {} \"{}\"",

@@ -191,7 +191,8 @@ fn force_promote_cases() -> Vec<Case> {
                 old,
                 new,
             )
-            .user(controller()),
+            .user(controller())
+            .audit("force-promote", "not judged: user"),
         );
         let (old, new) = set(Some("in-progress"), "true");
         cases.push(
