@@ -156,14 +156,6 @@ fn child(cluster: &Cluster, ns: &str, kind: &str, name: &str, state: Option<&str
         .expect_success("the controller creates a child");
 }
 
-fn resource_of(kind: &str) -> &'static str {
-    CHILDREN
-        .iter()
-        .find(|(_, k)| *k == kind)
-        .map(|(r, _)| *r)
-        .expect("a child kind")
-}
-
 /// Argo CD's force-promote action: the merge patch its server sends.
 fn force_promote_action(cluster: &Cluster, ns: &str, resource: &str, name: &str) -> Output {
     cluster.kubectl(User::ArgocdServer).merge_patch(
