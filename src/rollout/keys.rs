@@ -255,6 +255,16 @@ mod tests {
     }
 
     #[test]
+    fn an_escaped_key_is_the_same_key() {
+        // `\/` and `\u0066` spell `/` and `f`: the API server would store
+        // the plain key, so the view must see it too.
+        let text =
+            r#"{"metadata": {"labels": {"numaplane.numaproj.io\/\u0066orce-promote": "true"}}}"#;
+        let object = PipelineRollout::from_json(text).expect("valid JSON");
+        assert_eq!(object.label(FORCE_PROMOTE_LABEL), Some(&json!("true")));
+    }
+
+    #[test]
     fn reads_each_rollouts_template() {
         for (kind, key) in [
             (Kind::PipelineRollout, "pipeline"),
