@@ -41,10 +41,12 @@ pub const QUEUE_CAPACITY: usize = 256;
 /// Labels of an Event: its reason and what became of it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
-    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied or ForceReapplyReset.
+    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied,
+    /// ForceReapplyReset, ForcePromoteReset, DeleteUndrainedAllowed or
+    /// DeleteUndrainedDenied.
     pub reason: &'static str,
     /// sent; failed (the API server refused it); dropped (the queue was
-    /// full); unverified (no PipelineRollout with that uid exists, as for a
+    /// full); unverified (no object with that uid exists, as for a
     /// forged request); unguarded (the namespace is one the webhooks skip).
     pub result: &'static str,
 }
@@ -65,7 +67,7 @@ pub struct PendingEvent {
     pub reason: EventReason,
     /// The note.
     pub note: String,
-    /// The PipelineRollout it is about.
+    /// The object it is about (a PipelineRollout, another rollout, a child).
     pub regarding: ObjectReference,
     /// Whether the object may not be stored yet: the Event comes from a
     /// CREATE, whose object the API server stores once the webhooks answer.
@@ -112,7 +114,7 @@ impl PendingEvent {
 pub enum Delivery {
     /// It was written.
     Sent,
-    /// It was not written: no PipelineRollout with its name and uid exists.
+    /// It was not written: no object of its kind with its name and uid exists.
     Unverified,
 }
 
@@ -305,7 +307,7 @@ impl EventQueue {
                 let result = match publisher.publish(&event).await {
                     Ok(Delivery::Sent) => "sent",
                     Ok(Delivery::Unverified) => {
-                        tracing::info!(reason = event.reason.as_str(), object = ?event.regarding.name, "event not recorded: no such PipelineRollout with that uid (a forged request?)");
+                        tracing::info!(reason = event.reason.as_str(), object = ?event.regarding.name, "event not recorded: no such object with that uid (a forged request?)");
                         "unverified"
                     }
                     Err(e) => {
@@ -322,7 +324,7 @@ impl EventQueue {
         }
     }
 
-    /// The same queue, sending no Event from a request about a PipelineRollout in
+    /// The same queue, sending no Event from a request about an object in
     /// `namespaces` (the ones the webhook configurations skip).
     pub fn skipping(mut self, namespaces: &[String]) -> Self {
         self.unguarded = namespaces.into();
