@@ -168,3 +168,161 @@ mod tests {
         assert!(!text.contains("interStepBufferService"), "{text}");
     }
 }
+
+#[cfg(test)]
+mod evaluated {
+    //! The expressions evaluated by a CEL interpreter on the shapes the API
+    //! server sends (the real API server runs them in
+    //! `tests/apiserver_children.rs`).
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn matches(kind: Kind, operation: &str, object: Value, old: Value) -> bool {
+        let text = expression(kind).expect("an expression");
+        let program = cel::Program::compile(&text).expect("compiles");
+        let mut context = cel::Context::default();
+        let value = |v: Value| cel::to_value(v).expect("a CEL value");
+        context.add_variable_from_value("object", value(object));
+        context.add_variable_from_value("oldObject", value(old));
+        context.add_variable_from_value("request", value(json!({"operation": operation})));
+        match program.execute(&context).expect("evaluates") {
+            cel::Value::Bool(b) => b,
+            other => panic!("not a bool: {other:?}"),
+        }
+    }
+
+    fn child(labels: Value, annotations: Value) -> Value {
+        json!({"metadata": {"name": "p", "labels": labels, "annotations": annotations}, "spec": {}})
+    }
+
+    #[test]
+    fn a_child_write_is_sent_only_when_a_judged_key_changes() {
+        let state = json!({UPGRADE: "promoted"});
+        let base = child(state.clone(), json!({}));
+        let cases = [
+            (
+                "an ordinary label",
+                child(json!({UPGRADE: "promoted", "app": "x"}), json!({})),
+                false,
+            ),
+            (
+                "the spec",
+                {
+                    let mut o = base.clone();
+                    o["spec"] = json!({"lifecycle": {"desiredPhase": "Paused"}});
+                    o
+                },
+                false,
+            ),
+            (
+                "force-promote added",
+                child(
+                    json!({UPGRADE: "promoted", FORCE_PROMOTE_LABEL: "true"}),
+                    json!({}),
+                ),
+                true,
+            ),
+            (
+                "force-promote added empty",
+                child(
+                    json!({UPGRADE: "promoted", FORCE_PROMOTE_LABEL: ""}),
+                    json!({}),
+                ),
+                true,
+            ),
+            (
+                "upgrade-state changed",
+                child(json!({UPGRADE: "recyclable"}), json!({})),
+                true,
+            ),
+            ("upgrade-state removed", child(json!({}), json!({})), true),
+            (
+                "marked-for-deletion",
+                child(state.clone(), json!({MARKED_FOR_DELETION: "true"})),
+                true,
+            ),
+            (
+                "no labels at all",
+                json!({"metadata": {"name": "p"}, "spec": {}}),
+                true,
+            ),
+        ];
+        for (name, object, want) in cases {
+            assert_eq!(
+                matches(Kind::Pipeline, "UPDATE", object, base.clone()),
+                want,
+                "{name}"
+            );
+        }
+        assert!(!matches(
+            Kind::Pipeline,
+            "CREATE",
+            child(json!({"app": "x"}), json!({})),
+            Value::Null
+        ));
+        assert!(matches(
+            Kind::MonoVertex,
+            "CREATE",
+            child(state, json!({})),
+            Value::Null
+        ));
+        let bare = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert!(!matches(Kind::Pipeline, "UPDATE", bare.clone(), bare));
+    }
+
+    #[test]
+    fn a_rollout_write_is_sent_for_its_template_and_force_promote() {
+        let rollout = |labels: Value, force: bool| {
+            json!({"metadata": {"name": "r"}, "spec": {
+                "strategy": {"progressive": {"forcePromote": force}},
+                "interStepBufferService": {"metadata": {"labels": labels}, "spec": {}}}})
+        };
+        let kind = Kind::IsbServiceRollout;
+        let base = rollout(json!({}), false);
+        assert!(!matches(
+            kind,
+            "UPDATE",
+            rollout(json!({"app": "x"}), false),
+            base.clone()
+        ));
+        assert!(matches(
+            kind,
+            "UPDATE",
+            rollout(json!({FORCE_PROMOTE_LABEL: "true"}), false),
+            base.clone()
+        ));
+        assert!(matches(
+            kind,
+            "UPDATE",
+            rollout(json!({}), true),
+            base.clone()
+        ));
+        assert!(!matches(
+            kind,
+            "UPDATE",
+            rollout(json!({}), true),
+            rollout(json!({}), true)
+        ));
+        assert!(!matches(
+            kind,
+            "UPDATE",
+            rollout(json!({}), false),
+            rollout(json!({}), true)
+        ));
+        assert!(matches(
+            kind,
+            "CREATE",
+            rollout(json!({}), true),
+            Value::Null
+        ));
+        assert!(!matches(
+            kind,
+            "CREATE",
+            json!({"metadata": {"name": "r"}, "spec": {}}),
+            Value::Null
+        ));
+    }
+
+    const UPGRADE: &str = crate::kinds::UPGRADE_STATE;
+}
