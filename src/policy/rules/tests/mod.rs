@@ -8,6 +8,7 @@ mod fixtures;
 mod runner;
 mod validate_case;
 
+mod bookkeeping_and_templates;
 mod defaulting;
 mod force;
 mod force_promote;
