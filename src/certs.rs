@@ -286,18 +286,38 @@ pub fn ensure_dev_certs(dir: &Path) -> Result<(CertPaths, bool), CertError> {
 /// The name of the kustomize patch `gen-certs` writes beside the certificates.
 pub const CA_BUNDLE_PATCH: &str = "ca-bundle.patch.yaml";
 
-/// Writes a JSON 6902 patch (as YAML) that sets the first webhook's
-/// `clientConfig.caBundle` to `ca_pem`, for kustomize to apply to both
-/// webhook configurations.
+/// The name of the patch for the ValidatingWebhookConfiguration, whose
+/// webhooks all need the CA.
+pub const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
+
+/// How many webhooks the ValidatingWebhookConfiguration of
+/// `manifests/base/webhooks.yaml` holds (PipelineRollouts, the children,
+/// MonoVertexRollouts, ISBServiceRollouts); `tests/manifests.rs` checks it.
+pub const VALIDATING_WEBHOOKS: usize = 4;
+
+/// Writes JSON 6902 patches (as YAML) that set `clientConfig.caBundle` to
+/// `ca_pem`: [`CA_BUNDLE_PATCH`] for the first webhook (the mutating
+/// configuration's only one), [`VALIDATING_CA_BUNDLE_PATCH`] for each of
+/// the validating configuration's.
 pub fn write_ca_bundle_patch(dir: &Path, ca_pem: &str) -> Result<(), CertError> {
     use base64::Engine as _;
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
-    let text = format!(
-        "# Written by `pipelinerollout-webhook gen-certs`: the CA that signed the webhook's\n\
-         # serving certificate, for the API server to trust. Regenerate, do not edit.\n\
-         - op: add\n  path: /webhooks/0/clientConfig/caBundle\n  value: {bundle}\n"
-    );
-    write_file(&dir.join(CA_BUNDLE_PATCH), &text, false)
+    let header = "# Written by `pipelinerollout-webhook gen-certs`: the CA that signed the webhook's\n\
+         # serving certificate, for the API server to trust. Regenerate, do not edit.\n";
+    let op = |i: usize| {
+        format!("- op: add\n  path: /webhooks/{i}/clientConfig/caBundle\n  value: {bundle}\n")
+    };
+    write_file(
+        &dir.join(CA_BUNDLE_PATCH),
+        &format!("{header}{}", op(0)),
+        false,
+    )?;
+    let all: String = (0..VALIDATING_WEBHOOKS).map(op).collect();
+    write_file(
+        &dir.join(VALIDATING_CA_BUNDLE_PATCH),
+        &format!("{header}{all}"),
+        false,
+    )
 }
 
 #[cfg(all(test, unix))]

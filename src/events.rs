@@ -1,11 +1,12 @@
-//! Kubernetes Events (events.k8s.io/v1) on PipelineRollouts, sent off the
+//! Kubernetes Events (events.k8s.io/v1) on the objects the webhook judges
+//! (PipelineRollouts, the other rollouts, their children), sent off the
 //! request path: answers, and background work such as the sweeper, put what
 //! they ask for into a bounded queue, and one task publishes them. A full queue or an API error drops
 //! the Event, logs it and counts it; nothing here delays or changes an
 //! answer.
 //!
 //! Anyone who can reach the webhook port can send it a request, so an Event
-//! is written only about a PipelineRollout that exists with the uid the
+//! is written only about an object that exists with the uid the
 //! request names (one metadata GET before each, rare, Event), only in a
 //! namespace the webhooks guard, and with control characters in its note
 //! escaped. Events are never aggregated into series: each force allowed,
@@ -20,16 +21,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
 use crate::admission::{AdmissionRequest, Outcome, RequestOperation};
+use crate::kinds::Kind;
 use crate::logtext::Escaped;
 use crate::policy::rules::EventReason;
-use crate::rollout::{KIND, Stored};
 
 /// The name Events are reported under (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "pipelinerollout-webhook";
@@ -40,10 +41,12 @@ pub const QUEUE_CAPACITY: usize = 256;
 /// Labels of an Event: its reason and what became of it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
-    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied or ForceReapplyReset.
+    /// ForceReapplyAllowed, ForcePromoteAllowed, ForceReapplyDenied,
+    /// ForceReapplyReset, ForcePromoteReset, DeleteUndrainedAllowed or
+    /// DeleteUndrainedDenied.
     pub reason: &'static str,
     /// sent; failed (the API server refused it); dropped (the queue was
-    /// full); unverified (no PipelineRollout with that uid exists, as for a
+    /// full); unverified (no object with that uid exists, as for a
     /// forged request); unguarded (the namespace is one the webhooks skip).
     pub result: &'static str,
 }
@@ -64,7 +67,7 @@ pub struct PendingEvent {
     pub reason: EventReason,
     /// The note.
     pub note: String,
-    /// The PipelineRollout it is about.
+    /// The object it is about (a PipelineRollout, another rollout, a child).
     pub regarding: ObjectReference,
     /// Whether the object may not be stored yet: the Event comes from a
     /// CREATE, whose object the API server stores once the webhooks answer.
@@ -77,6 +80,17 @@ impl PendingEvent {
         reason: EventReason,
         note: String,
         api_version: String,
+        regarding: (&str, &str, Option<&str>),
+    ) -> Self {
+        Self::about_kind(reason, note, Kind::PipelineRollout, api_version, regarding)
+    }
+
+    /// An Event about the object of `kind` `namespace/name`.
+    pub fn about_kind(
+        reason: EventReason,
+        note: String,
+        kind: Kind,
+        api_version: String,
         (namespace, name, uid): (&str, &str, Option<&str>),
     ) -> Self {
         Self {
@@ -84,7 +98,7 @@ impl PendingEvent {
             note,
             regarding: ObjectReference {
                 api_version: Some(api_version),
-                kind: Some(KIND.to_owned()),
+                kind: Some(kind.kind().to_owned()),
                 namespace: Some(namespace.to_owned()),
                 name: Some(name.to_owned()),
                 uid: uid.map(str::to_owned),
@@ -100,7 +114,7 @@ impl PendingEvent {
 pub enum Delivery {
     /// It was written.
     Sent,
-    /// It was not written: no PipelineRollout with its name and uid exists.
+    /// It was not written: no object of its kind with its name and uid exists.
     Unverified,
 }
 
@@ -147,15 +161,22 @@ impl KubeEvents {
         }
     }
 
-    /// Whether the PipelineRollout `namespace/name` exists with `uid`.
+    /// Whether the object of `kind` `namespace/name` exists with `uid`.
     async fn exists(
         &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
+        kind: Kind,
+        (namespace, name, uid): (&str, &str, &str),
         after_create: bool,
     ) -> Result<bool, PublishError> {
-        let api: kube::Api<Stored> = kube::Api::namespaced(self.client.clone(), namespace);
+        let resource = ApiResource {
+            group: kind.group().to_owned(),
+            version: crate::kinds::VERSION.to_owned(),
+            api_version: format!("{}/{}", kind.group(), crate::kinds::VERSION),
+            kind: kind.kind().to_owned(),
+            plural: kind.resource().to_owned(),
+        };
+        let api: kube::Api<DynamicObject> =
+            kube::Api::namespaced_with(self.client.clone(), namespace, &resource);
         let (lookups, pause) = if after_create {
             CREATE_LOOKUPS
         } else {
@@ -232,8 +253,17 @@ impl PublishEvent for KubeEvents {
         ) else {
             return Ok(Delivery::Unverified);
         };
+        let group = regarding
+            .api_version
+            .as_deref()
+            .and_then(|v| v.split_once('/'))
+            .map_or("", |(group, _)| group);
+        let Some(kind) = Kind::from_kind(group, regarding.kind.as_deref().unwrap_or_default())
+        else {
+            return Ok(Delivery::Unverified);
+        };
         if !self
-            .exists(namespace, name, uid, event.after_create)
+            .exists(kind, (namespace, name, uid), event.after_create)
             .await?
         {
             return Ok(Delivery::Unverified);
@@ -277,7 +307,7 @@ impl EventQueue {
                 let result = match publisher.publish(&event).await {
                     Ok(Delivery::Sent) => "sent",
                     Ok(Delivery::Unverified) => {
-                        tracing::info!(reason = event.reason.as_str(), object = ?event.regarding.name, "event not recorded: no such PipelineRollout with that uid (a forged request?)");
+                        tracing::info!(reason = event.reason.as_str(), object = ?event.regarding.name, "event not recorded: no such object with that uid (a forged request?)");
                         "unverified"
                     }
                     Err(e) => {
@@ -294,7 +324,7 @@ impl EventQueue {
         }
     }
 
-    /// The same queue, sending no Event from a request about a PipelineRollout in
+    /// The same queue, sending no Event from a request about an object in
     /// `namespaces` (the ones the webhook configurations skip).
     pub fn skipping(mut self, namespaces: &[String]) -> Self {
         self.unguarded = namespaces.into();
@@ -336,9 +366,10 @@ impl EventQueue {
                 request.name.as_str(),
                 request.object_uid(),
             );
-            let mut pending = PendingEvent::about(
+            let mut pending = PendingEvent::about_kind(
                 event.reason,
                 event.note.clone(),
+                request.kind().unwrap_or(Kind::PipelineRollout),
                 request.object_api_version(),
                 regarding,
             );

@@ -1,7 +1,13 @@
-//! PipelineRollouts: their identity (group, version, resource, kind: written
-//! here and nowhere else), and a typed, lenient view of the few fields the
-//! policy judges, read in one pass; every other field is skipped without
-//! being built.
+//! PipelineRollouts: their identity (from [`crate::kinds`], where every
+//! guarded kind's is written), and a typed, lenient view of the few fields
+//! the policy judges, read in one pass; every other field is skipped
+//! without being built. The same view reads the other guarded kinds (the
+//! other rollouts and the children): their labels, annotations, owner and
+//! the metadata a rollout copies onto its children ([`keys`]).
+
+mod keys;
+
+pub use keys::{Keys, Map, TemplateMeta};
 
 use std::borrow::Cow;
 
@@ -14,16 +20,19 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::kinds::Kind;
 use crate::lenient::{JsonKind, List, Obj, Text};
 
+use self::keys::{OwnerRef, Template};
+
 /// The API group of PipelineRollouts.
-pub const GROUP: &str = "numaplane.numaproj.io";
+pub const GROUP: &str = Kind::PipelineRollout.group();
 /// The PipelineRollout version we read and write (the CRD's only one).
-pub const VERSION: &str = "v1alpha1";
+pub const VERSION: &str = crate::kinds::VERSION;
 /// The resource name of PipelineRollouts.
-pub const RESOURCE: &str = "pipelinerollouts";
+pub const RESOURCE: &str = Kind::PipelineRollout.resource();
 /// The kind of PipelineRollouts.
-pub const KIND: &str = "PipelineRollout";
+pub const KIND: &str = Kind::PipelineRollout.kind();
 
 /// The annotation that tells Numaplane to force a re-apply without draining.
 pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
@@ -53,7 +62,8 @@ pub const FORCE_PROMOTE_PATH: [&str; 4] = ["spec", "strategy", "progressive", "f
 pub const FORCE_PROMOTE_FOR: &str =
     "pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for";
 
-/// The fields of a PipelineRollout that the policy reads.
+/// The fields of a PipelineRollout that the policy reads (and of the other
+/// guarded kinds: they share `metadata` and `spec.strategy`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct PipelineRollout {
     #[serde(default)]
@@ -82,16 +92,15 @@ pub struct Stored {
 impl Stored {
     /// The view the rules read, built from the parts kept.
     pub fn view(&self) -> PipelineRollout {
-        let annotations = match &self.metadata.annotations {
-            Some(all) => Obj::Present(Annotations {
-                allow_data_loss: all.get(ALLOW_DATA_LOSS).cloned().map(Value::String),
-                force_promote_for: all.get(FORCE_PROMOTE_FOR).cloned().map(Value::String),
-            }),
+        let keys = |map: &Option<std::collections::BTreeMap<String, String>>| match map {
+            Some(all) => Obj::Present(Keys::from_strings(all)),
             None => Obj::Missing,
         };
         PipelineRollout {
             metadata: Obj::Present(Metadata {
-                annotations,
+                annotations: keys(&self.metadata.annotations),
+                labels: keys(&self.metadata.labels),
+                owner_references: List::Missing,
                 uid: Text(self.metadata.uid.clone()),
             }),
             spec: self.spec.clone(),
@@ -133,34 +142,35 @@ impl Resource for Stored {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Metadata {
     #[serde(default)]
-    annotations: Obj<Annotations>,
+    annotations: Obj<Keys>,
+    #[serde(default)]
+    labels: Obj<Keys>,
+    #[serde(default)]
+    owner_references: List<Obj<OwnerRef>>,
     #[serde(default)]
     uid: Text,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-struct Annotations {
-    #[serde(default, rename = "numaplane.numaproj.io/allow-data-loss")]
-    allow_data_loss: Option<Value>,
-    #[serde(
-        default,
-        rename = "pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for"
-    )]
-    force_promote_for: Option<Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Spec {
     #[serde(default)]
     pipeline: Obj<Pipeline>,
+    #[serde(default)]
+    mono_vertex: Obj<Template>,
+    #[serde(default)]
+    inter_step_buffer_service: Obj<Template>,
     #[serde(default)]
     strategy: Obj<Strategy>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 struct Pipeline {
+    #[serde(default)]
+    metadata: Obj<TemplateMeta>,
     #[serde(default)]
     spec: Obj<PipelineSpec>,
 }
@@ -391,24 +401,13 @@ impl PipelineRollout {
 
     /// The `allow-data-loss` annotation's value, when present.
     pub fn allow_data_loss(&self) -> Option<&Value> {
-        self.metadata
-            .get()?
-            .annotations
-            .get()?
-            .allow_data_loss
-            .as_ref()
+        self.annotation(ALLOW_DATA_LOSS)
     }
 
     /// The webhook's record of the upgrade a forcePromote was set for
     /// ([`FORCE_PROMOTE_FOR`]), when present as a string.
     pub fn force_promote_for(&self) -> Option<&str> {
-        self.metadata
-            .get()?
-            .annotations
-            .get()?
-            .force_promote_for
-            .as_ref()?
-            .as_str()
+        self.annotation(FORCE_PROMOTE_FOR)?.as_str()
     }
 
     /// Where a progressive upgrade stands, as the stored status says.
@@ -437,13 +436,14 @@ impl PipelineRollout {
             .is_some_and(|m| m.annotations.get().is_some())
     }
 
-    /// Where `metadata` or `metadata.annotations` is not an object: the
-    /// dotted path and what was found.
+    /// Where `metadata`, `metadata.annotations` or `metadata.labels` is not
+    /// an object: the dotted path and what was found.
     pub fn malformed_metadata(&self) -> Option<(&'static str, JsonKind)> {
         match &self.metadata {
             Obj::Wrong(kind) => Some(("metadata", *kind)),
-            Obj::Present(meta) => match &meta.annotations {
-                Obj::Wrong(kind) => Some(("metadata.annotations", *kind)),
+            Obj::Present(meta) => match (&meta.annotations, &meta.labels) {
+                (Obj::Wrong(kind), _) => Some(("metadata.annotations", *kind)),
+                (_, Obj::Wrong(kind)) => Some(("metadata.labels", *kind)),
                 _ => None,
             },
             _ => None,

@@ -434,3 +434,57 @@ fn serve_refuses_managed_certificates_it_cannot_keep() {
         assert!(err.contains(says), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn review_judges_a_child_and_the_other_rollouts() {
+    let dir = tempfile::tempdir().expect("dir");
+    let review_of = |resource: (&str, &str), user: &str, old: Value, new: Value| {
+        let body = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "7d3c4f2a-0000-4000-8000-000000000018",
+                "resource": {"group": resource.0, "version": "v1alpha1", "resource": resource.1},
+                "namespace": "team-a", "name": "demo-1", "operation": "UPDATE",
+                "userInfo": {"username": user, "groups": ["system:authenticated"]},
+                "object": new, "oldObject": old,
+            }
+        });
+        let path = dir.path().join(format!("{}-{user}.json", resource.1));
+        std::fs::write(&path, body.to_string()).expect("write");
+        review("validate", &[path.to_str().expect("path")])
+    };
+    let labels =
+        |labels: Value| serde_json::json!({"metadata": {"name": "demo-1", "labels": labels}});
+    let recyclable = serde_json::json!({"numaplane.numaproj.io/upgrade-state": "recyclable"});
+    let mut marked = labels(recyclable.clone());
+    marked["metadata"]["annotations"] =
+        serde_json::json!({"numaplane.numaproj.io/marked-for-deletion": "true"});
+    let pipelines = ("numaflow.numaproj.io", "pipelines");
+    let (code, out, err) = review_of(
+        pipelines,
+        "alice",
+        labels(recyclable.clone()),
+        marked.clone(),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("without draining"), "{err}");
+    assert_eq!(
+        out["response"]["auditAnnotations"]["delete-undrained"],
+        "denied by rule 14: user \"alice\""
+    );
+    let argocd = "system:serviceaccount:argocd:argocd-server";
+    let (code, out, _) = review_of(pipelines, argocd, labels(recyclable), marked);
+    assert_eq!(code, 0, "{out}");
+    let template = |labels: Value| {
+        serde_json::json!({"metadata": {"name": "demo"},
+        "spec": {"monoVertex": {"metadata": {"labels": labels}}}})
+    };
+    let (code, out, err) = review_of(
+        ("numaplane.numaproj.io", "monovertexrollouts"),
+        "alice",
+        template(serde_json::json!({})),
+        template(serde_json::json!({"numaplane.numaproj.io/force-promote": "true"})),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("spec.monoVertex.metadata.labels"), "{err}");
+}

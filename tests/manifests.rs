@@ -764,11 +764,13 @@ fn webhooks(install: &Install) -> Webhooks<'_> {
         "mutating webhook",
     )
     .clone();
-    let validate = one(
-        &validating.webhooks.clone().unwrap_or_default(),
-        "validating webhook",
-    )
-    .clone();
+    let validate = validating
+        .webhooks
+        .iter()
+        .flatten()
+        .find(|w| w.name == VALIDATE_NAME)
+        .unwrap_or_else(|| panic!("no validating webhook {VALIDATE_NAME}"))
+        .clone();
     Webhooks {
         mutating,
         validating,
@@ -792,7 +794,7 @@ fn holds_every_invariant(r: &Rendering) {
 }
 
 /// The invariants, in the order they are read.
-const INVARIANTS: [fn(&Rendering); 20] = [
+const INVARIANTS: [fn(&Rendering); 21] = [
     namespace_is_restricted,
     deployment_selects_at_least_two_replicas,
     args_are_flags_serve_has,
@@ -808,6 +810,7 @@ const INVARIANTS: [fn(&Rendering); 20] = [
     policy_configmap_keeps_its_name_and_asks_rbac,
     service_targets_the_container_ports,
     webhook_configurations_match_the_server,
+    force_key_webhooks_send_only_force_writes,
     ca_comes_from_cert_manager_or_gen_certs,
     rbac_grants_exactly_what_is_needed,
     network_policy_opens_the_ports,
@@ -1263,6 +1266,101 @@ fn webhook_configurations_match_the_server(r: &Rendering) {
     );
 }
 
+/// The validating configuration's webhooks for the children and the other
+/// rollouts: one rule each for the kinds, CEL matchConditions generated
+/// from the judged keys (src/match_conditions.rs), failurePolicy Fail in
+/// every rendering, otherwise like the PipelineRollout webhook.
+fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
+    use pipelinerollout_webhook::kinds::Kind;
+    use pipelinerollout_webhook::match_conditions;
+    let Webhooks {
+        validating,
+        validate,
+        ..
+    } = webhooks(&r.install);
+    let all = validating.webhooks.clone().unwrap_or_default();
+    let names: Vec<&str> = all.iter().map(|w| w.name.as_str()).collect();
+    let expected = [
+        (
+            "validate-children.pipelinerollout-webhook.numaplane.numaproj.io",
+            vec![
+                Kind::Pipeline,
+                Kind::MonoVertex,
+                Kind::InterStepBufferService,
+            ],
+        ),
+        (
+            "validate-monovertexrollouts.pipelinerollout-webhook.numaplane.numaproj.io",
+            vec![Kind::MonoVertexRollout],
+        ),
+        (
+            "validate-isbservicerollouts.pipelinerollout-webhook.numaplane.numaproj.io",
+            vec![Kind::IsbServiceRollout],
+        ),
+    ];
+    let mut want_names = vec![VALIDATE_NAME];
+    want_names.extend(expected.iter().map(|(n, _)| *n));
+    assert_eq!(names, want_names, "the validating webhooks, in order");
+    assert_eq!(
+        names.len(),
+        pipelinerollout_webhook::certs::VALIDATING_WEBHOOKS,
+        "gen-certs writes a caBundle for each"
+    );
+    for (name, kinds) in expected {
+        let hook = all.iter().find(|w| w.name == name).expect("listed");
+        assert_eq!(
+            hook.client_config.service, validate.client_config.service,
+            "{name}"
+        );
+        assert_eq!(
+            hook.failure_policy.as_deref(),
+            Some("Fail"),
+            "{name}: always Fail"
+        );
+        assert_eq!(hook.side_effects, "NoneOnDryRun", "{name}");
+        assert_eq!(hook.admission_review_versions, ["v1"], "{name}");
+        assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"), "{name}");
+        assert_eq!(hook.timeout_seconds, validate.timeout_seconds, "{name}");
+        assert_eq!(
+            hook.namespace_selector, validate.namespace_selector,
+            "{name}"
+        );
+        let rules = hook.rules.clone().unwrap_or_default();
+        let got: BTreeSet<(String, String)> = rules
+            .iter()
+            .flat_map(|rule| {
+                assert_eq!(
+                    sorted(rule.operations.as_ref()),
+                    ["CREATE", "UPDATE"],
+                    "{name}"
+                );
+                assert_eq!(rule.scope.as_deref(), Some("Namespaced"), "{name}");
+                assert_eq!(sorted(rule.api_versions.as_ref()), ["*"], "{name}");
+                let groups = sorted(rule.api_groups.as_ref());
+                let resources = sorted(rule.resources.as_ref());
+                groups
+                    .into_iter()
+                    .flat_map(move |g| resources.clone().into_iter().map(move |r| (g.clone(), r)))
+            })
+            .collect();
+        let want: BTreeSet<(String, String)> = kinds
+            .iter()
+            .map(|k| (k.group().to_owned(), k.resource().to_owned()))
+            .collect();
+        assert_eq!(got, want, "{name}: the kinds it is for");
+        let conditions = hook.match_conditions.clone().unwrap_or_default();
+        let condition = one(&conditions, "matchCondition");
+        for kind in &kinds {
+            assert_eq!(condition.name, match_conditions::name(*kind), "{name}");
+            assert_eq!(
+                Some(condition.expression.trim()),
+                match_conditions::expression(*kind).as_deref(),
+                "{name}: paste the output of match_conditions::expression({kind:?}) into manifests/base/webhooks.yaml"
+            );
+        }
+    }
+}
+
 /// The CA: injected by cert-manager, or the generated bundle.
 fn ca_comes_from_cert_manager_or_gen_certs(r: &Rendering) {
     let install = &r.install;
@@ -1278,10 +1376,16 @@ fn ca_comes_from_cert_manager_or_gen_certs(r: &Rendering) {
             .as_ref()
             .and_then(|a| a.get(INJECT_CA).cloned())
     };
-    let bundles = [
-        mutate.client_config.ca_bundle.clone(),
-        validate.client_config.ca_bundle.clone(),
-    ];
+    let _ = &validate;
+    let bundles: Vec<_> = std::iter::once(mutate.client_config.ca_bundle.clone())
+        .chain(
+            validating
+                .webhooks
+                .iter()
+                .flatten()
+                .map(|w| w.client_config.ca_bundle.clone()),
+        )
+        .collect();
     let injects = [
         annotation(&mutating.metadata),
         annotation(&validating.metadata),
@@ -1312,7 +1416,7 @@ fn ca_comes_from_cert_manager_or_gen_certs(r: &Rendering) {
             let certs = r.certs.as_ref().expect("certificates directory");
             let ca = &certs.ca;
             for bundle in bundles {
-                let bundle = bundle.expect("both configurations carry caBundle");
+                let bundle = bundle.expect("every webhook of both configurations carries caBundle");
                 assert_eq!(&bundle.0, ca, "caBundle is the generated ca.crt");
             }
             let secret = named(&install.secrets, TLS_SECRET, "Secret");
@@ -1685,7 +1789,7 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         all_rules.into_iter().partition(is_cert_rule);
     check_cert_rbac(&cert_rules, manages_certs(&pod.containers[0]));
     // Exactly these rules: SubjectAccessReviews, Events, reading a
-    // PipelineRollout before an Event about it, (for the stale-force
+    // guarded object before an Event about it, (for the stale-force
     // sweeper, unless its component drops it) reading and patching them,
     // for the audit, listing and watching them and writing PolicyReports;
     // and (with --leader-elect) the Lease. Nothing else; resourceNames only
@@ -1721,7 +1825,17 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         ),
         (
             owned(&["numaplane.numaproj.io"]),
-            owned(&["pipelinerollouts"]),
+            owned(&[
+                "isbservicerollouts",
+                "monovertexrollouts",
+                "pipelinerollouts",
+            ]),
+            owned(&["get"]),
+            vec![],
+        ),
+        (
+            owned(&["numaflow.numaproj.io"]),
+            owned(&["interstepbufferservices", "monovertices", "pipelines"]),
             owned(&["get"]),
             vec![],
         ),
@@ -1816,13 +1930,38 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         "ClusterRole",
     );
     let grant_rules = grant.rules.clone().unwrap_or_default();
-    let grant_rule = one(&grant_rules, "rule of pipelinerollout-force-reapply");
+    let mut granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = grant_rules
+        .iter()
+        .map(|rule| {
+            (
+                sorted(rule.api_groups.as_ref()),
+                sorted(rule.resources.as_ref()),
+                rule.verbs.clone(),
+            )
+        })
+        .collect();
+    granted.sort();
     assert_eq!(
-        sorted(grant_rule.api_groups.as_ref()),
-        ["numaplane.numaproj.io"]
+        granted,
+        vec![
+            (
+                owned(&["numaflow.numaproj.io"]),
+                owned(&["interstepbufferservices", "monovertices", "pipelines"]),
+                owned(&["force-reapply"]),
+            ),
+            (
+                owned(&["numaplane.numaproj.io"]),
+                owned(&[
+                    "isbservicerollouts",
+                    "monovertexrollouts",
+                    "pipelinerollouts"
+                ]),
+                owned(&["force-reapply"]),
+            ),
+        ],
+        "the custom verb on every guarded kind (the SubjectAccessReview asks on the object written)"
     );
-    assert_eq!(sorted(grant_rule.resources.as_ref()), ["pipelinerollouts"]);
-    assert_eq!(grant_rule.verbs, ["force-reapply"]);
+    let grant_rule = &grant_rules[0];
     let rendered: Value = serde_saphyr::from_str(effective_policy)
         .unwrap_or_else(|e| panic!("check-policy printed YAML that does not parse: {e}"));
     assert_eq!(
@@ -2103,6 +2242,11 @@ fn the_service_targets_the_webhook_and_admin_ports() {
 #[test]
 fn the_webhook_configurations_call_the_service_for_pipelinerollout_writes() {
     on_every_rendering(webhook_configurations_match_the_server);
+}
+
+#[test]
+fn the_children_and_other_rollouts_are_sent_only_writes_that_touch_a_force() {
+    on_every_rendering(force_key_webhooks_send_only_force_writes);
 }
 
 #[test]

@@ -65,16 +65,27 @@ impl Cluster {
             return Err(format!("cannot install the CRD: {out}"));
         }
         let name = out.stdout.trim().to_owned();
-        let out = admin.run(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            &name,
-        ]);
-        if !out.success {
-            return Err(format!("{name} did not become Established: {out}"));
+        // A large CRD (Numaflow's Pipeline is 650 kB) may have no
+        // conditions yet when `kubectl wait` first looks: it then fails
+        // at once rather than waiting, so ask again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = admin.run(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                &name,
+            ]);
+            if out.success {
+                return Ok(());
+            }
+            if !out.stderr.contains(".status.conditions accessor error")
+                || Instant::now() > deadline
+            {
+                return Err(format!("{name} did not become Established: {out}"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
-        Ok(())
     }
 
     /// Renders `kustomization` (such as `manifests/base`) with `kubectl

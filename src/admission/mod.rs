@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use self::request::Unjudgeable;
 pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
+use self::request::{Review, Unjudgeable};
 use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::policy::Policy;
-use crate::policy::rules::{self, Decision, Violation};
+use crate::policy::rules::{self, Decision, Permissions, Violation};
 
 /// The AdmissionReview apiVersions we speak.
 pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -111,31 +111,49 @@ pub async fn answer<P: ForcePermission>(
     let request = AdmissionRequest::parse(body)?;
     let mut rbac = None;
     let (decision, judged) = match (request.review(context.now), webhook) {
-        (Ok(None), _) => (Decision::default(), false),
-        (Ok(Some(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
-        (Ok(Some(review)), Webhook::Validate) => {
+        (Ok(Review::Skipped), _) => (Decision::default(), false),
+        (Ok(Review::Unknown(_)), Webhook::Mutate) => (Decision::default(), false),
+        (Ok(Review::Unknown(why)), Webhook::Validate) => {
+            let mut decision = Decision::default();
+            decision.audit.insert("not-judged".to_owned(), why.clone());
+            decision.warnings.push(why);
+            (decision, false)
+        }
+        // `/mutate` defaults PipelineRollouts only.
+        (Ok(Review::Write(review)), Webhook::Mutate) if !review.is_pipeline_rollout() => {
+            (Decision::default(), false)
+        }
+        (Ok(Review::Write(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
+        (Ok(Review::Write(review)), Webhook::Validate) => {
             let validation = rules::validate(policy, review);
-            let permission = match validation.settled_permission() {
+            let kind = review.kind;
+            let target = Target {
+                group: kind.group(),
+                resource: kind.resource(),
+                namespace: &request.namespace,
+                name: &request.name,
+            };
+            let user = &request.user;
+            let limit = context.permission_timeout;
+            let force = match validation.settled_permission() {
                 Some(settled) => settled,
                 None => {
-                    let target = Target {
-                        namespace: &request.namespace,
-                        name: &request.name,
-                    };
-                    let check = context
-                        .authorizer
-                        .check(
-                            &policy.force_reapply,
-                            &request.user,
-                            target,
-                            context.permission_timeout,
-                        )
-                        .await;
+                    let grant = policy.force_reapply.grant();
+                    let check = context.authorizer.check(grant, user, target, limit).await;
                     rbac = check.rbac;
                     check.permission
                 }
             };
-            (validation.finish(&permission), true)
+            let undrained = match validation.settled_undrained_permission() {
+                Some(settled) => settled,
+                None => {
+                    let grant = policy.force_reapply.delete_undrained.grant();
+                    let check = context.authorizer.check(grant, user, target, limit).await;
+                    rbac = check.rbac.or(rbac);
+                    check.permission
+                }
+            };
+            (validation.finish(&Permissions { force, undrained }), true)
         }
         (Err(Unjudgeable(message)), webhook) => {
             let mut decision = Decision::default();

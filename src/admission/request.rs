@@ -8,11 +8,11 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::API_VERSIONS;
+use crate::kinds::{self, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::lenient::{Obj, Text};
 use crate::policy::UserInfo;
 use crate::policy::rules::{Operation, RolloutWrite};
 use crate::rollout::PipelineRollout;
-use crate::rollout::{GROUP, RESOURCE, VERSION};
 
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,10 +204,18 @@ impl AdmissionRequest {
         })
     }
 
-    /// The object's apiVersion as the request names it (group/version).
+    /// The guarded kind the request is for (its `resource`), if it is one.
+    pub fn kind(&self) -> Option<Kind> {
+        let resource = self.resource.get()?;
+        Kind::from_resource(resource.group.as_deref()?, resource.resource.as_deref()?)
+    }
+
+    /// The object's apiVersion as the request names it (group/version;
+    /// a PipelineRollout's when the request names no guarded kind).
     pub fn object_api_version(&self) -> String {
         let version = self.resource.get().and_then(|r| r.version.as_deref());
-        format!("{GROUP}/{}", version.unwrap_or(VERSION))
+        let group = self.kind().unwrap_or(Kind::PipelineRollout).group();
+        format!("{group}/{}", version.unwrap_or(kinds::VERSION))
     }
 
     /// The object's uid: from the object, else the stored object.
@@ -218,35 +226,41 @@ impl AdmissionRequest {
             .or_else(|| self.old_object.get().and_then(PipelineRollout::uid))
     }
 
-    /// Whether this request is for the main PipelineRollout resource (not a
-    /// subresource), which the rules judge. `Err` when the request does not
-    /// say what it is for.
-    fn targets_rollouts(&self) -> Result<bool, Unjudgeable> {
+    /// Which guarded kind the request is for, when it is for a main
+    /// resource (not a subresource): `Ok(Err(what))` names an unknown
+    /// resource. `Err` when the request does not say what it is for.
+    fn target(&self) -> Result<Option<Result<Kind, String>>, Unjudgeable> {
         let Obj::Present(resource) = &self.resource else {
             return Err(Unjudgeable(
                 "request.resource is missing or not an object".into(),
             ));
         };
-        Ok(resource.group.as_deref() == Some(GROUP)
-            && resource.resource.as_deref() == Some(RESOURCE)
-            && self.sub_resource.is_none())
-    }
-
-    /// The rules' view of this request, or `Ok(None)` when it is not judged
-    /// (DELETE, CONNECT, other resources and subresources).
-    pub(super) fn review(
-        &self,
-        now: OffsetDateTime,
-    ) -> Result<Option<RolloutWrite<'_>>, Unjudgeable> {
-        let Some(operation) = self.operation.judged() else {
-            return Ok(None);
-        };
-        if !self.targets_rollouts()? {
+        if self.sub_resource.is_some() {
             return Ok(None);
         }
+        let group = resource.group.as_deref().unwrap_or_default();
+        let name = resource.resource.as_deref().unwrap_or_default();
+        Ok(Some(Kind::from_resource(group, name).ok_or_else(|| {
+            let text: String = format!("{name}.{group}").chars().take(60).collect();
+            crate::logtext::Escaped(&text).to_string()
+        })))
+    }
+
+    /// The rules' view of this request: not judged (DELETE, CONNECT,
+    /// subresources), a resource the webhook does not know, or a write.
+    pub(super) fn review(&self, now: OffsetDateTime) -> Result<Review<'_>, Unjudgeable> {
+        let Some(operation) = self.operation.judged() else {
+            return Ok(Review::Skipped);
+        };
+        let kind = match self.target()? {
+            None => return Ok(Review::Skipped),
+            Some(Err(unknown)) => return Ok(Review::Unknown(self.unknown_reason(&unknown))),
+            Some(Ok(kind)) => kind,
+        };
+        let what = kind.kind();
         let Obj::Present(object) = &self.object else {
             return Err(Unjudgeable(format!(
-                "request.object is {}; a {} of a PipelineRollout must carry the object",
+                "request.object is {}; a {} of a {what} must carry the object",
                 describe(&self.object),
                 self.operation
             )));
@@ -256,12 +270,13 @@ impl AdmissionRequest {
             (_, Operation::Create) => None,
             (other, Operation::Update) => {
                 return Err(Unjudgeable(format!(
-                    "request.oldObject is {}; an UPDATE of a PipelineRollout must carry the stored object",
+                    "request.oldObject is {}; an UPDATE of a {what} must carry the stored object",
                     describe(other)
                 )));
             }
         };
-        Ok(Some(RolloutWrite {
+        Ok(Review::Write(RolloutWrite {
+            kind,
             operation,
             namespace: &self.namespace,
             user: &self.user,
@@ -270,6 +285,37 @@ impl AdmissionRequest {
             now,
         }))
     }
+}
+
+impl AdmissionRequest {
+    /// Why a write of an unknown resource is allowed unjudged: the warning,
+    /// naming any of Numaplane's switches it carries, so that no force goes
+    /// through silently.
+    fn unknown_reason(&self, resource: &str) -> String {
+        let object = self.object.get();
+        let carried: Vec<&str> = [FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION]
+            .into_iter()
+            .filter(|key| {
+                object.is_some_and(|o| o.label(key).is_some() || o.annotation(key).is_some())
+            })
+            .filter_map(|key| key.strip_prefix("numaplane.numaproj.io/"))
+            .collect();
+        let mut reason = format!("not judged: {resource} is no kind this webhook guards");
+        if !carried.is_empty() {
+            reason.push_str(&format!("; its {} went unchecked", carried.join(" and ")));
+        }
+        reason
+    }
+}
+
+/// What the rules make of a request.
+pub(super) enum Review<'a> {
+    /// Not judged: DELETE, CONNECT, a subresource.
+    Skipped,
+    /// A resource the webhook does not know: allowed, with this warning.
+    Unknown(String),
+    /// A write the rules judge.
+    Write(RolloutWrite<'a>),
 }
 
 /// A request that cannot be judged: the text of its denial.

@@ -17,7 +17,7 @@ pub use rbac::{
     KubeClientError, RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError, kube_client, kube_config,
 };
 
-use crate::policy::{ForceReapply, Permission, UserInfo};
+use crate::policy::{Grant, Permission, UserInfo};
 
 /// The most groups a requester may carry for a force to be considered.
 /// Authenticators in common use send a few hundred at most (Microsoft Entra
@@ -82,6 +82,10 @@ impl From<Permission> for PermissionCheck {
 /// The object a force is asked for.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
+    /// Its API group.
+    pub group: &'a str,
+    /// Its resource (plural).
+    pub resource: &'a str,
     /// Its namespace.
     pub namespace: &'a str,
     /// Its name.
@@ -94,7 +98,7 @@ pub trait ForcePermission: Sync {
     /// Asks, within `limit`.
     fn check(
         &self,
-        policy: &ForceReapply,
+        grant: Grant<'_>,
         user: &UserInfo,
         target: Target<'_>,
         limit: Duration,
@@ -118,11 +122,11 @@ impl StaticLists {
     }
 
     /// The lists' answer, with no I/O.
-    pub fn answer(&self, policy: &ForceReapply, user: &UserInfo) -> Permission {
+    pub fn answer(&self, grant: Grant<'_>, user: &UserInfo) -> Permission {
         if let Some(why) = oversized_user(user) {
             return Permission::Refused(why);
         }
-        match (policy.static_permission(user), &policy.rbac) {
+        match (grant.static_permission(user), grant.rbac) {
             (Permission::Refused(why), Some(rbac)) => Permission::Refused(format!(
                 "{why}, and RBAC (verb \"{}\") could not be asked: {}",
                 rbac.verb, self.no_rbac
@@ -135,12 +139,12 @@ impl StaticLists {
 impl ForcePermission for StaticLists {
     fn check(
         &self,
-        policy: &ForceReapply,
+        grant: Grant<'_>,
         user: &UserInfo,
         _target: Target<'_>,
         _limit: Duration,
     ) -> impl Future<Output = PermissionCheck> + Send {
-        std::future::ready(self.answer(policy, user).into())
+        std::future::ready(self.answer(grant, user).into())
     }
 }
 
@@ -156,14 +160,14 @@ pub enum Authorizer {
 impl ForcePermission for Authorizer {
     async fn check(
         &self,
-        policy: &ForceReapply,
+        grant: Grant<'_>,
         user: &UserInfo,
         target: Target<'_>,
         limit: Duration,
     ) -> PermissionCheck {
         match self {
-            Self::StaticLists(lists) => lists.check(policy, user, target, limit).await,
-            Self::Rbac(rbac) => rbac.check(policy, user, target, limit).await,
+            Self::StaticLists(lists) => lists.check(grant, user, target, limit).await,
+            Self::Rbac(rbac) => rbac.check(grant, user, target, limit).await,
         }
     }
 }
@@ -178,9 +182,10 @@ mod tests {
         let policy = Policy::from_yaml("forceReapply:\n  rbac: {verb: force-reapply}\n")
             .expect("valid policy")
             .force_reapply;
+        let policy = policy.grant();
         let lists = StaticLists::new("no connection to the API server");
         let alice = UserInfo::new("alice", &["devs"]);
-        match lists.answer(&policy, &alice) {
+        match lists.answer(policy, &alice) {
             Permission::Refused(why) => assert!(
                 why.contains("could not be asked: no connection to the API server"),
                 "{why}"
@@ -189,7 +194,7 @@ mod tests {
         }
         let admin = UserInfo::new("root", &["system:masters"]);
         assert!(matches!(
-            lists.answer(&policy, &admin),
+            lists.answer(policy, &admin),
             Permission::Granted(_)
         ));
     }
@@ -197,6 +202,7 @@ mod tests {
     #[test]
     fn a_requester_larger_than_any_api_server_sends_is_refused() {
         let policy = Policy::built_in().force_reapply;
+        let policy = policy.grant();
         let lists = StaticLists::new("no API server");
         // Every requester is in system:masters, so only the size refuses.
         let groups = |more: Vec<String>| {
@@ -229,7 +235,7 @@ mod tests {
         for (name, groups, refused) in cases {
             let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
             let user = UserInfo::new("root", &groups);
-            match (lists.answer(&policy, &user), refused) {
+            match (lists.answer(policy, &user), refused) {
                 (Permission::Refused(why), true) => assert!(
                     why.contains("more than the 1000 groups and 65536 bytes"),
                     "{name}: {why}"

@@ -12,11 +12,12 @@ use kube::config::{InferConfigError, KubeconfigError};
 
 use super::cache::{AnswerCache, Bounds, Source};
 use super::{ForcePermission, PermissionCheck, RbacTrace, Target, oversized_user};
-use crate::policy::{ForceReapply, Permission, RbacPolicy, UserInfo};
+use crate::policy::{Grant, Permission, RbacPolicy, UserInfo};
 
-/// The API group the custom verb is checked on.
+/// The API group the custom verb is checked on for a PipelineRollout (for
+/// any other guarded kind: that kind's own group and resource).
 pub use crate::rollout::GROUP as RBAC_GROUP;
-/// The resource the custom verb is checked on.
+/// The resource the custom verb is checked on for a PipelineRollout.
 pub use crate::rollout::RESOURCE as RBAC_RESOURCE;
 
 /// The most answers kept, and the most bytes their keys may take: 10,000
@@ -62,6 +63,8 @@ fn cache_key(user: &UserInfo, verb: &str, target: Target<'_>) -> String {
         groups,
         user.extra_map(),
         verb,
+        target.group,
+        target.resource,
         target.namespace,
         target.name
     ])
@@ -77,7 +80,7 @@ impl RbacAuthorizer {
         }
     }
 
-    /// May `user` perform `policy.verb` on the PipelineRollout `target`?
+    /// May `user` perform `policy.verb` on the object `target`?
     /// Gives up after `limit`.
     async fn rbac_allows(
         &self,
@@ -96,8 +99,8 @@ impl RbacAuthorizer {
                     groups: Some(user.groups().map(str::to_owned).collect()),
                     extra: Some(user.extra_map()),
                     resource_attributes: Some(ResourceAttributes {
-                        group: Some(RBAC_GROUP.to_owned()),
-                        resource: Some(RBAC_RESOURCE.to_owned()),
+                        group: Some(target.group.to_owned()),
+                        resource: Some(target.resource.to_owned()),
                         verb: Some(policy.verb.clone()),
                         namespace: Some(target.namespace.to_owned()),
                         name: Some(target.name.to_owned()),
@@ -125,7 +128,7 @@ impl ForcePermission for RbacAuthorizer {
     /// error refuses, saying why.
     async fn check(
         &self,
-        policy: &ForceReapply,
+        grant: Grant<'_>,
         user: &UserInfo,
         target: Target<'_>,
         limit: Duration,
@@ -133,11 +136,11 @@ impl ForcePermission for RbacAuthorizer {
         if let Some(why) = oversized_user(user) {
             return Permission::Refused(why).into();
         }
-        let refused = match policy.static_permission(user) {
+        let refused = match grant.static_permission(user) {
             Permission::Refused(why) => why,
             answer => return answer.into(),
         };
-        let Some(rbac_policy) = &policy.rbac else {
+        let Some(rbac_policy) = grant.rbac else {
             return Permission::Refused(refused).into();
         };
         let started = Instant::now();
@@ -145,6 +148,7 @@ impl ForcePermission for RbacAuthorizer {
         let answer = self.rbac_allows(rbac_policy, user, target, limit).await;
         let verb = &rbac_policy.verb;
         let (namespace, name) = (target.namespace, target.name);
+        let (group, resource) = (target.group, target.resource);
         let (permission, result, cached) = match answer {
             Ok((true, source)) => (
                 Permission::Granted(format!("RBAC allows verb \"{verb}\"")),
@@ -153,7 +157,7 @@ impl ForcePermission for RbacAuthorizer {
             ),
             Ok((false, source)) => (
                 Permission::Refused(format!(
-                    "{refused}, and RBAC does not allow verb \"{verb}\" on {RBAC_RESOURCE}.{RBAC_GROUP} \"{name}\" in namespace \"{namespace}\"; ask for a Role or ClusterRole granting it"
+                    "{refused}, and RBAC does not allow verb \"{verb}\" on {resource}.{group} \"{name}\" in namespace \"{namespace}\"; ask for a Role or ClusterRole granting it"
                 )),
                 "denied",
                 source == Source::Cached,

@@ -1,11 +1,12 @@
 //! The manifests to check: each file's text split into documents,
-//! `kind: List`s unpacked, and the PipelineRollouts among them picked out
-//! ([`super::files`] finds and reads the files).
+//! `kind: List`s unpacked, and the guarded objects among them picked out
+//! (PipelineRollouts, the other rollouts, Numaplane's children;
+//! [`super::files`] finds and reads the files).
 
 use serde_json::Value;
 
 use super::documents::{self, ParseError, RawDocument};
-use crate::rollout::{GROUP, KIND, VERSION};
+use crate::kinds::{Kind, VERSION};
 
 /// Where something was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +45,13 @@ impl Location {
     }
 }
 
-/// A PipelineRollout manifest.
+/// A manifest of a guarded kind.
 #[derive(Debug, Clone)]
 pub struct Manifest {
     /// Where it is.
     pub location: Location,
+    /// Its kind.
+    pub kind: Kind,
     /// The object.
     pub object: Value,
 }
@@ -65,7 +68,7 @@ pub struct Problem {
 /// One thing found in the input, in input order.
 #[derive(Debug, Clone)]
 pub enum Item {
-    /// A PipelineRollout to judge.
+    /// An object to judge (a PipelineRollout or another guarded kind).
     Rollout(Manifest),
     /// Something unreadable.
     Problem(Problem),
@@ -76,7 +79,7 @@ pub enum Item {
 pub struct Inputs {
     /// The files read (or tried), standard input included.
     pub files: usize,
-    /// Documents (and List items) that are not PipelineRollouts.
+    /// Documents (and List items) of no guarded kind.
     pub skipped: usize,
     /// The PipelineRollouts and the problems, in input order.
     pub items: Vec<Item>,
@@ -84,15 +87,20 @@ pub struct Inputs {
     pub empty_dirs: Vec<String>,
 }
 
-/// Whether a manifest is a PipelineRollout: apiVersion in group
-/// numaplane.numaproj.io, kind PipelineRollout.
-pub fn is_pipeline_rollout(object: &Value) -> bool {
+/// The guarded kind a manifest is, by its apiVersion's group and its kind.
+pub fn guarded_kind(object: &Value) -> Option<Kind> {
     let group = object
         .get("apiVersion")
         .and_then(Value::as_str)
         .and_then(|v| v.split_once('/'))
-        .map(|(group, _)| group);
-    group == Some(GROUP) && object.get("kind").and_then(Value::as_str) == Some(KIND)
+        .map(|(group, _)| group)?;
+    Kind::from_kind(group, object.get("kind").and_then(Value::as_str)?)
+}
+
+/// Whether a manifest is a PipelineRollout: apiVersion in group
+/// numaplane.numaproj.io, kind PipelineRollout.
+pub fn is_pipeline_rollout(object: &Value) -> bool {
+    guarded_kind(object) == Some(Kind::PipelineRollout)
 }
 
 /// The version in a manifest's apiVersion (`v1alpha1` when there is none).
@@ -183,18 +191,20 @@ fn add_object(inputs: &mut Inputs, location: Location, value: Value, doc: &RawDo
             if let Some(&line) = lines.get(i).filter(|&&l| l > 0) {
                 at.line = Some(line);
             }
-            if is_pipeline_rollout(&item) {
+            if let Some(kind) = guarded_kind(&item) {
                 inputs.items.push(Item::Rollout(Manifest {
                     location: at,
+                    kind,
                     object: item,
                 }));
             } else {
                 inputs.skipped += 1;
             }
         }
-    } else if is_pipeline_rollout(&value) {
+    } else if let Some(kind) = guarded_kind(&value) {
         inputs.items.push(Item::Rollout(Manifest {
             location,
+            kind,
             object: value,
         }));
     } else {

@@ -12,29 +12,38 @@ use super::input::{Manifest, api_version_of};
 use super::report::{Judged, Remark, Severity};
 use crate::admission::{self, ParseError, Webhook};
 use crate::authz::StaticLists;
+use crate::kinds::Kind;
 use crate::policy::rules::Decision;
 use crate::policy::{Policy, format_seconds};
-use crate::rollout::{GROUP, KIND, RESOURCE, TIMEOUT_FIELD};
+use crate::rollout::TIMEOUT_FIELD;
 
 /// The group every authenticated user is in; the API server adds it.
 const AUTHENTICATED: &str = "system:authenticated";
 
-/// The deployed objects, by namespace and name.
+/// The deployed objects, by kind, namespace and name.
 #[derive(Debug, Default)]
 pub struct Deployed {
-    objects: HashMap<(String, String), (Value, String)>,
+    objects: HashMap<(Kind, String, String), (Value, String)>,
 }
 
 impl Deployed {
     /// Adds a deployed object found in `file`; the first one of a name wins.
-    pub fn insert(&mut self, namespace: String, name: String, object: Value, file: String) {
+    pub fn insert(
+        &mut self,
+        kind: Kind,
+        namespace: String,
+        name: String,
+        object: Value,
+        file: String,
+    ) {
         self.objects
-            .entry((namespace, name))
+            .entry((kind, namespace, name))
             .or_insert((object, file));
     }
 
-    fn get(&self, namespace: &str, name: &str) -> Option<&(Value, String)> {
-        self.objects.get(&(namespace.to_owned(), name.to_owned()))
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&(Value, String)> {
+        self.objects
+            .get(&(kind, namespace.to_owned(), name.to_owned()))
     }
 }
 
@@ -86,11 +95,12 @@ impl ManifestJudge<'_> {
         let (namespace, name) = identity(&manifest.object, self.default_namespace);
         let deployed = name
             .as_deref()
-            .and_then(|name| self.deployed.get(&namespace, name));
+            .and_then(|name| self.deployed.get(manifest.kind, &namespace, name));
         let mut object = manifest.object;
         let old = deployed.map(|(old, _)| old);
         prepare(&mut object, &namespace, old);
         let request = Request {
+            kind: manifest.kind,
             uid: format!("pipelinerollout-webhook-check-{n}"),
             version: api_version_of(&object).to_owned(),
             namespace: &namespace,
@@ -133,6 +143,7 @@ impl ManifestJudge<'_> {
             Err(e) => remarks.push(internal(e.to_string())),
         }
         Judged {
+            kind: request.kind,
             location: manifest.location,
             namespace,
             name,
@@ -199,6 +210,7 @@ fn prepare(object: &mut Value, namespace: &str, old: Option<&Value>) {
 
 /// What one AdmissionReview is built from.
 struct Request<'a> {
+    kind: Kind,
     uid: String,
     version: String,
     namespace: &'a str,
@@ -214,8 +226,10 @@ impl Request<'_> {
             Some(_) => ("UPDATE", "UpdateOptions"),
             None => ("CREATE", "CreateOptions"),
         };
-        let kind = json!({"group": GROUP, "version": self.version, "kind": KIND});
-        let resource = json!({"group": GROUP, "version": self.version, "resource": RESOURCE});
+        let group = self.kind.group();
+        let kind = json!({"group": group, "version": self.version, "kind": self.kind.kind()});
+        let resource =
+            json!({"group": group, "version": self.version, "resource": self.kind.resource()});
         let review = json!({
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",

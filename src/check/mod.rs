@@ -43,7 +43,7 @@ pub struct CheckOptions {
 }
 
 /// Reads the deployed objects and the manifests, and judges each
-/// PipelineRollout.
+/// PipelineRollout (and each object of another guarded kind).
 pub async fn check(policy: &Policy, args: &CheckOptions) -> Report {
     let mut report = Report {
         against: !args.against.is_empty(),
@@ -59,6 +59,7 @@ pub async fn check(policy: &Policy, args: &CheckOptions) -> Report {
                     let (namespace, name) = judge::identity(&manifest.object, &args.namespace);
                     if let Some(name) = name {
                         deployed.insert(
+                            manifest.kind,
                             namespace,
                             name,
                             manifest.object,

@@ -51,6 +51,8 @@ pub struct Judged {
     pub namespace: String,
     /// Its name (`None` when the manifest has none).
     pub name: Option<String>,
+    /// Its kind.
+    pub kind: crate::kinds::Kind,
     /// CREATE, or UPDATE when `--against` holds a deployed object.
     pub operation: &'static str,
     /// Where the deployed object came from, for an UPDATE.
@@ -193,9 +195,20 @@ impl Report {
         } else {
             String::new()
         };
+        let others = self
+            .rollouts()
+            .filter(|j| j.kind != crate::kinds::Kind::PipelineRollout)
+            .count();
+        let checked = match others {
+            0 => plural(rollouts, KIND, &format!("{KIND}s")),
+            _ => format!(
+                "{} and {}",
+                plural(rollouts - others, KIND, &format!("{KIND}s")),
+                plural(others, "other guarded object", "other guarded objects")
+            ),
+        };
         format!(
-            "checked {} in {}{notes}: {} denied, {}{unreadable}",
-            plural(rollouts, KIND, &format!("{KIND}s")),
+            "checked {checked} in {}{notes}: {} denied, {}{unreadable}",
             plural(self.files, "file", "files"),
             self.denied(),
             plural(self.warnings(), "warning", "warnings"),
@@ -314,6 +327,7 @@ pub(super) mod tests {
 
     pub fn sample() -> Report {
         let denied = Judged {
+            kind: crate::kinds::Kind::PipelineRollout,
             location: location("a.yaml", 2, true, 7),
             namespace: "team-a".into(),
             name: Some("p1".into()),
@@ -330,6 +344,7 @@ pub(super) mod tests {
             ],
         };
         let clean = Judged {
+            kind: crate::kinds::Kind::PipelineRollout,
             location: location("b.yaml", 1, false, 1),
             namespace: "default".into(),
             name: None,

@@ -66,6 +66,13 @@ fn write(args: &ExportVapArgs) -> Result<(), ExportVapError> {
     if args.strict && !export.inexpressible.is_empty() {
         return Err(ExportVapError::Strict(export.inexpressible.join("; ")));
     }
+    if args.strict {
+        // Left to the webhook by design: named, and not a failure.
+        eprintln!(
+            "export-vap: --strict: left to the webhook, whatever the policy: {}",
+            export.left_out.join("; ")
+        );
+    }
     let yaml = export.to_yaml()?;
     match &args.output {
         Some(path) => std::fs::write(path, yaml).map_err(|source| ExportVapError::Output {

@@ -10,14 +10,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::{CertArgsError, ServeArgs};
 use super::logging::LoggingGuard;
+use crate::background::audit::{self, AuditEvent, AuditHost, AuditOptions};
 use crate::background::certs::{self as managed_certs, CertEvent, CertHost, CertOptions};
 use crate::background::leader::{self, Controller, LeaderHost, LeaseOptionsError, Transition};
-use crate::background::audit::{self, AuditEvent, AuditHost, AuditOptions};
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
 use crate::certs::CertError;
 use crate::events::EventQueue;
 use crate::policy::Policy;
-use crate::server::metrics::{Metrics, ResetLabels, TransitionLabels, ResultLabels, ViolationLabels};
+use crate::server::metrics::{
+    Metrics, ResetLabels, ResultLabels, TransitionLabels, ViolationLabels,
+};
 use crate::server::{self, Running, ServeOptions, Shared, StartError};
 
 /// The runtime `serve` runs on: multi-threaded, one worker per core

@@ -10,6 +10,24 @@ use super::rules::check_timeout;
 const MAX_MIN_PAUSE_AGE_SECONDS: u64 = 86_400;
 
 pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
+    if policy.numaplane.controller_account.trim().is_empty() {
+        problems.push(
+            "numaplane.controllerAccount is empty: name the Numaplane controller's username, e.g. system:serviceaccount:numaplane-system:numaplane-sa".to_owned(),
+        );
+    }
+    if let Some(rbac) = &policy.force_reapply.delete_undrained.rbac {
+        let verb_ok = !rbac.verb.is_empty()
+            && rbac
+                .verb
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+        if !verb_ok {
+            problems.push(format!(
+                "forceReapply.deleteUndrained.rbacVerb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
+                rbac.verb
+            ));
+        }
+    }
     let dt = &policy.drain_timeout;
     let no_timeout = dt.no_timeout_seconds;
     if no_timeout > MAX_NO_TIMEOUT_SECONDS {
@@ -90,6 +108,14 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
     for (list, key) in [
         (&policy.force_reapply.users, "forceReapply.users"),
         (&policy.force_reapply.groups, "forceReapply.groups"),
+        (
+            &policy.force_reapply.delete_undrained.users,
+            "forceReapply.deleteUndrained.users",
+        ),
+        (
+            &policy.force_reapply.delete_undrained.groups,
+            "forceReapply.deleteUndrained.groups",
+        ),
     ] {
         if list.iter().any(|s| s.trim().is_empty()) {
             problems.push(format!("{key} has an empty name"));

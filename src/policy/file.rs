@@ -9,8 +9,8 @@ use super::checks;
 use super::duration::{DefaultSpec, Seconds};
 use super::error::PolicyError;
 use super::model::{
-    DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Policy, RbacPolicy,
-    TimeoutRules,
+    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Numaplane,
+    Policy, RbacPolicy, TimeoutRules,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -28,6 +28,26 @@ struct PolicyFile {
     force_reapply: Option<ForceReapplyFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     force_promote: Option<ForcePromoteFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    numaplane: Option<NumaplaneFile>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct NumaplaneFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    controller_account: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct DeleteUndrainedFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    users: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rbac_verb: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -98,6 +118,8 @@ struct ForceReapplyFile {
     min_pause_age: Option<Seconds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rbac: Option<RbacFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delete_undrained: Option<DeleteUndrainedFile>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -150,9 +172,12 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
         .force_reapply
         .and_then(|f| f.rbac)
         .unwrap_or_default();
+    let base_np = base.numaplane.unwrap_or_default();
     let dt = given.drain_timeout.unwrap_or_default();
-    let fr = given.force_reapply.unwrap_or_default();
+    let mut fr = given.force_reapply.unwrap_or_default();
     let fp = given.force_promote.unwrap_or_default();
+    let np = given.numaplane.unwrap_or_default();
+    let du = fr.delete_undrained.take().unwrap_or_default();
 
     // Each key: the file's value, else the built-in one. The built-in text
     // sets every key (a unit test checks it), so `missing` never shows.
@@ -223,6 +248,35 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             "forceReapply.rbac.timeout",
         ),
     });
+    let users: std::collections::BTreeSet<String> =
+        pick_or(&mut problems, fr.users, base_fr.users, "forceReapply.users")
+            .into_iter()
+            .collect();
+    let groups: std::collections::BTreeSet<String> = pick_or(
+        &mut problems,
+        fr.groups,
+        base_fr.groups,
+        "forceReapply.groups",
+    )
+    .into_iter()
+    .collect();
+    if du.rbac_verb.is_some() && rbac.is_none() {
+        problems.push(
+            "forceReapply.deleteUndrained.rbacVerb is set but forceReapply.rbac is not: RBAC is asked only when forceReapply.rbac is set".to_owned(),
+        );
+    }
+    let delete_undrained = DeleteUndrained {
+        users: du
+            .users
+            .map_or_else(|| users.clone(), |u| u.into_iter().collect()),
+        groups: du
+            .groups
+            .map_or_else(|| groups.clone(), |g| g.into_iter().collect()),
+        rbac: rbac.as_ref().map(|r| RbacPolicy {
+            verb: du.rbac_verb.clone().unwrap_or_else(|| r.verb.clone()),
+            ..r.clone()
+        }),
+    };
     let policy = Policy {
         mode,
         drain_timeout: DrainTimeout {
@@ -242,17 +296,9 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             namespaces,
         },
         force_reapply: ForceReapply {
-            users: pick_or(&mut problems, fr.users, base_fr.users, "forceReapply.users")
-                .into_iter()
-                .collect(),
-            groups: pick_or(
-                &mut problems,
-                fr.groups,
-                base_fr.groups,
-                "forceReapply.groups",
-            )
-            .into_iter()
-            .collect(),
+            users,
+            groups,
+            delete_undrained,
             require_pausing: pick_or(
                 &mut problems,
                 fr.require_pausing,
@@ -285,6 +331,14 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
                 fp.one_shot,
                 base_fp.one_shot,
                 "forcePromote.oneShot",
+            ),
+        },
+        numaplane: Numaplane {
+            controller_account: pick_or(
+                &mut problems,
+                np.controller_account,
+                base_np.controller_account,
+                "numaplane.controllerAccount",
             ),
         },
     };
@@ -358,9 +412,17 @@ fn to_file(policy: &Policy) -> PolicyFile {
                 cache_ttl: Some(Seconds(r.cache_ttl_seconds)),
                 timeout: Some(Seconds(r.timeout_seconds)),
             }),
+            delete_undrained: Some(DeleteUndrainedFile {
+                users: Some(fr.delete_undrained.users.iter().cloned().collect()),
+                groups: Some(fr.delete_undrained.groups.iter().cloned().collect()),
+                rbac_verb: fr.delete_undrained.rbac.as_ref().map(|r| r.verb.clone()),
+            }),
         }),
         force_promote: Some(ForcePromoteFile {
             one_shot: Some(policy.force_promote.one_shot),
+        }),
+        numaplane: Some(NumaplaneFile {
+            controller_account: Some(policy.numaplane.controller_account.clone()),
         }),
     }
 }
@@ -438,6 +500,47 @@ mod tests {
         assert!(fr.users.is_some() && fr.groups.is_some());
         assert!(fr.require_pausing.is_some() && fr.gate_force_promote.is_some());
         assert!(fr.one_shot.is_some() && fr.min_pause_age.is_some());
+    }
+
+    #[test]
+    fn delete_undrained_defaults_to_the_force_reapply_lists() {
+        let p = Policy::built_in();
+        let du = &p.force_reapply.delete_undrained;
+        assert_eq!(
+            (&du.users, &du.groups, &du.rbac),
+            (&p.force_reapply.users, &p.force_reapply.groups, &None)
+        );
+        assert_eq!(
+            p.numaplane.controller_account,
+            "system:serviceaccount:numaplane-system:numaplane-sa"
+        );
+        let p = Policy::from_yaml(
+            "forceReapply:\n  groups: [sre]\n  rbac: {verb: force-reapply}\n  deleteUndrained: {users: [bob], rbacVerb: delete-undrained}\nnumaplane: {controllerAccount: ctl}\n",
+        )
+        .expect("valid");
+        let du = &p.force_reapply.delete_undrained;
+        assert_eq!(du.users.iter().collect::<Vec<_>>(), ["bob"]);
+        assert_eq!(du.groups.iter().collect::<Vec<_>>(), ["sre"]);
+        let rbac = du.rbac.as_ref().expect("rbac");
+        assert_eq!(
+            (rbac.verb.as_str(), rbac.timeout_seconds),
+            ("delete-undrained", 2)
+        );
+        assert_eq!(p.numaplane.controller_account, "ctl");
+        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
+        for (yaml, want) in [
+            (
+                "forceReapply:\n  deleteUndrained: {rbacVerb: x}\n",
+                "rbacVerb is set but forceReapply.rbac is not",
+            ),
+            ("forceReapply:\n  deleteUndrained: {user: [x]}\n", "user"),
+            (
+                "numaplane: {controllerAccount: \"\"}\n",
+                "numaplane.controllerAccount is empty",
+            ),
+        ] {
+            assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
+        }
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub use duration::format_seconds;
 pub use error::PolicyError;
 pub use file::BUILT_IN_POLICY;
 pub use model::{
-    DefaultTimeout, DrainTimeout, ForceReapply, MAX_CLOCK_SECONDS, MAX_NO_TIMEOUT_SECONDS,
-    MAX_RECYCLE_MULTIPLIER, Mode, NamespaceRules, Policy, RbacPolicy, Scope, TimeoutRules,
-    wildcard_match,
+    DefaultTimeout, DeleteUndrained, DrainTimeout, ForceReapply, Grant, MAX_CLOCK_SECONDS,
+    MAX_NO_TIMEOUT_SECONDS, MAX_RECYCLE_MULTIPLIER, Mode, NamespaceRules, Numaplane, Policy,
+    RbacPolicy, Scope, TimeoutRules, wildcard_match,
 };
 pub use user::{Permission, UserInfo};

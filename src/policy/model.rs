@@ -155,25 +155,92 @@ pub struct ForceReapply {
     /// How long a pause must have lasted before a force is allowed, in
     /// seconds (0: no minimum); a namespace override may set its own.
     pub min_pause_age_seconds: u64,
+    /// Who may mark a recyclable Pipeline for deletion (deleted undrained).
+    pub delete_undrained: DeleteUndrained,
 }
 
 impl ForceReapply {
     /// The static lists' answer: the username in `users`, or one of the
     /// groups in `groups`. Pure: no API server is asked.
     pub fn static_permission(&self, user: &UserInfo) -> Permission {
+        self.grant().static_permission(user)
+    }
+
+    /// Who may force a re-apply or a promotion, as the permission check reads it.
+    pub fn grant(&self) -> Grant<'_> {
+        Grant {
+            key: "forceReapply",
+            users: &self.users,
+            groups: &self.groups,
+            rbac: self.rbac.as_ref(),
+        }
+    }
+}
+
+/// Who may set `marked-for-deletion: "true"` on a recyclable Pipeline (or
+/// in a PipelineRollout's `spec.pipeline.metadata`): Numaplane deletes it
+/// without draining. Resolved at load: keys left out take forceReapply's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteUndrained {
+    /// Usernames allowed.
+    pub users: BTreeSet<String>,
+    /// Groups whose members are allowed.
+    pub groups: BTreeSet<String>,
+    /// RBAC asked when the lists say no: forceReapply.rbac with this
+    /// gate's verb (`None` when forceReapply.rbac is off).
+    pub rbac: Option<RbacPolicy>,
+}
+
+impl DeleteUndrained {
+    /// Who may delete undrained, as the permission check reads it.
+    pub fn grant(&self) -> Grant<'_> {
+        Grant {
+            key: "forceReapply.deleteUndrained",
+            users: &self.users,
+            groups: &self.groups,
+            rbac: self.rbac.as_ref(),
+        }
+    }
+}
+
+/// One gate's grantees, borrowed from the policy: what a permission check
+/// reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant<'a> {
+    /// The policy key the lists live under, for messages.
+    pub key: &'static str,
+    /// Usernames allowed.
+    pub users: &'a BTreeSet<String>,
+    /// Groups whose members are allowed.
+    pub groups: &'a BTreeSet<String>,
+    /// How RBAC is asked when the lists say no, if it is.
+    pub rbac: Option<&'a RbacPolicy>,
+}
+
+impl Grant<'_> {
+    /// The static lists' answer: the username in `users`, or one of the
+    /// groups in `groups`. Pure: no API server is asked.
+    pub fn static_permission(&self, user: &UserInfo) -> Permission {
+        let key = self.key;
         if self.users.contains(user.username()) {
-            return Permission::Granted("listed in forceReapply.users".to_owned());
+            return Permission::Granted(format!("listed in {key}.users"));
         }
         if let Some(group) = user.groups().find(|g| self.groups.contains(*g)) {
-            return Permission::Granted(format!(
-                "member of group \"{group}\" in forceReapply.groups"
-            ));
+            return Permission::Granted(format!("member of group \"{group}\" in {key}.groups"));
         }
-        Permission::Refused(
-            "it is not in forceReapply.users and none of its groups is in forceReapply.groups"
-                .to_owned(),
-        )
+        Permission::Refused(format!(
+            "it is not in {key}.users and none of its groups is in {key}.groups"
+        ))
     }
+}
+
+/// What the webhook knows of the Numaplane controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Numaplane {
+    /// The controller's username: the only one that may change Numaplane's
+    /// bookkeeping keys on a child, and whose writes of children are not
+    /// judged (they carry what a rollout, judged itself, asked for).
+    pub controller_account: String,
 }
 
 /// What happens to `spec.strategy.progressive.forcePromote` once it is on.
@@ -208,6 +275,8 @@ pub struct Policy {
     pub force_reapply: ForceReapply,
     /// What happens to a forcePromote left on.
     pub force_promote: ForcePromote,
+    /// The Numaplane controller.
+    pub numaplane: Numaplane,
 }
 
 impl Policy {

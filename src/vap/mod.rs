@@ -49,6 +49,10 @@ pub struct Export {
     /// Validations the policy asks for that CEL cannot express (`--strict`
     /// fails on these): today a `minPauseAge` above 0.
     pub inexpressible: Vec<String>,
+    /// What the export leaves to the webhook by design, whatever the
+    /// policy: the kinds other than PipelineRollout and rules 13 to 15
+    /// (`--strict` names these and still succeeds).
+    pub left_out: Vec<String>,
     /// What each validation checks, in order (the comment block lists them).
     pub validations: Vec<&'static str>,
 }
@@ -137,6 +141,7 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         },
         not_covered: not_covered(policy),
         inexpressible: inexpressible(policy),
+        left_out: left_out(),
         validations,
     }
 }
@@ -162,10 +167,21 @@ fn inexpressible(policy: &Policy) -> Vec<String> {
     found
 }
 
+/// What the export never covers: it matches PipelineRollouts only, and
+/// judges their drain timeout and the allow-data-loss and forcePromote
+/// switches (rules 2 to 7).
+pub fn left_out() -> Vec<String> {
+    vec![
+        "MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices and InterStepBufferServices: this policy matches PipelineRollouts only; keep the webhook's validate-children, validate-monovertexrollouts and validate-isbservicerollouts webhooks for them".to_owned(),
+        "rules 13 to 15 on PipelineRollouts: the force-promote label and marked-for-deletion in spec.pipeline.metadata, and Numaplane's bookkeeping keys there".to_owned(),
+    ]
+}
+
 fn not_covered(policy: &Policy) -> Vec<String> {
-    let mut lines = vec![
+    let mut lines = left_out();
+    lines.extend([
         "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
-    ];
+    ]);
     if policy.force_reapply.one_shot {
         lines.push("the one-shot reset (forceReapply.oneShot): /mutate and the sweeper set allow-data-loss back to \"false\" once the pause is over".to_owned());
     }

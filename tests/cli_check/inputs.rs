@@ -194,3 +194,30 @@ fn a_kustomize_overlay_piped_in() {
         failure.attribute("message")
     );
 }
+
+#[test]
+fn the_other_rollouts_and_the_children_are_judged_too() {
+    let run = check(&[&fixture("children")]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let rollouts = fixture("children/rollouts.yaml");
+    let pipeline = fixture("children/pipeline.yaml");
+    assert!(
+        run.stdout.contains(&format!(
+            "{pipeline} team-c/my-pipeline-0: error: user \"pipelinerollout-webhook:check\" may not set metadata.labels[\"numaplane.numaproj.io/upgrade-state\"]"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "{rollouts}:1 team-c/my-monovertex: error: user \"pipelinerollout-webhook:check\" may not set spec.monoVertex.metadata.labels[\"numaplane.numaproj.io/force-promote\"]"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("my-isbsvc"), "{}", run.stdout);
+    assert_eq!(
+        last_line(&run.stdout),
+        "checked 0 PipelineRollouts and 3 other guarded objects in 2 files: 2 denied, 0 warnings"
+    );
+}

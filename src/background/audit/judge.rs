@@ -19,7 +19,7 @@ use super::kinds::{
 use crate::admission::{self, AnswerContext, Webhook};
 use crate::authz::{ForcePermission, PermissionCheck, Target};
 use crate::policy::rules::Violation;
-use crate::policy::{ForceReapply, Mode, Permission, Policy, UserInfo};
+use crate::policy::{Grant, Mode, Permission, Policy, UserInfo};
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
 
 /// The requester named in the audit's AdmissionReviews.
@@ -112,7 +112,7 @@ pub struct StoredState;
 impl ForcePermission for StoredState {
     fn check(
         &self,
-        _policy: &ForceReapply,
+        _grant: Grant<'_>,
         _user: &UserInfo,
         _target: Target<'_>,
         _limit: Duration,

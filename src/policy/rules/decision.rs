@@ -31,7 +31,7 @@ pub struct Decision {
     pub audit: BTreeMap<String, String>,
     /// The drain timeout `/mutate` wrote, if it wrote one.
     pub defaulted: Option<u64>,
-    /// The rule 6 and 7 decisions taken, for the metrics.
+    /// The gate decisions taken (rules 6, 7, 13, 14), for the metrics.
     pub gates: Vec<(Gate, GateResult)>,
     /// Kubernetes Events the decision asks for (sent at the edge, never on
     /// the request path, and not for dry runs).
@@ -53,6 +53,11 @@ pub enum EventReason {
     ForceReapplyReset,
     /// forcePromote was reset to false once its upgrade was over.
     ForcePromoteReset,
+    /// The validating webhook allowed `marked-for-deletion: "true"` (a
+    /// recyclable Pipeline deleted without draining).
+    DeleteUndrainedAllowed,
+    /// An UPDATE whose `marked-for-deletion: "true"` was refused.
+    DeleteUndrainedDenied,
 }
 
 impl EventReason {
@@ -64,6 +69,8 @@ impl EventReason {
             Self::ForceReapplyDenied => "ForceReapplyDenied",
             Self::ForceReapplyReset => "ForceReapplyReset",
             Self::ForcePromoteReset => "ForcePromoteReset",
+            Self::DeleteUndrainedAllowed => "DeleteUndrainedAllowed",
+            Self::DeleteUndrainedDenied => "DeleteUndrainedDenied",
         }
     }
 
@@ -75,14 +82,16 @@ impl EventReason {
     /// The Event's action: the reason's verb.
     pub fn action(self) -> &'static str {
         match self {
-            Self::ForceReapplyAllowed | Self::ForcePromoteAllowed => "Allowed",
-            Self::ForceReapplyDenied => "Denied",
+            Self::ForceReapplyAllowed
+            | Self::ForcePromoteAllowed
+            | Self::DeleteUndrainedAllowed => "Allowed",
+            Self::ForceReapplyDenied | Self::DeleteUndrainedDenied => "Denied",
             Self::ForceReapplyReset | Self::ForcePromoteReset => "Reset",
         }
     }
 }
 
-/// One Event to record on the PipelineRollout a request is about.
+/// One Event to record on the object a request is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForceEvent {
     /// Why.
@@ -91,13 +100,15 @@ pub struct ForceEvent {
     pub note: String,
 }
 
-/// The two permission gates.
+/// The permission gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
     /// Rule 6: allow-data-loss set to "true".
     ForceReapply,
-    /// Rule 7: forcePromote turned on.
+    /// Rules 7 and 13: forcePromote turned on, or the force-promote label set.
     ForcePromote,
+    /// Rule 14: marked-for-deletion set to "true".
+    DeleteUndrained,
 }
 
 impl Gate {
@@ -106,6 +117,7 @@ impl Gate {
         match self {
             Self::ForceReapply => "force-reapply",
             Self::ForcePromote => "force-promote",
+            Self::DeleteUndrained => "delete-undrained",
         }
     }
 }

@@ -26,6 +26,9 @@ pub fn metadata_finding(write: &RolloutWrite<'_>) -> Option<Finding> {
 
 /// Rule 5: the annotation, when present, is exactly "true" or "false".
 pub fn annotation_finding(write: &RolloutWrite<'_>) -> Option<Finding> {
+    if !write.is_pipeline_rollout() {
+        return None;
+    }
     let value = write
         .object
         .allow_data_loss()
@@ -127,7 +130,7 @@ impl ForceGates {
     /// Works out which gates a request meets.
     pub fn of(policy: &Policy, write: &RolloutWrite<'_>) -> Self {
         let reapply = write.annotation_becomes_true();
-        let pausing = write.old_is_pausing();
+        let pausing = write.is_pipeline_rollout() && write.old_is_pausing();
         let not_pausing = match (
             reapply && policy.force_reapply.require_pausing,
             write.operation,
@@ -190,9 +193,13 @@ pub fn judge_gates(
         update: write.operation == Operation::Update,
         user,
         permission,
-        age: gates
-            .pause_age
-            .map_or_else(|| "an unknown time".to_owned(), format_seconds),
+        after: format!(
+            " after the pause had lasted {}",
+            gates
+                .pause_age
+                .map_or_else(|| "an unknown time".to_owned(), format_seconds)
+        ),
+        about: String::new(),
     };
     // Not asked (denied anyway, only RBAC could grant it): the gate speaks
     // only when it denies for its own pause conditions.
@@ -225,18 +232,22 @@ pub fn judge_gates(
 }
 
 /// What every gate's decision is recorded with.
-struct Settle<'a> {
-    mode: Mode,
-    update: bool,
-    user: &'a str,
-    permission: &'a Permission,
-    age: String,
+pub(super) struct Settle<'a> {
+    pub(super) mode: Mode,
+    pub(super) update: bool,
+    pub(super) user: &'a str,
+    pub(super) permission: &'a Permission,
+    /// When, for the Event's note (" after the pause had lasted 5m").
+    pub(super) after: String,
+    /// What the object is, for the Event's note (" on Pipeline \"p-1\" of
+    /// PipelineRollout \"p\""); empty for a PipelineRollout's own gates.
+    pub(super) about: String,
 }
 
 impl Settle<'_> {
     /// Records one gate's decision: its Event, audit annotation, metric
     /// label and denial.
-    fn gate(&self, decision: &mut Decision, gate: Gate, outcome: Result<(), Violation>) {
+    pub(super) fn gate(&self, decision: &mut Decision, gate: Gate, outcome: Result<(), Violation>) {
         let what = match gate {
             Gate::ForceReapply => (
                 EventReason::ForceReapplyAllowed,
@@ -246,8 +257,35 @@ impl Settle<'_> {
                 EventReason::ForcePromoteAllowed,
                 "forcePromote on (a promotion that skips draining)",
             ),
+            Gate::DeleteUndrained => (
+                EventReason::DeleteUndrainedAllowed,
+                "marked-for-deletion to \"true\" (a recyclable Pipeline deleted without draining)",
+            ),
         };
-        let event = force_event(self.mode, &outcome, self.update, what, self.user, &self.age);
+        self.gate_as(decision, gate, what, outcome);
+    }
+
+    /// [`Settle::gate`], saying what was set in the Event's note.
+    pub(super) fn gate_as(
+        &self,
+        decision: &mut Decision,
+        gate: Gate,
+        what: (EventReason, &str),
+        outcome: Result<(), Violation>,
+    ) {
+        let denied = match gate {
+            Gate::DeleteUndrained => EventReason::DeleteUndrainedDenied,
+            _ => EventReason::ForceReapplyDenied,
+        };
+        let what_on = (what.0, format!("{}{}", what.1, self.about));
+        let event = force_event(
+            self.mode,
+            &outcome,
+            self.update,
+            (what_on.0, &what_on.1, denied),
+            self.user,
+            &self.after,
+        );
         decision.events.extend(event);
         record_gate(
             decision,
@@ -267,22 +305,22 @@ fn force_event(
     mode: Mode,
     outcome: &Result<(), Violation>,
     update: bool,
-    (allowed, what): (EventReason, &str),
+    (allowed, what, denied): (EventReason, &str, EventReason),
     user: &str,
-    age: &str,
+    after: &str,
 ) -> Option<ForceEvent> {
     let user = cut(user, 64);
     let note = match (outcome, mode) {
         (Ok(()), _) => format!(
-            "allowed by the admission webhook: user \"{user}\" set {what} after the pause had lasted {age}; data still in flight may be lost"
+            "allowed by the admission webhook: user \"{user}\" set {what}{after}; data still in flight may be lost"
         ),
         (Err(v), Mode::Warn) => format!(
-            "allowed by the admission webhook in warn mode (enforce would deny: {}): user \"{user}\" set {what} after the pause had lasted {age}",
+            "allowed by the admission webhook in warn mode (enforce would deny: {}): user \"{user}\" set {what}{after}",
             v.summary()
         ),
         (Err(v), Mode::Enforce) if update => {
             return Some(ForceEvent {
-                reason: EventReason::ForceReapplyDenied,
+                reason: denied,
                 note: cut(&format!("refused by the admission webhook: {v}"), 1000),
             });
         }
@@ -296,7 +334,8 @@ fn force_event(
 
 /// Rule 11: the annotation left at "true" after the force is over.
 pub fn stale_force_warning(write: &RolloutWrite<'_>, gates: &ForceGates) -> Option<String> {
-    let stale = write.object.forces_reapply()
+    let stale = write.is_pipeline_rollout()
+        && write.object.forces_reapply()
         && write
             .old()
             .is_some_and(crate::rollout::PipelineRollout::forces_reapply)
@@ -307,7 +346,7 @@ pub fn stale_force_warning(write: &RolloutWrite<'_>, gates: &ForceGates) -> Opti
     })
 }
 
-/// Records a rule 6 or 7 decision: the audit annotation, and the denial.
+/// Records a gate's decision: the audit annotation, and the denial.
 fn record_gate(
     decision: &mut Decision,
     mode: Mode,

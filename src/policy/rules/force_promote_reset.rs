@@ -31,6 +31,7 @@ pub const RESET_WARNING: &str = "forcePromote was reset to false: the upgrade it
 /// comes, answers with its own warning instead).
 pub fn left_on_warning(write: &RolloutWrite<'_>) -> Option<String> {
     let kept = write.operation == Operation::Update
+        && write.is_pipeline_rollout()
         && write.object.force_promote()
         && write.old().is_some_and(PipelineRollout::force_promote);
     kept.then(|| LEFT_ON_WARNING.to_owned())

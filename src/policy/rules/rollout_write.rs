@@ -1,10 +1,12 @@
 //! What the rules judge: one write (a CREATE or UPDATE) of a
-//! PipelineRollout, with who makes it, where and when.
+//! PipelineRollout or another guarded kind, with who makes it, where and
+//! when.
 
 use std::fmt;
 
 use time::OffsetDateTime;
 
+use crate::kinds::Kind;
 use crate::policy::user::UserInfo;
 use crate::rollout::PipelineRollout;
 
@@ -31,6 +33,8 @@ impl fmt::Display for Operation {
 /// the time it is judged at.
 #[derive(Debug, Clone, Copy)]
 pub struct RolloutWrite<'a> {
+    /// The kind written (the request's resource).
+    pub kind: Kind,
     /// CREATE or UPDATE.
     pub operation: Operation,
     /// The object's namespace (selects the namespace override).
@@ -55,14 +59,25 @@ impl RolloutWrite<'_> {
         }
     }
 
-    /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request.
-    pub fn annotation_becomes_true(&self) -> bool {
-        self.object.forces_reapply() && !self.old().is_some_and(PipelineRollout::forces_reapply)
+    /// Whether this is a write of a PipelineRollout (the drain-timeout and
+    /// allow-data-loss rules judge nothing else).
+    pub fn is_pipeline_rollout(&self) -> bool {
+        self.kind == Kind::PipelineRollout
     }
 
-    /// Rule 7's trigger: `forcePromote` is turned on with this request.
+    /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request.
+    pub fn annotation_becomes_true(&self) -> bool {
+        self.is_pipeline_rollout()
+            && self.object.forces_reapply()
+            && !self.old().is_some_and(PipelineRollout::forces_reapply)
+    }
+
+    /// Rule 7's trigger: `forcePromote` is turned on with this request (on
+    /// any rollout kind).
     pub fn force_promote_turned_on(&self) -> bool {
-        self.object.force_promote() && !self.old().is_some_and(PipelineRollout::force_promote)
+        !self.kind.is_child()
+            && self.object.force_promote()
+            && !self.old().is_some_and(PipelineRollout::force_promote)
     }
 
     /// Whether the stored object says its pipeline is pausing.

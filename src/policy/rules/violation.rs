@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, UPGRADE_STATE};
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
@@ -148,6 +149,74 @@ pub enum Violation {
     /// validating webhook denies it, saying what is missing.
     #[error("{0}")]
     Unjudgeable(String),
+    /// Rule 13: the force-promote label with a value other than "true".
+    #[error(
+        "{path}[\"{FORCE_PROMOTE_LABEL}\"] is {value}: Numaplane acts on the label's presence, so any value, \"false\" included, force-promotes; to force a promotion set \"true\", otherwise remove the label"
+    )]
+    ForcePromoteLabelValue {
+        /// The dotted path of the map.
+        path: String,
+        /// The value as JSON.
+        value: String,
+    },
+    /// Rule 13: the force-promote label needs permission and, on a child,
+    /// an upgrading child.
+    #[error(
+        "user \"{user}\" may not set {path}[\"{FORCE_PROMOTE_LABEL}\"] (Numaplane then promotes without assessment{also}): {}",
+        gate_reasons(refused.as_deref(), state.as_deref(), "Argo CD's force-promote action")
+    )]
+    ForcePromoteLabelDenied {
+        /// The requester.
+        user: String,
+        /// The dotted path of the map.
+        path: String,
+        /// What else it does, for a rollout's template.
+        also: &'static str,
+        /// Why the requester lacks permission, if they do.
+        refused: Option<String>,
+        /// Why it cannot act on this child, if it cannot.
+        state: Option<Box<NotActable>>,
+    },
+    /// Rule 14: marked-for-deletion "true" needs permission and, on a
+    /// Pipeline, a recyclable one.
+    #[error(
+        "user \"{user}\" may not set {path}[\"{MARKED_FOR_DELETION}\"] to \"true\" (Numaplane then deletes the recyclable Pipeline at once, without draining, and its data is lost): {}",
+        gate_reasons(refused.as_deref(), state.as_deref(), "Argo CD's delete action")
+    )]
+    DeleteUndrainedDenied {
+        /// The requester.
+        user: String,
+        /// The dotted path of the map.
+        path: String,
+        /// Why the requester lacks permission, if they do.
+        refused: Option<String>,
+        /// Why it cannot act on this Pipeline, if it cannot.
+        state: Option<Box<NotActable>>,
+    },
+    /// Rule 15: Numaplane's bookkeeping keys are its controller's.
+    #[error(
+        "user \"{user}\" may not {change} {path}[\"{key}\"]: Numaplane keeps its bookkeeping there, and only its controller (\"{controller}\", numaplane.controllerAccount in the webhook's policy) may change it; leave the key as Numaplane wrote it"
+    )]
+    BookkeepingChanged {
+        /// The requester.
+        user: String,
+        /// The dotted path of the map.
+        path: String,
+        /// The key.
+        key: String,
+        /// "set", "change" or "remove".
+        change: &'static str,
+        /// The controller's username.
+        controller: String,
+    },
+    /// A rollout's child template (or a value on the way) is not an object.
+    #[error("{path} is {found}, not an object: labels and annotations must be maps of strings")]
+    TemplateMalformed {
+        /// The dotted path.
+        path: String,
+        /// What it is.
+        found: JsonKind,
+    },
     /// Rule 7: turning on forcePromote needs permission.
     #[error(
         "user \"{user}\" may not turn on {FORCE_PROMOTE_FIELD} (it promotes without draining and can lose data): {refused}; ask a platform admin to add you to forceReapply in the webhook's policy"
@@ -158,6 +227,33 @@ pub enum Violation {
         /// Why the requester lacks permission.
         refused: String,
     },
+}
+
+/// Why a force on a child cannot act there: its upgrade state, as the
+/// stored object's `upgrade-state` label says, is not one Numaplane acts in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotActable {
+    /// The state found (`None`: no such label, or not a string).
+    pub state: Option<String>,
+    /// The states in which the force acts.
+    pub wanted: [&'static str; 2],
+}
+
+impl fmt::Display for NotActable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b] = self.wanted;
+        match &self.state {
+            Some(state) => write!(
+                f,
+                "its label {UPGRADE_STATE} is \"{}\", and Numaplane acts on this key only on a child that is {a} or {b}: set it only while the child is {a} or {b}",
+                cut(state, 40)
+            ),
+            None => write!(
+                f,
+                "it has no {UPGRADE_STATE} label, so it is no child Numaplane is upgrading or recycling (Numaplane labels every child it makes) and the key would do nothing now but act later: leave it out"
+            ),
+        }
+    }
 }
 
 /// Why a pause is not old enough for a force (`forceReapply.minPauseAge`).
@@ -203,6 +299,19 @@ impl fmt::Display for PauseAgeProblem {
     }
 }
 
+fn gate_reasons(refused: Option<&str>, state: Option<&NotActable>, action: &str) -> String {
+    let mut reasons = Vec::new();
+    if let Some(why) = refused {
+        reasons.push(format!(
+            "{why}; ask a platform admin to add you to the webhook's policy, or use {action}"
+        ));
+    }
+    if let Some(state) = state {
+        reasons.push(state.to_string());
+    }
+    reasons.join("; and ")
+}
+
 fn force_reapply_reasons(
     refused: Option<&str>,
     not_pausing: Option<NotPausing>,
@@ -246,6 +355,10 @@ impl Violation {
             Self::MetadataMalformed { .. } | Self::AnnotationInvalid { .. } => 5,
             Self::ForceReapplyDenied { .. } => 6,
             Self::ForcePromoteDenied { .. } => 7,
+            Self::TemplateMalformed { .. } => 5,
+            Self::ForcePromoteLabelValue { .. } | Self::ForcePromoteLabelDenied { .. } => 13,
+            Self::DeleteUndrainedDenied { .. } => 14,
+            Self::BookkeepingChanged { .. } => 15,
             Self::Unjudgeable(_) => 0,
         }
     }
@@ -288,6 +401,24 @@ impl Violation {
             Self::ForcePromoteDenied { user, .. } => {
                 format!("{} may not turn on forcePromote", short(user))
             }
+            Self::ForcePromoteLabelValue { value, .. } => {
+                format!("force-promote label {value}: any value force-promotes")
+            }
+            Self::ForcePromoteLabelDenied { user, .. } => {
+                format!("{} may not set the force-promote label", short(user))
+            }
+            Self::DeleteUndrainedDenied { user, .. } => {
+                format!(
+                    "{} may not mark a Pipeline for undrained deletion",
+                    short(user)
+                )
+            }
+            Self::BookkeepingChanged { key, .. } => {
+                format!("{} is Numaplane's bookkeeping", cut(key, 60))
+            }
+            Self::TemplateMalformed { path, found } => {
+                format!("{} is {found}, not an object", cut(path, 60))
+            }
             Self::Unjudgeable(message) => format!("cannot be judged: {}", cut(message, 80)),
         }
     }
@@ -301,6 +432,15 @@ impl Violation {
                 Some((*path).to_owned())
             }
             Self::ScaleFactorInvalid { .. } => Some(SCALE_FACTOR_FIELD.to_owned()),
+            Self::TemplateMalformed { path, .. } => Some(path.clone()),
+            Self::ForcePromoteLabelValue { path, .. }
+            | Self::ForcePromoteLabelDenied { path, .. } => {
+                Some(format!("{path}[\"{FORCE_PROMOTE_LABEL}\"]"))
+            }
+            Self::DeleteUndrainedDenied { path, .. } => {
+                Some(format!("{path}[\"{MARKED_FOR_DELETION}\"]"))
+            }
+            Self::BookkeepingChanged { path, key, .. } => Some(format!("{path}[\"{key}\"]")),
             other => match other.rule() {
                 2..=4 => Some(TIMEOUT_FIELD.to_owned()),
                 5 | 6 => Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]")),

@@ -37,6 +37,7 @@ pub(super) fn run_mutate(case: &MutateCase) -> Decision {
     let object = parse(&case.object);
     let user = alice();
     let write = RolloutWrite {
+        kind: crate::kinds::Kind::PipelineRollout,
         operation: case.op,
         namespace: case.ns,
         user: &user,

@@ -127,6 +127,7 @@ pub(super) fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Deci
     let old = old.map(parse);
     let user = argocd_server();
     let write = RolloutWrite {
+        kind: crate::kinds::Kind::PipelineRollout,
         operation: if old.is_some() {
             Operation::Update
         } else {

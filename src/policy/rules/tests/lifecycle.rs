@@ -32,6 +32,7 @@ fn validated(
     let object = parse(new);
     let old = old.map(parse);
     let write = RolloutWrite {
+        kind: crate::kinds::Kind::PipelineRollout,
         operation: if old.is_some() {
             Operation::Update
         } else {
@@ -449,6 +450,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     let stored = parse(&old);
     let user = alice();
     let write = RolloutWrite {
+        kind: crate::kinds::Kind::PipelineRollout,
         operation: Operation::Update,
         namespace: "default",
         user: &user,
@@ -458,7 +460,10 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     };
     let validation = validate(&p, write);
     assert_eq!(validation.settled_permission(), Some(Permission::NotAsked));
-    let d = validation.finish(&Permission::NotAsked);
+    let d = validation.finish(&crate::policy::rules::Permissions {
+        force: Permission::NotAsked,
+        undrained: Permission::NotNeeded,
+    });
     let message = d.denial_message().unwrap_or_default();
     assert!(message.contains("the pipeline is not pausing"), "{message}");
     assert!(!message.contains("ask a platform admin"), "{message}");

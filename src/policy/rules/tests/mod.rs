@@ -8,12 +8,14 @@ mod fixtures;
 mod runner;
 mod validate_case;
 
+mod bookkeeping_and_templates;
 mod defaulting;
 mod force;
 mod force_promote;
 mod force_promote_reset;
 mod lifecycle;
 mod messages;
+mod numaplane_keys;
 mod ratcheting;
 mod timeouts;
 mod warnings;

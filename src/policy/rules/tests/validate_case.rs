@@ -6,7 +6,8 @@ use test_builders::PipelineRolloutDoc;
 
 use super::fixtures::{NOW, alice, built_in, parse};
 use super::runner::{Mismatches, Named};
-use crate::policy::rules::{Decision, Operation, RolloutWrite, Violation, validate};
+use crate::kinds::Kind;
+use crate::policy::rules::{Decision, EventReason, Operation, RolloutWrite, Violation, validate};
 use crate::policy::{Policy, UserInfo};
 
 /// The kinds of violation, so that a table can name the denials it expects.
@@ -23,6 +24,10 @@ pub(super) enum ViolationKind {
     BadAnnotation,
     Reapply,
     Promote,
+    PromoteLabelValue,
+    PromoteLabel,
+    Undrained,
+    Bookkeeping,
 }
 
 /// The kind of `v`.
@@ -40,6 +45,11 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::AnnotationInvalid { .. } => BadAnnotation,
         Violation::ForceReapplyDenied { .. } => Reapply,
         Violation::ForcePromoteDenied { .. } => Promote,
+        Violation::TemplateMalformed { .. } => BadMetadata,
+        Violation::ForcePromoteLabelValue { .. } => PromoteLabelValue,
+        Violation::ForcePromoteLabelDenied { .. } => PromoteLabel,
+        Violation::DeleteUndrainedDenied { .. } => Undrained,
+        Violation::BookkeepingChanged { .. } => Bookkeeping,
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }
@@ -49,6 +59,7 @@ fn kind_of(v: &Violation) -> ViolationKind {
 pub(super) struct Case {
     pub(super) name: String,
     pub(super) policy: Policy,
+    kind: Kind,
     op: Operation,
     ns: &'static str,
     user: UserInfo,
@@ -65,6 +76,8 @@ pub(super) struct Case {
     msg: Vec<String>,
     /// Substrings the denial message must not contain.
     not_msg: Vec<&'static str>,
+    /// The reasons of the Events expected, in order (`None`: not checked).
+    events: Option<Vec<EventReason>>,
 }
 
 impl Named for Case {
@@ -76,19 +89,37 @@ impl Named for Case {
 /// A CREATE of `object` by alice in `default`, under the built-in policy,
 /// expected to be allowed without warnings.
 pub(super) fn create(name: &str, object: PipelineRolloutDoc) -> Case {
+    create_json(name, Kind::PipelineRollout, object.into_json())
+}
+
+/// A CREATE of the object of `kind` in `object` by alice in `default`,
+/// under the built-in policy, expected to be allowed without warnings.
+pub(super) fn create_json(name: &str, kind: Kind, object: Value) -> Case {
     Case {
         name: name.to_owned(),
         policy: built_in(),
+        kind,
         op: Operation::Create,
         ns: "default",
         user: alice(),
-        object: object.into_json(),
+        object,
         old: None,
         deny: Vec::new(),
         warn: Vec::new(),
         audit: Vec::new(),
         msg: Vec::new(),
         not_msg: Vec::new(),
+        events: None,
+    }
+}
+
+/// An UPDATE from `old` to `new` of an object of `kind`, otherwise like
+/// [`create_json`].
+pub(super) fn update_json(name: &str, kind: Kind, old: Value, new: Value) -> Case {
+    Case {
+        op: Operation::Update,
+        old: Some(old),
+        ..create_json(name, kind, new)
     }
 }
 
@@ -142,6 +173,11 @@ impl Case {
         self.user = user;
         self
     }
+    /// Expects Events with these reasons, in order.
+    pub(super) fn events(mut self, reasons: &[EventReason]) -> Self {
+        self.events = Some(reasons.to_vec());
+        self
+    }
 }
 
 /// Runs `/validate` on a case, asking for permission the way the admission
@@ -150,6 +186,7 @@ pub(super) fn run(case: &Case) -> Decision {
     let object = parse(&case.object);
     let old = case.old.as_ref().map(parse);
     let write = RolloutWrite {
+        kind: case.kind,
         operation: case.op,
         namespace: case.ns,
         user: &case.user,
@@ -228,6 +265,12 @@ pub(super) fn check(case: &Case, m: &mut Mismatches) -> Decision {
     for part in &case.not_msg {
         m.check(!message.contains(part), || {
             format!("message has {part:?}: {message}")
+        });
+    }
+    if let Some(want) = &case.events {
+        let got: Vec<EventReason> = d.events.iter().map(|e| e.reason).collect();
+        m.check(&got == want, || {
+            format!("events: got {got:?}, want {want:?}: {:#?}", d.events)
         });
     }
     m.check(d.patch.is_empty(), || "/validate must not patch".to_owned());

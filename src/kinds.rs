@@ -1,0 +1,207 @@
+//! Every kind the webhook guards, and the Numaplane keys it judges on them:
+//! group, version, resource and kind of each, where a rollout keeps the
+//! metadata it copies onto its children, and which labels and annotations
+//! are switches or bookkeeping. These facts are written here and nowhere
+//! else (Numaplane 75c9dd5, `internal/common/common.go`).
+
+/// Numaplane's API group (the rollouts).
+pub const NUMAPLANE_GROUP: &str = "numaplane.numaproj.io";
+/// Numaflow's API group (the children).
+pub const NUMAFLOW_GROUP: &str = "numaflow.numaproj.io";
+/// The version of every guarded kind (each CRD's only one).
+pub const VERSION: &str = "v1alpha1";
+
+/// A kind the webhook judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `numaplane.numaproj.io` PipelineRollout.
+    PipelineRollout,
+    /// `numaplane.numaproj.io` MonoVertexRollout.
+    MonoVertexRollout,
+    /// `numaplane.numaproj.io` ISBServiceRollout.
+    IsbServiceRollout,
+    /// `numaflow.numaproj.io` Pipeline, a PipelineRollout's child.
+    Pipeline,
+    /// `numaflow.numaproj.io` MonoVertex, a MonoVertexRollout's child.
+    MonoVertex,
+    /// `numaflow.numaproj.io` InterStepBufferService, an ISBServiceRollout's child.
+    InterStepBufferService,
+}
+
+impl Kind {
+    /// Every guarded kind.
+    pub const ALL: [Kind; 6] = [
+        Kind::PipelineRollout,
+        Kind::MonoVertexRollout,
+        Kind::IsbServiceRollout,
+        Kind::Pipeline,
+        Kind::MonoVertex,
+        Kind::InterStepBufferService,
+    ];
+
+    /// The API group.
+    pub const fn group(self) -> &'static str {
+        match self {
+            Self::PipelineRollout | Self::MonoVertexRollout | Self::IsbServiceRollout => {
+                NUMAPLANE_GROUP
+            }
+            Self::Pipeline | Self::MonoVertex | Self::InterStepBufferService => NUMAFLOW_GROUP,
+        }
+    }
+
+    /// The resource name (plural, lowercase).
+    pub const fn resource(self) -> &'static str {
+        match self {
+            Self::PipelineRollout => "pipelinerollouts",
+            Self::MonoVertexRollout => "monovertexrollouts",
+            Self::IsbServiceRollout => "isbservicerollouts",
+            Self::Pipeline => "pipelines",
+            Self::MonoVertex => "monovertices",
+            Self::InterStepBufferService => "interstepbufferservices",
+        }
+    }
+
+    /// The kind as objects name it.
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Self::PipelineRollout => "PipelineRollout",
+            Self::MonoVertexRollout => "MonoVertexRollout",
+            Self::IsbServiceRollout => "ISBServiceRollout",
+            Self::Pipeline => "Pipeline",
+            Self::MonoVertex => "MonoVertex",
+            Self::InterStepBufferService => "InterStepBufferService",
+        }
+    }
+
+    /// The kind a request's `resource` names, if the webhook guards it.
+    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.group() == group && k.resource() == resource)
+    }
+
+    /// The kind an object's `apiVersion` group and `kind` name, if guarded.
+    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.group() == group && k.kind() == kind)
+    }
+
+    /// Whether Numaplane makes objects of this kind (a child), rather than
+    /// people and Argo CD (a rollout).
+    pub const fn is_child(self) -> bool {
+        matches!(
+            self,
+            Self::Pipeline | Self::MonoVertex | Self::InterStepBufferService
+        )
+    }
+
+    /// For a rollout: the key under `spec` whose `metadata` Numaplane copies
+    /// onto every child it makes (`spec.pipeline.metadata`, ...).
+    pub const fn template(self) -> Option<&'static str> {
+        match self {
+            Self::PipelineRollout => Some("pipeline"),
+            Self::MonoVertexRollout => Some("monoVertex"),
+            Self::IsbServiceRollout => Some("interStepBufferService"),
+            _ => None,
+        }
+    }
+
+    /// The rollout kind that makes children of this kind, for a child; the
+    /// kind itself for a rollout.
+    pub const fn rollout(self) -> Self {
+        match self {
+            Self::Pipeline => Self::PipelineRollout,
+            Self::MonoVertex => Self::MonoVertexRollout,
+            Self::InterStepBufferService => Self::IsbServiceRollout,
+            other => other,
+        }
+    }
+
+    /// Whether Numaplane acts on `marked-for-deletion` for this kind (it
+    /// deletes recyclable Pipelines only; through the parent, the
+    /// PipelineRollout's template).
+    pub const fn honours_marked_for_deletion(self) -> bool {
+        matches!(self, Self::Pipeline | Self::PipelineRollout)
+    }
+}
+
+/// The label that force-promotes an upgrading child: Numaplane checks only
+/// that it is present (`progressive.go`), so any value acts.
+pub const FORCE_PROMOTE_LABEL: &str = "numaplane.numaproj.io/force-promote";
+/// The annotation that makes Numaplane delete a recyclable Pipeline at
+/// once, without draining, when it is exactly `"true"`.
+pub const MARKED_FOR_DELETION: &str = "numaplane.numaproj.io/marked-for-deletion";
+/// The label Numaplane keeps a child's upgrade state in.
+pub const UPGRADE_STATE: &str = "numaplane.numaproj.io/upgrade-state";
+/// The label naming the rollout a child belongs to.
+pub const PARENT_ROLLOUT: &str = "numaplane.numaproj.io/parent-rollout-name";
+
+/// The upgrade states in which a force-promote can act.
+pub const PROMOTABLE_STATES: [&str; 2] = ["in-progress", "trial"];
+/// The upgrade states in which marked-for-deletion can act.
+pub const RECYCLABLE_STATES: [&str; 2] = ["recyclable", "recyclable-expired"];
+
+/// The labels Numaplane keeps its bookkeeping in on a child: only its
+/// controller may change them (a user who relabels a promoted Pipeline
+/// `recyclable` could then delete it undrained).
+pub const BOOKKEEPING_LABELS: [&str; 6] = [
+    UPGRADE_STATE,
+    "numaplane.numaproj.io/upgrade-state-reason",
+    "numaplane.numaproj.io/progressive-result-state",
+    PARENT_ROLLOUT,
+    "numaplane.numaproj.io/isbsvc-name",
+    "numaplane.numaproj.io/isbsvc-child-name",
+];
+
+/// The annotations Numaplane keeps its bookkeeping in on a child (removing
+/// `requires-drain` makes a recyclable Pipeline deleted undrained; moving
+/// `recyclable-start-time` back makes it expire).
+pub const BOOKKEEPING_ANNOTATIONS: [&str; 5] = [
+    "numaplane.numaproj.io/requires-drain",
+    "numaplane.numaproj.io/force-drain-specs-started",
+    "numaplane.numaproj.io/force-drain-specs-completed",
+    "numaplane.numaproj.io/drain-failure-start-time",
+    "numaplane.numaproj.io/recyclable-start-time",
+];
+
+/// Whether the lenient views keep `key` of a label or annotation map:
+/// the switches, the bookkeeping, and the two PipelineRollout annotations.
+pub fn watched(key: &str) -> bool {
+    key.starts_with("numaplane.numaproj.io/") || key.starts_with("pipelinerollout-webhook.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_found_by_its_resource_and_its_kind() {
+        for kind in Kind::ALL {
+            assert_eq!(
+                Kind::from_resource(kind.group(), kind.resource()),
+                Some(kind)
+            );
+            assert_eq!(Kind::from_kind(kind.group(), kind.kind()), Some(kind));
+            assert!(kind.rollout().template().is_some(), "{kind:?}");
+            assert_eq!(kind.is_child(), kind.template().is_none(), "{kind:?}");
+        }
+        assert_eq!(
+            Kind::from_resource(NUMAFLOW_GROUP, "pipelinerollouts"),
+            None
+        );
+        assert_eq!(
+            Kind::from_resource(NUMAPLANE_GROUP, "numaflowcontrollerrollouts"),
+            None
+        );
+    }
+
+    #[test]
+    fn every_key_judged_is_watched() {
+        for key in BOOKKEEPING_LABELS.iter().chain(&BOOKKEEPING_ANNOTATIONS) {
+            assert!(watched(key), "{key}");
+        }
+        assert!(watched(FORCE_PROMOTE_LABEL) && watched(MARKED_FOR_DELETION));
+        assert!(!watched("app.kubernetes.io/name"));
+    }
+}

@@ -1,0 +1,328 @@
+//! The CEL `matchConditions` of the webhook rules for the children and for
+//! MonoVertexRollouts and ISBServiceRollouts, generated from the keys in
+//! [`crate::kinds`]: the API server sends a write of one of these only when
+//! it sets, changes or removes one of the keys rules 13 to 15 judge (or,
+//! for a rollout, turns on `spec.strategy.progressive.forcePromote`). The
+//! Numaplane controller writes children constantly; its ordinary writes
+//! never reach the webhook. `tests/manifests.rs` checks that
+//! `manifests/base/webhooks.yaml` holds exactly these expressions.
+
+use crate::kinds::{
+    BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
+};
+
+/// The kinds whose webhook rule carries a generated matchCondition (a
+/// PipelineRollout goes to the webhook on every write: its drain timeout
+/// is judged and defaulted).
+pub const FILTERED: [Kind; 5] = [
+    Kind::Pipeline,
+    Kind::MonoVertex,
+    Kind::InterStepBufferService,
+    Kind::MonoVertexRollout,
+    Kind::IsbServiceRollout,
+];
+
+/// The labels whose change sends a write to the webhook.
+fn label_keys() -> Vec<&'static str> {
+    std::iter::once(FORCE_PROMOTE_LABEL)
+        .chain(BOOKKEEPING_LABELS)
+        .collect()
+}
+
+/// The annotations whose change sends a write to the webhook.
+fn annotation_keys() -> Vec<&'static str> {
+    std::iter::once(MARKED_FOR_DELETION)
+        .chain(BOOKKEEPING_ANNOTATIONS)
+        .collect()
+}
+
+/// `has(o.a) && has(o.a.b) && ...` for every step of `path` below `root`
+/// (`metadata` is on every object, so it needs no guard).
+fn guard(root: &str, path: &[&str]) -> String {
+    let first = usize::from(path.first() == Some(&"metadata")) + 1;
+    (first..=path.len())
+        .map(|n| format!("has({root}.{})", path[..n].join(".")))
+        .collect::<Vec<_>>()
+        .join(" && ")
+}
+
+/// A CEL list of string literals.
+fn list(keys: &[&str]) -> String {
+    let quoted: Vec<String> = keys.iter().map(|k| format!("'{k}'")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// Whether key `k` is in the map at `path` of `root`.
+fn present(root: &str, path: &[&str]) -> String {
+    format!("({} && k in {root}.{})", guard(root, path), path.join("."))
+}
+
+/// Key `k` in the map at `path` of `root` as one string: `'='` and its
+/// value when present, `''` when absent (so that a value of `''` differs
+/// from none).
+fn value(root: &str, path: &[&str]) -> String {
+    let map = format!("{root}.{}", path.join("."));
+    format!(
+        "({} && k in {map} ? '=' + {map}[k] : '')",
+        guard(root, path)
+    )
+}
+
+/// Whether a CREATE carries one of `keys` in the map at `path`.
+fn created(path: &[&str], keys: &[&str]) -> String {
+    format!("{}.exists(k, {})", list(keys), present("object", path))
+}
+
+/// Whether an UPDATE sets, changes or removes one of `keys` in the map at `path`.
+fn changed(path: &[&str], keys: &[&str]) -> String {
+    format!(
+        "{}.exists(k, {} != {})",
+        list(keys),
+        value("object", path),
+        value("oldObject", path)
+    )
+}
+
+/// Whether `forcePromote` is `true` in `root`.
+fn force_promote_on(root: &str) -> String {
+    let path = ["spec", "strategy", "progressive", "forcePromote"];
+    format!(
+        "({} && {root}.{} == true)",
+        guard(root, &path),
+        path.join(".")
+    )
+}
+
+/// The matchCondition expression for writes of `kind`: true when the
+/// write touches what the rules judge. `None` for a PipelineRollout.
+pub fn expression(kind: Kind) -> Option<String> {
+    let (labels, annotations): (Vec<&str>, Vec<&str>) = if kind.is_child() {
+        (vec!["metadata", "labels"], vec!["metadata", "annotations"])
+    } else {
+        let template = kind.template()?;
+        if kind == Kind::PipelineRollout {
+            return None;
+        }
+        (
+            vec!["spec", template, "metadata", "labels"],
+            vec!["spec", template, "metadata", "annotations"],
+        )
+    };
+    let (label_keys, annotation_keys) = (label_keys(), annotation_keys());
+    let mut on_create = vec![
+        created(&labels, &label_keys),
+        created(&annotations, &annotation_keys),
+    ];
+    let mut on_update = vec![
+        changed(&labels, &label_keys),
+        changed(&annotations, &annotation_keys),
+    ];
+    if !kind.is_child() {
+        on_create.push(force_promote_on("object"));
+        on_update.push(format!(
+            "({} && !{})",
+            force_promote_on("object"),
+            force_promote_on("oldObject")
+        ));
+    }
+    Some(format!(
+        "request.operation == 'CREATE' ? ({}) : ({})",
+        on_create.join(" || "),
+        on_update.join(" || ")
+    ))
+}
+
+/// The name of the matchCondition on the rule for `kind` (the children
+/// share one webhook and one expression).
+pub fn name(kind: Kind) -> String {
+    if kind.is_child() {
+        "children-force-keys".to_owned()
+    } else {
+        format!("{}-force-keys", kind.resource())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_judged_key_is_in_the_expressions() {
+        for kind in FILTERED {
+            let text = expression(kind).expect("an expression");
+            for key in label_keys().iter().chain(&annotation_keys()) {
+                assert!(text.contains(&format!("'{key}'")), "{kind:?}: {key}");
+            }
+            assert_eq!(text.contains("forcePromote"), !kind.is_child(), "{kind:?}");
+        }
+        assert_eq!(expression(Kind::PipelineRollout), None);
+    }
+
+    #[test]
+    fn a_rollouts_expression_reads_its_own_template() {
+        let text = expression(Kind::MonoVertexRollout).expect("an expression");
+        assert!(
+            text.contains("has(object.spec.monoVertex.metadata.labels)"),
+            "{text}"
+        );
+        assert!(!text.contains("interStepBufferService"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod evaluated {
+    //! The expressions evaluated by a CEL interpreter on the shapes the API
+    //! server sends (the real API server runs them in
+    //! `tests/apiserver_children.rs`).
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn matches(kind: Kind, operation: &str, object: Value, old: Value) -> bool {
+        let text = expression(kind).expect("an expression");
+        let program = cel::Program::compile(&text).expect("compiles");
+        let mut context = cel::Context::default();
+        let value = |v: Value| cel::to_value(v).expect("a CEL value");
+        context.add_variable_from_value("object", value(object));
+        context.add_variable_from_value("oldObject", value(old));
+        context.add_variable_from_value("request", value(json!({"operation": operation})));
+        match program.execute(&context).expect("evaluates") {
+            cel::Value::Bool(b) => b,
+            other => panic!("not a bool: {other:?}"),
+        }
+    }
+
+    fn child(labels: Value, annotations: Value) -> Value {
+        json!({"metadata": {"name": "p", "labels": labels, "annotations": annotations}, "spec": {}})
+    }
+
+    #[test]
+    fn a_child_write_is_sent_only_when_a_judged_key_changes() {
+        let state = json!({UPGRADE: "promoted"});
+        let base = child(state.clone(), json!({}));
+        let cases = [
+            (
+                "an ordinary label",
+                child(json!({UPGRADE: "promoted", "app": "x"}), json!({})),
+                false,
+            ),
+            (
+                "the spec",
+                {
+                    let mut o = base.clone();
+                    o["spec"] = json!({"lifecycle": {"desiredPhase": "Paused"}});
+                    o
+                },
+                false,
+            ),
+            (
+                "force-promote added",
+                child(
+                    json!({UPGRADE: "promoted", FORCE_PROMOTE_LABEL: "true"}),
+                    json!({}),
+                ),
+                true,
+            ),
+            (
+                "force-promote added empty",
+                child(
+                    json!({UPGRADE: "promoted", FORCE_PROMOTE_LABEL: ""}),
+                    json!({}),
+                ),
+                true,
+            ),
+            (
+                "upgrade-state changed",
+                child(json!({UPGRADE: "recyclable"}), json!({})),
+                true,
+            ),
+            ("upgrade-state removed", child(json!({}), json!({})), true),
+            (
+                "marked-for-deletion",
+                child(state.clone(), json!({MARKED_FOR_DELETION: "true"})),
+                true,
+            ),
+            (
+                "no labels at all",
+                json!({"metadata": {"name": "p"}, "spec": {}}),
+                true,
+            ),
+        ];
+        for (name, object, want) in cases {
+            assert_eq!(
+                matches(Kind::Pipeline, "UPDATE", object, base.clone()),
+                want,
+                "{name}"
+            );
+        }
+        assert!(!matches(
+            Kind::Pipeline,
+            "CREATE",
+            child(json!({"app": "x"}), json!({})),
+            Value::Null
+        ));
+        assert!(matches(
+            Kind::MonoVertex,
+            "CREATE",
+            child(state, json!({})),
+            Value::Null
+        ));
+        let bare = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert!(!matches(Kind::Pipeline, "UPDATE", bare.clone(), bare));
+    }
+
+    #[test]
+    fn a_rollout_write_is_sent_for_its_template_and_force_promote() {
+        let rollout = |labels: Value, force: bool| {
+            json!({"metadata": {"name": "r"}, "spec": {
+                "strategy": {"progressive": {"forcePromote": force}},
+                "interStepBufferService": {"metadata": {"labels": labels}, "spec": {}}}})
+        };
+        let kind = Kind::IsbServiceRollout;
+        let base = rollout(json!({}), false);
+        assert!(!matches(
+            kind,
+            "UPDATE",
+            rollout(json!({"app": "x"}), false),
+            base.clone()
+        ));
+        assert!(matches(
+            kind,
+            "UPDATE",
+            rollout(json!({FORCE_PROMOTE_LABEL: "true"}), false),
+            base.clone()
+        ));
+        assert!(matches(
+            kind,
+            "UPDATE",
+            rollout(json!({}), true),
+            base.clone()
+        ));
+        assert!(!matches(
+            kind,
+            "UPDATE",
+            rollout(json!({}), true),
+            rollout(json!({}), true)
+        ));
+        assert!(!matches(
+            kind,
+            "UPDATE",
+            rollout(json!({}), false),
+            rollout(json!({}), true)
+        ));
+        assert!(matches(
+            kind,
+            "CREATE",
+            rollout(json!({}), true),
+            Value::Null
+        ));
+        assert!(!matches(
+            kind,
+            "CREATE",
+            json!({"metadata": {"name": "r"}, "spec": {}}),
+            Value::Null
+        ));
+    }
+
+    const UPGRADE: &str = crate::kinds::UPGRADE_STATE;
+}
