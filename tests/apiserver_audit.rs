@@ -275,7 +275,7 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         metric(
             &text,
             &format!(
-                "pipelinerollout_webhook_audit_violations{{namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
+                "pipelinerollout_webhook_audit_violations{{rollout_namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
             )
         ),
         Some(1.0),
@@ -357,7 +357,7 @@ fn without_the_policy_report_crd_the_audit_runs_with_reports_off() {
         metric(
             &text,
             &format!(
-                "pipelinerollout_webhook_audit_violations{{namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
+                "pipelinerollout_webhook_audit_violations{{rollout_namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
             )
         ),
         Some(1.0),

@@ -232,7 +232,7 @@ impl AuditHost for Shared {
                 metrics.set_violations(counts.iter().map(|((namespace, rule, result), n)| {
                     (
                         ViolationLabels {
-                            namespace: namespace.clone(),
+                            rollout_namespace: namespace.clone(),
                             rule: (*rule).to_owned(),
                             result: (*result).to_owned(),
                         },

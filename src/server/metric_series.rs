@@ -25,7 +25,7 @@ const EVENT_RESULTS: [&str; 5] = ["sent", "failed", "dropped", "unverified", "un
 
 /// Creates the known series of `metrics`' counter families at zero.
 pub fn start_at_zero(metrics: &Metrics) {
-    for gate in [Gate::ForceReapply, Gate::ForcePromote] {
+    for gate in [Gate::ForceReapply, Gate::ForcePromote, Gate::DeleteUndrained] {
         for result in [
             GateResult::Allowed,
             GateResult::Denied,
@@ -41,7 +41,7 @@ pub fn start_at_zero(metrics: &Metrics) {
         }
     }
     // Rule 0 (not judged) and the rules that deny (docs/rules.md).
-    for rule in [0, 2, 3, 4, 5, 6, 7] {
+    for rule in [0, 2, 3, 4, 5, 6, 7, 13, 14, 15] {
         metrics
             .denials
             .get_or_create(&RuleLabels { rule })
@@ -87,6 +87,13 @@ pub fn start_at_zero(metrics: &Metrics) {
             .get_or_create(&ReasonLabels { reason })
             .inc_by(0);
     }
+    for result in ["written", "deleted", "failed"] {
+        metrics
+            .audit
+            .report_writes
+            .get_or_create(&ResultLabels { result })
+            .inc_by(0);
+    }
     for lane in ["small", "large"] {
         metrics
             .budget
@@ -110,6 +117,9 @@ mod tests {
             "pipelinerollout_webhook_events_total{reason=\"ForceReapplyAllowed\",result=\"dropped\"} 0",
             "pipelinerollout_webhook_limit_refusals_total{reason=\"body_budget\"} 0",
             "pipelinerollout_webhook_force_resets_total{by=\"sweeper\"} 0",
+            "pipelinerollout_webhook_force_decisions_total{gate=\"delete-undrained\",result=\"allowed\"} 0",
+            "pipelinerollout_webhook_denials_total{rule=\"14\"} 0",
+            "pipelinerollout_webhook_audit_report_writes_total{result=\"failed\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?}:\n{text}");
         }

@@ -12,7 +12,12 @@ use crate::admission::{AdmissionRequest, Outcome};
 use crate::events::EventCounts;
 use crate::server::recent_forces::RecentForces;
 
+pub use crate::server::audit_metrics::{AuditMetrics, ViolationLabels};
 pub use crate::server::budget_metrics::{BudgetMetrics, LaneLabels, ReasonLabels};
+pub use crate::server::cert_metrics::{
+    CertMetrics, ConfigurationLabels, IssueLabels, OperationLabels, StepLabels,
+};
+pub use crate::server::leader_metrics::{LeaderMetrics, TransitionLabels};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -362,235 +367,6 @@ impl Metrics {
     }
 }
 
-// Leader election (`background::leader`).
-
-/// Labels of a change of who runs the background controllers.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TransitionLabels {
-    /// acquired, lost or released.
-    pub transition: &'static str,
-}
-
-/// The metrics of leader election.
-#[derive(Debug, Clone)]
-pub struct LeaderMetrics {
-    /// 1 while this replica runs the background controllers.
-    pub leader: Gauge,
-    /// Changes, by transition.
-    pub transitions: Family<TransitionLabels, Counter>,
-    /// Failed calls about the Lease.
-    pub lease_errors: Counter,
-}
-
-impl LeaderMetrics {
-    fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            leader: Gauge::default(),
-            transitions: Family::default(),
-            lease_errors: Counter::default(),
-        };
-        registry.register(
-            "leader",
-            "1 while this replica runs the background controllers (the stale-force sweeper): as the holder of the Lease, or always with --leader-elect=false; else 0",
-            metrics.leader.clone(),
-        );
-        registry.register(
-            "leader_transitions",
-            "Times this replica started (acquired) or stopped (lost: the Lease went elsewhere or was not renewed in time; released: on shutdown) the background controllers",
-            metrics.transitions.clone(),
-        );
-        registry.register(
-            "leader_lease_errors",
-            "Failed calls about the Lease (read, create, renew, release), each retried after --leader-elect-retry-period",
-            metrics.lease_errors.clone(),
-        );
-        metrics
-    }
-}
-
-// ---- Certificates managed by the webhook (`serve --manage-certs`) ----
-
-/// Labels of an issued certificate.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct IssueLabels {
-    /// ca or serving.
-    pub kind: &'static str,
-    /// initial, rotation, names, invalid or ca-switch.
-    pub reason: &'static str,
-}
-
-/// Labels of a CA rotation step.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StepLabels {
-    /// started, switched or completed.
-    pub step: &'static str,
-}
-
-/// Labels of a caBundle write.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ConfigurationLabels {
-    /// validating or mutating.
-    pub configuration: &'static str,
-}
-
-/// Labels of a failed certificate operation.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperationLabels {
-    /// secret, bundle, watch or issue.
-    pub operation: &'static str,
-}
-
-/// The metrics of the certificate controller and of the trust check.
-#[derive(Debug, Clone)]
-pub struct CertMetrics {
-    /// Certificates issued, by kind and reason.
-    pub issued: Family<IssueLabels, Counter>,
-    /// CA rotation steps.
-    pub ca_rotations: Family<StepLabels, Counter>,
-    /// caBundle writes, by configuration.
-    pub bundle_updates: Family<ConfigurationLabels, Counter>,
-    /// Failed operations (retried), by operation.
-    pub errors: Family<OperationLabels, Counter>,
-    /// 1 when the caBundle trusts the served certificate.
-    pub trusted: Gauge,
-}
-
-impl CertMetrics {
-    fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            issued: Family::default(),
-            ca_rotations: Family::default(),
-            bundle_updates: Family::default(),
-            errors: Family::default(),
-            trusted: Gauge::default(),
-        };
-        registry.register(
-            "certs_issued",
-            "Certificates the webhook issued into its Secret (--manage-certs), by kind (ca, serving) and reason (initial, rotation, names, invalid, ca-switch)",
-            metrics.issued.clone(),
-        );
-        registry.register(
-            "certs_ca_rotations",
-            "CA rotation steps (started: new CA in the caBundle; switched: serving certificate from the new CA; completed: old CA out of the caBundle)",
-            metrics.ca_rotations.clone(),
-        );
-        registry.register(
-            "certs_ca_bundle_updates",
-            "caBundle writes into the webhook configurations, by configuration (validating, mutating)",
-            metrics.bundle_updates.clone(),
-        );
-        registry.register(
-            "certs_errors",
-            "Failed certificate operations, retried with backoff, by operation (secret, bundle, watch, issue)",
-            metrics.errors.clone(),
-        );
-        registry.register(
-            "certs_trusted",
-            "1 when the webhook configurations' caBundle trusts the certificate this replica serves (--manage-certs; /readyz waits for it)",
-            metrics.trusted.clone(),
-        );
-        metrics
-    }
-}
-
-// ---- end of the certificate metrics ----
-
-// The audit of stored rollouts into PolicyReports.
-
-/// Labels of the audit's violations gauge.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ViolationLabels {
-    /// The namespace.
-    pub namespace: String,
-    /// The rule's name, as in the PolicyReports.
-    pub rule: String,
-    /// fail, warn or error.
-    pub result: String,
-}
-
-/// The metrics of the audit (`background::audit`).
-#[derive(Debug, Clone)]
-pub struct AuditMetrics {
-    /// Results that are not a pass, by namespace, rule and result.
-    pub violations: Family<ViolationLabels, Gauge>,
-    /// The label sets set last, so that those gone are removed.
-    violation_labels: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<ViolationLabels>>>,
-    /// When the last full audit ended, as a Unix timestamp.
-    pub last_audit: Gauge,
-    /// How long the last full audit took, in seconds.
-    pub last_audit_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
-    /// Objects judged by the last full audit.
-    pub audited_objects: Gauge,
-    /// PolicyReport writes, by result (written, deleted, failed).
-    pub report_writes: Family<ResultLabels, Counter>,
-    /// Times the audit's watch failed and was restarted.
-    pub watch_restarts: Counter,
-}
-
-impl AuditMetrics {
-    fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            violations: Family::default(),
-            violation_labels: std::sync::Arc::default(),
-            last_audit: Gauge::default(),
-            last_audit_duration: Gauge::default(),
-            audited_objects: Gauge::default(),
-            report_writes: Family::default(),
-            watch_restarts: Counter::default(),
-        };
-        registry.register(
-            "audit_violations",
-            "Stored objects whose audit result is not a pass, by namespace, rule and result (fail, warn, error)",
-            metrics.violations.clone(),
-        );
-        registry.register_with_unit(
-            "audit_last_completed_timestamp",
-            "When the last full audit of the stored objects ended, as a Unix timestamp",
-            Unit::Seconds,
-            metrics.last_audit.clone(),
-        );
-        registry.register_with_unit(
-            "audit_last_duration",
-            "How long the last full audit took to judge every stored object",
-            Unit::Seconds,
-            metrics.last_audit_duration.clone(),
-        );
-        registry.register(
-            "audit_objects",
-            "Stored objects judged by the last full audit",
-            metrics.audited_objects.clone(),
-        );
-        registry.register(
-            "audit_report_writes",
-            "PolicyReport writes by the audit, by result (written, deleted, failed: retried with backoff)",
-            metrics.report_writes.clone(),
-        );
-        registry.register(
-            "audit_watch_restarts",
-            "Times the audit's watch failed and was restarted with backoff",
-            metrics.watch_restarts.clone(),
-        );
-        metrics
-    }
-
-    /// Puts `counts` in force, removing the label sets no longer there.
-    pub fn set_violations(&self, counts: impl IntoIterator<Item = (ViolationLabels, i64)>) {
-        let mut previous = match self.violation_labels.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let mut now = std::collections::HashSet::new();
-        for (labels, count) in counts {
-            self.violations.get_or_create(&labels).set(count);
-            now.insert(labels);
-        }
-        for gone in previous.iter().filter(|l| !now.contains(l)) {
-            self.violations.remove(gone);
-        }
-        *previous = now;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,7 +385,7 @@ mod tests {
     fn audit_violations_that_are_gone_leave_the_gauge() {
         let metrics = Metrics::new();
         let labels = |ns: &str| ViolationLabels {
-            namespace: ns.to_owned(),
+            rollout_namespace: ns.to_owned(),
             rule: "drain-timeout-range".to_owned(),
             result: "fail".to_owned(),
         };
@@ -619,7 +395,7 @@ mod tests {
         metrics.audit.set_violations([(labels("b"), 3)]);
         let text = metrics.encode();
         assert!(
-            text.contains("pipelinerollout_webhook_audit_violations{namespace=\"b\",rule=\"drain-timeout-range\",result=\"fail\"} 3"),
+            text.contains("pipelinerollout_webhook_audit_violations{rollout_namespace=\"b\",rule=\"drain-timeout-range\",result=\"fail\"} 3"),
             "{text}"
         );
         assert!(!text.contains("namespace=\"a\""), "{text}");

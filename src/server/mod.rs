@@ -3,11 +3,14 @@
 //! shutdown.
 
 pub mod admin;
+pub mod audit_metrics;
 pub mod budget;
 pub mod budget_metrics;
+pub mod cert_metrics;
 pub mod conn;
 pub mod deadline;
 pub mod health;
+pub mod leader_metrics;
 pub mod metric_series;
 pub mod metrics;
 pub mod plain_text;

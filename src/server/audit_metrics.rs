@@ -1,0 +1,106 @@
+//! The metrics of the audit of stored rollouts (`background::audit`),
+//! registered by [`Metrics`](super::metrics::Metrics).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::metrics::ResultLabels;
+
+/// Labels of the audit's violations gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ViolationLabels {
+    /// The rollout's namespace (not `namespace`, which Prometheus gives the
+    /// scraped pod's).
+    pub rollout_namespace: String,
+    /// The rule's name, as in the PolicyReports.
+    pub rule: String,
+    /// fail, warn or error.
+    pub result: String,
+}
+
+/// The metrics of the audit (`background::audit`).
+#[derive(Debug, Clone)]
+pub struct AuditMetrics {
+    /// Results that are not a pass, by namespace, rule and result.
+    pub violations: Family<ViolationLabels, Gauge>,
+    /// The label sets set last, so that those gone are removed.
+    violation_labels: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<ViolationLabels>>>,
+    /// When the last full audit ended, as a Unix timestamp.
+    pub last_audit: Gauge,
+    /// How long the last full audit took, in seconds.
+    pub last_audit_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Objects judged by the last full audit.
+    pub audited_objects: Gauge,
+    /// PolicyReport writes, by result (written, deleted, failed).
+    pub report_writes: Family<ResultLabels, Counter>,
+    /// Times the audit's watch failed and was restarted.
+    pub watch_restarts: Counter,
+}
+
+impl AuditMetrics {
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            violations: Family::default(),
+            violation_labels: std::sync::Arc::default(),
+            last_audit: Gauge::default(),
+            last_audit_duration: Gauge::default(),
+            audited_objects: Gauge::default(),
+            report_writes: Family::default(),
+            watch_restarts: Counter::default(),
+        };
+        registry.register(
+            "audit_violations",
+            "Stored objects whose audit result is not a pass, by rollout_namespace, rule and result (fail, warn, error)",
+            metrics.violations.clone(),
+        );
+        registry.register_with_unit(
+            "audit_last_completed_timestamp",
+            "When the last full audit of the stored objects ended, as a Unix timestamp",
+            Unit::Seconds,
+            metrics.last_audit.clone(),
+        );
+        registry.register_with_unit(
+            "audit_last_duration",
+            "How long the last full audit took to judge every stored object",
+            Unit::Seconds,
+            metrics.last_audit_duration.clone(),
+        );
+        registry.register(
+            "audit_objects",
+            "Stored objects judged by the last full audit",
+            metrics.audited_objects.clone(),
+        );
+        registry.register(
+            "audit_report_writes",
+            "PolicyReport writes by the audit, by result (written, deleted, failed: retried with backoff)",
+            metrics.report_writes.clone(),
+        );
+        registry.register(
+            "audit_watch_restarts",
+            "Times the audit's watch failed and was restarted with backoff",
+            metrics.watch_restarts.clone(),
+        );
+        metrics
+    }
+
+    /// Puts `counts` in force, removing the label sets no longer there.
+    pub fn set_violations(&self, counts: impl IntoIterator<Item = (ViolationLabels, i64)>) {
+        let mut previous = match self.violation_labels.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut now = std::collections::HashSet::new();
+        for (labels, count) in counts {
+            self.violations.get_or_create(&labels).set(count);
+            now.insert(labels);
+        }
+        for gone in previous.iter().filter(|l| !now.contains(l)) {
+            self.violations.remove(gone);
+        }
+        *previous = now;
+    }
+}
+
