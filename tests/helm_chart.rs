@@ -51,6 +51,35 @@ fn default_values_render_the_cert_manager_overlay() {
     );
 }
 
+#[test]
+fn self_managed_mode_renders_the_self_managed_overlay() {
+    let overlay = "manifests/overlays/self-managed";
+    let k = kustomize(overlay, &[]);
+    let c = template(&["--set", "certificates.mode=selfManaged"]);
+    assert_same(
+        &format!("helm template (certificates.mode=selfManaged) vs kubectl kustomize {overlay}"),
+        &compare(&k, &c, &NOT_IN_CHART),
+    );
+    // The comparison is only as good as what it compares: the mode's own
+    // objects must be there, and no cert-manager object.
+    for wanted in [
+        "Role/pipelinerollout-webhook-certs",
+        "ClusterRole/pipelinerollout-webhook-certs",
+        "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-webhooks",
+    ] {
+        assert!(
+            c.iter().any(|d| helm_support::id(d) == wanted),
+            "certificates.mode=selfManaged does not render {wanted}"
+        );
+    }
+    assert!(
+        !c.iter().any(|d| d["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("cert-manager.io/"))),
+        "certificates.mode=selfManaged renders cert-manager objects"
+    );
+}
+
 /// Each kustomize component and the values that do the same in the chart.
 const EQUIVALENTS: [(&[&str], &[&str]); 5] = [
     (
