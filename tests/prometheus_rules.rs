@@ -37,6 +37,10 @@ fn promtool(test: &str) -> Option<&'static str> {
     None
 }
 
+/// The values that render every alert: the defaults, with the certificate
+/// work's alerts of `certificates.mode=selfManaged`.
+const EVERY_ALERT: [&str; 2] = ["--set", "certificates.mode=selfManaged"];
+
 /// The PrometheusRule of the chart with `args` (monitoring on).
 fn rule(args: &[&str]) -> Value {
     let mut all = vec!["--set", "prometheusRule.enabled=true"];
@@ -90,6 +94,7 @@ fn promtool_checks_the_rendered_rules() {
         vec![],
         vec!["-f", monitoring.as_str()],
         vec!["--set", "sweeper.enabled=false"],
+        EVERY_ALERT.to_vec(),
     ] {
         let spec = serde_json::to_string(&rule(&args)["spec"]).expect("JSON");
         write(dir.path(), "rules.yaml", &spec);
@@ -104,7 +109,7 @@ fn promtool_unit_tests_fire_and_stay_quiet() {
     let Some(promtool) = promtool("promtool_unit_tests_fire_and_stay_quiet") else {
         return;
     };
-    let mut spec = rule(&[])["spec"].clone();
+    let mut spec = rule(&EVERY_ALERT)["spec"].clone();
     // promtool compares an alert's annotations whole, so the unit tests
     // give them only for the alert whose annotations carry its labels
     // (ForceAllowed: who forced which rollout); the others' are checked
@@ -148,7 +153,7 @@ fn every_alert_has_a_test_that_fires_it_and_one_that_keeps_it_quiet() {
             }
         }
     }
-    let all = names(&rule(&[]));
+    let all = names(&rule(&EVERY_ALERT));
     let never_fired: Vec<_> = all.difference(&fired).collect();
     let never_quiet: Vec<_> = all.difference(&quiet).collect();
     assert!(
@@ -182,7 +187,7 @@ fn every_alert_says_what_to_do_and_has_a_runbook_section() {
         .map(|l| anchor(l.trim_start_matches('#')))
         .collect();
     let mut problems = Vec::new();
-    for alert in alerts(&rule(&[])) {
+    for alert in alerts(&rule(&EVERY_ALERT)) {
         let name = alert["alert"].as_str().unwrap_or("?");
         let severity = alert["labels"]["severity"].as_str().unwrap_or_default();
         if !["critical", "warning", "info"].contains(&severity) {
@@ -232,6 +237,33 @@ fn thresholds_are_values() {
         expr(&set, soon)
     );
     assert!(expr(&set, "PipelineRolloutWebhookSlow").contains("> 1.5"));
+    let untrusted = "PipelineRolloutWebhookCertificateUntrusted";
+    let failing = "PipelineRolloutWebhookCertificateWorkFailing";
+    let defaults = names(&rule(&[]));
+    assert!(
+        !defaults.contains(untrusted) && !defaults.contains(failing),
+        "the certificate work's alerts only with certificates.mode selfManaged (without \
+         --manage-certs, certs_trusted is 0 on every replica)"
+    );
+    assert!(names(&rule(&EVERY_ALERT)).contains(untrusted));
+    let certs = [
+        "--set",
+        "certificates.mode=selfManaged,prometheusRule.thresholds.certificateErrors=7",
+    ];
+    assert!(
+        expr(&certs, failing).contains("[15m])) > 7"),
+        "{}",
+        expr(&certs, failing)
+    );
+    let slow = [
+        "--set",
+        "certificates.mode=selfManaged,prometheusRule.thresholds.certificateUntrustedFor=20m",
+    ];
+    let for_of = alerts(&rule(&slow))
+        .into_iter()
+        .find(|a| a["alert"] == untrusted)
+        .map(|a| a["for"].clone());
+    assert_eq!(for_of, Some(Value::from("20m")));
     let without = names(&rule(&["--set", "sweeper.enabled=false"]));
     assert!(
         !without.contains("PipelineRolloutWebhookSweeperFailing"),
