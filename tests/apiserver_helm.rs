@@ -1,6 +1,7 @@
 //! The Helm chart through a real kube-apiserver: `helm install` of the
 //! default values and of other value sets (an existing Secret, monitoring
-//! on, hostNetwork), with every object accepted; the test's webhook
+//! on, hostNetwork, certificates the webhook manages), with every object
+//! accepted; the test's webhook
 //! process reached through the chart's own webhook configurations (their
 //! clientConfig pointed at it by a post-renderer, as envtest does for
 //! kustomize); `helm upgrade` of the policy alone; `helm uninstall`.
