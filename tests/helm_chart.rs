@@ -111,6 +111,38 @@ const EQUIVALENTS: [(&[&str], &[&str]); 5] = [
     ),
 ];
 
+/// The components that go with the self-managed overlay, and the values
+/// that do the same with `certificates.mode=selfManaged`.
+const SELF_MANAGED_EQUIVALENTS: [(&[&str], &[&str]); 1] = [(
+    &[
+        "manifests/components/prometheus-rule",
+        "manifests/components/prometheus-rule-self-managed",
+    ],
+    &[
+        "--set",
+        "certificates.mode=selfManaged,prometheusRule.enabled=true",
+    ],
+)];
+
+#[test]
+fn self_managed_components_have_values_that_render_the_same() {
+    let mut failures = Vec::new();
+    for (components, values) in SELF_MANAGED_EQUIVALENTS {
+        let differences = compare(
+            &kustomize("manifests/overlays/self-managed", components),
+            &template(values),
+            &NOT_IN_CHART,
+        );
+        if !differences.is_empty() {
+            failures.push(format!(
+                "{components:?} on manifests/overlays/self-managed vs helm template {values:?}:\n  {}",
+                differences.join("\n  ")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn every_component_has_values_that_render_the_same() {
     let mut failures = Vec::new();
@@ -269,6 +301,7 @@ fn every_example_policy_passes_check_policy() {
 fn every_kustomize_component_has_chart_values() {
     let covered: Vec<&str> = EQUIVALENTS
         .iter()
+        .chain(SELF_MANAGED_EQUIVALENTS.iter())
         .flat_map(|(c, _)| c.iter().copied())
         .collect();
     let mut missing = Vec::new();
