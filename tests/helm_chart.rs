@@ -202,8 +202,16 @@ fn lint_strict_passes_with_default_and_example_values() {
 
 #[test]
 fn the_schema_refuses_wrong_values_with_helms_message() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--set-string", "replicas=2"], "/replicas"),
+        (
+            &["--set", "certificates.mode=selfSigned"],
+            "/certificates/mode",
+        ),
+        (
+            &["--set", "certificates.selfManaged.certValidity=soon"],
+            "/certificates/selfManaged/certValidity",
+        ),
         (
             &["--set", "webhook.failurePolicy=Sometimes"],
             "/webhook/failurePolicy",
@@ -235,7 +243,14 @@ fn the_schema_refuses_wrong_values_with_helms_message() {
 
 #[test]
 fn impossible_combinations_fail_with_a_message_that_says_what_to_do() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "--set",
+                "certificates.mode=selfManaged,leaderElection.enabled=false",
+            ],
+            "turn leaderElection.enabled on (or run one replica)",
+        ),
         (
             &["--set", "hostNetwork.enabled=true,webhook.port=10250"],
             "10250 is the kubelet's",
@@ -261,6 +276,12 @@ fn impossible_combinations_fail_with_a_message_that_says_what_to_do() {
             "webhook.port and adminPort must differ",
         ),
     ];
+    // One replica without election runs the certificate controller alone.
+    let single = try_template(&[
+        "--set",
+        "certificates.mode=selfManaged,leaderElection.enabled=false,replicas=1",
+    ]);
+    assert!(single.success, "{}", single.stderr);
     for (args, says) in cases {
         let run = try_template(args);
         assert!(!run.success, "helm template {args:?} was accepted");

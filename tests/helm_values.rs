@@ -463,3 +463,36 @@ fn self_managed_certificates_name_the_releases_secret_configurations_and_account
     let binding = object(&docs, "ValidatingAdmissionPolicyBinding", &guard);
     assert_eq!(binding["spec"]["policyName"], guard.as_str());
 }
+
+#[test]
+fn notes_of_a_self_managed_install_say_where_the_certificate_is_and_what_gitops_must_ignore() {
+    let run = helm(&[
+        "install",
+        NAME,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+        "--set",
+        "certificates.mode=selfManaged",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let notes = run
+        .stdout
+        .split("NOTES:")
+        .nth(1)
+        .expect("helm prints the NOTES");
+    for says in [
+        "kubectl -n pipelinerollout-webhook get secret pipelinerollout-webhook-tls",
+        "/webhooks/*/clientConfig/caBundle",
+    ] {
+        assert!(
+            notes.contains(says),
+            "NOTES.txt does not say {says:?}:\n{notes}"
+        );
+    }
+    assert!(
+        !notes.contains("get certificate"),
+        "no cert-manager Certificate to check in selfManaged mode:\n{notes}"
+    );
+}
