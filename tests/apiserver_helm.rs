@@ -526,6 +526,21 @@ fn a_self_managed_install_lets_the_webhook_keep_its_ca_bundle_across_upgrades() 
             "the webhook's account switched {kind} to fail open: {out}"
         );
     }
+    // Its Secret by name; create cannot be narrowed (docs/rbac.md).
+    for (verb, resource, allowed) in [
+        ("update", "secrets/pipelinerollout-webhook-tls", true),
+        ("watch", "secrets/pipelinerollout-webhook-tls", true),
+        ("update", "secrets/someone-elses", false),
+        ("get", "secrets/someone-elses", false),
+        ("create", "secrets", true),
+    ] {
+        let out = env.kubectl(&["auth", "can-i", verb, resource, "-n", NAMESPACE, &account]);
+        assert_eq!(
+            out.stdout.trim() == "yes",
+            allowed,
+            "can the webhook's account {verb} {resource}? {out}"
+        );
+    }
     // Nor may it touch another webhook configuration (RBAC by name).
     let out = env.kubectl(&[
         "get",
