@@ -1,7 +1,9 @@
 //! The Helm chart (`charts/pipelinerollout-webhook`) against the kustomize
 //! install, in the test process: `helm template` and `kubectl kustomize`
 //! render, and the renderings are compared object by object, so the two
-//! installs cannot drift apart. Also `helm lint --strict`, the values
+//! installs cannot drift apart: the default values against the cert-manager
+//! overlay, `certificates.mode=selfManaged` against the self-managed one,
+//! and each component against its values. Also `helm lint --strict`, the values
 //! schema's refusals and `check-policy` on every example's policy; what
 //! each value changes is in tests/helm_values.rs.
 //!
