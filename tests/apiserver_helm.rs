@@ -1,6 +1,7 @@
 //! The Helm chart through a real kube-apiserver: `helm install` of the
 //! default values and of other value sets (an existing Secret, monitoring
-//! on, hostNetwork), with every object accepted; the test's webhook
+//! on, hostNetwork, certificates the webhook manages), with every object
+//! accepted; the test's webhook
 //! process reached through the chart's own webhook configurations (their
 //! clientConfig pointed at it by a post-renderer, as envtest does for
 //! kustomize); `helm upgrade` of the policy alone; `helm uninstall`.
@@ -443,5 +444,136 @@ fn a_host_network_install_is_accepted_with_its_ports() {
         .json();
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
     env.assert_webhooks_answer("helm-host-network");
+    env.uninstall();
+}
+
+/// certificates.mode selfManaged, installed without the post-renderer (the
+/// test's webhook does not use the managed certificates, and no pod runs
+/// here): every object is accepted, the release's service account may
+/// write the caBundle and nothing else of its webhook configurations (the
+/// chart's RBAC and policy), and `helm upgrade` keeps the caBundle the
+/// webhook wrote, which the chart's manifests leave out.
+#[test]
+fn a_self_managed_install_lets_the_webhook_keep_its_ca_bundle_across_upgrades() {
+    let Some(env) = env() else { return };
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let example = path(example("self-managed.yaml"));
+    let install = |verb: &str, extra: &[&str]| {
+        let mut args = vec![
+            verb,
+            RELEASE,
+            CHART,
+            "--namespace",
+            NAMESPACE,
+            "-f",
+            &example,
+        ];
+        if verb == "install" {
+            args.push("--create-namespace");
+        }
+        args.extend_from_slice(extra);
+        let run = env.helm(&args);
+        assert!(run.success, "helm {args:?}:\n{}{}", run.stdout, run.stderr);
+    };
+    install("install", &[]);
+    let ids = env.assert_every_object_exists();
+    for id in [
+        "Role/pipelinerollout-webhook-certs",
+        "RoleBinding/pipelinerollout-webhook-certs",
+        "ClusterRole/pipelinerollout-webhook-certs",
+        "ClusterRoleBinding/pipelinerollout-webhook-certs",
+        "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-webhooks",
+        "ValidatingAdmissionPolicyBinding/pipelinerollout-webhook-own-webhooks",
+        "PrometheusRule/pipelinerollout-webhook",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
+    }
+    let account = format!("--as=system:serviceaccount:{NAMESPACE}:{RELEASE}");
+    let bundle = env.cluster.pki().ca_bundle();
+    let config = |kind: &str| {
+        env.kubectl(&["get", kind, RELEASE, "-o", "json"]).json()["webhooks"][0].clone()
+    };
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        assert!(
+            config(kind)["clientConfig"]["caBundle"].is_null(),
+            "{kind}: the chart writes no caBundle"
+        );
+        // What --manage-certs does, as the webhook's own account.
+        let write = format!(
+            r#"[{{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"{bundle}"}}]"#
+        );
+        let out = env.kubectl(&[
+            "patch",
+            kind,
+            RELEASE,
+            "--type=json",
+            "-p",
+            &write,
+            &account,
+        ]);
+        assert!(
+            out.success,
+            "the webhook's account writes the caBundle: {out}"
+        );
+        // Anything else is refused by the own-webhooks policy.
+        let other = r#"[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]"#;
+        let out = env.kubectl(&["patch", kind, RELEASE, "--type=json", "-p", other, &account]);
+        assert!(
+            !out.success && out.stderr.contains("may change nothing"),
+            "the webhook's account switched {kind} to fail open: {out}"
+        );
+    }
+    // Its Secret by name; create cannot be narrowed (docs/rbac.md).
+    for (verb, resource, allowed) in [
+        ("update", "secrets/pipelinerollout-webhook-tls", true),
+        ("watch", "secrets/pipelinerollout-webhook-tls", true),
+        ("update", "secrets/someone-elses", false),
+        ("get", "secrets/someone-elses", false),
+        ("create", "secrets", true),
+    ] {
+        let out = env.kubectl(&["auth", "can-i", verb, resource, "-n", NAMESPACE, &account]);
+        assert_eq!(
+            out.stdout.trim() == "yes",
+            allowed,
+            "can the webhook's account {verb} {resource}? {out}"
+        );
+    }
+    // Nor may it touch another webhook configuration (RBAC by name).
+    let out = env.kubectl(&[
+        "get",
+        "validatingwebhookconfigurations",
+        "--all-namespaces",
+        &account,
+    ]);
+    assert!(
+        !out.success,
+        "the webhook's account lists every configuration: {out}"
+    );
+
+    install("upgrade", &["--set", "webhook.timeoutSeconds=7"]);
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        let webhook = config(kind);
+        assert_eq!(webhook["timeoutSeconds"], 7, "{kind}: the upgrade applied");
+        assert_eq!(
+            webhook["clientConfig"]["caBundle"],
+            bundle.as_str(),
+            "{kind}: helm upgrade dropped the caBundle the webhook wrote"
+        );
+        assert_eq!(webhook["failurePolicy"], "Fail", "{kind}");
+    }
+    let pod = &deployment(env)["spec"]["template"]["spec"];
+    assert!(
+        pod["containers"][0]["args"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "--manage-certs")),
+        "{pod}"
+    );
+    assert_eq!(pod["volumes"][0]["secret"]["optional"], true);
     env.uninstall();
 }

@@ -1,7 +1,9 @@
 //! The Helm chart (`charts/pipelinerollout-webhook`) against the kustomize
 //! install, in the test process: `helm template` and `kubectl kustomize`
 //! render, and the renderings are compared object by object, so the two
-//! installs cannot drift apart. Also `helm lint --strict`, the values
+//! installs cannot drift apart: the default values against the cert-manager
+//! overlay, `certificates.mode=selfManaged` against the self-managed one,
+//! and each component against its values. Also `helm lint --strict`, the values
 //! schema's refusals and `check-policy` on every example's policy; what
 //! each value changes is in tests/helm_values.rs.
 //!
@@ -51,6 +53,35 @@ fn default_values_render_the_cert_manager_overlay() {
     );
 }
 
+#[test]
+fn self_managed_mode_renders_the_self_managed_overlay() {
+    let overlay = "manifests/overlays/self-managed";
+    let k = kustomize(overlay, &[]);
+    let c = template(&["--set", "certificates.mode=selfManaged"]);
+    assert_same(
+        &format!("helm template (certificates.mode=selfManaged) vs kubectl kustomize {overlay}"),
+        &compare(&k, &c, &NOT_IN_CHART),
+    );
+    // The comparison is only as good as what it compares: the mode's own
+    // objects must be there, and no cert-manager object.
+    for wanted in [
+        "Role/pipelinerollout-webhook-certs",
+        "ClusterRole/pipelinerollout-webhook-certs",
+        "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-webhooks",
+    ] {
+        assert!(
+            c.iter().any(|d| helm_support::id(d) == wanted),
+            "certificates.mode=selfManaged does not render {wanted}"
+        );
+    }
+    assert!(
+        !c.iter().any(|d| d["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("cert-manager.io/"))),
+        "certificates.mode=selfManaged renders cert-manager objects"
+    );
+}
+
 /// Each kustomize component and the values that do the same in the chart.
 const EQUIVALENTS: [(&[&str], &[&str]); 5] = [
     (
@@ -81,6 +112,38 @@ const EQUIVALENTS: [(&[&str], &[&str]); 5] = [
         ],
     ),
 ];
+
+/// The components that go with the self-managed overlay, and the values
+/// that do the same with `certificates.mode=selfManaged`.
+const SELF_MANAGED_EQUIVALENTS: [(&[&str], &[&str]); 1] = [(
+    &[
+        "manifests/components/prometheus-rule",
+        "manifests/components/prometheus-rule-self-managed",
+    ],
+    &[
+        "--set",
+        "certificates.mode=selfManaged,prometheusRule.enabled=true",
+    ],
+)];
+
+#[test]
+fn self_managed_components_have_values_that_render_the_same() {
+    let mut failures = Vec::new();
+    for (components, values) in SELF_MANAGED_EQUIVALENTS {
+        let differences = compare(
+            &kustomize("manifests/overlays/self-managed", components),
+            &template(values),
+            &NOT_IN_CHART,
+        );
+        if !differences.is_empty() {
+            failures.push(format!(
+                "{components:?} on manifests/overlays/self-managed vs helm template {values:?}:\n  {}",
+                differences.join("\n  ")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
 
 #[test]
 fn every_component_has_values_that_render_the_same() {
@@ -141,8 +204,16 @@ fn lint_strict_passes_with_default_and_example_values() {
 
 #[test]
 fn the_schema_refuses_wrong_values_with_helms_message() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--set-string", "replicas=2"], "/replicas"),
+        (
+            &["--set", "certificates.mode=selfSigned"],
+            "/certificates/mode",
+        ),
+        (
+            &["--set", "certificates.selfManaged.certValidity=soon"],
+            "/certificates/selfManaged/certValidity",
+        ),
         (
             &["--set", "webhook.failurePolicy=Sometimes"],
             "/webhook/failurePolicy",
@@ -174,7 +245,14 @@ fn the_schema_refuses_wrong_values_with_helms_message() {
 
 #[test]
 fn impossible_combinations_fail_with_a_message_that_says_what_to_do() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "--set",
+                "certificates.mode=selfManaged,leaderElection.enabled=false",
+            ],
+            "turn leaderElection.enabled on (or run one replica)",
+        ),
         (
             &["--set", "hostNetwork.enabled=true,webhook.port=10250"],
             "10250 is the kubelet's",
@@ -200,6 +278,12 @@ fn impossible_combinations_fail_with_a_message_that_says_what_to_do() {
             "webhook.port and adminPort must differ",
         ),
     ];
+    // One replica without election runs the certificate controller alone.
+    let single = try_template(&[
+        "--set",
+        "certificates.mode=selfManaged,leaderElection.enabled=false,replicas=1",
+    ]);
+    assert!(single.success, "{}", single.stderr);
     for (args, says) in cases {
         let run = try_template(args);
         assert!(!run.success, "helm template {args:?} was accepted");
@@ -240,6 +324,7 @@ fn every_example_policy_passes_check_policy() {
 fn every_kustomize_component_has_chart_values() {
     let covered: Vec<&str> = EQUIVALENTS
         .iter()
+        .chain(SELF_MANAGED_EQUIVALENTS.iter())
         .flat_map(|(c, _)| c.iter().copied())
         .collect();
     let mut missing = Vec::new();

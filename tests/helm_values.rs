@@ -348,3 +348,151 @@ fn notes_say_how_to_check_the_install_and_remove_the_webhook() {
         );
     }
 }
+
+#[test]
+fn self_managed_certificates_name_the_releases_secret_configurations_and_account() {
+    let release = "pw";
+    let full = "pw-pipelinerollout-webhook";
+    let run = helm(&[
+        "template",
+        release,
+        CHART,
+        "--namespace",
+        "platform",
+        "--set",
+        "certificates.mode=selfManaged,certificates.selfManaged.certValidity=2weeks",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let docs = helm_support::documents(&run.stdout, "helm template pw -n platform (selfManaged)");
+    let pod = &object(&docs, "Deployment", full)["spec"]["template"]["spec"];
+    let args: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let secret = format!("{full}-tls");
+    for wanted in [
+        "--manage-certs".to_owned(),
+        format!("--cert-secret={secret}"),
+        format!("--cert-service={full}"),
+        format!("--validating-configuration={full}"),
+        format!("--mutating-configuration={full}"),
+        "--cert-validity=2weeks".to_owned(),
+    ] {
+        assert!(args.contains(&wanted.as_str()), "{wanted} not in {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a.starts_with("--ca-validity")),
+        "the default CA validity is the flag's default: {args:?}"
+    );
+    // Every flag the chart passes is one `serve` has.
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("serve --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for arg in &args {
+        let flag = arg.split('=').next().unwrap_or_default();
+        if flag.starts_with("--") {
+            assert!(help.contains(flag), "serve has no flag {flag}");
+        }
+    }
+    let volume = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "tls"))
+        .expect("the tls volume");
+    assert_eq!(volume["secret"]["secretName"], secret.as_str());
+    assert_eq!(
+        volume["secret"]["optional"], true,
+        "the Secret does not exist before the webhook's first start"
+    );
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let config = object(&docs, kind, full);
+        assert!(
+            config["metadata"]["annotations"].is_null(),
+            "{kind}: no cert-manager injection"
+        );
+        assert!(
+            config["webhooks"][0]["clientConfig"]["caBundle"].is_null(),
+            "{kind}: the webhook writes the caBundle, the chart must not"
+        );
+        assert_eq!(
+            config["webhooks"][0]["clientConfig"]["service"]["name"],
+            full
+        );
+    }
+    assert!(
+        !docs.iter().any(|d| d["kind"] == "Certificate"
+            || d["kind"] == "Issuer"
+            || (d["kind"] == "Secret" && d["metadata"]["name"] == secret.as_str())),
+        "selfManaged renders no certificate objects"
+    );
+    let certs = format!("{full}-certs");
+    let role = object(&docs, "Role", &certs);
+    assert_eq!(role["metadata"]["namespace"], "platform");
+    assert_eq!(role["rules"][0]["resourceNames"][0], secret.as_str());
+    let cluster_role = object(&docs, "ClusterRole", &certs);
+    assert_eq!(cluster_role["rules"][0]["resourceNames"][0], full);
+    for kind in ["RoleBinding", "ClusterRoleBinding"] {
+        let binding = object(&docs, kind, &certs);
+        assert_eq!(binding["roleRef"]["name"], certs.as_str(), "{kind}");
+        assert_eq!(binding["subjects"][0]["name"], full, "{kind}");
+        assert_eq!(binding["subjects"][0]["namespace"], "platform", "{kind}");
+    }
+    let guard = format!("{full}-own-webhooks");
+    let policy = object(&docs, "ValidatingAdmissionPolicy", &guard);
+    assert_eq!(
+        policy["spec"]["matchConstraints"]["resourceRules"][0]["resourceNames"][0],
+        full
+    );
+    let condition = policy["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        condition.contains(&format!("'system:serviceaccount:platform:{full}'")),
+        "the policy must name the release's service account: {condition}"
+    );
+    assert_eq!(
+        object(&docs, "ServiceAccount", full)["metadata"]["namespace"],
+        "platform"
+    );
+    let binding = object(&docs, "ValidatingAdmissionPolicyBinding", &guard);
+    assert_eq!(binding["spec"]["policyName"], guard.as_str());
+}
+
+#[test]
+fn notes_of_a_self_managed_install_say_where_the_certificate_is_and_what_gitops_must_ignore() {
+    let run = helm(&[
+        "install",
+        NAME,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+        "--set",
+        "certificates.mode=selfManaged",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let notes = run
+        .stdout
+        .split("NOTES:")
+        .nth(1)
+        .expect("helm prints the NOTES");
+    for says in [
+        "kubectl -n pipelinerollout-webhook get secret pipelinerollout-webhook-tls",
+        "/webhooks/*/clientConfig/caBundle",
+    ] {
+        assert!(
+            notes.contains(says),
+            "NOTES.txt does not say {says:?}:\n{notes}"
+        );
+    }
+    assert!(
+        !notes.contains("get certificate"),
+        "no cert-manager Certificate to check in selfManaged mode:\n{notes}"
+    );
+}

@@ -160,9 +160,14 @@ fn dashboard_exprs() -> Vec<(String, String)> {
     out
 }
 
-/// Every alert of the chart's PrometheusRule: name and expression.
+/// Every alert of the chart's PrometheusRule: name and expression (with
+/// `certificates.mode=selfManaged`, which adds the certificate work's
+/// alerts; their series are exported without --manage-certs too).
 fn alert_exprs() -> Vec<(String, String)> {
-    let docs = helm_support::template(&["--set", "prometheusRule.enabled=true"]);
+    let docs = helm_support::template(&[
+        "--set",
+        "prometheusRule.enabled=true,certificates.mode=selfManaged",
+    ]);
     let rule = helm_support::object(&docs, "PrometheusRule", "pipelinerollout-webhook");
     rule["spec"]["groups"]
         .as_array()

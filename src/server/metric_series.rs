@@ -8,7 +8,8 @@
 use crate::events::EventLabels;
 use crate::policy::rules::{EventReason, Gate, GateResult};
 use crate::server::metrics::{
-    GateLabels, LaneLabels, Metrics, ReasonLabels, ResetLabels, ResultLabels, RuleLabels,
+    ConfigurationLabels, GateLabels, IssueLabels, LaneLabels, Metrics, OperationLabels,
+    ReasonLabels, ResetLabels, ResultLabels, RuleLabels, StepLabels,
 };
 
 /// Every Event reason, for the Event counters.
@@ -101,6 +102,38 @@ pub fn start_at_zero(metrics: &Metrics) {
             .get_or_create(&LaneLabels { lane })
             .inc_by(0);
     }
+    certificates_at_zero(metrics);
+}
+
+/// The certificate work's counters (`--manage-certs`; zero without it).
+fn certificates_at_zero(metrics: &Metrics) {
+    let certs = &metrics.certs;
+    for kind in ["ca", "serving"] {
+        for reason in ["initial", "rotation", "names", "invalid", "ca-switch"] {
+            certs
+                .issued
+                .get_or_create(&IssueLabels { kind, reason })
+                .inc_by(0);
+        }
+    }
+    for step in ["started", "switched", "completed"] {
+        certs
+            .ca_rotations
+            .get_or_create(&StepLabels { step })
+            .inc_by(0);
+    }
+    for configuration in ["validating", "mutating"] {
+        certs
+            .bundle_updates
+            .get_or_create(&ConfigurationLabels { configuration })
+            .inc_by(0);
+    }
+    for operation in ["secret", "bundle", "watch", "issue"] {
+        certs
+            .errors
+            .get_or_create(&OperationLabels { operation })
+            .inc_by(0);
+    }
 }
 
 #[cfg(test)]
@@ -120,6 +153,10 @@ mod tests {
             "pipelinerollout_webhook_force_decisions_total{gate=\"delete-undrained\",result=\"allowed\"} 0",
             "pipelinerollout_webhook_denials_total{rule=\"14\"} 0",
             "pipelinerollout_webhook_audit_report_writes_total{result=\"failed\"} 0",
+            "pipelinerollout_webhook_certs_errors_total{operation=\"bundle\"} 0",
+            "pipelinerollout_webhook_certs_issued_total{kind=\"serving\",reason=\"rotation\"} 0",
+            "pipelinerollout_webhook_certs_ca_rotations_total{step=\"started\"} 0",
+            "pipelinerollout_webhook_certs_ca_bundle_updates_total{configuration=\"mutating\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?}:\n{text}");
         }

@@ -86,6 +86,9 @@ per rendering and shared by the Secret and the webhook configurations.
 {{- if eq (int .Values.webhook.port) (int .Values.adminPort) -}}
 {{- fail "webhook.port and adminPort must differ" -}}
 {{- end -}}
+{{- if and (eq .Values.certificates.mode "selfManaged") (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}
+{{- fail "certificates.mode selfManaged with leaderElection.enabled=false: every replica would run the certificate controller, and they would overwrite each other's certificates; turn leaderElection.enabled on (or run one replica)" -}}
+{{- end -}}
 {{- if and (eq .Values.certificates.mode "existingSecret") (not .Values.certificates.existingSecret.caBundle) -}}
 {{- fail "certificates.existingSecret.caBundle is required with certificates.mode existingSecret: the base64 PEM of the CA that signed the Secret's certificate, so that the API server trusts it" -}}
 {{- end -}}
