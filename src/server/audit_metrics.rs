@@ -9,6 +9,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::metrics::ResultLabels;
 
+/// The results that are not a pass.
+const RESULTS: [&str; 3] = ["fail", "warn", "error"];
+
 /// Labels of the audit's violations gauge.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ViolationLabels {
@@ -26,6 +29,9 @@ pub struct ViolationLabels {
 pub struct AuditMetrics {
     /// Results that are not a pass, by namespace, rule and result.
     pub violations: Family<ViolationLabels, Gauge>,
+    /// The same, summed over namespaces and rules: by result (fail, warn,
+    /// error), each exported from the start.
+    pub results: Family<ResultLabels, Gauge>,
     /// The label sets set last, so that those gone are removed.
     violation_labels: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<ViolationLabels>>>,
     /// When the last full audit ended, as a Unix timestamp.
@@ -44,6 +50,7 @@ impl AuditMetrics {
     pub(crate) fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             violations: Family::default(),
+            results: Family::default(),
             violation_labels: std::sync::Arc::default(),
             last_audit: Gauge::default(),
             last_audit_duration: Gauge::default(),
@@ -56,6 +63,14 @@ impl AuditMetrics {
             "Stored objects whose audit result is not a pass, by rollout_namespace, rule and result (fail, warn, error)",
             metrics.violations.clone(),
         );
+        registry.register(
+            "audit_results",
+            "Stored objects' audit results that are not a pass, summed over namespaces and rules, by result (fail, warn, error)",
+            metrics.results.clone(),
+        );
+        for result in RESULTS {
+            metrics.results.get_or_create(&ResultLabels { result }).set(0);
+        }
         registry.register_with_unit(
             "audit_last_completed_timestamp",
             "When the last full audit of the stored objects ended, as a Unix timestamp",
@@ -93,9 +108,18 @@ impl AuditMetrics {
             Err(poisoned) => poisoned.into_inner(),
         };
         let mut now = std::collections::HashSet::new();
+        let mut sums = [0_i64; RESULTS.len()];
         for (labels, count) in counts {
             self.violations.get_or_create(&labels).set(count);
+            if let Some(i) = RESULTS.iter().position(|r| *r == labels.result) {
+                sums[i] += count;
+            }
             now.insert(labels);
+        }
+        for (result, sum) in RESULTS.into_iter().zip(sums) {
+            self.results
+                .get_or_create(&ResultLabels { result })
+                .set(sum);
         }
         for gone in previous.iter().filter(|l| !now.contains(l)) {
             self.violations.remove(gone);
@@ -103,4 +127,3 @@ impl AuditMetrics {
         *previous = now;
     }
 }
-

@@ -90,5 +90,3 @@ impl CertMetrics {
         metrics
     }
 }
-
-

@@ -26,7 +26,11 @@ const EVENT_RESULTS: [&str; 5] = ["sent", "failed", "dropped", "unverified", "un
 
 /// Creates the known series of `metrics`' counter families at zero.
 pub fn start_at_zero(metrics: &Metrics) {
-    for gate in [Gate::ForceReapply, Gate::ForcePromote, Gate::DeleteUndrained] {
+    for gate in [
+        Gate::ForceReapply,
+        Gate::ForcePromote,
+        Gate::DeleteUndrained,
+    ] {
         for result in [
             GateResult::Allowed,
             GateResult::Denied,

@@ -399,5 +399,13 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("namespace=\"a\""), "{text}");
+        assert!(
+            text.contains("pipelinerollout_webhook_audit_results{result=\"fail\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pipelinerollout_webhook_audit_results{result=\"warn\"} 0"),
+            "{text}"
+        );
     }
 }
