@@ -69,7 +69,10 @@ impl AuditMetrics {
             metrics.results.clone(),
         );
         for result in RESULTS {
-            metrics.results.get_or_create(&ResultLabels { result }).set(0);
+            metrics
+                .results
+                .get_or_create(&ResultLabels { result })
+                .set(0);
         }
         registry.register_with_unit(
             "audit_last_completed_timestamp",

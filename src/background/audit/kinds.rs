@@ -10,6 +10,10 @@ use serde_json::Value;
 use super::judge;
 use super::slim::Shape;
 use super::watch::{self, WatchItem};
+use crate::kinds::{
+    BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, FORCE_PROMOTE_LABEL, Kind,
+    MARKED_FOR_DELETION,
+};
 use crate::rollout::{self, ALLOW_DATA_LOSS, FORCE_PROMOTE_FOR};
 
 /// A kind's API identity and the parts of it kept, known at compile time
@@ -54,15 +58,35 @@ impl KindEntry {
 }
 
 /// The kinds audited, in report order.
-pub static KINDS: &[KindEntry] = &[KindEntry {
-    group: rollout::GROUP,
-    version: rollout::VERSION,
-    kind: rollout::KIND,
-    plural: rollout::RESOURCE,
-    rules: PIPELINE_ROLLOUT_RULES,
-    watch: watch::kind::<PipelineRollouts>,
-    judge: judge::pipeline_rollout,
-}];
+pub static KINDS: &[KindEntry] = &[
+    KindEntry {
+        group: rollout::GROUP,
+        version: rollout::VERSION,
+        kind: rollout::KIND,
+        plural: rollout::RESOURCE,
+        rules: PIPELINE_ROLLOUT_RULES,
+        watch: watch::kind::<PipelineRollouts>,
+        judge: judge::rollout,
+    },
+    KindEntry {
+        group: MonoVertexRollouts::GROUP,
+        version: MonoVertexRollouts::VERSION,
+        kind: MonoVertexRollouts::KIND,
+        plural: MonoVertexRollouts::PLURAL,
+        rules: OTHER_ROLLOUT_RULES,
+        watch: watch::kind::<MonoVertexRollouts>,
+        judge: judge::rollout,
+    },
+    KindEntry {
+        group: IsbServiceRollouts::GROUP,
+        version: IsbServiceRollouts::VERSION,
+        kind: IsbServiceRollouts::KIND,
+        plural: IsbServiceRollouts::PLURAL,
+        rules: OTHER_ROLLOUT_RULES,
+        watch: watch::kind::<IsbServiceRollouts>,
+        judge: judge::rollout,
+    },
+];
 
 /// The rule names a PipelineRollout's results carry (see docs/audit.md for
 /// the rule numbers each covers).
@@ -73,6 +97,19 @@ pub const PIPELINE_ROLLOUT_RULES: &[&str] = &[
     RULE_ALLOW_DATA_LOSS_VALUE,
     RULE_FORCE_REAPPLY,
     RULE_FORCE_PROMOTE,
+    RULE_TEMPLATE_FORCE_PROMOTE,
+    RULE_TEMPLATE_DELETE_UNDRAINED,
+    RULE_TEMPLATE_BOOKKEEPING,
+];
+
+/// The rule names a MonoVertexRollout's or an ISBServiceRollout's results
+/// carry: the drain-timeout and allow-data-loss rules are a
+/// PipelineRollout's only, and Numaplane ignores marked-for-deletion on
+/// their children.
+pub const OTHER_ROLLOUT_RULES: &[&str] = &[
+    RULE_FORCE_PROMOTE,
+    RULE_TEMPLATE_FORCE_PROMOTE,
+    RULE_TEMPLATE_BOOKKEEPING,
 ];
 
 /// Rule 2: the drain timeout is an integer (and can be reached).
@@ -87,6 +124,14 @@ pub const RULE_ALLOW_DATA_LOSS_VALUE: &str = "allow-data-loss-value";
 pub const RULE_FORCE_REAPPLY: &str = "force-reapply";
 /// Rules 7 and 12: a stored forcePromote, by state.
 pub const RULE_FORCE_PROMOTE: &str = "force-promote";
+/// Rule 13: the force-promote label in the child template (its value,
+/// and a stored one by state).
+pub const RULE_TEMPLATE_FORCE_PROMOTE: &str = "template-force-promote";
+/// Rule 14: marked-for-deletion in the child template, by state.
+pub const RULE_TEMPLATE_DELETE_UNDRAINED: &str = "template-delete-undrained";
+/// Rule 15: Numaplane's bookkeeping keys in the child template (and a
+/// template metadata that is not an object).
+pub const RULE_TEMPLATE_BOOKKEEPING: &str = "template-bookkeeping";
 /// The object could not be judged at all.
 pub const RULE_JUDGEABLE: &str = "judgeable";
 
@@ -101,6 +146,101 @@ impl AuditedKind for PipelineRollouts {
     const PLURAL: &'static str = rollout::RESOURCE;
     const SHAPE: &'static Shape = &PIPELINE_ROLLOUT_SHAPE;
 }
+
+/// The marker of MonoVertexRollouts in the table.
+#[derive(Debug)]
+pub struct MonoVertexRollouts;
+
+impl AuditedKind for MonoVertexRollouts {
+    const GROUP: &'static str = Kind::MonoVertexRollout.group();
+    const VERSION: &'static str = crate::kinds::VERSION;
+    const KIND: &'static str = Kind::MonoVertexRollout.kind();
+    const PLURAL: &'static str = Kind::MonoVertexRollout.resource();
+    const SHAPE: &'static Shape = &MONO_VERTEX_ROLLOUT_SHAPE;
+}
+
+/// The marker of ISBServiceRollouts in the table.
+#[derive(Debug)]
+pub struct IsbServiceRollouts;
+
+impl AuditedKind for IsbServiceRollouts {
+    const GROUP: &'static str = Kind::IsbServiceRollout.group();
+    const VERSION: &'static str = crate::kinds::VERSION;
+    const KIND: &'static str = Kind::IsbServiceRollout.kind();
+    const PLURAL: &'static str = Kind::IsbServiceRollout.resource();
+    const SHAPE: &'static Shape = &ISB_SERVICE_ROLLOUT_SHAPE;
+}
+
+/// The identity a report names.
+const IDENTITY: Shape = Shape::Fields(&[
+    ("name", Shape::Leaf),
+    ("namespace", Shape::Leaf),
+    ("uid", Shape::Leaf),
+    ("resourceVersion", Shape::Leaf),
+]);
+
+/// A child template's `metadata`: of its labels and annotations, only the
+/// Numaplane keys rules 13 to 15 read.
+const TEMPLATE_META: Shape = Shape::Fields(&[
+    (
+        "labels",
+        Shape::Fields(&[
+            (FORCE_PROMOTE_LABEL, Shape::Leaf),
+            (LAB[0], Shape::Leaf),
+            (LAB[1], Shape::Leaf),
+            (LAB[2], Shape::Leaf),
+            (LAB[3], Shape::Leaf),
+            (LAB[4], Shape::Leaf),
+            (LAB[5], Shape::Leaf),
+        ]),
+    ),
+    (
+        "annotations",
+        Shape::Fields(&[
+            (MARKED_FOR_DELETION, Shape::Leaf),
+            (ANN[0], Shape::Leaf),
+            (ANN[1], Shape::Leaf),
+            (ANN[2], Shape::Leaf),
+            (ANN[3], Shape::Leaf),
+            (ANN[4], Shape::Leaf),
+        ]),
+    ),
+]);
+
+/// A child template: its `metadata` only.
+const TEMPLATE: Shape = Shape::Fields(&[("metadata", TEMPLATE_META)]);
+
+/// A MonoVertexRollout's or an ISBServiceRollout's `status`: whether a
+/// progressive upgrade is under way.
+const OTHER_STATUS: Shape = Shape::Fields(&[("upgradeInProgress", Shape::Leaf)]);
+
+/// The progressive strategy's `forcePromote`.
+const STRATEGY: Shape = Shape::Fields(&[(
+    "progressive",
+    Shape::Fields(&[("forcePromote", Shape::Leaf)]),
+)]);
+
+/// What the MonoVertexRollout rules read.
+static MONO_VERTEX_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
+    ("apiVersion", Shape::Leaf),
+    ("metadata", IDENTITY),
+    (
+        "spec",
+        Shape::Fields(&[("monoVertex", TEMPLATE), ("strategy", STRATEGY)]),
+    ),
+    ("status", OTHER_STATUS),
+]);
+
+/// What the ISBServiceRollout rules read.
+static ISB_SERVICE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
+    ("apiVersion", Shape::Leaf),
+    ("metadata", IDENTITY),
+    (
+        "spec",
+        Shape::Fields(&[("interStepBufferService", TEMPLATE), ("strategy", STRATEGY)]),
+    ),
+    ("status", OTHER_STATUS),
+]);
 
 /// What the PipelineRollout rules read (see [`crate::rollout`]), and the
 /// identity a report names.
@@ -127,13 +267,16 @@ static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
         Shape::Fields(&[
             (
                 "pipeline",
-                Shape::Fields(&[(
-                    "spec",
-                    Shape::Fields(&[(
-                        "lifecycle",
-                        Shape::Fields(&[("pauseGracePeriodSeconds", Shape::Leaf)]),
-                    )]),
-                )]),
+                Shape::Fields(&[
+                    (
+                        "spec",
+                        Shape::Fields(&[(
+                            "lifecycle",
+                            Shape::Fields(&[("pauseGracePeriodSeconds", Shape::Leaf)]),
+                        )]),
+                    ),
+                    ("metadata", TEMPLATE_META),
+                ]),
             ),
             (
                 "strategy",
@@ -214,5 +357,71 @@ mod tests {
         let whole = crate::rollout::PipelineRollout::from_json(&object.to_string()).expect("view");
         let kept = crate::rollout::PipelineRollout::from_json(&text).expect("view");
         assert_eq!(whole, kept);
+    }
+
+    #[test]
+    fn each_rollout_shape_keeps_only_the_numaplane_keys_of_its_child_template() {
+        let mut bookkeeping = json!({});
+        for key in LAB {
+            bookkeeping[key] = json!("x");
+        }
+        let mut annotations = json!({MARKED_FOR_DELETION: "true", "other": "y".repeat(5000)});
+        for key in ANN {
+            annotations[key] = json!("x");
+        }
+        let mut labels = bookkeeping.clone();
+        labels[FORCE_PROMOTE_LABEL] = json!("true");
+        labels["app.kubernetes.io/name"] = json!("z".repeat(5000));
+        for entry in KINDS {
+            let kind = Kind::from_kind(entry.group, entry.kind).expect("guarded");
+            let template = kind.template().expect("a rollout");
+            let object = json!({
+                "apiVersion": entry.api_version(),
+                "metadata": {"name": "r", "namespace": "n", "labels": {"big": "b".repeat(5000)}},
+                "spec": {template: {
+                    "metadata": {"labels": labels, "annotations": annotations, "name": "x"},
+                    "spec": {"vertices": [{"name": "v".repeat(20_000)}]},
+                }},
+            });
+            let shape = match entry.kind {
+                "PipelineRollout" => &PIPELINE_ROLLOUT_SHAPE,
+                "MonoVertexRollout" => MonoVertexRollouts::SHAPE,
+                _ => IsbServiceRollouts::SHAPE,
+            };
+            let slim = prune(&object.to_string(), shape).expect("prunes");
+            let meta = &slim["spec"][template]["metadata"];
+            let mut want_labels = bookkeeping.clone();
+            want_labels[FORCE_PROMOTE_LABEL] = json!("true");
+            assert_eq!(meta["labels"], want_labels, "{}", entry.kind);
+            let mut want_annotations = annotations.clone();
+            if let Some(map) = want_annotations.as_object_mut() {
+                map.remove("other");
+            }
+            assert_eq!(meta["annotations"], want_annotations, "{}", entry.kind);
+            assert!(meta.get("name").is_none(), "{}", entry.kind);
+            assert!(slim["metadata"].get("labels").is_none(), "{}", entry.kind);
+            let text = slim.to_string();
+            assert!(text.len() < 1500, "{}: {} bytes", entry.kind, text.len());
+            // What rules 13 to 15 read is the same in the slim and the whole object.
+            let whole =
+                crate::rollout::PipelineRollout::from_json(&object.to_string()).expect("view");
+            let kept = crate::rollout::PipelineRollout::from_json(&text).expect("view");
+            for key in LAB.iter().chain(&[FORCE_PROMOTE_LABEL]) {
+                let map = crate::rollout::Map::TemplateLabels;
+                assert_eq!(
+                    whole.key_in(kind, map, key),
+                    kept.key_in(kind, map, key),
+                    "{key}"
+                );
+            }
+            for key in ANN.iter().chain(&[MARKED_FOR_DELETION]) {
+                let map = crate::rollout::Map::TemplateAnnotations;
+                assert_eq!(
+                    whole.key_in(kind, map, key),
+                    kept.key_in(kind, map, key),
+                    "{key}"
+                );
+            }
+        }
     }
 }
