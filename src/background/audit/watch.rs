@@ -177,3 +177,50 @@ pub fn kind<K: AuditedKind>(client: kube::Client) -> BoxStream<'static, WatchIte
         })
         .boxed()
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn list_failed(status: Status) -> watcher::Error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()))
+    }
+
+    #[test]
+    fn only_a_404_says_the_kind_is_not_served() {
+        // What kube makes of the API server's plain-text "404 page not found".
+        let plain =
+            Status::failure("404 page not found", "Failed to parse error data").with_code(404);
+        assert!(not_served(&list_failed(plain)));
+        let json = Status::failure("not found", "NotFound").with_code(404);
+        assert!(not_served(&list_failed(json)));
+        let forbidden = Status::failure("cannot list", "Forbidden").with_code(403);
+        assert!(!not_served(&list_failed(forbidden)));
+        assert!(!not_served(&watcher::Error::NoResourceVersion));
+    }
+
+    #[test]
+    fn the_backoff_grows_across_failed_lists_and_resets_after_a_delivered_one() {
+        let init = Arc::new(AtomicBool::new(false));
+        let mut backoff = ListBackoff {
+            inner: watcher::DefaultBackoff::default(),
+            init: Arc::clone(&init),
+        };
+        let first = backoff.next().expect("a delay");
+        // The watcher's Init before each try: no reset, the delays grow.
+        init.store(true, Ordering::Relaxed);
+        for _ in 0..5 {
+            backoff.reset();
+            backoff.next();
+        }
+        let later = backoff.next().expect("a delay");
+        assert!(later > first * 4, "{first:?} then {later:?}");
+        // Something delivered: back to the start.
+        init.store(false, Ordering::Relaxed);
+        backoff.reset();
+        let again = backoff.next().expect("a delay");
+        assert!(again < later / 4, "{later:?} then {again:?}");
+    }
+}
