@@ -1,12 +1,14 @@
 //! The audit of stored rollouts through a real kube-apiserver: the
 //! webhook binary watches PipelineRollouts and writes one PolicyReport per
 //! namespace. Rollouts made before the webhook (out of policy, a stale
-//! force, a wrong shape) are reported; ratcheting lets an out-of-policy
+//! force, Numaplane's bookkeeping in the child template, a wrong shape)
+//! are reported; ratcheting lets an out-of-policy
 //! value through an update, and the report still names it; a policy reload
 //! changes the reports; an emptied namespace loses its report; an API
 //! server stopped and started again during an audit loses nothing. A
 //! second cluster without the PolicyReport CRD runs the audit with its
-//! reports off. Same harness and skip rules as tests/apiserver_webhook.rs.
+//! reports off. Only the PipelineRollout CRD is installed: the audit's
+//! other kinds are not served, which it says once and works around. Same harness and skip rules as tests/apiserver_webhook.rs.
 
 mod apiserver_support;
 
@@ -20,6 +22,7 @@ use envtest::{Cluster, Installation, User};
 use serde_json::{Value, json};
 
 const REPORT: &str = "pipelinerollout-webhook";
+const UPGRADE_STATE: &str = "numaplane.numaproj.io/upgrade-state";
 const REPORTS: &str = "policyreports.wgpolicyk8s.io";
 const OLD: &str = "e2e-audit-old";
 const NEW: &str = "e2e-audit-new";
@@ -53,7 +56,11 @@ fn predating(cluster: &Cluster) -> Result<(), String> {
         ROLLOUTS,
         OLD,
         "stale-force",
-        &json!({"metadata": {"annotations": {ALLOW_DATA_LOSS: "true"}}}),
+        &json!({
+            "metadata": {"annotations": {ALLOW_DATA_LOSS: "true"}},
+            // Numaplane's bookkeeping smuggled into the child template.
+            "spec": {"pipeline": {"metadata": {"labels": {UPGRADE_STATE: "recyclable"}}}},
+        }),
         &[],
     );
     if !out.success {
@@ -187,6 +194,9 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         "allow-data-loss-value",
         "force-reapply",
         "force-promote",
+        "template-force-promote",
+        "template-delete-undrained",
+        "template-bookkeeping",
     ] {
         assert_eq!(
             result_of(&old, "good", rule).map(|r| r.0).as_deref(),
@@ -198,6 +208,15 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
     assert_eq!(result, "fail", "{message}");
     assert!(
         message.contains("is \"true\" and the pause is over"),
+        "{message}"
+    );
+    let (result, message) =
+        result_of(&old, "stale-force", "template-bookkeeping").expect("a result");
+    assert_eq!(result, "fail", "{message}");
+    assert!(
+        message.contains(&format!(
+            "set spec.pipeline.metadata.labels[\"{UPGRADE_STATE}\"]: Numaplane keeps its bookkeeping there"
+        )),
         "{message}"
     );
     let (result, message) = result_of(&old, "broken", "drain-timeout-integer").expect("a result");
@@ -215,12 +234,12 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
     // One result per rollout and rule, a summary that adds up, no owner.
     assert_eq!(
         old["results"].as_array().map(Vec::len),
-        Some(4 * 6),
+        Some(4 * 9),
         "{old:#}"
     );
     assert_eq!(
         old["summary"],
-        json!({"pass": 19, "fail": 2, "warn": 0, "error": 1, "skip": 2}),
+        json!({"pass": 30, "fail": 3, "warn": 0, "error": 1, "skip": 2}),
         "{old:#}"
     );
     assert!(old["metadata"].get("ownerReferences").is_none(), "{old:#}");
@@ -338,7 +357,7 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         "the broken watch is counted: {text}"
     );
     let late = wait_for_result(cluster, LATE, "after", "drain-timeout-range", "pass");
-    assert_eq!(late["summary"]["pass"], 6, "{late:#}");
+    assert_eq!(late["summary"]["pass"], 9, "{late:#}");
 }
 
 #[test]
@@ -376,4 +395,16 @@ fn without_the_policy_report_crd_the_audit_runs_with_reports_off() {
         "{log}"
     );
     assert!(!log.contains("PolicyReport not written"), "{log}");
+    // Only the PipelineRollout CRD is installed: the other kinds are said
+    // once to be not served, and their failing lists are not logged.
+    for kind in ["MonoVertexRollout", "ISBServiceRollout"] {
+        let said = log
+            .lines()
+            .filter(|l| {
+                l.contains("this kind is not served") && l.contains(&format!("kind=\"{kind}\""))
+            })
+            .count();
+        assert_eq!(said, 1, "{kind}: {log}");
+    }
+    assert!(!log.contains("404 page not found"), "{log}");
 }

@@ -1841,7 +1841,11 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         ),
         (
             owned(&["numaplane.numaproj.io"]),
-            owned(&["pipelinerollouts"]),
+            owned(&[
+                "isbservicerollouts",
+                "monovertexrollouts",
+                "pipelinerollouts",
+            ]),
             owned(&["list", "watch"]),
             vec![],
         ),

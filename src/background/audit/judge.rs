@@ -12,12 +12,17 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use self::state::{
+    force_promote_state, force_reapply_state, template_deletion_state, template_label_state,
+};
 use super::kinds::{
     self, KindEntry, RULE_ALLOW_DATA_LOSS_VALUE, RULE_FORCE_PROMOTE, RULE_FORCE_REAPPLY,
-    RULE_JUDGEABLE, RULE_TIMEOUT_INTEGER, RULE_TIMEOUT_OVERFLOW, RULE_TIMEOUT_RANGE,
+    RULE_JUDGEABLE, RULE_TEMPLATE_BOOKKEEPING, RULE_TEMPLATE_DELETE_UNDRAINED,
+    RULE_TEMPLATE_FORCE_PROMOTE, RULE_TIMEOUT_INTEGER, RULE_TIMEOUT_OVERFLOW, RULE_TIMEOUT_RANGE,
 };
 use crate::admission::{self, AnswerContext, Webhook};
 use crate::authz::{ForcePermission, PermissionCheck, Target};
+use crate::kinds::Kind;
 use crate::policy::rules::Violation;
 use crate::policy::{Grant, Mode, Permission, Policy, UserInfo};
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
@@ -162,6 +167,9 @@ fn create_review(entry: &KindEntry, object: &Value) -> Vec<u8> {
 
 /// The rule a violation's result goes under.
 fn rule_of(violation: &Violation) -> &'static str {
+    if matches!(violation, Violation::TemplateMalformed { .. }) {
+        return RULE_TEMPLATE_BOOKKEEPING;
+    }
     match violation.rule() {
         2 => RULE_TIMEOUT_INTEGER,
         3 => RULE_TIMEOUT_RANGE,
@@ -169,6 +177,9 @@ fn rule_of(violation: &Violation) -> &'static str {
         5 => RULE_ALLOW_DATA_LOSS_VALUE,
         6 => RULE_FORCE_REAPPLY,
         7 => RULE_FORCE_PROMOTE,
+        13 => RULE_TEMPLATE_FORCE_PROMOTE,
+        14 => RULE_TEMPLATE_DELETE_UNDRAINED,
+        15 => RULE_TEMPLATE_BOOKKEEPING,
         _ => RULE_JUDGEABLE,
     }
 }
@@ -180,27 +191,30 @@ fn is_shape_problem(violation: &Violation) -> bool {
         violation,
         Violation::TimeoutUnreachable { .. }
             | Violation::MetadataMalformed { .. }
+            | Violation::TemplateMalformed { .. }
             | Violation::Unjudgeable(_)
     )
 }
 
-/// Judges one stored PipelineRollout (its slim JSON).
-pub fn pipeline_rollout<'a>(
-    judge: &'a Judge<'a>,
-    entry: &'a KindEntry,
-    json: &'a str,
-) -> JudgeFuture<'a> {
-    Box::pin(judge_pipeline_rollout(judge, entry, json))
+/// Judges one stored rollout of the kind `entry` names (its slim JSON):
+/// a PipelineRollout, a MonoVertexRollout or an ISBServiceRollout.
+pub fn rollout<'a>(judge: &'a Judge<'a>, entry: &'a KindEntry, json: &'a str) -> JudgeFuture<'a> {
+    Box::pin(judge_rollout(judge, entry, json))
 }
 
-async fn judge_pipeline_rollout(judge: &Judge<'_>, entry: &KindEntry, json: &str) -> Judged {
+async fn judge_rollout(judge: &Judge<'_>, entry: &KindEntry, json: &str) -> Judged {
+    let Some(kind) = Kind::from_kind(entry.group, entry.kind) else {
+        return unjudgeable(format!("{} is no kind this webhook guards", entry.kind));
+    };
     let mut object: Value = match serde_json::from_str(json) {
         Ok(v) => v,
         Err(e) => return unjudgeable(format!("the stored object is not JSON: {e}")),
     };
     let view = PipelineRollout::from_json(json).unwrap_or_default();
     let force_state = force_reapply_state(&view);
-    let promote_state = force_promote_state(&view);
+    let promote_state = force_promote_state(&view, kind);
+    let label_state = template_label_state(&view, kind);
+    let deletion_state = template_deletion_state(&view, kind);
     // The stored forces are judged by state: the CREATE sent leaves them out.
     if kinds::forces_reapply(&object)
         && let Some(Value::Object(annotations)) = object.pointer_mut("/metadata/annotations")
@@ -236,6 +250,10 @@ async fn judge_pipeline_rollout(judge: &Judge<'_>, entry: &KindEntry, json: &str
         .denials
         .iter()
         .any(|v| matches!(v, Violation::TimeoutUnreachable { .. }));
+    let template_unreadable = decision
+        .denials
+        .iter()
+        .any(|v| matches!(v, Violation::TemplateMalformed { .. }));
     let mut results = Vec::with_capacity(entry.rules.len());
     for &rule in entry.rules {
         let found: Vec<&Violation> = decision
@@ -246,6 +264,15 @@ async fn judge_pipeline_rollout(judge: &Judge<'_>, entry: &KindEntry, json: &str
         let result = match rule {
             RULE_FORCE_REAPPLY => force_state.clone(),
             RULE_FORCE_PROMOTE => promote_state.clone(),
+            RULE_TEMPLATE_FORCE_PROMOTE | RULE_TEMPLATE_DELETE_UNDRAINED if template_unreadable => {
+                result(
+                    rule,
+                    Status::Skip,
+                    Some(format!(
+                        "the child template's metadata cannot be read (see {RULE_TEMPLATE_BOOKKEEPING})"
+                    )),
+                )
+            }
             _ if !found.is_empty() => {
                 let status = if found.iter().any(|v| is_shape_problem(v)) {
                     Status::Error
@@ -259,6 +286,12 @@ async fn judge_pipeline_rollout(judge: &Judge<'_>, entry: &KindEntry, json: &str
                     .join("; ");
                 result(rule, status, Some(message))
             }
+            RULE_TEMPLATE_FORCE_PROMOTE if label_state.is_some() => label_state
+                .clone()
+                .unwrap_or_else(|| result(rule, Status::Pass, None)),
+            RULE_TEMPLATE_DELETE_UNDRAINED if deletion_state.is_some() => deletion_state
+                .clone()
+                .unwrap_or_else(|| result(rule, Status::Pass, None)),
             RULE_TIMEOUT_RANGE | RULE_TIMEOUT_OVERFLOW if unreachable => result(
                 rule,
                 Status::Skip,
@@ -271,7 +304,7 @@ async fn judge_pipeline_rollout(judge: &Judge<'_>, entry: &KindEntry, json: &str
     results
 }
 
-fn result(rule: &'static str, status: Status, message: Option<String>) -> RuleResult {
+pub(super) fn result(rule: &'static str, status: Status, message: Option<String>) -> RuleResult {
     RuleResult {
         rule,
         status,
@@ -287,45 +320,6 @@ fn unjudgeable(why: String) -> Judged {
     )]
 }
 
-/// A stored `allow-data-loss: "true"`, by state.
-fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
-    if !view.forces_reapply() {
-        return result(RULE_FORCE_REAPPLY, Status::Pass, None);
-    }
-    if view.pause_is_over() {
-        return result(
-            RULE_FORCE_REAPPLY,
-            Status::Fail,
-            Some(format!(
-                "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is \"true\" and the pause is over: the next change is applied without draining and can lose data; set it to \"false\" (the stale-force sweeper resets it after its grace period when it runs; who set it is unknown to the audit)"
-            )),
-        );
-    }
-    result(
-        RULE_FORCE_REAPPLY,
-        Status::Warn,
-        Some(format!(
-            "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is \"true\" while the pipeline is paused or pausing: a forced re-apply is under way, skipping the drain; set it to \"false\" once the pause is over (who set it is unknown to the audit)"
-        )),
-    )
-}
-
-/// A stored `forcePromote: true`, by state.
-fn force_promote_state(view: &PipelineRollout) -> RuleResult {
-    if !view.force_promote() {
-        return result(RULE_FORCE_PROMOTE, Status::Pass, None);
-    }
-    let upgrade = view.progressive_upgrade();
-    let message = if upgrade.in_progress {
-        format!(
-            "spec.strategy.progressive.forcePromote is true during the progressive upgrade of {}: it is promoted without assessment; set it to false once the upgrade is over (who set it is unknown to the audit)",
-            upgrade.child.unwrap_or("an unnamed child")
-        )
-    } else {
-        "spec.strategy.progressive.forcePromote is true and no progressive upgrade is in progress: the next upgrade skips assessment and recyclable pipelines are deleted without draining; set it to false (who set it is unknown to the audit)".to_owned()
-    };
-    result(RULE_FORCE_PROMOTE, Status::Warn, Some(message))
-}
-
+mod state;
 #[cfg(test)]
 mod tests;

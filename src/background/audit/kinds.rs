@@ -7,10 +7,12 @@
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
+use self::shapes::{ISB_SERVICE_ROLLOUT_SHAPE, MONO_VERTEX_ROLLOUT_SHAPE, PIPELINE_ROLLOUT_SHAPE};
 use super::judge;
 use super::slim::Shape;
 use super::watch::{self, WatchItem};
-use crate::rollout::{self, ALLOW_DATA_LOSS, FORCE_PROMOTE_FOR};
+use crate::kinds::Kind;
+use crate::rollout::{self, ALLOW_DATA_LOSS};
 
 /// A kind's API identity and the parts of it kept, known at compile time
 /// (the watch reads objects of it as [`super::slim::Slim`]).
@@ -54,15 +56,35 @@ impl KindEntry {
 }
 
 /// The kinds audited, in report order.
-pub static KINDS: &[KindEntry] = &[KindEntry {
-    group: rollout::GROUP,
-    version: rollout::VERSION,
-    kind: rollout::KIND,
-    plural: rollout::RESOURCE,
-    rules: PIPELINE_ROLLOUT_RULES,
-    watch: watch::kind::<PipelineRollouts>,
-    judge: judge::pipeline_rollout,
-}];
+pub static KINDS: &[KindEntry] = &[
+    KindEntry {
+        group: rollout::GROUP,
+        version: rollout::VERSION,
+        kind: rollout::KIND,
+        plural: rollout::RESOURCE,
+        rules: PIPELINE_ROLLOUT_RULES,
+        watch: watch::kind::<PipelineRollouts>,
+        judge: judge::rollout,
+    },
+    KindEntry {
+        group: MonoVertexRollouts::GROUP,
+        version: MonoVertexRollouts::VERSION,
+        kind: MonoVertexRollouts::KIND,
+        plural: MonoVertexRollouts::PLURAL,
+        rules: OTHER_ROLLOUT_RULES,
+        watch: watch::kind::<MonoVertexRollouts>,
+        judge: judge::rollout,
+    },
+    KindEntry {
+        group: IsbServiceRollouts::GROUP,
+        version: IsbServiceRollouts::VERSION,
+        kind: IsbServiceRollouts::KIND,
+        plural: IsbServiceRollouts::PLURAL,
+        rules: OTHER_ROLLOUT_RULES,
+        watch: watch::kind::<IsbServiceRollouts>,
+        judge: judge::rollout,
+    },
+];
 
 /// The rule names a PipelineRollout's results carry (see docs/audit.md for
 /// the rule numbers each covers).
@@ -73,6 +95,19 @@ pub const PIPELINE_ROLLOUT_RULES: &[&str] = &[
     RULE_ALLOW_DATA_LOSS_VALUE,
     RULE_FORCE_REAPPLY,
     RULE_FORCE_PROMOTE,
+    RULE_TEMPLATE_FORCE_PROMOTE,
+    RULE_TEMPLATE_DELETE_UNDRAINED,
+    RULE_TEMPLATE_BOOKKEEPING,
+];
+
+/// The rule names a MonoVertexRollout's or an ISBServiceRollout's results
+/// carry: the drain-timeout and allow-data-loss rules are a
+/// PipelineRollout's only, and Numaplane ignores marked-for-deletion on
+/// their children.
+pub const OTHER_ROLLOUT_RULES: &[&str] = &[
+    RULE_FORCE_PROMOTE,
+    RULE_TEMPLATE_FORCE_PROMOTE,
+    RULE_TEMPLATE_BOOKKEEPING,
 ];
 
 /// Rule 2: the drain timeout is an integer (and can be reached).
@@ -87,6 +122,14 @@ pub const RULE_ALLOW_DATA_LOSS_VALUE: &str = "allow-data-loss-value";
 pub const RULE_FORCE_REAPPLY: &str = "force-reapply";
 /// Rules 7 and 12: a stored forcePromote, by state.
 pub const RULE_FORCE_PROMOTE: &str = "force-promote";
+/// Rule 13: the force-promote label in the child template (its value,
+/// and a stored one by state).
+pub const RULE_TEMPLATE_FORCE_PROMOTE: &str = "template-force-promote";
+/// Rule 14: marked-for-deletion in the child template, by state.
+pub const RULE_TEMPLATE_DELETE_UNDRAINED: &str = "template-delete-undrained";
+/// Rule 15: Numaplane's bookkeeping keys in the child template (and a
+/// template metadata that is not an object).
+pub const RULE_TEMPLATE_BOOKKEEPING: &str = "template-bookkeeping";
 /// The object could not be judged at all.
 pub const RULE_JUDGEABLE: &str = "judgeable";
 
@@ -102,81 +145,29 @@ impl AuditedKind for PipelineRollouts {
     const SHAPE: &'static Shape = &PIPELINE_ROLLOUT_SHAPE;
 }
 
-/// What the PipelineRollout rules read (see [`crate::rollout`]), and the
-/// identity a report names.
-static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
-    ("apiVersion", Shape::Leaf),
-    (
-        "metadata",
-        Shape::Fields(&[
-            ("name", Shape::Leaf),
-            ("namespace", Shape::Leaf),
-            ("uid", Shape::Leaf),
-            ("resourceVersion", Shape::Leaf),
-            (
-                "annotations",
-                Shape::Fields(&[
-                    (ALLOW_DATA_LOSS, Shape::Leaf),
-                    (FORCE_PROMOTE_FOR, Shape::Leaf),
-                ]),
-            ),
-        ]),
-    ),
-    (
-        "spec",
-        Shape::Fields(&[
-            (
-                "pipeline",
-                Shape::Fields(&[(
-                    "spec",
-                    Shape::Fields(&[(
-                        "lifecycle",
-                        Shape::Fields(&[("pauseGracePeriodSeconds", Shape::Leaf)]),
-                    )]),
-                )]),
-            ),
-            (
-                "strategy",
-                Shape::Fields(&[
-                    (
-                        "recycleStrategy",
-                        Shape::Fields(&[("scaleFactor", Shape::Leaf)]),
-                    ),
-                    (
-                        "progressive",
-                        Shape::Fields(&[("forcePromote", Shape::Leaf)]),
-                    ),
-                ]),
-            ),
-        ]),
-    ),
-    (
-        "status",
-        Shape::Fields(&[
-            ("upgradeInProgress", Shape::Leaf),
-            (
-                "conditions",
-                Shape::Items(&Shape::Fields(&[
-                    ("type", Shape::Leaf),
-                    ("status", Shape::Leaf),
-                    ("reason", Shape::Leaf),
-                    ("lastTransitionTime", Shape::Leaf),
-                ])),
-            ),
-            (
-                "pauseStatus",
-                Shape::Fields(&[("lastPauseBeginTime", Shape::Leaf)]),
-            ),
-            (
-                "progressiveStatus",
-                Shape::Fields(&[(
-                    "upgradingPipelineStatus",
-                    Shape::Fields(&[("name", Shape::Leaf)]),
-                )]),
-            ),
-        ]),
-    ),
-]);
+/// The marker of MonoVertexRollouts in the table.
+#[derive(Debug)]
+pub struct MonoVertexRollouts;
+
+impl AuditedKind for MonoVertexRollouts {
+    const GROUP: &'static str = Kind::MonoVertexRollout.group();
+    const VERSION: &'static str = crate::kinds::VERSION;
+    const KIND: &'static str = Kind::MonoVertexRollout.kind();
+    const PLURAL: &'static str = Kind::MonoVertexRollout.resource();
+    const SHAPE: &'static Shape = &MONO_VERTEX_ROLLOUT_SHAPE;
+}
+
+/// The marker of ISBServiceRollouts in the table.
+#[derive(Debug)]
+pub struct IsbServiceRollouts;
+
+impl AuditedKind for IsbServiceRollouts {
+    const GROUP: &'static str = Kind::IsbServiceRollout.group();
+    const VERSION: &'static str = crate::kinds::VERSION;
+    const KIND: &'static str = Kind::IsbServiceRollout.kind();
+    const PLURAL: &'static str = Kind::IsbServiceRollout.resource();
+    const SHAPE: &'static Shape = &ISB_SERVICE_ROLLOUT_SHAPE;
+}
 
 /// Whether `value` (a slim object) is a stored forced re-apply.
 pub fn forces_reapply(value: &Value) -> bool {
@@ -189,12 +180,18 @@ pub fn forces_reapply(value: &Value) -> bool {
         == Some("true")
 }
 
+mod shapes;
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
     use crate::background::audit::slim::prune;
+    use crate::kinds::{
+        BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, FORCE_PROMOTE_LABEL,
+        MARKED_FOR_DELETION,
+    };
 
     #[test]
     fn the_pipeline_rollout_shape_keeps_what_the_rules_read_and_nothing_of_the_spec() {
@@ -214,5 +211,71 @@ mod tests {
         let whole = crate::rollout::PipelineRollout::from_json(&object.to_string()).expect("view");
         let kept = crate::rollout::PipelineRollout::from_json(&text).expect("view");
         assert_eq!(whole, kept);
+    }
+
+    #[test]
+    fn each_rollout_shape_keeps_only_the_numaplane_keys_of_its_child_template() {
+        let mut bookkeeping = json!({});
+        for key in LAB {
+            bookkeeping[key] = json!("x");
+        }
+        let mut annotations = json!({MARKED_FOR_DELETION: "true", "other": "y".repeat(5000)});
+        for key in ANN {
+            annotations[key] = json!("x");
+        }
+        let mut labels = bookkeeping.clone();
+        labels[FORCE_PROMOTE_LABEL] = json!("true");
+        labels["app.kubernetes.io/name"] = json!("z".repeat(5000));
+        for entry in KINDS {
+            let kind = Kind::from_kind(entry.group, entry.kind).expect("guarded");
+            let template = kind.template().expect("a rollout");
+            let object = json!({
+                "apiVersion": entry.api_version(),
+                "metadata": {"name": "r", "namespace": "n", "labels": {"big": "b".repeat(5000)}},
+                "spec": {template: {
+                    "metadata": {"labels": labels, "annotations": annotations, "name": "x"},
+                    "spec": {"vertices": [{"name": "v".repeat(20_000)}]},
+                }},
+            });
+            let shape = match entry.kind {
+                "PipelineRollout" => &PIPELINE_ROLLOUT_SHAPE,
+                "MonoVertexRollout" => MonoVertexRollouts::SHAPE,
+                _ => IsbServiceRollouts::SHAPE,
+            };
+            let slim = prune(&object.to_string(), shape).expect("prunes");
+            let meta = &slim["spec"][template]["metadata"];
+            let mut want_labels = bookkeeping.clone();
+            want_labels[FORCE_PROMOTE_LABEL] = json!("true");
+            assert_eq!(meta["labels"], want_labels, "{}", entry.kind);
+            let mut want_annotations = annotations.clone();
+            if let Some(map) = want_annotations.as_object_mut() {
+                map.remove("other");
+            }
+            assert_eq!(meta["annotations"], want_annotations, "{}", entry.kind);
+            assert!(meta.get("name").is_none(), "{}", entry.kind);
+            assert!(slim["metadata"].get("labels").is_none(), "{}", entry.kind);
+            let text = slim.to_string();
+            assert!(text.len() < 1500, "{}: {} bytes", entry.kind, text.len());
+            // What rules 13 to 15 read is the same in the slim and the whole object.
+            let whole =
+                crate::rollout::PipelineRollout::from_json(&object.to_string()).expect("view");
+            let kept = crate::rollout::PipelineRollout::from_json(&text).expect("view");
+            for key in LAB.iter().chain(&[FORCE_PROMOTE_LABEL]) {
+                let map = crate::rollout::Map::TemplateLabels;
+                assert_eq!(
+                    whole.key_in(kind, map, key),
+                    kept.key_in(kind, map, key),
+                    "{key}"
+                );
+            }
+            for key in ANN.iter().chain(&[MARKED_FOR_DELETION]) {
+                let map = crate::rollout::Map::TemplateAnnotations;
+                assert_eq!(
+                    whole.key_in(kind, map, key),
+                    kept.key_in(kind, map, key),
+                    "{key}"
+                );
+            }
+        }
     }
 }

@@ -138,7 +138,7 @@ pub async fn run<H: AuditHost>(
         qps = options.qps,
         burst = options.burst,
         kinds = KINDS.len(),
-        "audit on: judging every stored PipelineRollout into PolicyReports"
+        "audit on: judging every stored rollout (PipelineRollouts, MonoVertexRollouts, ISBServiceRollouts) into PolicyReports"
     );
     let (reports, reports_rx) = mpsc::unbounded_channel::<Note>();
     let bucket = bucket::Bucket::new(options.qps, options.burst);
@@ -205,9 +205,17 @@ impl<H: AuditHost> Auditor<H> {
                         return;
                     }
                     Some(item) => {
-                        if let WatchItem::Failed { kind, error } = &item {
-                            self.host.record(AuditEvent::WatchRestart);
-                            tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
+                        match &item {
+                            WatchItem::Failed { kind, error } => {
+                                self.host.record(AuditEvent::WatchRestart);
+                                tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
+                            }
+                            WatchItem::Absent { kind } => tracing::info!(
+                                kind = KINDS[*kind].kind,
+                                resource = %format!("{}.{}", KINDS[*kind].plural, KINDS[*kind].group),
+                                "audit: this kind is not served (its CRD is not installed), so it has nothing to judge; the watch retries with backoff and audits it once it is"
+                            ),
+                            _ => {}
                         }
                         let (completed, listed, objects) = {
                             let mut store = self.store();

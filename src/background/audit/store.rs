@@ -83,6 +83,12 @@ impl Store {
                 self.remove(&namespace, &(kind, name));
                 false
             }
+            WatchItem::Absent { kind } => {
+                // Not served: it has no objects, and its list is complete.
+                self.listing.remove(&kind);
+                self.forget_unseen(kind, &HashSet::new());
+                self.listed.insert(kind)
+            }
             WatchItem::Failed { .. } => false,
         }
     }
@@ -242,5 +248,35 @@ mod tests {
             store.set_results(&ns, &key, &json, pass());
         }
         assert!(store.take_changed().is_empty());
+    }
+
+    #[test]
+    fn a_kind_not_served_counts_as_listed_with_no_objects() {
+        let mut store = Store::default();
+        store.take(WatchItem::Listing { kind: 0 });
+        store.take(stored("a", "x", "{}"));
+        store.take(WatchItem::Listed { kind: 0 });
+        // Kind 1 was served once, then its CRD went away.
+        store.take(WatchItem::Listing { kind: 1 });
+        store.take(WatchItem::Stored {
+            kind: 1,
+            namespace: "b".to_owned(),
+            name: "m".to_owned(),
+            uid: None,
+            json: "{}".into(),
+        });
+        assert!(!store.listed(3), "kind 1 is mid-list, kind 2 unheard of");
+        assert!(store.take(WatchItem::Absent { kind: 2 }));
+        assert!(!store.listed(3), "kind 1 is still mid-list");
+        store.take(WatchItem::Absent { kind: 1 });
+        assert!(store.listed(3), "every kind is listed or absent");
+        assert!(
+            store.objects("b").is_none(),
+            "an absent kind has no objects"
+        );
+        assert_eq!(store.len(), 1);
+        // Served again: its list delivers its objects as usual.
+        store.take(WatchItem::Listing { kind: 2 });
+        assert!(store.listed(3), "a relist keeps the kind listed");
     }
 }

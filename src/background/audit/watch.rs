@@ -2,10 +2,15 @@
 //! restarted with backoff when it breaks, turned into [`WatchItem`]s the
 //! audit's store takes in.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 
 use super::kinds::{AuditedKind, KINDS};
@@ -47,6 +52,13 @@ pub enum WatchItem {
         /// Its name.
         name: String,
     },
+    /// The kind is not served (its CRD is not installed): it has no
+    /// objects. Sent once each time the kind goes missing; the watch keeps
+    /// retrying with backoff, silently, and lists it once it is served.
+    Absent {
+        /// The kind's index in [`KINDS`].
+        kind: usize,
+    },
     /// The watch failed; it is restarted with backoff.
     Failed {
         /// The kind's index in [`KINDS`].
@@ -63,15 +75,75 @@ fn index_of<K: AuditedKind>() -> usize {
         .unwrap_or(0)
 }
 
-/// Watches every object of `K` in the cluster, slim, with the watcher's
-/// default backoff between restarts.
+/// Whether a watch error says the resource is not served at all (a list
+/// or watch answered 404: no CRD for it; the API server's answer is then
+/// plain text, so only the code says so).
+pub fn not_served(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
+        watcher::Error::WatchError(status) => status.code == 404,
+        _ => false,
+    }
+}
+
+/// The watcher's default backoff (0.8 s doubling to 30 s, with jitter),
+/// except that the `Init` the watcher emits before every list attempt does
+/// not reset it: otherwise a list that keeps failing (a kind not served)
+/// is retried about every second for ever.
+struct ListBackoff {
+    inner: watcher::DefaultBackoff,
+    /// Set while the last event seen was an `Init`.
+    init: Arc<AtomicBool>,
+}
+
+impl Iterator for ListBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.inner.next()
+    }
+}
+
+impl Backoff for ListBackoff {
+    fn reset(&mut self) {
+        if !self.init.load(Ordering::Relaxed) {
+            self.inner.reset();
+        }
+    }
+}
+
+/// Watches every object of `K` in the cluster, slim, restarted with
+/// [`ListBackoff`]. A kind that is not served is reported
+/// [`WatchItem::Absent`] once, and nothing more is said of it (no restart,
+/// no relist) until it is served again.
 pub fn kind<K: AuditedKind>(client: kube::Client) -> BoxStream<'static, WatchItem> {
     let kind = index_of::<K>();
     let api: Api<Slim<K>> = Api::all(client);
+    let init = Arc::new(AtomicBool::new(false));
+    let backoff = ListBackoff {
+        inner: watcher::DefaultBackoff::default(),
+        init: Arc::clone(&init),
+    };
+    let mut absent = false;
     watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
+        .inspect(move |event| init.store(matches!(event, Ok(Event::Init)), Ordering::Relaxed))
+        .backoff(backoff)
         .filter_map(move |event| {
+            let retry = matches!(event, Ok(Event::Init));
+            if event.is_ok() && !retry {
+                absent = false;
+            }
             std::future::ready(match event {
+                Err(e) if not_served(&e) => {
+                    let first = !absent;
+                    absent = true;
+                    first.then_some(WatchItem::Absent { kind })
+                }
+                // Another try at listing a kind not served: nothing to say
+                // until the list delivers something.
+                Ok(Event::Init) if absent => None,
                 Ok(Event::Init) => Some(WatchItem::Listing { kind }),
                 Ok(Event::InitDone) => Some(WatchItem::Listed { kind }),
                 Ok(Event::Apply(object) | Event::InitApply(object)) => {
@@ -104,4 +176,51 @@ pub fn kind<K: AuditedKind>(client: kube::Client) -> BoxStream<'static, WatchIte
             })
         })
         .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    fn list_failed(status: Status) -> watcher::Error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()))
+    }
+
+    #[test]
+    fn only_a_404_says_the_kind_is_not_served() {
+        // What kube makes of the API server's plain-text "404 page not found".
+        let plain =
+            Status::failure("404 page not found", "Failed to parse error data").with_code(404);
+        assert!(not_served(&list_failed(plain)));
+        let json = Status::failure("not found", "NotFound").with_code(404);
+        assert!(not_served(&list_failed(json)));
+        let forbidden = Status::failure("cannot list", "Forbidden").with_code(403);
+        assert!(!not_served(&list_failed(forbidden)));
+        assert!(!not_served(&watcher::Error::NoResourceVersion));
+    }
+
+    #[test]
+    fn the_backoff_grows_across_failed_lists_and_resets_after_a_delivered_one() {
+        let init = Arc::new(AtomicBool::new(false));
+        let mut backoff = ListBackoff {
+            inner: watcher::DefaultBackoff::default(),
+            init: Arc::clone(&init),
+        };
+        let first = backoff.next().expect("a delay");
+        // The watcher's Init before each try: no reset, the delays grow.
+        init.store(true, Ordering::Relaxed);
+        for _ in 0..5 {
+            backoff.reset();
+            backoff.next();
+        }
+        let later = backoff.next().expect("a delay");
+        assert!(later > first * 4, "{first:?} then {later:?}");
+        // Something delivered: back to the start.
+        init.store(false, Ordering::Relaxed);
+        backoff.reset();
+        let again = backoff.next().expect("a delay");
+        assert!(again < later / 4, "{later:?} then {again:?}");
+    }
 }

@@ -4,15 +4,21 @@ use serde_json::json;
 
 use super::*;
 use crate::background::audit::kinds::KINDS;
+use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, UPGRADE_STATE};
 
 fn judged(policy: &Policy, object: Value) -> Judged {
+    judged_as(0, policy, object)
+}
+
+/// Judges `object` as the kind at `kind` in [`KINDS`].
+fn judged_as(kind: usize, policy: &Policy, object: Value) -> Judged {
     let (enforcing, warn_only) = enforcing(policy);
     let judge = Judge::new(&enforcing, warn_only, OffsetDateTime::now_utc());
     let json = object.to_string();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    runtime.block_on((KINDS[0].judge)(&judge, &KINDS[0], &json))
+    runtime.block_on((KINDS[kind].judge)(&judge, &KINDS[kind], &json))
 }
 
 fn rollout(timeout: Value, annotations: Value, status: Value) -> Value {
@@ -151,5 +157,214 @@ fn a_stored_force_promote_is_reported_by_state() {
             .iter()
             .all(|r| r.rule == RULE_FORCE_PROMOTE || r.status == Status::Pass),
         "{results:?}"
+    );
+}
+
+/// A rollout of the kind at `kind` in [`KINDS`] whose child template
+/// carries `labels` and `annotations`, and whose strategy is `strategy`.
+fn templated(kind: usize, labels: Value, annotations: Value, strategy: Value) -> Value {
+    let entry = &KINDS[kind];
+    let template = Kind::from_kind(entry.group, entry.kind)
+        .and_then(Kind::template)
+        .expect("a rollout kind");
+    json!({
+        "apiVersion": entry.api_version(),
+        "kind": entry.kind,
+        "metadata": {"name": "r", "namespace": "team-a", "uid": "u-2"},
+        "spec": {
+            template: {"metadata": {"labels": labels, "annotations": annotations}, "spec": {}},
+            "strategy": strategy,
+        },
+        "status": {},
+    })
+}
+
+/// The index in [`KINDS`] of `kind`.
+fn index(kind: Kind) -> usize {
+    KINDS
+        .iter()
+        .position(|k| k.group == kind.group() && k.kind == kind.kind())
+        .expect("audited")
+}
+
+#[test]
+fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
+    let policy = Policy::built_in();
+    let (pr, mvr, isb) = (
+        index(Kind::PipelineRollout),
+        index(Kind::MonoVertexRollout),
+        index(Kind::IsbServiceRollout),
+    );
+    let promote = |v: &str| json!({FORCE_PROMOTE_LABEL: v});
+    let none = json!({});
+    let cases: Vec<(&str, usize, Value, &str, Status, &str)> = vec![
+        (
+            "a force-promote label in spec.pipeline.metadata",
+            pr,
+            templated(pr, promote("true"), none.clone(), none.clone()),
+            RULE_TEMPLATE_FORCE_PROMOTE,
+            Status::Warn,
+            "spec.pipeline.metadata.labels[\"numaplane.numaproj.io/force-promote\"] is set: Numaplane copies it onto every Pipeline",
+        ),
+        (
+            "a force-promote label of \"false\" is denied for its value",
+            pr,
+            templated(pr, promote("false"), none.clone(), none.clone()),
+            RULE_TEMPLATE_FORCE_PROMOTE,
+            Status::Fail,
+            "Numaplane acts on the label's presence",
+        ),
+        (
+            "marked-for-deletion in spec.pipeline.metadata",
+            pr,
+            templated(
+                pr,
+                none.clone(),
+                json!({MARKED_FOR_DELETION: "true"}),
+                none.clone(),
+            ),
+            RULE_TEMPLATE_DELETE_UNDRAINED,
+            Status::Fail,
+            "deletes each at once without draining",
+        ),
+        (
+            "marked-for-deletion other than \"true\" does nothing",
+            pr,
+            templated(
+                pr,
+                none.clone(),
+                json!({MARKED_FOR_DELETION: "false"}),
+                none.clone(),
+            ),
+            RULE_TEMPLATE_DELETE_UNDRAINED,
+            Status::Pass,
+            "",
+        ),
+        (
+            "a bookkeeping label in spec.pipeline.metadata",
+            pr,
+            templated(
+                pr,
+                json!({UPGRADE_STATE: "recyclable"}),
+                none.clone(),
+                none.clone(),
+            ),
+            RULE_TEMPLATE_BOOKKEEPING,
+            Status::Fail,
+            "set spec.pipeline.metadata.labels[\"numaplane.numaproj.io/upgrade-state\"]: Numaplane keeps its bookkeeping there",
+        ),
+        (
+            "other labels are no one's business",
+            pr,
+            templated(pr, json!({"app": "x"}), json!({"note": "y"}), none.clone()),
+            RULE_TEMPLATE_BOOKKEEPING,
+            Status::Pass,
+            "",
+        ),
+        (
+            "a MonoVertexRollout's forcePromote",
+            mvr,
+            templated(
+                mvr,
+                none.clone(),
+                none.clone(),
+                json!({"progressive": {"forcePromote": true}}),
+            ),
+            RULE_FORCE_PROMOTE,
+            Status::Warn,
+            "the next upgrade skips assessment; set it to false",
+        ),
+        (
+            "a force-promote label in spec.monoVertex.metadata",
+            mvr,
+            templated(mvr, promote("true"), none.clone(), none.clone()),
+            RULE_TEMPLATE_FORCE_PROMOTE,
+            Status::Warn,
+            "spec.monoVertex.metadata.labels[\"numaplane.numaproj.io/force-promote\"] is set: Numaplane copies it onto every MonoVertex",
+        ),
+        (
+            "a bookkeeping annotation in spec.interStepBufferService.metadata",
+            isb,
+            templated(
+                isb,
+                none.clone(),
+                json!({"numaplane.numaproj.io/requires-drain": "true"}),
+                none.clone(),
+            ),
+            RULE_TEMPLATE_BOOKKEEPING,
+            Status::Fail,
+            "spec.interStepBufferService.metadata.annotations[\"numaplane.numaproj.io/requires-drain\"]",
+        ),
+        (
+            "an ISBServiceRollout's forcePromote false is no force",
+            isb,
+            templated(
+                isb,
+                none.clone(),
+                none.clone(),
+                json!({"progressive": {"forcePromote": false}}),
+            ),
+            RULE_FORCE_PROMOTE,
+            Status::Pass,
+            "",
+        ),
+    ];
+    for (name, kind, object, rule, want, says) in cases {
+        let results = judged_as(kind, &policy, object);
+        let rules: Vec<&str> = results.iter().map(|r| r.rule).collect();
+        assert_eq!(rules, KINDS[kind].rules, "{name}");
+        let (status, message) = status_of(&results, rule);
+        assert_eq!(status, want, "{name}: {message}");
+        assert!(message.contains(says), "{name}: {message:?} lacks {says:?}");
+        // Nothing else is reported.
+        assert!(
+            results
+                .iter()
+                .all(|r| r.rule == rule || r.status == Status::Pass),
+            "{name}: {results:?}"
+        );
+    }
+}
+
+#[test]
+fn the_other_rollouts_get_no_drain_rules_and_ignore_marked_for_deletion() {
+    let policy = Policy::built_in();
+    for kind in [Kind::MonoVertexRollout, Kind::IsbServiceRollout] {
+        let at = index(kind);
+        let object = templated(
+            at,
+            json!({}),
+            json!({MARKED_FOR_DELETION: "true"}),
+            json!({}),
+        );
+        let results = judged_as(at, &policy, object);
+        assert!(
+            results.iter().all(|r| r.status == Status::Pass),
+            "{kind:?}: {results:?}"
+        );
+        assert!(
+            !results
+                .iter()
+                .any(|r| r.rule == RULE_TEMPLATE_DELETE_UNDRAINED || r.rule == RULE_TIMEOUT_RANGE),
+            "{kind:?}: {results:?}"
+        );
+    }
+}
+
+#[test]
+fn a_template_metadata_that_is_not_an_object_is_an_error_and_its_rules_are_skipped() {
+    let policy = Policy::built_in();
+    let at = index(Kind::MonoVertexRollout);
+    let object = templated(at, json!("not a map"), json!({}), json!({}));
+    let results = judged_as(at, &policy, object);
+    let (status, message) = status_of(&results, RULE_TEMPLATE_BOOKKEEPING);
+    assert_eq!(status, Status::Error, "{message}");
+    assert!(
+        message.contains("spec.monoVertex.metadata.labels is a string"),
+        "{message}"
+    );
+    assert_eq!(
+        status_of(&results, RULE_TEMPLATE_FORCE_PROMOTE).0,
+        Status::Skip
     );
 }

@@ -1,0 +1,159 @@
+//! The [`Shape`] each audited kind's watch keeps: the identity a report
+//! names and the parts its rules read, nothing of the specs.
+
+use super::super::slim::Shape;
+use crate::kinds::{
+    BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, FORCE_PROMOTE_LABEL,
+    MARKED_FOR_DELETION,
+};
+use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FOR};
+
+/// The identity a report names.
+const IDENTITY: Shape = Shape::Fields(&[
+    ("name", Shape::Leaf),
+    ("namespace", Shape::Leaf),
+    ("uid", Shape::Leaf),
+    ("resourceVersion", Shape::Leaf),
+]);
+
+/// A child template's `metadata`: of its labels and annotations, only the
+/// Numaplane keys rules 13 to 15 read.
+const TEMPLATE_META: Shape = Shape::Fields(&[
+    (
+        "labels",
+        Shape::Fields(&[
+            (FORCE_PROMOTE_LABEL, Shape::Leaf),
+            (LAB[0], Shape::Leaf),
+            (LAB[1], Shape::Leaf),
+            (LAB[2], Shape::Leaf),
+            (LAB[3], Shape::Leaf),
+            (LAB[4], Shape::Leaf),
+            (LAB[5], Shape::Leaf),
+        ]),
+    ),
+    (
+        "annotations",
+        Shape::Fields(&[
+            (MARKED_FOR_DELETION, Shape::Leaf),
+            (ANN[0], Shape::Leaf),
+            (ANN[1], Shape::Leaf),
+            (ANN[2], Shape::Leaf),
+            (ANN[3], Shape::Leaf),
+            (ANN[4], Shape::Leaf),
+        ]),
+    ),
+]);
+
+/// A child template: its `metadata` only.
+const TEMPLATE: Shape = Shape::Fields(&[("metadata", TEMPLATE_META)]);
+
+/// A MonoVertexRollout's or an ISBServiceRollout's `status`: whether a
+/// progressive upgrade is under way.
+const OTHER_STATUS: Shape = Shape::Fields(&[("upgradeInProgress", Shape::Leaf)]);
+
+/// The progressive strategy's `forcePromote`.
+const STRATEGY: Shape = Shape::Fields(&[(
+    "progressive",
+    Shape::Fields(&[("forcePromote", Shape::Leaf)]),
+)]);
+
+/// What the MonoVertexRollout rules read.
+pub(super) static MONO_VERTEX_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
+    ("apiVersion", Shape::Leaf),
+    ("metadata", IDENTITY),
+    (
+        "spec",
+        Shape::Fields(&[("monoVertex", TEMPLATE), ("strategy", STRATEGY)]),
+    ),
+    ("status", OTHER_STATUS),
+]);
+
+/// What the ISBServiceRollout rules read.
+pub(super) static ISB_SERVICE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
+    ("apiVersion", Shape::Leaf),
+    ("metadata", IDENTITY),
+    (
+        "spec",
+        Shape::Fields(&[("interStepBufferService", TEMPLATE), ("strategy", STRATEGY)]),
+    ),
+    ("status", OTHER_STATUS),
+]);
+
+/// What the PipelineRollout rules read (see [`crate::rollout`]), and the
+/// identity a report names.
+pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
+    ("apiVersion", Shape::Leaf),
+    (
+        "metadata",
+        Shape::Fields(&[
+            ("name", Shape::Leaf),
+            ("namespace", Shape::Leaf),
+            ("uid", Shape::Leaf),
+            ("resourceVersion", Shape::Leaf),
+            (
+                "annotations",
+                Shape::Fields(&[
+                    (ALLOW_DATA_LOSS, Shape::Leaf),
+                    (FORCE_PROMOTE_FOR, Shape::Leaf),
+                ]),
+            ),
+        ]),
+    ),
+    (
+        "spec",
+        Shape::Fields(&[
+            (
+                "pipeline",
+                Shape::Fields(&[
+                    (
+                        "spec",
+                        Shape::Fields(&[(
+                            "lifecycle",
+                            Shape::Fields(&[("pauseGracePeriodSeconds", Shape::Leaf)]),
+                        )]),
+                    ),
+                    ("metadata", TEMPLATE_META),
+                ]),
+            ),
+            (
+                "strategy",
+                Shape::Fields(&[
+                    (
+                        "recycleStrategy",
+                        Shape::Fields(&[("scaleFactor", Shape::Leaf)]),
+                    ),
+                    (
+                        "progressive",
+                        Shape::Fields(&[("forcePromote", Shape::Leaf)]),
+                    ),
+                ]),
+            ),
+        ]),
+    ),
+    (
+        "status",
+        Shape::Fields(&[
+            ("upgradeInProgress", Shape::Leaf),
+            (
+                "conditions",
+                Shape::Items(&Shape::Fields(&[
+                    ("type", Shape::Leaf),
+                    ("status", Shape::Leaf),
+                    ("reason", Shape::Leaf),
+                    ("lastTransitionTime", Shape::Leaf),
+                ])),
+            ),
+            (
+                "pauseStatus",
+                Shape::Fields(&[("lastPauseBeginTime", Shape::Leaf)]),
+            ),
+            (
+                "progressiveStatus",
+                Shape::Fields(&[(
+                    "upgradingPipelineStatus",
+                    Shape::Fields(&[("name", Shape::Leaf)]),
+                )]),
+            ),
+        ]),
+    ),
+]);
