@@ -52,7 +52,26 @@ impl Binary {
         Self::launch(None, args, true).await
     }
 
+    /// Starts it, picking other ports when one picked a moment ago was
+    /// taken since by another test's process (at most three times).
     async fn launch(nofile: Option<u32>, args: &[&str], stalled_log: bool) -> Self {
+        let mut attempt = 1;
+        loop {
+            match Self::try_launch(nofile, args, stalled_log).await {
+                Ok(binary) => return binary,
+                Err(log) if attempt < 3 && log.contains("Address already in use") => attempt += 1,
+                Err(log) => panic!("{log}"),
+            }
+        }
+    }
+
+    /// Starts it on two free ports; the error is its log, when it exits
+    /// before it is ready.
+    async fn try_launch(
+        nofile: Option<u32>,
+        args: &[&str],
+        stalled_log: bool,
+    ) -> Result<Self, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("dir");
         let (port, admin_port) = (free_port(), free_port());
@@ -99,7 +118,10 @@ impl Binary {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = binary.child.try_wait().expect("wait") {
-                panic!("the binary exited ({status}): {}", binary.log_text());
+                return Err(format!(
+                    "the binary exited ({status}): {}",
+                    binary.log_text()
+                ));
             }
             if TcpStream::connect(admin).await.is_ok()
                 && admin_get(admin, "/readyz").await.0 == StatusCode::OK
@@ -115,7 +137,7 @@ impl Binary {
         }
         let ca = std::fs::read_to_string(binary.dir.path().join("certs/ca.crt")).expect("ca");
         binary.client = Client::build(addr, &[&ca], None);
-        binary
+        Ok(binary)
     }
 
     /// The process id.
