@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The audit benchmark (BENCHMARKS.md, "The audit at scale"): a real
 # kube-apiserver with SIZES PipelineRollouts across 100 namespaces, the
-# release webhook auditing them into PolicyReports. Needs the envtest
-# binaries (source /work/envtest.env or set TEST_ASSET_*).
+# release webhook auditing them into PolicyReports. Needs etcd,
+# kube-apiserver and kubectl, found as the end-to-end tests find them
+# (docs/end-to-end-tests.md): TEST_ASSET_ETCD, TEST_ASSET_KUBE_APISERVER and
+# TEST_ASSET_KUBECTL naming the binaries, else the directory
+# KUBEBUILDER_ASSETS (setup-envtest's), else (etcd, kubectl) the PATH.
 #   bench/audit.sh                      # 1000, 3000 and 10000 rollouts
 #   SIZES=1000 bench/audit.sh           # one size
 #   SERVE_ARGS="--audit-qps=10" bench/audit.sh

@@ -1,4 +1,5 @@
-# Shared by bench/load.sh and bench/flood.sh (sourced; each defines `log`).
+# Shared by bench/load.sh, bench/flood.sh and bench/audit.sh (sourced; each
+# defines `log`).
 
 # wait_for_quiet [STEP]: while the 1-minute load average is above MAX_LOAD
 # (others compiling?), wait STEP seconds (default 60), for at most MAX_WAIT
