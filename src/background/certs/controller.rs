@@ -28,7 +28,7 @@ use super::material::{self, Stored};
 use super::plan::{self, Change, Reason};
 use super::retry::Backoff;
 use super::{CertEvent, CertHost, CertOptions};
-use crate::certs::CertError;
+use crate::pki::CertError;
 
 /// Why one pass failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 use x509_parser::extensions::GeneralName;
 
 use super::trust;
-use crate::certs::PemPair;
+use crate::pki::PemPair;
 
 /// The serving certificate.
 pub const TLS_CERT: &str = "tls.crt";

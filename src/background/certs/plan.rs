@@ -19,7 +19,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::material::{self, Material, ServingProblem, Stored};
-use crate::certs::{self, CertError, PemPair, Validity};
+use crate::pki::{self, CertError, PemPair, Validity};
 
 /// How far back certificates are valid from, so that a clock a little
 /// behind still accepts them. Not part of a certificate's life for the
@@ -118,7 +118,7 @@ fn validity(now: OffsetDateTime, life: Duration, cap: Option<OffsetDateTime>) ->
 
 fn new_ca(settings: &Settings, now: OffsetDateTime) -> Result<PemPair, CertError> {
     let name = format!("pipelinerollout-webhook {}", settings.common_name);
-    certs::issue_ca(&name, validity(now, settings.ca_validity, None))
+    pki::issue_ca(&name, validity(now, settings.ca_validity, None))
 }
 
 /// Plans the Secret's next contents from `stored` (`None`: no Secret) at
@@ -233,7 +233,7 @@ pub fn plan(
         Ok(pair) => pair,
         Err(reason) => {
             let validity = validity(now, settings.cert_validity, Some(ca_info.not_after));
-            let pair = certs::issue_serving(&ca, &settings.common_name, &settings.names, validity)?;
+            let pair = pki::issue_serving(&ca, &settings.common_name, &settings.names, validity)?;
             wake_at = wake_at.min(renew_at(validity.not_before, validity.not_after));
             changes.push(Change::ServingIssued(reason));
             pair

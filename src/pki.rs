@@ -1,5 +1,9 @@
-//! Certificates: generating a CA and a serving certificate, and the
-//! development certificates `serve` uses when none are given.
+//! Issuing certificates: a CA and a serving certificate it signs (for
+//! `gen-certs`, `--manage-certs` and development), their files as
+//! Kubernetes TLS Secrets name them, the development certificates `serve`
+//! uses when none are given, and the caBundle patches `gen-certs` writes.
+//! The Secret and caBundle the webhook keeps itself are
+//! [`crate::background::certs`]'s.
 
 use std::fs;
 use std::io;
