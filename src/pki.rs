@@ -21,9 +21,6 @@ pub enum CertError {
     /// rcgen refused the parameters.
     #[error("cannot generate certificates: {0}")]
     Generate(#[from] rcgen::Error),
-    /// A stored certificate failed a check (the text says which).
-    #[error("{0}")]
-    Check(String),
     /// A file could not be written or read.
     #[error("{path}: {source}")]
     Io {
