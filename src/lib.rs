@@ -17,7 +17,6 @@
 pub mod admission;
 pub mod authz;
 pub mod background;
-pub mod certs;
 pub mod check;
 pub mod cli;
 pub mod events;
@@ -26,6 +25,7 @@ pub mod lenient;
 pub mod logsink;
 pub mod logtext;
 pub mod match_conditions;
+pub mod pki;
 pub mod policy;
 pub mod rollout;
 pub mod server;

@@ -204,9 +204,8 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
         }
     }
 
-    let stranger =
-        pipelinerollout_webhook::certs::generate("stranger", &["stranger".to_owned()], 1)
-            .expect("a CA");
+    let stranger = pipelinerollout_webhook::pki::generate("stranger", &["stranger".to_owned()], 1)
+        .expect("a CA");
     let other = base64::engine::general_purpose::STANDARD.encode(&stranger.ca_pem);
 
     // A webhook of someone else's in the same configuration (another

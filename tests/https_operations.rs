@@ -11,7 +11,7 @@ use https_support::{
     Client, TestServer, admin_get, cert_der, fixture, fixture_json, metric_value, response_for,
 };
 use hyper::StatusCode;
-use pipelinerollout_webhook::certs::{self, CertPaths, GeneratedCerts};
+use pipelinerollout_webhook::pki::{self, CertPaths, GeneratedCerts};
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::{Shared, admin};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -67,8 +67,8 @@ fn serving_set(certs: &GeneratedCerts) -> [(&'static str, &str); 2] {
 }
 
 fn localhost_certs() -> GeneratedCerts {
-    let names: Vec<String> = certs::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
-    certs::generate("rotation test", &names, 30).expect("generate")
+    let names: Vec<String> = pki::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
+    pki::generate("rotation test", &names, 30).expect("generate")
 }
 
 fn der_of(pem: &str) -> Vec<u8> {

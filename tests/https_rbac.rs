@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
 use https_support::{Client, TestServer, fixture_json, metric_value, response_for};
-use pipelinerollout_webhook::certs;
+use pipelinerollout_webhook::pki;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
 use pipelinerollout_webhook::server::{self, ServeOptions, StartError};
@@ -73,9 +73,9 @@ impl ApiServer {
     async fn start(behaviour: Behaviour) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("dir");
-        let names: Vec<String> = certs::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
-        let generated = certs::generate("stand-in kube-apiserver", &names, 1).expect("certs");
-        let paths = certs::CertPaths::in_dir(dir.path());
+        let names: Vec<String> = pki::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
+        let generated = pki::generate("stand-in kube-apiserver", &names, 1).expect("certs");
+        let paths = pki::CertPaths::in_dir(dir.path());
         paths.write(&generated).expect("write");
         let loaded = tls::load(&TlsFiles {
             cert: paths.cert.clone(),
@@ -342,7 +342,7 @@ async fn the_static_lists_and_unneeded_permission_ask_nothing() {
 async fn rbac_without_an_api_server_is_a_start_up_error() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("dir");
-    let (paths, _) = certs::ensure_dev_certs(dir.path()).expect("certs");
+    let (paths, _) = pki::ensure_dev_certs(dir.path()).expect("certs");
     let policy_file = dir.path().join("policy.yaml");
     std::fs::write(
         &policy_file,

@@ -1303,7 +1303,7 @@ fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
     assert_eq!(names, want_names, "the validating webhooks, in order");
     assert_eq!(
         names.len(),
-        pipelinerollout_webhook::certs::VALIDATING_WEBHOOKS,
+        pipelinerollout_webhook::pki::VALIDATING_WEBHOOKS,
         "gen-certs writes a caBundle for each"
     );
     for (name, kinds) in expected {

@@ -10,7 +10,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use super::DEV_CERTS_DIR;
 use crate::admission::Webhook;
 use crate::background::leader::{LeaseOptions, LeaseOptionsError};
-use crate::certs::{self, CertError};
+use crate::pki::{self, CertError};
 use crate::server::ServeOptions;
 use crate::server::tls::TlsFiles;
 
@@ -367,7 +367,7 @@ impl TryFrom<&ServeArgs> for ServeOptions {
         let (cert, key) = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => (cert.clone(), key.clone()),
             _ => {
-                let (paths, generated) = certs::ensure_dev_certs(&args.dev_certs_dir)?;
+                let (paths, generated) = pki::ensure_dev_certs(&args.dev_certs_dir)?;
                 tracing::warn!(
                     ca = %paths.ca.display(),
                     generated,

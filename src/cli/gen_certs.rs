@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::DEV_CERTS_DIR;
 use super::args::GenCertsArgs;
-use crate::certs::{self, CertError};
+use crate::pki::{self, CertError};
 
 /// Runs `gen-certs`: exit 0 with what was written, 2 with the error.
 pub fn run(args: &GenCertsArgs) -> ExitCode {
@@ -21,7 +21,7 @@ pub fn run(args: &GenCertsArgs) -> ExitCode {
                 paths.ca.display(),
                 paths.cert.display(),
                 paths.key.display(),
-                args.out.join(certs::CA_BUNDLE_PATCH).display(),
+                args.out.join(pki::CA_BUNDLE_PATCH).display(),
                 args.days
             );
             ExitCode::SUCCESS
@@ -53,7 +53,7 @@ pub enum GenCertsError {
 
 /// Writes the certificates; `Ok((paths, true))` when the serving
 /// certificate was renewed under an existing CA.
-fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), GenCertsError> {
+fn gen_certs(args: &GenCertsArgs) -> Result<(pki::CertPaths, bool), GenCertsError> {
     if !(1..=3650).contains(&args.days) {
         return Err(GenCertsError::Days(args.days));
     }
@@ -65,7 +65,7 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), GenCertsEr
     {
         return Err(GenCertsError::DevCertsDir(args.out.clone()));
     }
-    let paths = certs::CertPaths::in_dir(&args.out);
+    let paths = pki::CertPaths::in_dir(&args.out);
     let existing = paths.cert.exists() || paths.key.exists() || paths.ca.exists();
     if !args.force && existing {
         return Err(GenCertsError::Exists(args.out.clone()));
@@ -87,7 +87,7 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), GenCertsEr
                 source,
             })
         };
-        certs::renew(
+        pki::renew(
             &read(&paths.ca)?,
             &read(&paths.ca_key)?,
             &common_name,
@@ -95,10 +95,10 @@ fn gen_certs(args: &GenCertsArgs) -> Result<(certs::CertPaths, bool), GenCertsEr
             args.days,
         )
     } else {
-        certs::generate_with_ca_days(&common_name, &names, args.days, args.days * 10)
+        pki::generate_with_ca_days(&common_name, &names, args.days, args.days * 10)
     }?;
     paths.write(&generated)?;
     paths.write_ca_key(&generated)?;
-    certs::write_ca_bundle_patch(&args.out, &generated.ca_pem)?;
+    pki::write_ca_bundle_patch(&args.out, &generated.ca_pem)?;
     Ok((paths, reuse))
 }

@@ -14,8 +14,8 @@ use crate::background::audit::{self, AuditEvent, AuditHost, AuditOptions};
 use crate::background::certs::{self as managed_certs, CertEvent, CertHost, CertOptions};
 use crate::background::leader::{self, Controller, LeaderHost, LeaseOptionsError, Transition};
 use crate::background::sweeper::{self, SweepOutcome, SweeperHost};
-use crate::certs::CertError;
 use crate::events::EventQueue;
+use crate::pki::CertError;
 use crate::policy::Policy;
 use crate::server::metrics::{
     Metrics, ResetLabels, ResultLabels, TransitionLabels, ViolationLabels,

@@ -152,7 +152,7 @@ pub fn placeholder(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
         key: files.key.display().to_string(),
         reason,
     };
-    let generated = crate::certs::generate(
+    let generated = crate::pki::generate(
         "pipelinerollout-webhook placeholder",
         &["placeholder.invalid".to_owned()],
         1,

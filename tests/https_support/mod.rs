@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use pipelinerollout_webhook::certs::{self, CertPaths};
+use pipelinerollout_webhook::pki::{self, CertPaths};
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles};
 use pipelinerollout_webhook::server::{self, Running, ServeOptions};
@@ -72,7 +72,7 @@ impl TestServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("temp dir");
         let (paths, generated) =
-            certs::ensure_dev_certs(&dir.path().join("certs")).expect("dev certs");
+            pki::ensure_dev_certs(&dir.path().join("certs")).expect("dev certs");
         assert!(generated);
         let policy_file = dir.path().join("policy.yaml");
         std::fs::write(&policy_file, policy.to_yaml()).expect("write policy");

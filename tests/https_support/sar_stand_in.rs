@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
 use base64::Engine as _;
-use pipelinerollout_webhook::certs;
+use pipelinerollout_webhook::pki;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
 use pipelinerollout_webhook::server::{self, ConnectionOptions};
 use serde_json::{Value, json};
@@ -45,9 +45,9 @@ impl SarStandIn {
     pub async fn start(users: &[&str]) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("dir");
-        let names: Vec<String> = certs::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
-        let generated = certs::generate("stand-in kube-apiserver", &names, 1).expect("certs");
-        let paths = certs::CertPaths::in_dir(dir.path());
+        let names: Vec<String> = pki::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
+        let generated = pki::generate("stand-in kube-apiserver", &names, 1).expect("certs");
+        let paths = pki::CertPaths::in_dir(dir.path());
         paths
             .write(&generated)
             .expect("write the stand-in's certificates");

@@ -33,7 +33,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use clap::{Parser, ValueEnum};
-use pipelinerollout_webhook::certs;
+use pipelinerollout_webhook::pki;
 use pipelinerollout_webhook::server::budget::MAX_BODY_BYTES;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
 use pipelinerollout_webhook::server::{ConnectionOptions, serve_connections};
@@ -140,7 +140,7 @@ fn router(mode: Mode) -> Router {
 fn main() -> ExitCode {
     let args = Args::parse();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (paths, _) = match certs::ensure_dev_certs(&args.certs) {
+    let (paths, _) = match pki::ensure_dev_certs(&args.certs) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("reference_server: {e}");

@@ -27,14 +27,14 @@ pub struct ServiceRef {
 
 /// Which of the two webhook configurations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub enum ConfigurationType {
     /// The ValidatingWebhookConfiguration.
     Validating,
     /// The MutatingWebhookConfiguration.
     Mutating,
 }
 
-impl Kind {
+impl ConfigurationType {
     /// Both, in the order they are written.
     pub const BOTH: [Self; 2] = [Self::Validating, Self::Mutating];
 
@@ -147,26 +147,26 @@ impl Configurations {
         }
     }
 
-    /// The name of `kind`'s configuration.
-    pub fn name(&self, kind: Kind) -> &str {
-        match kind {
-            Kind::Validating => &self.names[0],
-            Kind::Mutating => &self.names[1],
+    /// The name of `which`'s configuration.
+    pub fn name(&self, which: ConfigurationType) -> &str {
+        match which {
+            ConfigurationType::Validating => &self.names[0],
+            ConfigurationType::Mutating => &self.names[1],
         }
     }
 
-    /// Reads `kind`'s configuration.
-    pub async fn read(&self, kind: Kind) -> Result<Configuration, kube::Error> {
-        let name = self.name(kind);
-        let configuration = match kind {
-            Kind::Validating => self.validating.get_opt(name).await?.map(|c| {
+    /// Reads `which`'s configuration.
+    pub async fn read(&self, which: ConfigurationType) -> Result<Configuration, kube::Error> {
+        let name = self.name(which);
+        let configuration = match which {
+            ConfigurationType::Validating => self.validating.get_opt(name).await?.map(|c| {
                 let hooks = c.webhooks.unwrap_or_default();
                 ours(
                     hooks.iter().map(|w| (w.name.as_str(), &w.client_config)),
                     &self.service,
                 )
             }),
-            Kind::Mutating => self.mutating.get_opt(name).await?.map(|c| {
+            ConfigurationType::Mutating => self.mutating.get_opt(name).await?.map(|c| {
                 let hooks = c.webhooks.unwrap_or_default();
                 ours(
                     hooks.iter().map(|w| (w.name.as_str(), &w.client_config)),
@@ -185,25 +185,25 @@ impl Configurations {
     /// Reads both.
     pub async fn read_both(&self) -> Result<[Configuration; 2], kube::Error> {
         Ok([
-            self.read(Kind::Validating).await?,
-            self.read(Kind::Mutating).await?,
+            self.read(ConfigurationType::Validating).await?,
+            self.read(ConfigurationType::Mutating).await?,
         ])
     }
 
-    /// Applies a patch from [`patch`] to `kind`'s configuration.
-    pub async fn write(&self, kind: Kind, patch: &Value) -> Result<(), kube::Error> {
+    /// Applies a patch from [`patch`] to `which`'s configuration.
+    pub async fn write(&self, which: ConfigurationType, patch: &Value) -> Result<(), kube::Error> {
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        let name = self.name(kind);
-        match kind {
-            Kind::Validating => {
+        let name = self.name(which);
+        match which {
+            ConfigurationType::Validating => {
                 self.validating
                     .patch(name, &params, &Patch::Strategic(patch))
                     .await?;
             }
-            Kind::Mutating => {
+            ConfigurationType::Mutating => {
                 self.mutating
                     .patch(name, &params, &Patch::Strategic(patch))
                     .await?;

@@ -23,12 +23,11 @@ use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::bundle::{self, Configurations, Kind};
+use super::bundle::{self, ConfigurationType, Configurations};
 use super::material::{self, Stored};
 use super::plan::{self, Change, Reason};
 use super::retry::Backoff;
 use super::{CertEvent, CertHost, CertOptions};
-use crate::certs::CertError;
 
 /// Why one pass failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +50,7 @@ pub enum PassError {
     },
     /// A certificate could not be made.
     #[error(transparent)]
-    Certs(#[from] CertError),
+    Certs(#[from] plan::PlanError),
 }
 
 impl PassError {
@@ -198,7 +197,7 @@ async fn pass<H: CertHost>(
     };
     let existing = secrets.get_opt(&options.secret).await.map_err(secret_err)?;
     let mut read = Vec::with_capacity(2);
-    for kind in Kind::BOTH {
+    for kind in ConfigurationType::BOTH {
         read.push(
             configurations
                 .read(kind)
@@ -236,7 +235,7 @@ async fn pass<H: CertHost>(
         }
     }
     let ca_bundle = plan.material.bundle();
-    for (kind, configuration) in Kind::BOTH.into_iter().zip(&read) {
+    for (kind, configuration) in ConfigurationType::BOTH.into_iter().zip(&read) {
         if let Some(patch) = bundle::patch(configuration, &ca_bundle) {
             configurations
                 .write(kind, &patch)

@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 use x509_parser::extensions::GeneralName;
 
 use super::trust;
-use crate::certs::PemPair;
+use crate::pki::PemPair;
 
 /// The serving certificate.
 pub const TLS_CERT: &str = "tls.crt";
@@ -108,16 +108,83 @@ pub struct Stored {
     pub retire_after: Option<String>,
 }
 
+/// Why an entry of the Secret is unusable. The texts are what the
+/// controller logs when it replaces or drops the entry.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SecretError {
+    /// The key is absent from the Secret's data.
+    #[error("{0} is missing")]
+    Missing(&'static str),
+    /// The value is not UTF-8.
+    #[error("{0} is not text")]
+    NotText(&'static str),
+    /// A CA (the signing one or the one being introduced) failed its check.
+    #[error("the CA in {cert} and {key}: {check}")]
+    Ca {
+        /// Where its certificate is.
+        cert: &'static str,
+        /// Where its key is.
+        key: &'static str,
+        /// What the check found.
+        check: CheckError,
+    },
+    /// The CA being retired holds no certificate.
+    #[error("{entry}: {0}", entry = PREVIOUS_CA_CERT)]
+    PreviousCa(CheckError),
+    /// The CA being retired has no retire time.
+    #[error("{} has no {} annotation", PREVIOUS_CA_CERT, RETIRE_AFTER)]
+    NoRetireAfter,
+    /// The retire time is not RFC 3339.
+    #[error("{entry}: {0}", entry = RETIRE_AFTER)]
+    RetireAfter(time::error::Parse),
+    /// Both halves of a CA rotation are present, which no rotation leaves.
+    #[error(
+        "{} and {} at once: the older rotation is dropped",
+        NEXT_CA_CERT,
+        PREVIOUS_CA_CERT
+    )]
+    TwoRotations,
+    /// The serving certificate failed its check.
+    #[error(transparent)]
+    Serving(CheckError),
+}
+
+/// Why a certificate (and its key) failed its check.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    /// The PEM text holds no certificate.
+    #[error("no PEM certificate")]
+    NoPem,
+    /// The first certificate does not parse.
+    #[error("not an X.509 certificate: {0}")]
+    NotX509(x509_parser::nom::Err<x509_parser::error::X509Error>),
+    /// A validity bound is outside what a date can hold.
+    #[error(transparent)]
+    Validity(#[from] time::error::ComponentRange),
+    /// The private key does not parse.
+    #[error("the key is unreadable: {0}")]
+    UnreadableKey(rcgen::Error),
+    /// The private key is another certificate's.
+    #[error("the key does not belong to the certificate")]
+    KeyMismatch,
+    /// A CA was expected.
+    #[error("not a CA certificate")]
+    NotCa,
+    /// The CA's notAfter has passed.
+    #[error("expired at {0}")]
+    Expired(OffsetDateTime),
+    /// The CA does not trust the serving certificate for the Service.
+    #[error(transparent)]
+    Untrusted(#[from] trust::TrustError),
+}
+
 impl Stored {
-    fn text(&self, key: &str) -> Result<String, String> {
-        let bytes = self
-            .data
-            .get(key)
-            .ok_or_else(|| format!("{key} is missing"))?;
-        String::from_utf8(bytes.clone()).map_err(|_| format!("{key} is not text"))
+    fn text(&self, key: &'static str) -> Result<String, SecretError> {
+        let bytes = self.data.get(key).ok_or(SecretError::Missing(key))?;
+        String::from_utf8(bytes.clone()).map_err(|_| SecretError::NotText(key))
     }
 
-    fn pair(&self, cert: &str, key: &str) -> Result<PemPair, String> {
+    fn pair(&self, cert: &'static str, key: &'static str) -> Result<PemPair, SecretError> {
         Ok(PemPair {
             cert_pem: self.text(cert)?,
             key_pem: self.text(key)?,
@@ -125,41 +192,48 @@ impl Stored {
     }
 
     /// The signing CA, if present and usable at `now`.
-    pub fn ca(&self, now: OffsetDateTime) -> Result<(PemPair, CertInfo), String> {
+    pub fn ca(&self, now: OffsetDateTime) -> Result<(PemPair, CertInfo), SecretError> {
         let pair = self.pair(CA_CERT, CA_KEY)?;
-        let info =
-            check_ca(&pair, now).map_err(|e| format!("the CA in {CA_CERT} and {CA_KEY}: {e}"))?;
+        let info = check_ca(&pair, now).map_err(|check| SecretError::Ca {
+            cert: CA_CERT,
+            key: CA_KEY,
+            check,
+        })?;
         Ok((pair, info))
     }
 
     /// The CA being introduced: `None` when there is none, `Err` when it
     /// is there but unusable.
-    pub fn next_ca(&self, now: OffsetDateTime) -> Option<Result<PemPair, String>> {
+    pub fn next_ca(&self, now: OffsetDateTime) -> Option<Result<PemPair, SecretError>> {
         if !self.data.contains_key(NEXT_CA_CERT) && !self.data.contains_key(NEXT_CA_KEY) {
             return None;
         }
         Some(self.pair(NEXT_CA_CERT, NEXT_CA_KEY).and_then(|pair| {
             check_ca(&pair, now)
                 .map(|_| pair)
-                .map_err(|e| format!("the CA in {NEXT_CA_CERT} and {NEXT_CA_KEY}: {e}"))
+                .map_err(|check| SecretError::Ca {
+                    cert: NEXT_CA_CERT,
+                    key: NEXT_CA_KEY,
+                    check,
+                })
         }))
     }
 
     /// The CA being retired, with when it may leave: `None` when there is
     /// none, `Err` when it is there but unusable.
-    pub fn previous_ca(&self) -> Option<Result<(String, OffsetDateTime), String>> {
+    pub fn previous_ca(&self) -> Option<Result<(String, OffsetDateTime), SecretError>> {
         if !self.data.contains_key(PREVIOUS_CA_CERT) {
             return None;
         }
         Some(self.text(PREVIOUS_CA_CERT).and_then(|pem| {
-            first_certificate(&pem).map_err(|e| format!("{PREVIOUS_CA_CERT}: {e}"))?;
+            first_certificate(&pem).map_err(SecretError::PreviousCa)?;
             let after = self
                 .retire_after
                 .as_deref()
-                .ok_or_else(|| format!("{PREVIOUS_CA_CERT} has no {RETIRE_AFTER} annotation"))?;
+                .ok_or(SecretError::NoRetireAfter)?;
             let after =
                 OffsetDateTime::parse(after, &time::format_description::well_known::Rfc3339)
-                    .map_err(|e| format!("{RETIRE_AFTER}: {e}"))?;
+                    .map_err(SecretError::RetireAfter)?;
             Ok((pem, after))
         }))
     }
@@ -180,10 +254,10 @@ impl Stored {
 }
 
 /// What is wrong with a stored serving certificate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ServingProblem {
     /// Unreadable, not matching its key, or not signed by the CA.
-    Invalid(String),
+    Invalid(SecretError),
     /// Valid, but for other names than the Service's.
     Names(Vec<String>),
 }
@@ -197,11 +271,11 @@ pub struct CertInfo {
     pub not_after: OffsetDateTime,
 }
 
-fn first_certificate(pem: &str) -> Result<CertificateDer<'static>, String> {
+fn first_certificate(pem: &str) -> Result<CertificateDer<'static>, CheckError> {
     trust::pem_certificates(pem.as_bytes())
         .into_iter()
         .next()
-        .ok_or_else(|| "no PEM certificate".to_owned())
+        .ok_or(CheckError::NoPem)
 }
 
 /// The parsed parts of a certificate we check.
@@ -212,12 +286,10 @@ struct Parsed {
     dns_names: Vec<String>,
 }
 
-fn parse(der: &CertificateDer<'_>) -> Result<Parsed, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
-        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
-    let time = |t: x509_parser::time::ASN1Time| {
-        OffsetDateTime::from_unix_timestamp(t.timestamp()).map_err(|e| e.to_string())
-    };
+fn parse(der: &CertificateDer<'_>) -> Result<Parsed, CheckError> {
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der.as_ref()).map_err(CheckError::NotX509)?;
+    let time = |t: x509_parser::time::ASN1Time| OffsetDateTime::from_unix_timestamp(t.timestamp());
     let info = CertInfo {
         not_before: time(cert.validity().not_before)?,
         not_after: time(cert.validity().not_after)?,
@@ -251,12 +323,12 @@ fn parse(der: &CertificateDer<'_>) -> Result<Parsed, String> {
     })
 }
 
-fn key_matches(key_pem: &str, spki: &[u8]) -> Result<(), String> {
-    let key = KeyPair::from_pem(key_pem).map_err(|e| format!("the key is unreadable: {e}"))?;
+fn key_matches(key_pem: &str, spki: &[u8]) -> Result<(), CheckError> {
+    let key = KeyPair::from_pem(key_pem).map_err(CheckError::UnreadableKey)?;
     if key.subject_public_key_info() == spki {
         Ok(())
     } else {
-        Err("the key does not belong to the certificate".to_owned())
+        Err(CheckError::KeyMismatch)
     }
 }
 
@@ -267,14 +339,14 @@ pub fn not_after(pem: &str) -> Option<OffsetDateTime> {
 }
 
 /// Checks a CA: a CA certificate, its key, within its validity at `now`.
-pub fn check_ca(pair: &PemPair, now: OffsetDateTime) -> Result<CertInfo, String> {
+pub fn check_ca(pair: &PemPair, now: OffsetDateTime) -> Result<CertInfo, CheckError> {
     let parsed = parse(&first_certificate(&pair.cert_pem)?)?;
     if !parsed.is_ca {
-        return Err("not a CA certificate".to_owned());
+        return Err(CheckError::NotCa);
     }
     key_matches(&pair.key_pem, &parsed.spki)?;
     if now >= parsed.info.not_after {
-        return Err(format!("expired at {}", parsed.info.not_after));
+        return Err(CheckError::Expired(parsed.info.not_after));
     }
     Ok(parsed.info)
 }
@@ -287,7 +359,7 @@ pub fn check_serving(
     names: &[String],
     now: OffsetDateTime,
 ) -> Result<CertInfo, ServingProblem> {
-    let invalid = ServingProblem::Invalid;
+    let invalid = |check| ServingProblem::Invalid(SecretError::Serving(check));
     let der = first_certificate(&pair.cert_pem).map_err(invalid)?;
     let parsed = parse(&der).map_err(invalid)?;
     key_matches(&pair.key_pem, &parsed.spki).map_err(invalid)?;
@@ -296,7 +368,8 @@ pub fn check_serving(
     if let Some(name) = verify_name
         && parsed.dns_names.iter().any(|n| n == name)
     {
-        trust::verify(ca.cert_pem.as_bytes(), &[der], name, unix).map_err(invalid)?;
+        trust::verify(ca.cert_pem.as_bytes(), &[der], name, unix)
+            .map_err(|e| invalid(CheckError::Untrusted(e)))?;
     }
     let mut want: Vec<String> = names.to_vec();
     want.sort();

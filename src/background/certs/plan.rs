@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::material::{self, Material, ServingProblem, Stored};
-use crate::certs::{self, CertError, PemPair, Validity};
+use super::material::{self, CheckError, Material, SecretError, ServingProblem, Stored};
+use crate::pki::{self, CertError, PemPair, Validity};
 
 /// How far back certificates are valid from, so that a clock a little
 /// behind still accepts them. Not part of a certificate's life for the
@@ -41,8 +41,19 @@ pub struct Settings {
     pub propagation: Duration,
 }
 
+/// Why no plan could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A certificate could not be issued.
+    #[error(transparent)]
+    Issue(#[from] CertError),
+    /// A CA just issued failed its own check.
+    #[error(transparent)]
+    Check(#[from] CheckError),
+}
+
 /// Why a certificate was issued.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
     /// The Secret did not exist, or the CA was replaced.
     Initial,
@@ -50,8 +61,8 @@ pub enum Reason {
     Due,
     /// Its names were not the Service's.
     Names,
-    /// The stored one was unusable (the text says why).
-    Invalid(String),
+    /// The stored one was unusable.
+    Invalid(SecretError),
     /// The CA rotation switched to the new CA.
     CaSwitch,
 }
@@ -70,7 +81,7 @@ impl Reason {
 }
 
 /// One thing a plan changes, for logs and metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// A new signing CA (no rotation: none was usable).
     CaIssued(Reason),
@@ -82,8 +93,8 @@ pub enum Change {
     RotationSwitched,
     /// Step 3: the old CA leaves the caBundle.
     RotationCompleted,
-    /// An unusable rotation entry was dropped (the text says why).
-    Dropped(String),
+    /// An unusable rotation entry was dropped.
+    Dropped(SecretError),
 }
 
 /// The Secret's next contents.
@@ -118,7 +129,7 @@ fn validity(now: OffsetDateTime, life: Duration, cap: Option<OffsetDateTime>) ->
 
 fn new_ca(settings: &Settings, now: OffsetDateTime) -> Result<PemPair, CertError> {
     let name = format!("pipelinerollout-webhook {}", settings.common_name);
-    certs::issue_ca(&name, validity(now, settings.ca_validity, None))
+    pki::issue_ca(&name, validity(now, settings.ca_validity, None))
 }
 
 /// Plans the Secret's next contents from `stored` (`None`: no Secret) at
@@ -129,7 +140,7 @@ pub fn plan(
     now: OffsetDateTime,
     settings: &Settings,
     carried: impl Fn(&[&str]) -> bool,
-) -> Result<Plan, CertError> {
+) -> Result<Plan, PlanError> {
     let absent = stored.is_none();
     let empty = Stored::default();
     let stored = stored.unwrap_or(&empty);
@@ -140,7 +151,7 @@ pub fn plan(
         Ok((ca, info)) => (ca, info, false),
         Err(why) => {
             let ca = new_ca(settings, now)?;
-            let info = material::check_ca(&ca, now).map_err(CertError::Check)?;
+            let info = material::check_ca(&ca, now)?;
             changes.push(Change::CaIssued(if absent {
                 Reason::Initial
             } else {
@@ -166,18 +177,14 @@ pub fn plan(
         }
     };
     if next.is_some() && previous.is_some() {
-        changes.push(Change::Dropped(format!(
-            "{} and {} at once: the older rotation is dropped",
-            material::NEXT_CA_CERT,
-            material::PREVIOUS_CA_CERT
-        )));
+        changes.push(Change::Dropped(SecretError::TwoRotations));
         previous = None;
     }
 
     let mut wake_at = now + time::Duration::hours(1);
     let mut switched = false;
     if let Some(candidate) = next.take() {
-        let next_info = material::check_ca(&candidate, now).map_err(CertError::Check)?;
+        let next_info = material::check_ca(&candidate, now)?;
         let switch_at = next_info.not_before + std_to_time(BACKDATE) + propagation;
         if now >= switch_at && carried(&[&ca.cert_pem, &candidate.cert_pem]) {
             previous = Some((ca.cert_pem.clone(), now + propagation));
@@ -200,7 +207,7 @@ pub fn plan(
         let due = renew_at(ca_info.not_before, ca_info.not_after);
         if now >= due {
             let candidate = new_ca(settings, now)?;
-            let next_info = material::check_ca(&candidate, now).map_err(CertError::Check)?;
+            let next_info = material::check_ca(&candidate, now)?;
             wake_at = wake_at.min(next_info.not_before + std_to_time(BACKDATE) + propagation);
             next = Some(candidate);
             changes.push(Change::RotationStarted);
@@ -233,7 +240,7 @@ pub fn plan(
         Ok(pair) => pair,
         Err(reason) => {
             let validity = validity(now, settings.cert_validity, Some(ca_info.not_after));
-            let pair = certs::issue_serving(&ca, &settings.common_name, &settings.names, validity)?;
+            let pair = pki::issue_serving(&ca, &settings.common_name, &settings.names, validity)?;
             wake_at = wake_at.min(renew_at(validity.not_before, validity.not_after));
             changes.push(Change::ServingIssued(reason));
             pair

@@ -13,6 +13,8 @@ use super::material::{self, Material, Stored};
 use super::plan::{self, Change, Plan, Reason, Settings};
 use super::{readiness, trust};
 
+mod messages;
+
 fn settings() -> Settings {
     Settings {
         common_name: "hook.ns.svc".to_owned(),

@@ -18,6 +18,35 @@ pub fn pem_certificates(pem: &[u8]) -> Vec<CertificateDer<'static>> {
         .collect()
 }
 
+/// Why a caBundle does not trust a served certificate. The texts are what
+/// `/readyz` and the logs say.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrustError {
+    /// A certificate of the caBundle cannot be a trust anchor.
+    #[error("the caBundle holds an unusable CA: {0}")]
+    UnusableCa(rustls::Error),
+    /// The caBundle holds no PEM certificate.
+    #[error("the caBundle holds no certificate")]
+    EmptyBundle,
+    /// The chain to check is empty.
+    #[error("no certificate is served")]
+    NothingServed,
+    /// rustls refused to build a verifier for the caBundle (its text).
+    #[error("cannot build a verifier: {0}")]
+    Verifier(String),
+    /// The name to check is not a DNS name or an IP address.
+    #[error("{0}: invalid dns name")]
+    InvalidName(String),
+    /// The verifier rejected the chain for the name.
+    #[error("the caBundle does not trust the served certificate for {name}: {source}")]
+    Untrusted {
+        /// The name checked.
+        name: String,
+        /// rustls' verdict.
+        source: rustls::Error,
+    },
+}
+
 /// `Ok` when `bundle` (PEM, one or more CAs) trusts `chain` (DER, leaf
 /// first) for `name` at `now` (Unix seconds); otherwise why not.
 pub fn verify(
@@ -25,26 +54,23 @@ pub fn verify(
     chain: &[CertificateDer<'_>],
     name: &str,
     now: u64,
-) -> Result<(), String> {
+) -> Result<(), TrustError> {
     let mut roots = RootCertStore::empty();
     for ca in pem_certificates(bundle) {
-        roots
-            .add(ca)
-            .map_err(|e| format!("the caBundle holds an unusable CA: {e}"))?;
+        roots.add(ca).map_err(TrustError::UnusableCa)?;
     }
     if roots.is_empty() {
-        return Err("the caBundle holds no certificate".to_owned());
+        return Err(TrustError::EmptyBundle);
     }
-    let (leaf, intermediates) = chain
-        .split_first()
-        .ok_or_else(|| "no certificate is served".to_owned())?;
+    let (leaf, intermediates) = chain.split_first().ok_or(TrustError::NothingServed)?;
     let verifier = WebPkiServerVerifier::builder_with_provider(
         Arc::new(roots),
         Arc::new(rustls::crypto::ring::default_provider()),
     )
     .build()
-    .map_err(|e| format!("cannot build a verifier: {e}"))?;
-    let server_name = ServerName::try_from(name.to_owned()).map_err(|e| format!("{name}: {e}"))?;
+    .map_err(|e| TrustError::Verifier(e.to_string()))?;
+    let server_name = ServerName::try_from(name.to_owned())
+        .map_err(|_| TrustError::InvalidName(name.to_owned()))?;
     verifier
         .verify_server_cert(
             leaf,
@@ -54,5 +80,8 @@ pub fn verify(
             UnixTime::since_unix_epoch(std::time::Duration::from_secs(now)),
         )
         .map(|_| ())
-        .map_err(|e| format!("the caBundle does not trust the served certificate for {name}: {e}"))
+        .map_err(|source| TrustError::Untrusted {
+            name: name.to_owned(),
+            source,
+        })
 }

@@ -1,5 +1,9 @@
-//! Certificates: generating a CA and a serving certificate, and the
-//! development certificates `serve` uses when none are given.
+//! Issuing certificates: a CA and a serving certificate it signs (for
+//! `gen-certs`, `--manage-certs` and development), their files as
+//! Kubernetes TLS Secrets name them, the development certificates `serve`
+//! uses when none are given, and the caBundle patches `gen-certs` writes.
+//! The Secret and caBundle the webhook keeps itself are
+//! [`crate::background::certs`]'s.
 
 use std::fs;
 use std::io;
@@ -17,9 +21,6 @@ pub enum CertError {
     /// rcgen refused the parameters.
     #[error("cannot generate certificates: {0}")]
     Generate(#[from] rcgen::Error),
-    /// A stored certificate failed a check (the text says which).
-    #[error("{0}")]
-    Check(String),
     /// A file could not be written or read.
     #[error("{path}: {source}")]
     Io {
