@@ -1,0 +1,109 @@
+//! `cargo xtask generate` writes every generated copy in the repository
+//! from its one source; `cargo xtask generate --check` writes nothing and
+//! fails, naming them, when committed copies differ from what it would
+//! write (CI runs it). What comes from where is in docs/generated-files.md.
+
+#![forbid(unsafe_code)]
+
+mod alerts;
+mod dashboard;
+mod error;
+mod helm;
+mod match_conditions;
+mod repository;
+
+use std::process::ExitCode;
+
+use error::Error;
+use repository::{Generated, Repository};
+
+/// What the command line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Write every generated file.
+    Write,
+    /// Compare every generated file with what is committed.
+    Check,
+}
+
+const USAGE: &str = "usage: cargo xtask generate [--check]";
+
+fn mode(args: &[String]) -> Result<Mode, Error> {
+    match args {
+        [command] if command == "generate" => Ok(Mode::Write),
+        [command, flag] if command == "generate" && flag == "--check" => Ok(Mode::Check),
+        _ => Err(Error::Usage(USAGE)),
+    }
+}
+
+/// Every generated file, in the order the sources are read: the
+/// dashboard, the match conditions (the chart's file, then the raw
+/// manifests), the alerts.
+fn generate(repo: &Repository) -> Result<Vec<Generated>, Error> {
+    let mut out = dashboard::copies(repo)?;
+    out.extend(match_conditions::files(repo)?);
+    out.extend(alerts::components(repo)?);
+    Ok(out)
+}
+
+fn run(args: &[String]) -> Result<ExitCode, Error> {
+    let mode = mode(args)?;
+    let repo = Repository::locate();
+    let files = generate(&repo)?;
+    match mode {
+        Mode::Write => {
+            for file in &files {
+                if repo.write_if_changed(file)? {
+                    println!("wrote {}", file.path);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Mode::Check => {
+            let mut stale = Vec::new();
+            for file in &files {
+                if repo.read(&file.path)? != file.text {
+                    stale.push(file.path.clone());
+                }
+            }
+            if stale.is_empty() {
+                println!("{} generated files are up to date", files.len());
+                return Ok(ExitCode::SUCCESS);
+            }
+            eprintln!(
+                "these generated files differ from their source: run `cargo xtask generate` and \
+                 commit the result (docs/generated-files.md says what each is made from):"
+            );
+            for path in stale {
+                eprintln!("  {path}");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    run(&args).unwrap_or_else(|e| {
+        eprintln!("xtask: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_generate_with_an_optional_check() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(mode(&args(&["generate"])).ok(), Some(Mode::Write));
+        assert_eq!(
+            mode(&args(&["generate", "--check"])).ok(),
+            Some(Mode::Check)
+        );
+        for wrong in [&[][..], &["check"], &["generate", "--force"]] {
+            assert!(matches!(mode(&args(wrong)), Err(Error::Usage(_))));
+        }
+    }
+}
