@@ -14,7 +14,7 @@ use std::time::Duration;
 pub(crate) static HELP: LazyLock<BTreeMap<String, String>> = LazyLock::new(serve_help);
 
 /// `serve --help`, split per flag.
-pub(crate) fn serve_help() -> BTreeMap<String, String> {
+fn serve_help() -> BTreeMap<String, String> {
     let out = Command::new(BIN)
         .args(["serve", "--help"])
         .output()
@@ -47,7 +47,7 @@ pub(crate) fn serve_help() -> BTreeMap<String, String> {
 }
 
 /// The default of `flag` (e.g. `--listen`) as `serve --help` states it.
-pub(crate) fn default_of(help: &BTreeMap<String, String>, flag: &str) -> Option<String> {
+fn default_of(help: &BTreeMap<String, String>, flag: &str) -> Option<String> {
     let body = help
         .get(flag)
         .unwrap_or_else(|| panic!("serve has no flag {flag}"));

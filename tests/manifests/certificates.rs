@@ -121,7 +121,7 @@ pub(crate) fn manages_certs(container: &Container) -> bool {
 /// `--manage-certs`: the names the webhook uses by default are the names
 /// of the rendered objects, and the Secret volume may be absent (the
 /// webhook writes the Secret after it starts).
-pub(crate) fn check_self_managed(install: &Install) {
+fn check_self_managed(install: &Install) {
     let pod = pod(install);
     let help = &*HELP;
     let value = |flag: &str, env: &str| {
@@ -231,7 +231,7 @@ pub(crate) fn check_self_managed(install: &Install) {
 }
 
 /// The cert-manager chain behind `inject` (`namespace/certificate`).
-pub(crate) fn check_cert_manager(install: &Install, inject: &str, service: &str) {
+fn check_cert_manager(install: &Install, inject: &str, service: &str) {
     let (ns, certificate) = inject.split_once('/').expect("namespace/name");
     assert_eq!(ns, NAMESPACE);
     let find = |kind: &str, name: &str| -> Value {
@@ -290,7 +290,7 @@ pub(crate) fn check_cert_manager(install: &Install, inject: &str, service: &str)
 
 /// The generated serving certificate names the Service and was issued by
 /// the CA in the caBundle.
-pub(crate) fn check_serving_cert(cert_pem: &[u8], ca_pem: &[u8], service: &str) {
+fn check_serving_cert(cert_pem: &[u8], ca_pem: &[u8], service: &str) {
     let (_, cert_pem) = x509_parser::pem::parse_x509_pem(cert_pem).expect("tls.crt is PEM");
     let cert = cert_pem.parse_x509().expect("tls.crt is a certificate");
     let (_, ca_pem) = x509_parser::pem::parse_x509_pem(ca_pem).expect("ca.crt is PEM");

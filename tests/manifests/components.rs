@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// What `serve` logs at start-up with WEBHOOK_RESET_STALE_FORCE=`value` and
 /// no API server to reach.
-pub(crate) fn serve_log(value: &str) -> String {
+fn serve_log(value: &str) -> String {
     use std::io::Read as _;
     let dir = tempfile::tempdir().expect("dir");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))

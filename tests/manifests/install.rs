@@ -41,7 +41,7 @@ pub(crate) struct Install {
 /// Parses `doc` as `T` and checks that nothing was dropped on the way: a
 /// misspelt or misplaced field would parse (k8s-openapi ignores unknown
 /// keys) but not survive the round trip.
-pub(crate) fn typed<T: DeserializeOwned + serde::Serialize>(doc: &Value, what: &str) -> T {
+fn typed<T: DeserializeOwned + serde::Serialize>(doc: &Value, what: &str) -> T {
     let parsed: T = serde_json::from_value(doc.clone())
         .unwrap_or_else(|e| panic!("{what} does not parse as its k8s-openapi type: {e}"));
     let back = serde_json::to_value(&parsed).expect("serialize");
@@ -55,7 +55,7 @@ pub(crate) fn typed<T: DeserializeOwned + serde::Serialize>(doc: &Value, what: &
 }
 
 /// Paths in `original` that `round_trip` lacks or changed.
-pub(crate) fn diff(original: &Value, round_trip: &Value, path: String, out: &mut Vec<String>) {
+fn diff(original: &Value, round_trip: &Value, path: String, out: &mut Vec<String>) {
     match (original, round_trip) {
         (Value::Object(a), Value::Object(b)) => {
             for (key, value) in a {

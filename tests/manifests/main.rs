@@ -50,20 +50,16 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
+/// The webhook's binary, built for the tests.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_pipelinerollout-webhook");
 
+// The names the kustomize install gives its objects.
 pub(crate) const NAMESPACE: &str = "pipelinerollout-webhook";
-
 pub(crate) const WEBHOOK_CONFIG: &str = "pipelinerollout-webhook";
-
 pub(crate) const MUTATE_NAME: &str = "mutate.pipelinerollout-webhook.numaplane.numaproj.io";
-
 pub(crate) const VALIDATE_NAME: &str = "validate.pipelinerollout-webhook.numaplane.numaproj.io";
-
 pub(crate) const INJECT_CA: &str = "cert-manager.io/inject-ca-from";
-
 pub(crate) const POLICY_CONFIGMAP: &str = "pipelinerollout-webhook-policy";
-
 pub(crate) const TLS_SECRET: &str = "pipelinerollout-webhook-tls";
 
 /// Every invariant, on one rendering.
@@ -74,7 +70,7 @@ pub(crate) fn holds_every_invariant(r: &Rendering) {
 }
 
 /// The invariants, in the order they are read.
-pub(crate) const INVARIANTS: [fn(&Rendering); 21] = [
+const INVARIANTS: [fn(&Rendering); 21] = [
     namespace_is_restricted,
     deployment_selects_at_least_two_replicas,
     args_are_flags_serve_has,
@@ -119,7 +115,7 @@ fn every_overlay_is_checked() {
     );
 }
 
-pub(crate) fn check_overlay(name: &str) {
+fn check_overlay(name: &str) {
     holds_every_invariant(rendering(&format!("overlays/{name}")));
 }
 

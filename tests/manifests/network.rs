@@ -44,7 +44,7 @@ pub(crate) fn network_policy_opens_the_ports(r: &Rendering) {
     check_network_policy(&r.install, &pod.labels, listen, admin);
 }
 
-pub(crate) fn check_network_policy(
+fn check_network_policy(
     install: &Install,
     pod_labels: &BTreeMap<String, String>,
     listen: i32,

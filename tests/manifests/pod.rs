@@ -108,7 +108,7 @@ pub(crate) fn policy_source(pod: &Pod<'_>) -> (String, String) {
 }
 
 /// The container port that `port` (a number or a name) stands for.
-pub(crate) fn resolve_port(container: &Container, port: &IntOrString) -> i32 {
+fn resolve_port(container: &Container, port: &IntOrString) -> i32 {
     let ports = container.ports.clone().unwrap_or_default();
     match port {
         IntOrString::Int(n) => *n,

@@ -25,11 +25,7 @@ fn the_rbac_grants_exactly_what_the_webhook_and_the_forcers_need() {
 
 /// The rules granted to `(namespace, name)`'s service account by every
 /// binding in the install.
-pub(crate) fn rules_of_service_account(
-    install: &Install,
-    namespace: &str,
-    name: &str,
-) -> Vec<PolicyRule> {
+fn rules_of_service_account(install: &Install, namespace: &str, name: &str) -> Vec<PolicyRule> {
     let is_subject = |subjects: Option<&Vec<k8s_openapi::api::rbac::v1::Subject>>,
                       default_ns: Option<&str>| {
         subjects.into_iter().flatten().any(|s| {
@@ -69,7 +65,7 @@ pub(crate) fn rules_of_service_account(
     rules
 }
 
-pub(crate) fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
+fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
     // The webhook's service account: create SubjectAccessReviews, nothing else.
     let account = pod
         .service_account_name
@@ -274,7 +270,7 @@ pub(crate) fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &st
 }
 
 /// A rule of `--manage-certs`: on Secrets or webhook configurations.
-pub(crate) fn is_cert_rule(rule: &PolicyRule) -> bool {
+fn is_cert_rule(rule: &PolicyRule) -> bool {
     rule.resources.iter().flatten().any(|r| {
         [
             "secrets",
@@ -286,11 +282,11 @@ pub(crate) fn is_cert_rule(rule: &PolicyRule) -> bool {
 }
 
 /// A rule as (apiGroups, resources, resourceNames, verbs), each sorted.
-pub(crate) type CertRule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+type CertRule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
 
 /// `--manage-certs`' rules: its Secret by name (create cannot be
 /// narrowed), its two webhook configurations by name; none without it.
-pub(crate) fn check_cert_rbac(rules: &[PolicyRule], manages: bool) {
+fn check_cert_rbac(rules: &[PolicyRule], manages: bool) {
     let mut granted: Vec<CertRule> = rules
         .iter()
         .map(|rule| {

@@ -133,7 +133,7 @@ impl Workspace {
     }
 }
 
-pub(crate) fn kubectl_version() -> String {
+fn kubectl_version() -> String {
     Command::new("kubectl")
         .args(["version", "--client"])
         .output()
@@ -141,7 +141,7 @@ pub(crate) fn kubectl_version() -> String {
         .unwrap_or_else(|e| e.to_string())
 }
 
-pub(crate) fn copy_dir(from: &Path, to: &Path) {
+fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).expect("create directory");
     for entry in fs::read_dir(from).expect("read manifests directory") {
         let entry = entry.expect("directory entry");
@@ -185,7 +185,7 @@ pub(crate) const NO_SWEEPER: &str = "overlays/no-sweeper-test";
 pub(crate) const WITH_OPT_INS: &str = "overlays/opt-ins-test";
 
 /// What the base and the no-sweeper overlay must render to.
-pub(crate) const BASE_EXPECT: Expect = Expect {
+const BASE_EXPECT: Expect = Expect {
     ca: CaSource::None,
     failure_policy: "Fail",
 };
@@ -220,7 +220,7 @@ pub(crate) fn rendering(dir: &str) -> &'static Rendering {
         .unwrap_or_else(|| panic!("manifests/{dir} is not among the renderings"))
 }
 
-pub(crate) fn render_all() -> Vec<Rendering> {
+fn render_all() -> Vec<Rendering> {
     let ws = Workspace::new();
     let overlay = ws.manifests().join(NO_SWEEPER);
     fs::create_dir_all(&overlay).expect("overlay dir");

@@ -9,6 +9,7 @@ mod alerts;
 mod dashboard;
 mod error;
 mod helm;
+mod kustomize_base;
 mod match_conditions;
 mod repository;
 
@@ -36,50 +37,54 @@ fn mode(args: &[String]) -> Result<Mode, Error> {
     }
 }
 
-/// Every generated file, in the order the sources are read: the
-/// dashboard, the match conditions (the chart's file, then the raw
-/// manifests), the alerts.
-fn generate(repo: &Repository) -> Result<Vec<Generated>, Error> {
-    let mut out = dashboard::copies(repo)?;
-    out.extend(match_conditions::files(repo)?);
-    out.extend(alerts::components(repo)?);
-    Ok(out)
-}
+/// A step of the generation: the files it writes, from the work tree as
+/// the steps before it left it.
+type Step = fn(&Repository) -> Result<Vec<Generated>, Error>;
+
+/// The steps, in order: the raw manifests are rendered from the chart
+/// after the chart's match conditions are written.
+const STEPS: [Step; 4] = [
+    dashboard::copies,
+    match_conditions::files,
+    alerts::components,
+    kustomize_base::files,
+];
 
 fn run(args: &[String]) -> Result<ExitCode, Error> {
     let mode = mode(args)?;
     let repo = Repository::locate();
-    let files = generate(&repo)?;
-    match mode {
-        Mode::Write => {
-            for file in &files {
-                if repo.write_if_changed(file)? {
-                    println!("wrote {}", file.path);
+    let (mut checked, mut stale) = (0, Vec::new());
+    for step in STEPS {
+        for file in step(&repo)? {
+            checked += 1;
+            match mode {
+                Mode::Write => {
+                    if repo.write_if_changed(&file)? {
+                        println!("wrote {}", file.path);
+                    }
+                }
+                Mode::Check => {
+                    if repo.read(&file.path)? != file.text {
+                        stale.push(file.path);
+                    }
                 }
             }
-            Ok(ExitCode::SUCCESS)
-        }
-        Mode::Check => {
-            let mut stale = Vec::new();
-            for file in &files {
-                if repo.read(&file.path)? != file.text {
-                    stale.push(file.path.clone());
-                }
-            }
-            if stale.is_empty() {
-                println!("{} generated files are up to date", files.len());
-                return Ok(ExitCode::SUCCESS);
-            }
-            eprintln!(
-                "these generated files differ from their source: run `cargo xtask generate` and \
-                 commit the result (docs/generated-files.md says what each is made from):"
-            );
-            for path in stale {
-                eprintln!("  {path}");
-            }
-            Ok(ExitCode::FAILURE)
         }
     }
+    if stale.is_empty() {
+        if mode == Mode::Check {
+            println!("{checked} generated files are up to date");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "these generated files differ from their source: run `cargo xtask generate` and commit \
+         the result (docs/generated-files.md says what each is made from):"
+    );
+    for path in stale {
+        eprintln!("  {path}");
+    }
+    Ok(ExitCode::FAILURE)
 }
 
 fn main() -> ExitCode {

@@ -2,8 +2,7 @@
 //! the other two rollout kinds. Their source is the webhook's code
 //! (`src/match_conditions.rs`, from the keys the rules judge); the chart
 //! reads them from its `files/match-conditions.yaml`, and the raw
-//! manifests carry them in `manifests/base/webhooks.yaml`, whose other
-//! lines stay as written.
+//! manifests' webhooks are rendered from the chart.
 
 use pipelinerollout_webhook::kinds::Kind;
 use pipelinerollout_webhook::match_conditions::{FILTERED, expression, name};
@@ -13,10 +12,6 @@ use crate::repository::{Generated, Repository};
 
 /// The chart's copy, written whole.
 pub const CHART_FILE: &str = "charts/pipelinerollout-webhook/files/match-conditions.yaml";
-
-/// The raw manifests' webhook configurations; only the expressions are
-/// written.
-pub const BASE_WEBHOOKS: &str = "manifests/base/webhooks.yaml";
 
 /// One webhook's condition: the webhook's short name (as the chart's file
 /// keys it), the condition's name and its expression.
@@ -80,88 +75,17 @@ fn chart_file(conditions: &[Condition]) -> String {
     text
 }
 
-/// `webhooks` with the expression of every condition replaced: the block
-/// scalar after `- name: <condition>` and `expression: |-`.
-fn splice(webhooks: &str, conditions: &[Condition]) -> Result<String, Error> {
-    let lines: Vec<&str> = webhooks.lines().collect();
-    let mut out: Vec<String> = Vec::with_capacity(lines.len());
-    let mut written = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        out.push(line.to_owned());
-        i += 1;
-        let trimmed = line.trim_start();
-        let Some(condition) = trimmed
-            .strip_prefix("- name: ")
-            .and_then(|n| conditions.iter().find(|c| c.name == n.trim()))
-        else {
-            continue;
-        };
-        let indent = line.len() - trimmed.len() + 2;
-        let header = format!("{}expression: |-", " ".repeat(indent));
-        if lines.get(i) != Some(&header.as_str()) {
-            return Err(Error::Shape(format!(
-                "{BASE_WEBHOOKS}: the condition {} is not followed by `{}`",
-                condition.name,
-                header.trim_start()
-            )));
-        }
-        out.push(header);
-        i += 1;
-        // The block scalar: every line indented deeper than its key.
-        while lines
-            .get(i)
-            .is_some_and(|l| l.len() - l.trim_start().len() > indent && !l.trim().is_empty())
-        {
-            i += 1;
-        }
-        out.push(format!(
-            "{}{}",
-            " ".repeat(indent + 2),
-            condition.expression
-        ));
-        written.push(condition.name.clone());
-    }
-    for c in conditions {
-        if !written.contains(&c.name) {
-            return Err(Error::Shape(format!(
-                "{BASE_WEBHOOKS} has no matchCondition named {}",
-                c.name
-            )));
-        }
-    }
-    let mut text = out.join("\n");
-    text.push('\n');
-    Ok(text)
-}
-
-/// The chart's file and the raw manifests' webhook configurations.
-pub fn files(repo: &Repository) -> Result<Vec<Generated>, Error> {
-    let conditions = conditions()?;
-    Ok(vec![
-        Generated {
-            path: CHART_FILE.to_owned(),
-            text: chart_file(&conditions),
-        },
-        Generated {
-            path: BASE_WEBHOOKS.to_owned(),
-            text: splice(&repo.read(BASE_WEBHOOKS)?, &conditions)?,
-        },
-    ])
+/// The chart's file of match conditions.
+pub fn files(_repo: &Repository) -> Result<Vec<Generated>, Error> {
+    Ok(vec![Generated {
+        path: CHART_FILE.to_owned(),
+        text: chart_file(&conditions()?),
+    }])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn condition(name: &str, expression: &str) -> Condition {
-        Condition {
-            webhook: format!("validate-{name}"),
-            name: name.to_owned(),
-            expression: expression.to_owned(),
-        }
-    }
 
     #[test]
     fn the_children_share_one_condition_and_each_rollout_has_its_own() {
@@ -178,28 +102,5 @@ mod tests {
                 "validate-isbservicerollouts"
             ]
         );
-    }
-
-    #[test]
-    fn splicing_replaces_only_the_expression_block() {
-        let before = "# a comment\n- name: a\n  matchConditions:\n  - name: one\n    expression: |-\n      old\n      still old\n  failurePolicy: Fail\n";
-        let after = splice(before, &[condition("one", "new")]).expect("splice");
-        assert_eq!(
-            after,
-            "# a comment\n- name: a\n  matchConditions:\n  - name: one\n    expression: |-\n      new\n  failurePolicy: Fail\n"
-        );
-        assert_eq!(
-            splice(&after, &[condition("one", "new")]).expect("again"),
-            after
-        );
-    }
-
-    #[test]
-    fn a_condition_missing_from_the_manifest_is_an_error() {
-        let text = "- name: other\n  expression: |-\n    x\n";
-        assert!(matches!(
-            splice(text, &[condition("one", "new")]),
-            Err(Error::Shape(_))
-        ));
     }
 }
