@@ -26,8 +26,8 @@ pub enum Error {
     },
     /// helm is not installed.
     #[error(
-        "cannot run helm ({0}): the alerts are rendered from the Helm chart, which needs Helm 3.8 \
-         or newer on the PATH (.ci/run installs it)"
+        "cannot run helm ({0}): the alert components and manifests/base are rendered from the \
+         Helm chart, which needs Helm 3.8 or newer on the PATH (.ci/run installs it)"
     )]
     NoHelm(io::Error),
     /// `helm template` refused the chart.
