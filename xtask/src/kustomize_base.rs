@@ -151,17 +151,21 @@ fn kustomize_value(mut doc: Value) -> Value {
 }
 
 /// The comments above the GENERATED line of `existing` (or, in a file
-/// without one, its leading comments).
+/// without one, its leading comments), followed by an empty comment line
+/// that sets them apart; empty when there are none.
 fn preamble(existing: &str) -> String {
-    let mut out = String::new();
-    for line in existing.lines() {
-        if line.starts_with(MARKER) || !line.starts_with('#') {
-            break;
-        }
-        out.push_str(line);
-        out.push('\n');
+    let mut lines: Vec<&str> = existing
+        .lines()
+        .take_while(|line| line.starts_with('#') && !line.starts_with(MARKER))
+        .collect();
+    while lines.last() == Some(&"#") {
+        lines.pop();
     }
-    out
+    lines
+        .iter()
+        .map(|line| format!("{line}\n"))
+        .chain((!lines.is_empty()).then(|| "#\n".to_owned()))
+        .collect()
 }
 
 /// Parses every document of a YAML stream.
@@ -244,6 +248,7 @@ mod tests {
     fn the_preamble_is_the_comments_above_the_marker() {
         let file = format!("# mine\n#\n{MARKER}x.yaml\n# more\napiVersion: v1\n");
         assert_eq!(preamble(&file), "# mine\n#\n");
-        assert_eq!(preamble("# head\napiVersion: v1\n# late\n"), "# head\n");
+        assert_eq!(preamble("# head\napiVersion: v1\n# late\n"), "# head\n#\n");
+        assert_eq!(preamble("apiVersion: v1\n"), "");
     }
 }
