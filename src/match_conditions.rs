@@ -4,8 +4,9 @@
 //! it sets, changes or removes one of the keys rules 13 to 15 judge (or,
 //! for a rollout, turns on `spec.strategy.progressive.forcePromote`). The
 //! Numaplane controller writes children constantly; its ordinary writes
-//! never reach the webhook. `tests/manifests.rs` checks that
-//! `manifests/base/webhooks.yaml` holds exactly these expressions.
+//! never reach the webhook. `cargo xtask generate` writes these
+//! expressions into `manifests/base/webhooks.yaml` and the chart's
+//! `files/match-conditions.yaml`.
 
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,

@@ -293,7 +293,7 @@ pub const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
 
 /// How many webhooks the ValidatingWebhookConfiguration of
 /// `manifests/base/webhooks.yaml` holds (PipelineRollouts, the children,
-/// MonoVertexRollouts, ISBServiceRollouts); `tests/manifests.rs` checks it.
+/// MonoVertexRollouts, ISBServiceRollouts); `tests/manifests/` checks it.
 pub const VALIDATING_WEBHOOKS: usize = 4;
 
 /// Writes JSON 6902 patches (as YAML) that set `clientConfig.caBundle` to
