@@ -233,7 +233,7 @@ async fn every_dashboard_and_alert_expression_finds_the_webhooks_series() {
     };
     let dir = tempfile::tempdir().expect("dir");
     // Forces are checked through RBAC, against a stand-in that allows alice.
-    let api = SarStandIn::start(&["alice"]).await;
+    let api = SarStandIn::allowing(&["alice"]).await;
     let policy = helm_support::write(
         dir.path(),
         "policy.yaml",
