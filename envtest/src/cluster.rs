@@ -12,7 +12,6 @@ use crate::http::{self, Tls};
 use crate::kubectl::Kubectl;
 use crate::pki::{self, Pki};
 use crate::process::{Janitor, Process, wait_until};
-use crate::webhook::port_taken;
 use crate::{Assets, Missing};
 
 /// The users the API server knows (static tokens, `--token-auth-file`).
@@ -529,7 +528,14 @@ impl Drop for Cluster {
     }
 }
 
-/// A port on 127.0.0.1 that was free a moment ago.
+/// Whether a start-up error says a port was taken.
+fn port_taken(why: &str) -> bool {
+    why.to_lowercase().contains("address already in use")
+}
+
+/// A port on 127.0.0.1 that was free a moment ago, for servers that cannot
+/// report a port they bound themselves (etcd, kube-apiserver) and for
+/// addresses a configuration must name before its server starts.
 pub fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

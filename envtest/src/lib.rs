@@ -14,6 +14,10 @@
 //!   the caller names: the webhook's integration tests pass
 //!   `env!("CARGO_BIN_EXE_pipelinerollout-webhook")`, which Cargo sets only
 //!   for them.
+//! - [`Served`] is the one launcher of that binary (the [`Webhook`]'s, and
+//!   the tests' that measure the process without a cluster): it starts
+//!   [`ServeCommand`] on port 0 unless told otherwise and reads the
+//!   addresses `serve` reports it bound ([`Bound`]).
 //! - [`Installation::start`] does all of that in the order users do, and
 //!   [`shared`] shares one installation between a test binary's tests.
 //! - [`Cluster::install_self_managed`] and [`SecretMirror`] run the
@@ -45,6 +49,7 @@ mod pki;
 mod process;
 mod proxy;
 mod rbac;
+mod serve;
 mod setup;
 mod webhook;
 
@@ -57,5 +62,6 @@ pub use metrics::{WebhookCalls, webhook_calls};
 pub use pki::{CertPair, Pki};
 pub use proxy::Proxy;
 pub use rbac::binding;
+pub use serve::{BOUND_TARGET, Bound, ServeCommand, Served, on_path};
 pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};
 pub use webhook::{Webhook, WebhookOptions};
