@@ -51,10 +51,11 @@ mod proxy;
 mod rbac;
 mod serve;
 mod setup;
+mod user;
 mod webhook;
 
 pub use assets::{Assets, Missing, in_ci, require};
-pub use cluster::{Cluster, KEEP, User, free_port};
+pub use cluster::{Cluster, KEEP, free_port};
 pub use install::{Installed, repo_root};
 pub use kubectl::{Kubectl, Output};
 pub use managed::SecretMirror;
@@ -64,4 +65,5 @@ pub use proxy::Proxy;
 pub use rbac::binding;
 pub use serve::{BOUND_TARGET, Bound, ServeCommand, Served, on_path};
 pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};
+pub use user::User;
 pub use webhook::{Webhook, WebhookOptions};

@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cluster::{Cluster, User};
+use crate::cluster::Cluster;
 use crate::install::{INSTALLED, Installed, SKIPPED, render};
+use crate::user::User;
 
 impl Cluster {
     /// Renders `kustomization` and creates what [`Cluster::install_manifests`]

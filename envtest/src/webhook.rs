@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cluster::{Cluster, User};
+use crate::cluster::Cluster;
 use crate::http;
 use crate::serve::{Bound, ServeCommand, Served};
+use crate::user::User;
 
 /// How long a webhook may take to be ready once it reported its addresses.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
