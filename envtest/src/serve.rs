@@ -177,7 +177,8 @@ impl Served {
         let (program, args) = command.program_and_args();
         let mut process = spawn(&program, &args)?;
         let mut bound = None;
-        wait_until(&mut process, "serve", REPORT_TIMEOUT, || {
+        let what = format!("{}: the addresses serve bound", process.name());
+        wait_until(&mut process, &what, REPORT_TIMEOUT, || {
             bound = reported_in(log, from);
             bound
                 .map(|_| ())

@@ -101,11 +101,35 @@ impl Webhook {
         cert_dir: &Path,
         namespace: &str,
     ) -> Result<Self, String> {
+        let mut webhook = Self::launch_managed(cluster, options, listen, cert_dir, namespace)?;
+        webhook.wait_ready()?;
+        Ok(webhook)
+    }
+
+    /// [`Webhook::start_managed`] without waiting for readiness: it returns
+    /// once the webhook has reported the addresses it bound (with port 0 in
+    /// `listen`, [`Webhook::addr`] says which), and [`Webhook::wait_ready`]
+    /// waits for the rest.
+    pub fn launch_managed(
+        cluster: &Cluster,
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &Path,
+        namespace: &str,
+    ) -> Result<Self, String> {
         let kubeconfig = cluster.kubeconfig(User::Webhook);
         let command = managed(&options, listen, cert_dir, namespace, &kubeconfig);
-        let mut webhook = Self::launch(cluster, options, command)?;
-        webhook.wait_for("/readyz")?;
-        Ok(webhook)
+        Self::launch(cluster, options, command)
+    }
+
+    /// Waits until its `/readyz` answers 200.
+    pub fn wait_ready(&mut self) -> Result<(), String> {
+        self.wait_for("/readyz")
+    }
+
+    /// Where the webhook listens (HTTPS).
+    pub fn addr(&self) -> SocketAddr {
+        self.bound.webhook
     }
 
     /// [`Webhook::start_managed`] with the kubeconfig `kubeconfig`, waiting
