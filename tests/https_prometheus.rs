@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use https_support::binary::{Binary, free_port, which};
+use https_support::binary::Binary;
 use https_support::sar_stand_in::SarStandIn;
 use https_support::{admin_get, fixture};
 use hyper::StatusCode;
@@ -60,7 +60,10 @@ impl Prometheus {
              labels: {{namespace: {NAMESPACE}, pod: webhook-0}}\n"
         );
         let config_file = helm_support::write(dir.path(), "prometheus.yml", &config);
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        // Prometheus logs the address it was given, not the port it bound:
+        // its port is picked here.
+        let port = envtest::free_port().expect("a port for Prometheus");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
         let child = Command::new(program)
             .arg(format!("--config.file={}", config_file.display()))
@@ -129,7 +132,7 @@ fn encode(text: &str) -> String {
 
 /// The program, or `None` after a skip line (a failure when CI=true).
 fn prometheus_program() -> Option<&'static str> {
-    if which("prometheus") {
+    if envtest::on_path("prometheus") {
         return Some("prometheus");
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -233,7 +236,7 @@ async fn every_dashboard_and_alert_expression_finds_the_webhooks_series() {
     };
     let dir = tempfile::tempdir().expect("dir");
     // Forces are checked through RBAC, against a stand-in that allows alice.
-    let api = SarStandIn::start(&["alice"]).await;
+    let api = SarStandIn::allowing(&["alice"]).await;
     let policy = helm_support::write(
         dir.path(),
         "policy.yaml",

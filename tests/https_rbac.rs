@@ -3,132 +3,15 @@
 
 mod https_support;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use base64::Engine as _;
+use https_support::sar_stand_in::{Behaviour, SarStandIn};
 use https_support::{Client, TestServer, fixture_json, metric_value, response_for};
 use pipelinerollout_webhook::pki;
 use pipelinerollout_webhook::policy::Policy;
-use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
+use pipelinerollout_webhook::server::tls::TlsFiles;
 use pipelinerollout_webhook::server::{self, ServeOptions, StartError};
 use serde_json::{Value, json};
-
-/// How the stand-in answers.
-#[derive(Debug, Clone, Copy)]
-enum Behaviour {
-    Allow,
-    Deny,
-    Fail,
-    Slow(Duration),
-}
-
-#[derive(Debug)]
-struct StandIn {
-    behaviour: Mutex<Behaviour>,
-    received: Mutex<Vec<Value>>,
-}
-
-async fn subject_access_review(
-    State(state): State<Arc<StandIn>>,
-    body: axum::body::Bytes,
-) -> Response {
-    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    state.received.lock().expect("lock").push(review.clone());
-    let behaviour = *state.behaviour.lock().expect("lock");
-    let allowed = match behaviour {
-        Behaviour::Allow => true,
-        Behaviour::Deny => false,
-        Behaviour::Fail => {
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                axum::Json(json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "etcd is sad", "code": 500})),
-            )
-                .into_response();
-        }
-        Behaviour::Slow(delay) => {
-            tokio::time::sleep(delay).await;
-            true
-        }
-    };
-    let mut answer = review;
-    answer["status"] =
-        json!({"allowed": allowed, "reason": if allowed {"bound by test"} else {""}});
-    axum::Json(answer).into_response()
-}
-
-/// The stand-in API server and a kubeconfig pointing at it.
-struct ApiServer {
-    state: Arc<StandIn>,
-    kubeconfig: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl ApiServer {
-    async fn start(behaviour: Behaviour) -> Self {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let dir = tempfile::tempdir().expect("dir");
-        let names: Vec<String> = pki::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
-        let generated = pki::generate("stand-in kube-apiserver", &names, 1).expect("certs");
-        let paths = pki::CertPaths::in_dir(dir.path());
-        paths.write(&generated).expect("write");
-        let loaded = tls::load(&TlsFiles {
-            cert: paths.cert.clone(),
-            key: paths.key.clone(),
-            client_ca: None,
-        })
-        .expect("tls");
-        let state = Arc::new(StandIn {
-            behaviour: Mutex::new(behaviour),
-            received: Mutex::new(Vec::new()),
-        });
-        let app = Router::new()
-            .route(
-                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                post(subject_access_review),
-            )
-            .with_state(Arc::clone(&state));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        tokio::spawn(server::serve_connections(
-            listener,
-            Arc::new(TlsState::new(loaded.config)),
-            app,
-            server::ConnectionOptions::new(64),
-            Duration::from_secs(1),
-            std::future::pending(),
-        ));
-        let ca = base64::engine::general_purpose::STANDARD.encode(generated.ca_pem.as_bytes());
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: stand-in\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: webhook\n  user:\n    token: test-token\ncontexts:\n- name: stand-in\n  context: {{cluster: stand-in, user: webhook}}\ncurrent-context: stand-in\n"
-            ),
-        )
-        .expect("kubeconfig");
-        Self {
-            state,
-            kubeconfig,
-            _dir: dir,
-        }
-    }
-
-    fn received(&self) -> Vec<Value> {
-        self.state.received.lock().expect("lock").clone()
-    }
-
-    fn set(&self, behaviour: Behaviour) {
-        *self.state.behaviour.lock().expect("lock") = behaviour;
-    }
-}
 
 fn rbac_policy(extra: &str) -> Policy {
     Policy::from_yaml(&format!(
@@ -137,7 +20,7 @@ fn rbac_policy(extra: &str) -> Policy {
     .expect("policy")
 }
 
-async fn webhook(api: &ApiServer, policy: Policy) -> TestServer {
+async fn webhook(api: &SarStandIn, policy: Policy) -> TestServer {
     let kubeconfig = api.kubeconfig.clone();
     TestServer::start_with(policy, |o| o.kubeconfig = Some(kubeconfig)).await
 }
@@ -161,7 +44,7 @@ async fn send(client: &Client, request: &Value, query: &str) -> Value {
 
 #[tokio::test]
 async fn the_review_carries_the_requester_and_the_object_exactly() {
-    let api = ApiServer::start(Behaviour::Allow).await;
+    let api = SarStandIn::start(Behaviour::Allow).await;
     let server = webhook(&api, rbac_policy(", cacheTTL: 0")).await;
     let request = alice_forces();
     let response = send(&server.client(), &request, "?timeout=5s").await;
@@ -200,7 +83,7 @@ async fn the_review_carries_the_requester_and_the_object_exactly() {
 
 #[tokio::test]
 async fn denied_by_rbac_is_denied_and_says_how_to_get_it() {
-    let api = ApiServer::start(Behaviour::Deny).await;
+    let api = SarStandIn::start(Behaviour::Deny).await;
     let server = webhook(&api, rbac_policy("")).await;
     let response = send(&server.client(), &alice_forces(), "").await;
     assert_eq!(response["allowed"], false);
@@ -222,7 +105,7 @@ async fn denied_by_rbac_is_denied_and_says_how_to_get_it() {
 
 #[tokio::test]
 async fn an_api_error_denies_saying_the_permission_could_not_be_checked() {
-    let api = ApiServer::start(Behaviour::Fail).await;
+    let api = SarStandIn::start(Behaviour::Fail).await;
     let server = webhook(&api, rbac_policy("")).await;
     let response = send(&server.client(), &alice_forces(), "").await;
     assert_eq!(response["allowed"], false);
@@ -248,7 +131,7 @@ async fn an_api_error_denies_saying_the_permission_could_not_be_checked() {
 
 #[tokio::test]
 async fn a_slow_answer_past_the_deadline_denies_in_time() {
-    let api = ApiServer::start(Behaviour::Slow(Duration::from_secs(4))).await;
+    let api = SarStandIn::start(Behaviour::Slow(Duration::from_secs(4))).await;
     let server = webhook(&api, rbac_policy("")).await;
     let started = Instant::now();
     // The API server gives the webhook 2s; the check gets 2s less the margin.
@@ -275,7 +158,7 @@ async fn a_slow_answer_past_the_deadline_denies_in_time() {
 
 #[tokio::test]
 async fn answers_are_cached_until_they_expire() {
-    let api = ApiServer::start(Behaviour::Allow).await;
+    let api = SarStandIn::start(Behaviour::Allow).await;
     let server = webhook(&api, rbac_policy(", cacheTTL: 1")).await;
     let client = server.client();
     for _ in 0..3 {
@@ -315,7 +198,7 @@ async fn answers_are_cached_until_they_expire() {
 
 #[tokio::test]
 async fn the_static_lists_and_unneeded_permission_ask_nothing() {
-    let api = ApiServer::start(Behaviour::Deny).await;
+    let api = SarStandIn::start(Behaviour::Deny).await;
     let server = webhook(&api, rbac_policy("")).await;
     let client = server.client();
     // argocd-server is in forceReapply.users.
@@ -398,7 +281,7 @@ fn review_without_a_kubeconfig_denies_what_only_rbac_could_allow() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_with_a_kubeconfig_asks_rbac() {
-    let api = ApiServer::start(Behaviour::Allow).await;
+    let api = SarStandIn::start(Behaviour::Allow).await;
     let dir = tempfile::tempdir().expect("dir");
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "forceReapply:\n  rbac: {verb: force-reapply}\n").expect("policy");
@@ -462,7 +345,7 @@ async fn send_all_denied(client: &Client, requests: Vec<Value>) {
 /// One round of forged requests: 60 requesters with 1 MiB of groups each,
 /// then 400 requesters with 60 KiB of groups each, whose reviews first fail
 /// (nothing is kept) and then are denied (kept up to the byte bound).
-async fn forge_a_round(api: &ApiServer, client: &Client, round: usize) {
+async fn forge_a_round(api: &SarStandIn, client: &Client, round: usize) {
     let huge: Vec<Value> = (0..60)
         .map(|i| forged_force(&format!("huge-{round}-{i}"), 16_384))
         .collect();
@@ -492,7 +375,7 @@ async fn forge_a_round(api: &ApiServer, client: &Client, round: usize) {
 /// leaves it no larger than the first did.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_identities_cannot_grow_memory() {
-    let api = ApiServer::start(Behaviour::Fail).await;
+    let api = SarStandIn::start(Behaviour::Fail).await;
     let dir = tempfile::tempdir().expect("dir");
     let policy = dir.path().join("policy.yaml");
     std::fs::write(

@@ -3,21 +3,14 @@
 
 mod https_support;
 
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use envtest::{ServeCommand, Served};
 use https_support::{Client, admin_get, fixture_json, response_for};
 use hyper::StatusCode;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
 
 /// Sends one AdmissionReview padded to about 1 MiB, trickling the body over
 /// `spread`, and returns the answer's status line and JSON body.
@@ -71,34 +64,33 @@ async fn slow_request(client: Client, request: Value, spread: Duration) -> (Stri
 async fn sigterm_loses_no_in_flight_request_and_exits_zero() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("dir");
-    let (port, admin_port) = (free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
-        .args(["--shutdown-delay", "2s", "--shutdown-grace", "10s"])
-        .arg("--dev-certs-dir")
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let admin = format!("127.0.0.1:{admin_port}").parse().expect("addr");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if tokio::net::TcpStream::connect(admin).await.is_ok()
-            && admin_get(admin, "/readyz").await.0 == StatusCode::OK
-        {
-            break;
+    let log = dir.path().join("webhook.log");
+    let mut command = ServeCommand::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"));
+    command.args = [
+        "--shutdown-delay",
+        "2s",
+        "--shutdown-grace",
+        "10s",
+        "--dev-certs-dir",
+        &dir.path().display().to_string(),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let mut served = tokio::task::spawn_blocking({
+        let log = log.clone();
+        move || {
+            let mut served = Served::start("webhook", &command, &log)?;
+            served.wait_for("/readyz", Duration::from_secs(20))?;
+            Ok::<_, String>(served)
         }
-        assert!(Instant::now() < deadline, "server never became ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
+    .expect("the launcher's thread")
+    .unwrap_or_else(|why| panic!("server never became ready: {why}"));
+    let (addr, admin) = (served.bound().webhook, served.bound().admin);
     let ca = std::fs::read_to_string(dir.path().join("ca.crt")).expect("ca");
-    let client = Client::build(
-        format!("127.0.0.1:{port}").parse().expect("addr"),
-        &[&ca],
-        None,
-    );
+    let client = Client::build(addr, &[&ca], None);
 
     // Eight requests whose bodies take 4s to arrive: in flight across the
     // signal, the 2s delay and the listener's close.
@@ -120,7 +112,7 @@ async fn sigterm_loses_no_in_flight_request_and_exits_zero() {
         )));
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let pid = child.id().to_string();
+    let pid = served.pid().to_string();
     let killed = Command::new("kill")
         .args(["-TERM", &pid])
         .status()
@@ -154,17 +146,13 @@ async fn sigterm_loses_no_in_flight_request_and_exits_zero() {
     }
     let started = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
+        if let Some(status) = served.try_wait() {
             break status;
         }
         assert!(started.elapsed() < Duration::from_secs(15), "did not exit");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let mut stderr = String::new();
-    if let Some(mut err) = child.stderr.take() {
-        use std::io::Read as _;
-        let _ = err.read_to_string(&mut stderr);
-    }
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("shutdown requested"), "{stderr}");
 }

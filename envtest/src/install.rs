@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cluster::{Cluster, User};
+use crate::cluster::Cluster;
+use crate::user::User;
 use crate::webhook::Webhook;
 
 /// Kinds of the rendered manifests that are created as rendered.

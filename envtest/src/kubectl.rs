@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::User;
+use crate::user::User;
 
 /// kubectl bound to one user of one cluster.
 #[derive(Debug, Clone)]

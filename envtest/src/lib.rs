@@ -14,6 +14,10 @@
 //!   the caller names: the webhook's integration tests pass
 //!   `env!("CARGO_BIN_EXE_pipelinerollout-webhook")`, which Cargo sets only
 //!   for them.
+//! - [`Served`] is the one launcher of that binary (the [`Webhook`]'s, and
+//!   the tests' that measure the process without a cluster): it starts
+//!   [`ServeCommand`] on port 0 unless told otherwise and reads the
+//!   addresses `serve` reports it bound ([`Bound`]).
 //! - [`Installation::start`] does all of that in the order users do, and
 //!   [`shared`] shares one installation between a test binary's tests.
 //! - [`Cluster::install_self_managed`] and [`SecretMirror`] run the
@@ -45,11 +49,13 @@ mod pki;
 mod process;
 mod proxy;
 mod rbac;
+mod serve;
 mod setup;
+mod user;
 mod webhook;
 
 pub use assets::{Assets, Missing, in_ci, require};
-pub use cluster::{Cluster, KEEP, User, free_port};
+pub use cluster::{Cluster, KEEP, free_port};
 pub use install::{Installed, repo_root};
 pub use kubectl::{Kubectl, Output};
 pub use managed::SecretMirror;
@@ -57,5 +63,7 @@ pub use metrics::{WebhookCalls, webhook_calls};
 pub use pki::{CertPair, Pki};
 pub use proxy::Proxy;
 pub use rbac::binding;
+pub use serve::{BOUND_TARGET, Bound, ServeCommand, Served, on_path};
 pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};
+pub use user::User;
 pub use webhook::{Webhook, WebhookOptions};

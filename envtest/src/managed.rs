@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cluster::{Cluster, User};
+use crate::cluster::Cluster;
 use crate::install::{INSTALLED, Installed, SKIPPED, render};
+use crate::user::User;
 
 impl Cluster {
     /// Renders `kustomization` and creates what [`Cluster::install_manifests`]
@@ -89,6 +90,37 @@ impl Cluster {
             self.create_all(batch)?;
         }
         Ok(installed)
+    }
+
+    /// Sets every webhook's `clientConfig.service.port` to `port` in the
+    /// webhook configurations `installed` holds, once a replica has reported
+    /// the port it bound; a JSON patch of the ports alone, which leaves the
+    /// caBundle the webhook writes as it is.
+    pub fn set_webhook_port(&self, installed: &Installed, port: u16) -> Result<(), String> {
+        let admin = self.kubectl(User::Admin);
+        let configurations = installed.objects.iter().filter_map(|object| {
+            let (kind, name) = object.split_once('/')?;
+            kind.ends_with("WebhookConfiguration")
+                .then(|| (kind.to_lowercase(), name))
+        });
+        for (kind, name) in configurations {
+            let out = admin.run(&["get", &kind, name, "-o", "json"]);
+            if !out.success {
+                return Err(format!("cannot read {kind}/{name}: {out}"));
+            }
+            let count = out.json()["webhooks"].as_array().map_or(0, Vec::len);
+            let ops: Vec<Value> = (0..count)
+                .map(|i| {
+                    json!({"op": "replace", "path": format!("/webhooks/{i}/clientConfig/service/port"), "value": port})
+                })
+                .collect();
+            let patch = Value::Array(ops).to_string();
+            let out = admin.run(&["patch", &kind, name, "--type=json", "-p", &patch]);
+            if !out.success {
+                return Err(format!("cannot set the port of {kind}/{name}: {out}"));
+            }
+        }
+        Ok(())
     }
 
     /// Points the `ExternalName` Service `namespace/name` at `ip` (a

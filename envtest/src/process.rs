@@ -20,12 +20,14 @@ use std::time::Duration;
 /// Prints the server's pid, then waits for end-of-file on stdin (the
 /// watcher) and for the server; exits with the server's status when the
 /// server ends first. Its own messages (such as bash's "Killed") go to the
-/// log too.
+/// log too. With an empty log file name the server's standard error is the
+/// wrapper's and its standard output is discarded.
 const WRAPPER: &str = r#"
 log=$1 grace=$2
 shift 2
-exec 3<&0 </dev/null 2>>"$log"
-"$@" 3<&- >>"$log" 2>&1 &
+if [ -n "$log" ]; then exec 2>>"$log"; fi
+exec 3<&0 </dev/null
+if [ -n "$log" ]; then "$@" 3<&- >>"$log" 2>&1 & else "$@" 3<&- >/dev/null & fi
 p=$!
 echo "$p"
 {
@@ -66,7 +68,8 @@ pub struct Process {
     wrapper: Child,
     stdin: Option<ChildStdin>,
     pid: u32,
-    log: PathBuf,
+    /// `None`: its output goes to a pipe ([`Process::spawn_to_pipe`]).
+    log: Option<PathBuf>,
 }
 
 impl Process {
@@ -80,17 +83,43 @@ impl Process {
         log: &Path,
         grace: Duration,
     ) -> Result<Self, String> {
+        Self::spawn_with(name, program, args, Some(log), Stdio::inherit(), grace)
+    }
+
+    /// [`Process::spawn`] with the server's standard error on a pipe (its
+    /// standard output discarded): the read end, which the caller reads as
+    /// it likes, or not at all.
+    pub fn spawn_to_pipe(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        grace: Duration,
+    ) -> Result<(Self, std::io::PipeReader), String> {
+        let (reader, writer) =
+            std::io::pipe().map_err(|e| format!("cannot make a pipe for {name}: {e}"))?;
+        let process = Self::spawn_with(name, program, args, None, writer.into(), grace)?;
+        Ok((process, reader))
+    }
+
+    fn spawn_with(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: Option<&Path>,
+        stderr: Stdio,
+        grace: Duration,
+    ) -> Result<Self, String> {
         let mut wrapper = Command::new("bash")
             .arg("-c")
             .arg(WRAPPER)
             .arg(format!("envtest-{name}"))
-            .arg(log)
+            .arg(log.map(Path::as_os_str).unwrap_or_default())
             .arg(grace.as_secs().to_string())
             .arg(program)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             // Its own process group: a Ctrl-C in the terminal reaches the
             // test process, whose exit then stops the server the usual way.
             .process_group(0)
@@ -116,7 +145,7 @@ impl Process {
             wrapper,
             stdin,
             pid,
-            log: log.to_owned(),
+            log: log.map(Path::to_owned),
         })
     }
 
@@ -141,18 +170,26 @@ impl Process {
         match self.wrapper.try_wait() {
             Ok(None) => None,
             Ok(Some(status)) => Some(format!(
-                "{} exited ({status}); the end of its log {}:\n{}",
+                "{} exited ({status}); the end of its log:\n{}",
                 self.name,
-                self.log.display(),
                 self.log_tail(40)
             )),
             Err(e) => Some(format!("cannot check on {}: {e}", self.name)),
         }
     }
 
-    /// The last `lines` lines of the server's log.
+    /// The server's exit status once it has ended on its own (the wrapper
+    /// exits with it), else `None`.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.wrapper.try_wait().ok().flatten()
+    }
+
+    /// The last `lines` lines of the server's log (with its path).
     pub fn log_tail(&self, lines: usize) -> String {
-        log_tail(&self.log, lines)
+        match &self.log {
+            Some(log) => format!("{}:\n{}", log.display(), log_tail(log, lines)),
+            None => "(its output goes to a pipe)".to_owned(),
+        }
     }
 
     /// Stops the server and waits until it is gone. Stopping a stopped

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::User;
+use crate::user::User;
 
 /// A RoleBinding (`namespace` given) or ClusterRoleBinding of `users` to
 /// the `role_kind` (Role or ClusterRole) `role`.

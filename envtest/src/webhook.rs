@@ -2,12 +2,19 @@
 //! cluster's CA and asking the cluster's RBAC as its own service account.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cluster::{Cluster, User, free_port};
+use crate::cluster::Cluster;
 use crate::http;
-use crate::process::{Process, wait_until};
+use crate::serve::{Bound, ServeCommand, Served};
+use crate::user::User;
+
+/// How long a webhook may take to be ready once it reported its addresses.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a stopped webhook has between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(5);
 
 /// How to run the webhook.
 #[derive(Debug, Clone)]
@@ -26,23 +33,23 @@ pub struct WebhookOptions {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// A webhook process; stopped when dropped. It keeps its ports and
-/// certificate across [`Webhook::stop`] and [`Webhook::start`], so the
-/// webhook configurations stay valid.
+/// A webhook process; stopped when dropped. It keeps the addresses it
+/// bound first and its certificate across [`Webhook::stop`] and
+/// [`Webhook::resume`], so the webhook configurations stay valid.
 #[derive(Debug)]
 pub struct Webhook {
     options: WebhookOptions,
-    addr: SocketAddr,
-    admin: SocketAddr,
-    args: Vec<String>,
+    /// The command line; after the first start, with the addresses bound.
+    command: ServeCommand,
+    bound: Bound,
     log: PathBuf,
-    process: Option<Process>,
+    served: Option<Served>,
 }
 
 impl Webhook {
-    /// Starts `pipelinerollout-webhook serve` on free loopback ports, with a
-    /// serving certificate for 127.0.0.1 signed by the cluster's CA, the
-    /// kubeconfig of the webhook's service account and
+    /// Starts `pipelinerollout-webhook serve` on loopback ports the kernel
+    /// chooses, with a serving certificate for 127.0.0.1 signed by the
+    /// cluster's CA, the kubeconfig of the webhook's service account and
     /// `--shutdown-delay 0s`, and waits until its `/readyz` answers 200.
     pub fn start(cluster: &Cluster, options: WebhookOptions) -> Result<Self, String> {
         let dir = cluster.dir().join(&options.name);
@@ -54,52 +61,30 @@ impl Webhook {
         for (path, text) in [(&cert, &pair.cert_pem), (&key, &pair.key_pem)] {
             std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
         }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-            let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-            let mut args: Vec<String> = [
-                "serve",
-                "--listen",
-                &addr.to_string(),
-                "--admin-listen",
-                &admin.to_string(),
-                "--tls-cert",
-                &cert.display().to_string(),
-                "--tls-key",
-                &key.display().to_string(),
-                "--policy",
-                &options.policy.display().to_string(),
-                "--kubeconfig",
-                &options
-                    .kubeconfig
-                    .clone()
-                    .unwrap_or_else(|| cluster.kubeconfig(User::Webhook))
-                    .display()
-                    .to_string(),
-                "--shutdown-delay",
-                "0s",
-            ]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-            args.extend(options.extra_args.iter().cloned());
-            let mut webhook = Self {
-                options: options.clone(),
-                addr,
-                admin,
-                args,
-                log: cluster.dir().join(format!("{}.log", options.name)),
-                process: None,
-            };
-            match webhook.resume(cluster) {
-                Ok(()) => return Ok(webhook),
-                // A port picked a moment ago was taken since: pick others.
-                Err(why) if attempt < 3 && port_taken(&why) => continue,
-                Err(why) => return Err(why),
-            }
-        }
+        let kubeconfig = options
+            .kubeconfig
+            .clone()
+            .unwrap_or_else(|| cluster.kubeconfig(User::Webhook));
+        let mut command = ServeCommand::new(&options.binary);
+        command.args = [
+            "--tls-cert",
+            &cert.display().to_string(),
+            "--tls-key",
+            &key.display().to_string(),
+            "--policy",
+            &options.policy.display().to_string(),
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--shutdown-delay",
+            "0s",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        command.args.extend(options.extra_args.iter().cloned());
+        let mut webhook = Self::launch(cluster, options, command)?;
+        webhook.wait_for("/readyz")?;
+        Ok(webhook)
     }
 
     /// Starts `pipelinerollout-webhook serve --manage-certs` listening on
@@ -113,14 +98,38 @@ impl Webhook {
         cluster: &Cluster,
         options: WebhookOptions,
         listen: SocketAddr,
-        cert_dir: &std::path::Path,
+        cert_dir: &Path,
+        namespace: &str,
+    ) -> Result<Self, String> {
+        let mut webhook = Self::launch_managed(cluster, options, listen, cert_dir, namespace)?;
+        webhook.wait_ready()?;
+        Ok(webhook)
+    }
+
+    /// [`Webhook::start_managed`] without waiting for readiness: it returns
+    /// once the webhook has reported the addresses it bound (with port 0 in
+    /// `listen`, [`Webhook::addr`] says which), and [`Webhook::wait_ready`]
+    /// waits for the rest.
+    pub fn launch_managed(
+        cluster: &Cluster,
+        options: WebhookOptions,
+        listen: SocketAddr,
+        cert_dir: &Path,
         namespace: &str,
     ) -> Result<Self, String> {
         let kubeconfig = cluster.kubeconfig(User::Webhook);
-        let mut webhook =
-            Self::managed(cluster, options, listen, cert_dir, namespace, &kubeconfig)?;
-        webhook.resume(cluster)?;
-        Ok(webhook)
+        let command = managed(&options, listen, cert_dir, namespace, &kubeconfig);
+        Self::launch(cluster, options, command)
+    }
+
+    /// Waits until its `/readyz` answers 200.
+    pub fn wait_ready(&mut self) -> Result<(), String> {
+        self.wait_for("/readyz")
+    }
+
+    /// Where the webhook listens (HTTPS).
+    pub fn addr(&self) -> SocketAddr {
+        self.bound.webhook
     }
 
     /// [`Webhook::start_managed`] with the kubeconfig `kubeconfig`, waiting
@@ -129,86 +138,55 @@ impl Webhook {
         cluster: &Cluster,
         options: WebhookOptions,
         listen: SocketAddr,
-        cert_dir: &std::path::Path,
+        cert_dir: &Path,
         namespace: &str,
-        kubeconfig: &std::path::Path,
+        kubeconfig: &Path,
     ) -> Result<Self, String> {
-        let mut webhook = Self::managed(cluster, options, listen, cert_dir, namespace, kubeconfig)?;
-        let mut process = cluster.spawn(
-            &webhook.options.name,
-            &webhook.options.binary,
-            &webhook.args,
-            Duration::from_secs(5),
-        )?;
-        let admin = webhook.admin;
-        let serving = wait_until(
-            &mut process,
-            &format!("webhook {}", webhook.options.name),
-            Duration::from_secs(30),
-            || match http::get(admin, "/healthz", None)? {
-                (200, _) => Ok(()),
-                (status, body) => Err(format!("/healthz: {status} {}", body.trim())),
-            },
-        );
-        webhook.process = Some(process);
-        serving.map(|()| webhook)
+        let command = managed(&options, listen, cert_dir, namespace, kubeconfig);
+        let mut webhook = Self::launch(cluster, options, command)?;
+        webhook.wait_for("/healthz")?;
+        Ok(webhook)
     }
 
-    fn managed(
+    /// Starts `command` as a process of `cluster` and notes the addresses
+    /// it bound, which later starts reuse.
+    fn launch(
         cluster: &Cluster,
         options: WebhookOptions,
-        listen: SocketAddr,
-        cert_dir: &std::path::Path,
-        namespace: &str,
-        kubeconfig: &std::path::Path,
+        mut command: ServeCommand,
     ) -> Result<Self, String> {
-        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-        let path = |file: &str| cert_dir.join(file).display().to_string();
-        let mut args: Vec<String> = [
-            "serve",
-            "--listen",
-            &listen.to_string(),
-            "--admin-listen",
-            &admin.to_string(),
-            "--tls-cert",
-            &path("tls.crt"),
-            "--tls-key",
-            &path("tls.key"),
-            "--manage-certs",
-            "--cert-secret-namespace",
-            namespace,
-            "--policy",
-            &options.policy.display().to_string(),
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--shutdown-delay",
-            "0s",
-            "--reload-interval",
-            "1s",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        args.extend(options.extra_args.iter().cloned());
+        let log = cluster.dir().join(format!("{}.log", options.name));
+        let served = Served::start_with(&command, &log, |program, args| {
+            cluster.spawn(&options.name, program, args, GRACE)
+        })?;
+        let bound = served.bound();
+        (command.listen, command.admin_listen) = (bound.webhook, bound.admin);
         Ok(Self {
-            log: cluster.dir().join(format!("{}.log", options.name)),
             options,
-            addr: listen,
-            admin,
-            args,
-            process: None,
+            command,
+            bound,
+            log,
+            served: Some(served),
         })
+    }
+
+    /// Waits until `path` of its admin server answers 200.
+    fn wait_for(&mut self, path: &str) -> Result<(), String> {
+        let served = self.served.as_mut().ok_or("the webhook is not running")?;
+        served
+            .wait_for(path, READY_TIMEOUT)
+            .map_err(|why| format!("webhook {}: {why}", self.options.name))
     }
 
     /// `/readyz` of its admin server: the status and the body.
     pub fn readyz(&self) -> Result<(u16, String), String> {
-        http::get(self.admin, "/readyz", None)
+        http::get(self.bound.admin, "/readyz", None)
     }
 
     /// The base of the webhook configurations' `clientConfig.url`:
     /// `https://127.0.0.1:PORT`.
     pub fn base_url(&self) -> String {
-        format!("https://{}", self.addr)
+        format!("https://{}", self.bound.webhook)
     }
 
     /// POSTs `body` to `path` on the webhook port directly, as any pod on
@@ -220,23 +198,23 @@ impl Webhook {
         body: &str,
     ) -> Result<(u16, String), String> {
         let tls = http::Tls::new(cluster.pki().ca_pem(), None)?;
-        http::post_json(self.addr, path, body, Some(&tls))
+        http::post_json(self.bound.webhook, path, body, Some(&tls))
     }
 
     /// Where its admin server (`/readyz`, `/metrics`) listens.
     pub fn admin_addr(&self) -> SocketAddr {
-        self.admin
+        self.bound.admin
     }
 
     /// GETs `path` from its admin server (`/metrics`, `/readyz`): the
     /// status and the body.
     pub fn admin_get(&self, path: &str) -> Result<(u16, String), String> {
-        http::get(self.admin, path, None)
+        http::get(self.bound.admin, path, None)
     }
 
     /// The process id of the running webhook (`None` when stopped).
     pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(Process::pid)
+        self.served.as_ref().map(Served::pid)
     }
 
     /// Sends it `signal` (such as `TERM` or `KILL`) and returns at once;
@@ -263,7 +241,7 @@ impl Webhook {
     pub fn wait_exit(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            match self.process.as_mut().map(Process::exited) {
+            match self.served.as_mut().map(Served::exited) {
                 None | Some(Some(_)) => {
                     self.stop();
                     return Ok(());
@@ -287,43 +265,68 @@ impl Webhook {
 
     /// Stops it (SIGTERM, as kubelet would) and waits until it is gone.
     pub fn stop(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.stop();
+        if let Some(mut served) = self.served.take() {
+            served.stop();
         }
     }
 
-    /// Starts it again after [`Webhook::stop`], on the same ports with the
-    /// same files, and waits until it is ready.
+    /// Starts it again after [`Webhook::stop`], on the same addresses with
+    /// the same files, and waits until it is ready.
     pub fn resume(&mut self, cluster: &Cluster) -> Result<(), String> {
         self.stop();
-        let mut process = cluster.spawn(
-            &self.options.name,
-            &self.options.binary,
-            &self.args,
-            Duration::from_secs(5),
-        )?;
-        let admin = self.admin;
-        let ready = wait_until(
-            &mut process,
-            &format!("webhook {}", self.options.name),
-            Duration::from_secs(30),
-            || match http::get(admin, "/readyz", None)? {
-                (200, _) => Ok(()),
-                (status, body) => Err(format!("/readyz: {status} {}", body.trim())),
-            },
-        );
-        self.process = Some(process);
-        ready
+        let name = &self.options.name;
+        let served = Served::start_with(&self.command, &self.log, |program, args| {
+            cluster.spawn(name, program, args, GRACE)
+        })?;
+        let bound = served.bound();
+        self.served = Some(served);
+        if bound != self.bound {
+            return Err(format!(
+                "webhook {name} bound {bound:?} instead of {:?}",
+                self.bound
+            ));
+        }
+        self.wait_for("/readyz")
     }
-}
-
-/// Whether a start-up error says a port was taken.
-pub(crate) fn port_taken(why: &str) -> bool {
-    why.to_lowercase().contains("address already in use")
 }
 
 impl Drop for Webhook {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The command line of a `serve --manage-certs` replica.
+fn managed(
+    options: &WebhookOptions,
+    listen: SocketAddr,
+    cert_dir: &Path,
+    namespace: &str,
+    kubeconfig: &Path,
+) -> ServeCommand {
+    let path = |file: &str| cert_dir.join(file).display().to_string();
+    let mut command = ServeCommand::new(&options.binary);
+    command.listen = listen;
+    command.args = [
+        "--tls-cert",
+        &path("tls.crt"),
+        "--tls-key",
+        &path("tls.key"),
+        "--manage-certs",
+        "--cert-secret-namespace",
+        namespace,
+        "--policy",
+        &options.policy.display().to_string(),
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "--shutdown-delay",
+        "0s",
+        "--reload-interval",
+        "1s",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    command.args.extend(options.extra_args.iter().cloned());
+    command
 }

@@ -61,7 +61,7 @@ pub struct SelfManaged {
 
 impl SelfManaged {
     /// A cluster with the CRD and the overlay, then one replica per `ip`
-    /// (all on one port, as the Service has one), the first running the
+    /// (all on the port the first binds, as the Service has one), the first running the
     /// certificate controller and the others serving only (with
     /// [`LEADER_ELECT`] among `flags`, every replica runs it under the
     /// Lease, and the first to start leads); each started
@@ -73,8 +73,10 @@ impl SelfManaged {
         cluster.install_crd(&repo_root().join(envtest::CRD))?;
         let policy = cluster.dir().join("policy.yaml");
         std::fs::write(&policy, envtest::base_policy()?).map_err(|e| e.to_string())?;
-        let port = envtest::free_port()?;
-        let installed = cluster.install_self_managed(&repo_root().join(OVERLAY), port)?;
+        // The replicas' port is the one the first replica binds; until it
+        // reports it, the webhook configurations name the Service's port.
+        let installed = cluster.install_self_managed(&repo_root().join(OVERLAY), 443)?;
+        let mut port = None;
         check_installed(&installed)?;
         cluster.create_all(vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM}}),
@@ -100,13 +102,14 @@ impl SelfManaged {
                 kubeconfig: None,
             };
             let ip_addr: std::net::IpAddr = ip.parse().map_err(|e| format!("{ip}: {e}"))?;
-            let webhook = Webhook::start_managed(
-                &cluster,
-                options,
-                SocketAddr::new(ip_addr, port),
-                &dir,
-                NAMESPACE,
-            )?;
+            let listen = SocketAddr::new(ip_addr, port.unwrap_or(0));
+            let mut webhook = Webhook::launch_managed(&cluster, options, listen, &dir, NAMESPACE)?;
+            if port.is_none() {
+                let bound = webhook.addr().port();
+                cluster.set_webhook_port(&installed, bound)?;
+                port = Some(bound);
+            }
+            webhook.wait_ready()?;
             replicas.push(Replica {
                 webhook,
                 _mirror: mirror,
@@ -162,12 +165,7 @@ impl SelfManaged {
         // the kubelet has a volume's before the container starts.
         within(Duration::from_secs(10), || dir.join("tls.crt").exists())
             .ok_or("the mirror wrote no files")?;
-        let port = self.replicas[0].webhook.base_url();
-        let port: u16 = port
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or("the replicas' port")?;
+        let port = self.replicas[0].webhook.addr().port();
         let options = WebhookOptions {
             binary: WEBHOOK.into(),
             name,

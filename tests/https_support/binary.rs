@@ -1,29 +1,20 @@
 //! The webhook binary, run on 127.0.0.1 with development certificates, for
-//! the tests that measure the process (memory, file descriptors).
+//! the tests that measure the process (memory, file descriptors, its log).
+//! It is started by envtest's launcher ([`envtest::Served`]), which reads
+//! the addresses `serve` bound from its log.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hyper::StatusCode;
-use tokio::net::TcpStream;
+use envtest::{ServeCommand, Served};
 
-use super::{Client, admin_get};
-
-/// A free port on 127.0.0.1.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
+use super::Client;
 
 /// The webhook binary, run on 127.0.0.1 with development certificates;
-/// killed when dropped.
+/// stopped when dropped (before its directory goes: fields drop in order).
 pub struct Binary {
-    /// The process.
-    pub child: Child,
+    served: Served,
     /// Where the webhook listens.
     pub addr: SocketAddr,
     /// Where the admin server listens.
@@ -47,102 +38,58 @@ impl Binary {
     }
 
     /// Starts the binary with its standard error on a pipe that nobody
-    /// reads: a log collector that has stalled. (`log_text` is then empty.)
+    /// reads once it has reported its addresses: a log collector that has
+    /// stalled. (`log_text` is then empty.)
     pub async fn start_with_stalled_log(args: &[&str]) -> Self {
         Self::launch(None, args, true).await
     }
 
-    /// Starts it, picking other ports when one picked a moment ago was
-    /// taken since by another test's process (at most three times).
     async fn launch(nofile: Option<u32>, args: &[&str], stalled_log: bool) -> Self {
-        let mut attempt = 1;
-        loop {
-            match Self::try_launch(nofile, args, stalled_log).await {
-                Ok(binary) => return binary,
-                Err(log) if attempt < 3 && log.contains("Address already in use") => attempt += 1,
-                Err(log) => panic!("{log}"),
-            }
-        }
-    }
-
-    /// Starts it on two free ports; the error is its log, when it exits
-    /// before it is ready.
-    async fn try_launch(
-        nofile: Option<u32>,
-        args: &[&str],
-        stalled_log: bool,
-    ) -> Result<Self, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("dir");
-        let (port, admin_port) = (free_port(), free_port());
-        let bin = env!("CARGO_BIN_EXE_pipelinerollout-webhook");
-        let mut command = match nofile {
-            None => Command::new(bin),
-            Some(n) if which("prlimit") => {
-                let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg(bin);
-                c
-            }
-            Some(n) => {
-                let mut c = Command::new("bash");
-                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), bin]);
-                c
-            }
-        };
         let log = dir.path().join("webhook.log");
+        let mut command = ServeCommand::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"));
+        command.nofile = nofile;
+        command.args = ["--shutdown-delay", "0s", "--shutdown-grace", "1s"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        command.args.push("--dev-certs-dir".to_owned());
         command
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
-            .args(["--shutdown-delay", "0s", "--shutdown-grace", "1s"])
-            .arg("--dev-certs-dir")
-            .arg(dir.path().join("certs"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(if stalled_log {
-                Stdio::piped()
-            } else {
-                Stdio::from(std::fs::File::create(&log).expect("log file"))
-            });
-        let child = command.spawn().expect("spawn the binary");
-        let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().expect("addr");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let mut binary = Self {
-            child,
-            addr,
-            admin,
-            client: Client::build(addr, &[], None),
+            .args
+            .push(dir.path().join("certs").display().to_string());
+        command.args.extend(args.iter().map(|s| (*s).to_owned()));
+        // The launcher waits in blocking calls: off the runtime's threads.
+        let served = tokio::task::spawn_blocking({
+            let log = log.clone();
+            move || {
+                let mut served = if stalled_log {
+                    Served::start_with_stalled_log("webhook", &command)?
+                } else {
+                    Served::start("webhook", &command, &log)?
+                };
+                served.wait_for("/readyz", Duration::from_secs(30))?;
+                Ok::<_, String>(served)
+            }
+        })
+        .await
+        .expect("the launcher's thread")
+        .unwrap_or_else(|why| panic!("the binary: {why}"));
+        let bound = served.bound();
+        let ca = std::fs::read_to_string(dir.path().join("certs/ca.crt")).expect("ca");
+        Self {
+            served,
+            addr: bound.webhook,
+            admin: bound.admin,
+            client: Client::build(bound.webhook, &[&ca], None),
             log,
             dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = binary.child.try_wait().expect("wait") {
-                return Err(format!(
-                    "the binary exited ({status}): {}",
-                    binary.log_text()
-                ));
-            }
-            if TcpStream::connect(admin).await.is_ok()
-                && admin_get(admin, "/readyz").await.0 == StatusCode::OK
-            {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never ready: {}",
-                binary.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let ca = std::fs::read_to_string(binary.dir.path().join("certs/ca.crt")).expect("ca");
-        binary.client = Client::build(addr, &[&ca], None);
-        Ok(binary)
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.served.pid()
     }
 
     /// A field of /proc/PID/status in KiB (VmRSS, VmHWM).
@@ -167,17 +114,4 @@ impl Binary {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Whether `program` is on the PATH.
-pub fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }

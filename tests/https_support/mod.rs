@@ -4,6 +4,7 @@
 
 pub mod binary;
 pub mod body;
+pub mod exchange;
 pub mod sar_stand_in;
 
 use std::net::SocketAddr;

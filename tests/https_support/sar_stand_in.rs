@@ -1,14 +1,16 @@
 //! A small HTTPS stand-in for the API server's SubjectAccessReview
-//! endpoint, for a webhook process that checks forces through RBAC: it
-//! allows the users it was given and denies everyone else. Any other path
-//! is answered 404, as for an object that does not exist.
+//! endpoint, for a webhook that checks forces through RBAC: it answers as
+//! its [`Behaviour`] says (which a test may change between requests) and
+//! keeps every review it received. Any other path is answered 404, as for
+//! an object that does not exist.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
 use pipelinerollout_webhook::pki;
@@ -16,33 +18,71 @@ use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
 use pipelinerollout_webhook::server::{self, ConnectionOptions};
 use serde_json::{Value, json};
 
-#[derive(Debug)]
-struct Allowed {
-    users: Vec<String>,
-    reviews: AtomicUsize,
+/// How the stand-in answers a SubjectAccessReview.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// Allowed, whoever asks.
+    Allow,
+    /// Denied, whoever asks.
+    Deny,
+    /// Allowed for these users only.
+    AllowUsers(Vec<String>),
+    /// A 500 with a `Status`, as an API server that cannot reach etcd.
+    Fail,
+    /// Allowed, after this delay.
+    Slow(Duration),
 }
 
-async fn review(State(state): State<Arc<Allowed>>, body: axum::body::Bytes) -> axum::Json<Value> {
-    state.reviews.fetch_add(1, Ordering::Relaxed);
-    let mut review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let user = review["spec"]["user"].as_str().unwrap_or_default();
-    let allowed = state.users.iter().any(|u| u == user);
-    review["status"] = json!({"allowed": allowed});
-    axum::Json(review)
+#[derive(Debug)]
+struct Answering {
+    behaviour: Mutex<Behaviour>,
+    received: Mutex<Vec<Value>>,
+}
+
+async fn subject_access_review(
+    State(state): State<Arc<Answering>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    state.received.lock().expect("lock").push(review.clone());
+    let behaviour = state.behaviour.lock().expect("lock").clone();
+    let allowed = match behaviour {
+        Behaviour::Allow => true,
+        Behaviour::Deny => false,
+        Behaviour::AllowUsers(users) => {
+            let user = review["spec"]["user"].as_str().unwrap_or_default();
+            users.iter().any(|u| u == user)
+        }
+        Behaviour::Fail => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "etcd is sad", "code": 500})),
+            )
+                .into_response();
+        }
+        Behaviour::Slow(delay) => {
+            tokio::time::sleep(delay).await;
+            true
+        }
+    };
+    let mut answer = review;
+    answer["status"] =
+        json!({"allowed": allowed, "reason": if allowed {"bound by test"} else {""}});
+    axum::Json(answer).into_response()
 }
 
 /// The stand-in, serving on 127.0.0.1 until the test process ends, and a
 /// kubeconfig pointing at it.
 pub struct SarStandIn {
-    /// A kubeconfig for `serve --kubeconfig`.
+    /// A kubeconfig for `serve --kubeconfig` (or `ServeOptions::kubeconfig`).
     pub kubeconfig: std::path::PathBuf,
-    state: Arc<Allowed>,
+    state: Arc<Answering>,
     _dir: tempfile::TempDir,
 }
 
 impl SarStandIn {
-    /// Starts a stand-in that allows `users`.
-    pub async fn start(users: &[&str]) -> Self {
+    /// Starts a stand-in that answers as `behaviour` says.
+    pub async fn start(behaviour: Behaviour) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("dir");
         let names: Vec<String> = pki::DEV_NAMES.iter().map(|s| (*s).to_owned()).collect();
@@ -57,14 +97,14 @@ impl SarStandIn {
             client_ca: None,
         })
         .expect("the stand-in's TLS");
-        let state = Arc::new(Allowed {
-            users: users.iter().map(|u| (*u).to_owned()).collect(),
-            reviews: AtomicUsize::new(0),
+        let state = Arc::new(Answering {
+            behaviour: Mutex::new(behaviour),
+            received: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route(
                 "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                post(review),
+                post(subject_access_review),
             )
             .with_state(Arc::clone(&state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -99,8 +139,26 @@ impl SarStandIn {
         }
     }
 
+    /// Starts a stand-in that allows `users` and denies everyone else.
+    pub async fn allowing(users: &[&str]) -> Self {
+        Self::start(Behaviour::AllowUsers(
+            users.iter().map(|u| (*u).to_owned()).collect(),
+        ))
+        .await
+    }
+
+    /// Every SubjectAccessReview it received so far, in order.
+    pub fn received(&self) -> Vec<Value> {
+        self.state.received.lock().expect("lock").clone()
+    }
+
     /// How many SubjectAccessReviews it answered.
     pub fn reviews(&self) -> usize {
-        self.state.reviews.load(Ordering::Relaxed)
+        self.state.received.lock().expect("lock").len()
+    }
+
+    /// Answers as `behaviour` says from now on.
+    pub fn set(&self, behaviour: Behaviour) {
+        *self.state.behaviour.lock().expect("lock") = behaviour;
     }
 }

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use envtest::{Assets, Cluster, User, repo_root};
+use envtest::{Assets, Cluster, ServeCommand, Served, User, repo_root};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -154,13 +154,6 @@ fn create_rollouts(cluster: &Cluster, args: &Args, size: usize, dir: &Path) -> R
     Ok(())
 }
 
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
-}
-
 fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -277,28 +270,22 @@ fn run(args: &Args, assets: &Assets, size: usize) -> Result<Value, String> {
 
     let policy_file = dir.join("policy.yaml");
     std::fs::write(&policy_file, policy("1h")).map_err(|e| e.to_string())?;
-    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()?));
     let log_path = dir.join("webhook.log");
-    let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
     let before = audit_requests(&cluster);
     let started = Instant::now();
-    let mut webhook = Command::new(&args.webhook)
-        .arg("serve")
-        .arg(format!("--listen={listen}"))
-        .arg(format!("--admin-listen={admin}"))
-        .arg(format!("--dev-certs-dir={}", dir.join("certs").display()))
-        .arg(format!("--policy={}", policy_file.display()))
-        .arg(format!(
+    // Ports chosen by the kernel: the launcher reads them from the log.
+    let mut command = ServeCommand::new(&args.webhook);
+    command.args = vec![
+        format!("--dev-certs-dir={}", dir.join("certs").display()),
+        format!("--policy={}", policy_file.display()),
+        format!(
             "--kubeconfig={}",
             cluster.kubeconfig(User::Webhook).display()
-        ))
-        .args(&args.serve_arg)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("{}: {e}", args.webhook.display()))?;
-    let pid = webhook.id();
+        ),
+    ];
+    command.args.extend(args.serve_arg.iter().cloned());
+    let mut webhook = Served::start("webhook", &command, &log_path)?;
+    let (pid, admin) = (webhook.pid(), webhook.bound().admin);
     let result = measure(
         &cluster,
         args,
@@ -310,8 +297,7 @@ fn run(args: &Args, assets: &Assets, size: usize) -> Result<Value, String> {
         started,
         &before,
     );
-    let _ = webhook.kill();
-    let _ = webhook.wait();
+    webhook.stop();
     let mut result = result?;
     result["size"] = json!(size);
     result["stored_bytes_mean"] = json!(mean_stored);

@@ -1,7 +1,6 @@
-//! Fault tests, continued from tests/https_faults.rs: floods of large bodies
-//! against the body budget and the request limit (memory measured on the
-//! binary), requests that wait for budget past their deadline, too many
-//! requests at once, and connections that go idle or dead.
+//! Floods against a real server: large bodies against the body budget and
+//! the request limit (memory measured on the binary), requests that wait
+//! for budget past their deadline, and too many requests at once.
 //!
 //! Everything talks to 127.0.0.1 only. The floods take a lock so their
 //! timings and memory figures do not disturb one another. Findings and
@@ -14,16 +13,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use https_support::binary::Binary;
 use https_support::body::Stalled;
+use https_support::exchange::{Ended, ended, post};
 use https_support::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
+use hyper::StatusCode;
 use hyper::body::Bytes;
-use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Serialises the floods.
 static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -39,68 +38,6 @@ fn large_body(size: usize) -> (Value, Bytes) {
     let mut body = request.to_string().into_bytes();
     body.resize(size, b' ');
     (request, Bytes::from(body))
-}
-
-/// How a request of a flood ended.
-#[derive(Debug)]
-enum Ended {
-    /// 200 with an AdmissionReview echoing the uid.
-    Answered,
-    /// 503, with its one-line reason.
-    Unavailable(String),
-    /// Any other status.
-    Other(StatusCode, String),
-    /// A transport error: reset, closed, or no answer in time.
-    Failed(String),
-}
-
-impl std::fmt::Display for Ended {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Answered => write!(f, "200"),
-            Self::Unavailable(text) => write!(f, "503: {}", text.trim_end()),
-            Self::Other(status, text) => write!(f, "{status}: {}", text.trim_end()),
-            Self::Failed(why) => write!(f, "failed: {why}"),
-        }
-    }
-}
-
-async fn ended(
-    response: Result<hyper::Response<hyper::body::Incoming>, hyper::Error>,
-    request: &Value,
-) -> Ended {
-    let response = match response {
-        Ok(r) => r,
-        Err(e) => return Ended::Failed(format!("{e:?}")),
-    };
-    let status = response.status();
-    let body = match response.into_body().collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Ended::Failed(format!("answer body: {e:?}")),
-    };
-    let text = String::from_utf8_lossy(&body).into_owned();
-    match status {
-        StatusCode::OK => {
-            let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            if review["response"]["uid"] == request["request"]["uid"] {
-                Ended::Answered
-            } else {
-                Ended::Other(status, text)
-            }
-        }
-        StatusCode::SERVICE_UNAVAILABLE => Ended::Unavailable(text),
-        other => Ended::Other(other, text),
-    }
-}
-
-fn post<B>(path: &str, body: B, http2: bool) -> Request<B> {
-    let builder = Request::post(path).header("content-type", "application/json");
-    let builder = if http2 {
-        builder.uri(format!("https://localhost{path}"))
-    } else {
-        builder.header("host", "localhost")
-    };
-    builder.body(body).expect("request")
 }
 
 /// One request on a new HTTP/1.1 connection, answered within `limit`.
@@ -494,132 +431,4 @@ async fn requests_over_the_limit_get_503_at_once() {
         assert!(Instant::now() < deadline, "slots never freed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Reads until the peer closes; how long that took, or `None` after `limit`.
-async fn closed_within(
-    stream: &mut (impl tokio::io::AsyncRead + Unpin),
-    limit: Duration,
-) -> Option<Duration> {
-    let started = Instant::now();
-    let mut buf = [0u8; 4096];
-    let read_all = async {
-        while let Ok(n) = stream.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    };
-    tokio::time::timeout(limit, read_all).await.ok()?;
-    Some(started.elapsed())
-}
-
-/// (j) HTTP/1.1: a kept-alive connection that has been answered and then
-/// sends nothing is closed at the header timeout (10 s), which hyper
-/// restarts when a connection goes idle.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_http1_connection_is_closed_at_the_header_timeout() {
-    let server = TestServer::start(Policy::built_in()).await;
-    let (mut tls, _) = server.client().connect_tls().await.expect("connect");
-    tls.write_all(b"GET /nope HTTP/1.1\r\nhost: localhost\r\n\r\n")
-        .await
-        .expect("request");
-    tls.flush().await.expect("flush");
-    let mut head = [0u8; 12];
-    tls.read_exact(&mut head).await.expect("answer");
-    assert_eq!(&head, b"HTTP/1.1 404");
-    let took = closed_within(&mut tls, Duration::from_secs(15))
-        .await
-        .expect("an idle HTTP/1.1 connection still open after 15s");
-    eprintln!("idle HTTP/1.1 connection closed after {took:?}");
-    assert!(took >= Duration::from_secs(9), "{took:?}");
-}
-
-/// (k) HTTP/2: a connection with no request in flight is closed (GOAWAY)
-/// after `--idle-timeout`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
-    let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.idle_timeout = Duration::from_secs(1);
-    })
-    .await;
-    let (tls, _) = server.client().connect_tls().await.expect("connect");
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .expect("h2 handshake");
-    let conn = tokio::spawn(conn);
-    let small = fixture_json(SMALL);
-    let e = ended(
-        sender
-            .send_request(post(
-                "/validate",
-                Full::new(Bytes::from(small.to_string())),
-                true,
-            ))
-            .await,
-        &small,
-    )
-    .await;
-    assert!(matches!(e, Ended::Answered), "{e}");
-    let idle_from = Instant::now();
-    tokio::time::timeout(Duration::from_secs(5), conn)
-        .await
-        .expect("an idle HTTP/2 connection still open after 5s")
-        .expect("connection task")
-        .expect("closed cleanly");
-    let took = idle_from.elapsed();
-    eprintln!("idle HTTP/2 connection closed after {took:?} (idle timeout 1s)");
-    assert!(took >= Duration::from_millis(900), "{took:?}");
-}
-
-/// (l) HTTP/2: the server's SETTINGS bound the streams, windows, frames and
-/// headers; and a peer that stops answering pings (here: one that never
-/// writes after its SETTINGS) is dropped after the keep-alive interval and
-/// timeout, long before the idle or first-request timeouts.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http2_limits_are_announced_and_a_dead_peer_is_dropped() {
-    let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.keep_alive_interval = Duration::from_millis(500);
-        o.idle_timeout = Duration::from_secs(60);
-    })
-    .await;
-    let (mut tls, _) = server.client().connect_tls().await.expect("connect");
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    // The connection preface and an empty SETTINGS frame; nothing more.
-    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
-        .await
-        .expect("preface");
-    tls.flush().await.expect("flush");
-    let started = Instant::now();
-    let mut header = [0u8; 9];
-    tls.read_exact(&mut header).await.expect("server SETTINGS");
-    assert_eq!(header[3], 4, "the first frame is SETTINGS");
-    let len = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
-    let mut payload = vec![0u8; len];
-    tls.read_exact(&mut payload)
-        .await
-        .expect("SETTINGS payload");
-    let settings: Vec<(u16, u32)> = payload
-        .chunks(6)
-        .map(|c| {
-            (
-                u16::from_be_bytes([c[0], c[1]]),
-                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
-            )
-        })
-        .collect();
-    eprintln!("server SETTINGS: {settings:?}");
-    for (id, want) in [(3, 32), (4, 32 * 1024), (5, 16 * 1024), (6, 16 * 1024)] {
-        assert!(
-            settings.contains(&(id, want)),
-            "setting {id} is not {want}: {settings:?}"
-        );
-    }
-    closed_within(&mut tls, Duration::from_secs(8))
-        .await
-        .expect("a peer that answers no ping still connected after 8s");
-    let took = started.elapsed();
-    eprintln!("a peer that answers no ping was dropped after {took:?}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
 }
