@@ -17,6 +17,7 @@ pub mod force;
 pub mod force_promote_reset;
 pub mod numaplane_keys;
 pub mod rollout_write;
+pub mod rule;
 pub mod stale_force_reset;
 pub mod timeout;
 pub mod violation;
@@ -25,6 +26,7 @@ pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult}
 pub use force::ForceGates;
 pub use numaplane_keys::KeyGates;
 pub use rollout_write::{Operation, RolloutWrite};
+pub use rule::Rule;
 pub use timeout::check_timeout;
 pub use violation::{NotActable, NotPausing, PauseAgeProblem, Violation};
 
