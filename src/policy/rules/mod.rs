@@ -10,6 +10,8 @@
 //! combines the findings and applies ratcheting (rule 8) and warn mode
 //! (rule 10) in one place; [`mutate`] builds the patch. Both end in a
 //! [`Decision`], which the admission layer turns into the wire answer.
+//! [`Rule`] numbers and names every rule, for violations, metrics, the
+//! audit's reports and docs/rules.md.
 
 pub mod decision;
 pub mod defaulting;
