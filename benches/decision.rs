@@ -2,7 +2,9 @@
 //! the AdmissionReview leniently, decide, serialise the answer) on real
 //! fixtures and on generated large PipelineRollouts, next to
 //! `serde_json::from_slice::<Value>` of the same bytes (what parsing the whole
-//! document costs, before any deciding or answering).
+//! document costs, before any deciding or answering), and `admission::decide`
+//! alone on the typed input read from captured fixtures, allowed and denied
+//! (what the audit and `check` pay per object, without the parse).
 //!
 //! `cargo bench --bench decision`; see BENCHMARKS.md.
 
@@ -13,7 +15,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use pipelinerollout_webhook::admission::{self, AdmissionRequest, Outcome, ParseError, Webhook};
+use pipelinerollout_webhook::admission::{
+    self, AdmissionRequest, Asker, Decided, Input, Origin, Outcome, ParseError, Webhook,
+};
 use pipelinerollout_webhook::authz::StaticLists;
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::Value;
@@ -72,6 +76,82 @@ fn answer_now(
     }
 }
 
+/// Captured fixtures for `decide`, with whether each is allowed.
+fn typed_cases() -> Vec<(&'static str, Webhook, bool, AdmissionRequest)> {
+    let read = |name: &str| AdmissionRequest::parse(&fixture(name)).expect("a captured review");
+    vec![
+        (
+            "01-validate-allowed",
+            Webhook::Validate,
+            true,
+            read("01-create-kubectl-apply-validate.json"),
+        ),
+        ("07-validate-denied", Webhook::Validate, false, read(MAIN)),
+        (
+            "13-validate-denied",
+            Webhook::Validate,
+            false,
+            read("13-create-string-timeout-kubectl-create-validate.json"),
+        ),
+        (
+            "11-mutate-defaulted",
+            Webhook::Mutate,
+            true,
+            read("11-create-no-lifecycle-kubectl-create-mutate.json"),
+        ),
+    ]
+}
+
+/// Decides on typed input with the static lists, which never wait: the
+/// future is ready on its first poll.
+fn decide_now(
+    webhook: Webhook,
+    policy: &Policy,
+    lists: &StaticLists,
+    request: &AdmissionRequest,
+) -> Decided {
+    let input = Input {
+        webhook,
+        origin: Origin::Audit,
+        subject: request.subject(time::OffsetDateTime::now_utc()),
+    };
+    let asker = Asker {
+        authorizer: lists,
+        timeout: Duration::from_secs(1),
+    };
+    let future = admission::decide(policy, input, asker);
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(decided) => decided,
+        Poll::Pending => panic!("the static lists never wait"),
+    }
+}
+
+fn decide(c: &mut Criterion) {
+    let lists = StaticLists::new("no API server in the benchmark");
+    let policy = Policy::built_in();
+    let cases = typed_cases();
+    // Each case must be decided as labelled, or the figures mean nothing.
+    for (name, webhook, allowed, request) in &cases {
+        let decided = decide_now(*webhook, &policy, &lists, request);
+        assert!(decided.judged, "{name}: not judged");
+        assert_eq!(decided.decision.allowed(), *allowed, "{name}");
+    }
+    let mut group = c.benchmark_group("decide");
+    for (name, webhook, _, request) in &cases {
+        group.bench_with_input(BenchmarkId::from_parameter(name), request, |b, request| {
+            b.iter(|| {
+                let decided = decide_now(*webhook, &policy, &lists, black_box(request));
+                black_box(decided.decision.denials.len())
+            });
+        });
+    }
+    group.finish();
+}
+
 fn decision(c: &mut Criterion) {
     let lists = StaticLists::new("no API server in the benchmark");
     let policy = Policy::built_in();
@@ -103,5 +183,5 @@ fn decision(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision);
+criterion_group!(benches, decision, decide);
 criterion_main!(benches);

@@ -126,6 +126,9 @@ impl Kind {
     }
 }
 
+/// The annotation on a PipelineRollout that tells Numaplane to force a
+/// re-apply without draining, when it is exactly `"true"`.
+pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
 /// The label that force-promotes an upgrading child: Numaplane checks only
 /// that it is present (`progressive.go`), so any value acts.
 pub const FORCE_PROMOTE_LABEL: &str = "numaplane.numaproj.io/force-promote";

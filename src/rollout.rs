@@ -34,8 +34,7 @@ pub const RESOURCE: &str = Kind::PipelineRollout.resource();
 /// The kind of PipelineRollouts.
 pub const KIND: &str = Kind::PipelineRollout.kind();
 
-/// The annotation that tells Numaplane to force a re-apply without draining.
-pub const ALLOW_DATA_LOSS: &str = "numaplane.numaproj.io/allow-data-loss";
+pub use crate::kinds::ALLOW_DATA_LOSS;
 
 /// The keys on the way to the drain timeout, outermost first.
 pub const TIMEOUT_PATH: [&str; 5] = [
@@ -360,6 +359,26 @@ impl PipelineRollout {
     /// Reads a PipelineRollout from JSON, leniently: only invalid JSON fails.
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(json)
+    }
+
+    /// This object without its stored forces: `allow-data-loss` when it is
+    /// "true", and `spec.strategy.progressive.forcePromote`. The audit
+    /// judges those by state, and the rest as a CREATE would be judged.
+    pub fn without_stored_forces(&self) -> Self {
+        let mut object = self.clone();
+        if object.forces_reapply()
+            && let Obj::Present(metadata) = &mut object.metadata
+            && let Obj::Present(annotations) = &mut metadata.annotations
+        {
+            annotations.remove(ALLOW_DATA_LOSS);
+        }
+        if let Obj::Present(spec) = &mut object.spec
+            && let Obj::Present(strategy) = &mut spec.strategy
+            && let Obj::Present(progressive) = &mut strategy.progressive
+        {
+            progressive.force_promote = None;
+        }
+        object
     }
 
     /// Where the drain timeout `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds` stands.

@@ -1,10 +1,15 @@
-//! AdmissionReview in, decision applied, AdmissionReview out.
+//! Parse, decide, respond: an AdmissionReview read into typed input
+//! ([`request`]), judged by [`decide`] with the request's origin as data,
+//! and answered from the decision ([`response`]).
 //!
 //! The request is read with a small lenient envelope of our own (so a
 //! broken object still yields the uid to answer with); the answer is built
 //! from the Decision in one place, in the request's apiVersion, with the
-//! patch as base64 text.
+//! patch as base64 text. The server and `review` go through [`answer`];
+//! the audit and `check`, which hold objects rather than AdmissionReviews,
+//! build the [`Input`] themselves and call [`decide`].
 
+mod decide;
 mod request;
 mod response;
 
@@ -13,11 +18,11 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+pub use self::decide::{Asker, Decided, Input, Origin, Subject, decide};
 pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
-use self::request::{Review, Unjudgeable};
-use crate::authz::{ForcePermission, RbacTrace, Target};
+use crate::authz::{ForcePermission, RbacTrace};
 use crate::policy::Policy;
-use crate::policy::rules::{self, Decision, Permissions, Violation};
+use crate::policy::rules::Decision;
 
 /// The AdmissionReview apiVersions we speak.
 pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -99,9 +104,9 @@ impl<'a, P: ForcePermission> AnswerContext<'a, P> {
 }
 
 /// Parses, judges and answers one AdmissionReview body for `webhook` under
-/// `policy`, asking `context.authorizer` when a force needs permission. The
-/// server, `review`, `check`, the tests and the benches all answer through
-/// here.
+/// `policy`, asking `context.authorizer` when a force needs permission: the
+/// server's and `review`'s path (parse, [`decide`], respond), and the
+/// wire-level tests' and benches'.
 pub async fn answer<P: ForcePermission>(
     webhook: Webhook,
     policy: &Policy,
@@ -109,62 +114,20 @@ pub async fn answer<P: ForcePermission>(
     context: AnswerContext<'_, P>,
 ) -> Result<(AdmissionRequest, Outcome), ParseError> {
     let request = AdmissionRequest::parse(body)?;
-    let mut rbac = None;
-    let (decision, judged) = match (request.review(context.now), webhook) {
-        (Ok(Review::Skipped), _) => (Decision::default(), false),
-        (Ok(Review::Unknown(_)), Webhook::Mutate) => (Decision::default(), false),
-        (Ok(Review::Unknown(why)), Webhook::Validate) => {
-            let mut decision = Decision::default();
-            decision.audit.insert("not-judged".to_owned(), why.clone());
-            decision.warnings.push(why);
-            (decision, false)
-        }
-        // `/mutate` defaults PipelineRollouts only.
-        (Ok(Review::Write(review)), Webhook::Mutate) if !review.is_pipeline_rollout() => {
-            (Decision::default(), false)
-        }
-        (Ok(Review::Write(review)), Webhook::Mutate) => (rules::mutate(policy, &review), true),
-        (Ok(Review::Write(review)), Webhook::Validate) => {
-            let validation = rules::validate(policy, review);
-            let kind = review.kind;
-            let target = Target {
-                group: kind.group(),
-                resource: kind.resource(),
-                namespace: &request.namespace,
-                name: &request.name,
-            };
-            let user = &request.user;
-            let limit = context.permission_timeout;
-            let force = match validation.settled_permission() {
-                Some(settled) => settled,
-                None => {
-                    let grant = policy.force_reapply.grant();
-                    let check = context.authorizer.check(grant, user, target, limit).await;
-                    rbac = check.rbac;
-                    check.permission
-                }
-            };
-            let undrained = match validation.settled_undrained_permission() {
-                Some(settled) => settled,
-                None => {
-                    let grant = policy.force_reapply.delete_undrained.grant();
-                    let check = context.authorizer.check(grant, user, target, limit).await;
-                    rbac = check.rbac.or(rbac);
-                    check.permission
-                }
-            };
-            (validation.finish(&Permissions { force, undrained }), true)
-        }
-        (Err(Unjudgeable(message)), webhook) => {
-            let mut decision = Decision::default();
-            match webhook {
-                // The validating webhook denies what it cannot judge.
-                Webhook::Validate => decision.denials.push(Violation::Unjudgeable(message)),
-                Webhook::Mutate => decision.warnings.push(format!("not defaulted: {message}")),
-            }
-            (decision, true)
-        }
+    let input = Input {
+        webhook,
+        origin: Origin::Admission,
+        subject: request.subject(context.now),
     };
+    let asker = Asker {
+        authorizer: context.authorizer,
+        timeout: context.permission_timeout,
+    };
+    let Decided {
+        decision,
+        judged,
+        rbac,
+    } = decide(policy, input, asker).await;
     let body = response::wire_body(&request, &decision);
     let outcome = Outcome {
         webhook,

@@ -8,6 +8,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::API_VERSIONS;
+use super::decide::Subject;
 use crate::kinds::{self, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::lenient::{Obj, Text};
 use crate::policy::UserInfo;
@@ -226,64 +227,73 @@ impl AdmissionRequest {
             .or_else(|| self.old_object.get().and_then(PipelineRollout::uid))
     }
 
-    /// Which guarded kind the request is for, when it is for a main
-    /// resource (not a subresource): `Ok(Err(what))` names an unknown
-    /// resource. `Err` when the request does not say what it is for.
-    fn target(&self) -> Result<Option<Result<Kind, String>>, Unjudgeable> {
+    /// What the request's `resource` names: a subresource, a guarded
+    /// kind, or a resource the webhook does not guard.
+    fn resource(&self) -> Result<Resource, Unjudgeable> {
         let Obj::Present(resource) = &self.resource else {
-            return Err(Unjudgeable(
-                "request.resource is missing or not an object".into(),
-            ));
+            return Err(Unjudgeable::NoResource);
         };
         if self.sub_resource.is_some() {
-            return Ok(None);
+            return Ok(Resource::Subresource);
         }
         let group = resource.group.as_deref().unwrap_or_default();
         let name = resource.resource.as_deref().unwrap_or_default();
-        Ok(Some(Kind::from_resource(group, name).ok_or_else(|| {
-            let text: String = format!("{name}.{group}").chars().take(60).collect();
-            crate::logtext::Escaped(&text).to_string()
-        })))
+        Ok(match Kind::from_resource(group, name) {
+            Some(kind) => Resource::Guarded(kind),
+            None => {
+                let text: String = format!("{name}.{group}").chars().take(60).collect();
+                Resource::Unguarded(crate::logtext::Escaped(&text).to_string())
+            }
+        })
     }
 
-    /// The rules' view of this request: not judged (DELETE, CONNECT,
-    /// subresources), a resource the webhook does not know, or a write.
-    pub(super) fn review(&self, now: OffsetDateTime) -> Result<Review<'_>, Unjudgeable> {
+    /// The rules' view of this request, judged at `now`: not judged
+    /// (DELETE, CONNECT, subresources), a resource the webhook does not
+    /// guard, a write that cannot be judged, or a write.
+    pub fn subject(&self, now: OffsetDateTime) -> Subject<'_> {
+        self.write(now)
+            .unwrap_or_else(|e| Subject::Unjudgeable(e.to_string()))
+    }
+
+    fn write(&self, now: OffsetDateTime) -> Result<Subject<'_>, Unjudgeable> {
         let Some(operation) = self.operation.judged() else {
-            return Ok(Review::Skipped);
+            return Ok(Subject::Skipped);
         };
-        let kind = match self.target()? {
-            None => return Ok(Review::Skipped),
-            Some(Err(unknown)) => return Ok(Review::Unknown(self.unknown_reason(&unknown))),
-            Some(Ok(kind)) => kind,
+        let kind = match self.resource()? {
+            Resource::Subresource => return Ok(Subject::Skipped),
+            Resource::Unguarded(name) => return Ok(Subject::Unguarded(self.unknown_reason(&name))),
+            Resource::Guarded(kind) => kind,
         };
         let what = kind.kind();
         let Obj::Present(object) = &self.object else {
-            return Err(Unjudgeable(format!(
-                "request.object is {}; a {} of a {what} must carry the object",
-                describe(&self.object),
-                self.operation
-            )));
+            return Err(Unjudgeable::NoObject {
+                found: describe(&self.object),
+                operation: self.operation,
+                kind: what,
+            });
         };
         let old_object = match (&self.old_object, operation) {
             (Obj::Present(old), _) => Some(old),
             (_, Operation::Create) => None,
             (other, Operation::Update) => {
-                return Err(Unjudgeable(format!(
-                    "request.oldObject is {}; an UPDATE of a {what} must carry the stored object",
-                    describe(other)
-                )));
+                return Err(Unjudgeable::NoOldObject {
+                    found: describe(other),
+                    kind: what,
+                });
             }
         };
-        Ok(Review::Write(RolloutWrite {
-            kind,
-            operation,
-            namespace: &self.namespace,
-            user: &self.user,
-            object,
-            old_object,
-            now,
-        }))
+        Ok(Subject::Write {
+            write: RolloutWrite {
+                kind,
+                operation,
+                namespace: &self.namespace,
+                user: &self.user,
+                object,
+                old_object,
+                now,
+            },
+            name: &self.name,
+        })
     }
 }
 
@@ -308,18 +318,41 @@ impl AdmissionRequest {
     }
 }
 
-/// What the rules make of a request.
-pub(super) enum Review<'a> {
-    /// Not judged: DELETE, CONNECT, a subresource.
-    Skipped,
-    /// A resource the webhook does not know: allowed, with this warning.
-    Unknown(String),
-    /// A write the rules judge.
-    Write(RolloutWrite<'a>),
+/// What a request's `resource` names.
+enum Resource {
+    /// A subresource (`status`, ...): not judged.
+    Subresource,
+    /// A kind the webhook guards.
+    Guarded(Kind),
+    /// Another resource: its name, escaped for the warning.
+    Unguarded(String),
 }
 
-/// A request that cannot be judged: the text of its denial.
-pub(super) struct Unjudgeable(pub(super) String);
+/// Why a CREATE or UPDATE cannot be judged: the text of its denial.
+#[derive(Debug, thiserror::Error)]
+enum Unjudgeable {
+    /// No `request.resource` to say what the request is for.
+    #[error("request.resource is missing or not an object")]
+    NoResource,
+    /// No object to judge.
+    #[error("request.object is {found}; a {operation} of a {kind} must carry the object")]
+    NoObject {
+        /// What was there instead.
+        found: String,
+        /// CREATE or UPDATE.
+        operation: RequestOperation,
+        /// The kind written.
+        kind: &'static str,
+    },
+    /// An UPDATE without the stored object.
+    #[error("request.oldObject is {found}; an UPDATE of a {kind} must carry the stored object")]
+    NoOldObject {
+        /// What was there instead.
+        found: String,
+        /// The kind written.
+        kind: &'static str,
+    },
+}
 
 fn describe<T>(obj: &Obj<T>) -> String {
     match obj {

@@ -26,7 +26,7 @@ pub struct RawDocument<'a> {
 
 /// A document that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
+pub struct DocumentError {
     /// The file line of the error.
     pub line: usize,
     /// What is wrong, with the line and column.
@@ -134,7 +134,7 @@ pub fn split_yaml(text: &str) -> Vec<RawDocument<'_>> {
 }
 
 /// Reads one YAML document; errors name the file line.
-pub fn parse_yaml(doc: &RawDocument<'_>) -> Result<Value, ParseError> {
+pub fn parse_yaml(doc: &RawDocument<'_>) -> Result<Value, DocumentError> {
     serde_saphyr::from_str::<Value>(doc.text).map_err(|e| {
         let offset = doc.first_line - 1;
         let line = e
@@ -144,7 +144,7 @@ pub fn parse_yaml(doc: &RawDocument<'_>) -> Result<Value, ParseError> {
             snippets: SnippetMode::Off,
             line_offset: offset as u64,
         });
-        ParseError {
+        DocumentError {
             line,
             message: format!("not valid YAML: {rendered}"),
         }
@@ -165,7 +165,7 @@ pub type JsonDocument<'a> = (RawDocument<'a>, Value);
 
 /// Reads a stream of JSON values (one, usually), each with its start line.
 /// An error ends the stream: what came before it is kept.
-pub fn parse_json(text: &str) -> (Vec<JsonDocument<'_>>, Option<ParseError>) {
+pub fn parse_json(text: &str) -> (Vec<JsonDocument<'_>>, Option<DocumentError>) {
     let mut values = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut end = 0;
@@ -185,7 +185,7 @@ pub fn parse_json(text: &str) -> (Vec<JsonDocument<'_>>, Option<ParseError>) {
                 values.push((doc, value));
             }
             Some(Err(e)) => {
-                let error = ParseError {
+                let error = DocumentError {
                     line: e.line(),
                     message: format!(
                         "not valid JSON at line {}, column {}: {e}",

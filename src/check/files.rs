@@ -23,10 +23,21 @@ pub const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
 /// refused rather than read into memory.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
-fn too_large(bytes: u64) -> String {
-    format!(
-        "the file is {bytes} bytes, more than the {MAX_FILE_BYTES} bytes check reads: check the path, or split the manifests into smaller files"
-    )
+/// Why a file cannot be read as manifests; the message is what `check`
+/// reports for it.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    /// Opening or reading failed.
+    #[error("cannot read the file: {0}; check the path")]
+    Unreadable(#[from] std::io::Error),
+    /// Larger than `check` reads.
+    #[error(
+        "the file is {0} bytes, more than the {MAX_FILE_BYTES} bytes check reads: check the path, or split the manifests into smaller files"
+    )]
+    TooLarge(u64),
+    /// Not UTF-8 text.
+    #[error("not UTF-8 text (invalid byte at offset {0}): save the manifest as UTF-8")]
+    NotUtf8(usize),
 }
 
 /// Reads every path: files, directories (recursively, `.yaml`, `.yml` and
@@ -147,19 +158,16 @@ fn walk(
 }
 
 /// Reads at most [`MAX_FILE_BYTES`] of `path`, or says why not.
-fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
-    let unreadable = |e: std::io::Error| format!("cannot read the file: {e}; check the path");
-    let file = std::fs::File::open(path).map_err(unreadable)?;
-    let announced = file.metadata().map_err(unreadable)?.len();
+fn read_bounded(path: &Path) -> Result<Vec<u8>, FileError> {
+    let file = std::fs::File::open(path)?;
+    let announced = file.metadata()?.len();
     if announced > MAX_FILE_BYTES {
-        return Err(too_large(announced));
+        return Err(FileError::TooLarge(announced));
     }
     let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
     match bytes.len() as u64 {
-        n if n > MAX_FILE_BYTES => Err(too_large(n)),
+        n if n > MAX_FILE_BYTES => Err(FileError::TooLarge(n)),
         _ => Ok(bytes),
     }
 }
@@ -167,12 +175,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
 fn read_file(inputs: &mut Inputs, path: &Path) {
     let name = path.display().to_string();
     let text = read_bounded(path).and_then(|bytes| {
-        String::from_utf8(bytes).map_err(|e| {
-            format!(
-                "not UTF-8 text (invalid byte at offset {}): save the manifest as UTF-8",
-                e.utf8_error().valid_up_to()
-            )
-        })
+        String::from_utf8(bytes).map_err(|e| FileError::NotUtf8(e.utf8_error().valid_up_to()))
     });
     match text {
         Ok(text) => {
@@ -181,7 +184,7 @@ fn read_file(inputs: &mut Inputs, path: &Path) {
                 .is_some_and(|ext| ext.eq_ignore_ascii_case("json"));
             read_text(inputs, &name, &text, json_only);
         }
-        Err(message) => problem(inputs, &name, message),
+        Err(error) => problem(inputs, &name, error.to_string()),
     }
 }
 

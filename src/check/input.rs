@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::documents::{self, ParseError, RawDocument};
+use super::documents::{self, DocumentError, RawDocument};
 use crate::kinds::{Kind, VERSION};
 
 /// Where something was found.
@@ -162,7 +162,7 @@ fn doc_location(file: &str, document: usize, multi: bool, line: usize) -> Locati
     }
 }
 
-fn problem(mut location: Location, error: ParseError) -> Item {
+fn problem(mut location: Location, error: DocumentError) -> Item {
     location.line = Some(error.line);
     Item::Problem(Problem {
         location,

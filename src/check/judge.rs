@@ -1,21 +1,23 @@
-//! Judging one manifest as the API server and the webhook would: an
-//! AdmissionReview built for its CREATE (or its UPDATE from the deployed
-//! object), sent to `/mutate`, the patch applied, then sent to `/validate`,
-//! both through [`admission::answer`], the server's own decision path.
+//! Judging one manifest as the API server and the webhook would: its
+//! CREATE (or its UPDATE from the deployed object) given to
+//! [`admission::decide`] for `/mutate`, the patch applied, then for
+//! `/validate`, with the offline check as the origin and the policy's
+//! static lists as the only source of permission.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::Deserialize as _;
+use serde_json::Value;
 
-use super::input::{Manifest, api_version_of};
-use super::report::{Judged, Remark, Severity};
-use crate::admission::{self, ParseError, Webhook};
+use super::input::Manifest;
+use super::report::{JudgedManifest, Remark, Severity};
+use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
 use crate::authz::StaticLists;
 use crate::kinds::Kind;
-use crate::policy::rules::Decision;
-use crate::policy::{Policy, format_seconds};
-use crate::rollout::TIMEOUT_FIELD;
+use crate::policy::rules::{Decision, Operation, RolloutWrite};
+use crate::policy::{Policy, UserInfo, format_seconds};
+use crate::rollout::{PipelineRollout, TIMEOUT_FIELD};
 
 /// The group every authenticated user is in; the API server adds it.
 const AUTHENTICATED: &str = "system:authenticated";
@@ -82,16 +84,16 @@ pub struct ManifestJudge<'a> {
 }
 
 impl ManifestJudge<'_> {
-    fn user_info(&self) -> Value {
+    fn user_info(&self) -> UserInfo {
         let mut groups: Vec<&str> = self.groups.iter().map(String::as_str).collect();
         if !groups.contains(&AUTHENTICATED) {
             groups.push(AUTHENTICATED);
         }
-        json!({"username": self.user, "groups": groups})
+        UserInfo::new(self.user, &groups)
     }
 
-    /// Judges one manifest; `n` makes the request uid unique.
-    pub async fn judge(&self, manifest: Manifest, n: usize) -> Judged {
+    /// Judges one manifest.
+    pub async fn judge(&self, manifest: Manifest) -> JudgedManifest {
         let (namespace, name) = identity(&manifest.object, self.default_namespace);
         let deployed = name
             .as_deref()
@@ -99,18 +101,47 @@ impl ManifestJudge<'_> {
         let mut object = manifest.object;
         let old = deployed.map(|(old, _)| old);
         prepare(&mut object, &namespace, old);
-        let request = Request {
+        let name_or_none = name.as_deref().unwrap_or_default();
+        let remarks = self
+            .remarks(manifest.kind, &namespace, name_or_none, old, object)
+            .await;
+        JudgedManifest {
             kind: manifest.kind,
-            uid: format!("pipelinerollout-webhook-check-{n}"),
-            version: api_version_of(&object).to_owned(),
-            namespace: &namespace,
-            name: name.as_deref().unwrap_or_default(),
+            location: manifest.location,
+            namespace,
+            name,
+            operation: if old.is_some() { "UPDATE" } else { "CREATE" },
+            deployed: deployed.map(|(_, file)| file.clone()),
+            remarks,
+        }
+    }
+
+    /// What the webhook would say of the write of `object` (over `old`):
+    /// `/mutate`'s default and warnings, then `/validate`'s denials and
+    /// warnings on the patched object.
+    async fn remarks(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        old: Option<&Value>,
+        mut object: Value,
+    ) -> Vec<Remark> {
+        let old = match old.map(view).transpose() {
+            Ok(old) => old,
+            Err(e) => return vec![internal(&e)],
+        };
+        let write = Write {
+            kind,
+            namespace,
+            name,
             user: self.user_info(),
             old,
         };
         let mut remarks = Vec::new();
-        match self.answer(Webhook::Mutate, &request, &object).await {
-            Ok(decision) => {
+        match view(&object) {
+            Ok(view) => {
+                let decision = self.decide(Webhook::Mutate, &write, &view).await;
                 if let Some(seconds) = decision.defaulted {
                     remarks.push(Remark {
                         severity: Severity::Info,
@@ -126,10 +157,11 @@ impl ManifestJudge<'_> {
                     remarks.push(warning(format!("the default could not be applied: {e}")));
                 }
             }
-            Err(e) => remarks.push(internal(e.to_string())),
+            Err(e) => remarks.push(internal(&e)),
         }
-        match self.answer(Webhook::Validate, &request, &object).await {
-            Ok(decision) => {
+        match view(&object) {
+            Ok(view) => {
+                let decision = self.decide(Webhook::Validate, &write, &view).await;
                 for denial in &decision.denials {
                     remarks.push(Remark {
                         severity: Severity::Error,
@@ -140,17 +172,9 @@ impl ManifestJudge<'_> {
                 }
                 warnings(&mut remarks, &decision);
             }
-            Err(e) => remarks.push(internal(e.to_string())),
+            Err(e) => remarks.push(internal(&e)),
         }
-        Judged {
-            kind: request.kind,
-            location: manifest.location,
-            namespace,
-            name,
-            operation: if old.is_some() { "UPDATE" } else { "CREATE" },
-            deployed: deployed.map(|(_, file)| file.clone()),
-            remarks,
-        }
+        remarks
     }
 
     fn default_message(&self, seconds: u64) -> String {
@@ -162,25 +186,43 @@ impl ManifestJudge<'_> {
         format!("pauseGracePeriodSeconds will be set to {seconds} ({meaning})")
     }
 
-    async fn answer(
+    /// The decision of `webhook` on the write of `object`.
+    async fn decide(
         &self,
         webhook: Webhook,
-        request: &Request<'_>,
-        object: &Value,
-    ) -> Result<Decision, ParseError> {
-        let body = request.admission_review(object);
+        write: &Write<'_>,
+        object: &PipelineRollout,
+    ) -> Decision {
         let authorizer = StaticLists::new(
             "`check` runs without an API server; it judges --as and --as-group against forceReapply.users and forceReapply.groups only",
         );
-        let context = admission::AnswerContext {
-            authorizer: &authorizer,
-            permission_timeout: Duration::from_secs(10),
-            now: self.now,
+        let input = Input {
+            webhook,
+            origin: Origin::OfflineCheck,
+            subject: Subject::Write {
+                write: RolloutWrite {
+                    kind: write.kind,
+                    operation: write.operation(),
+                    namespace: write.namespace,
+                    user: &write.user,
+                    object,
+                    old_object: write.old.as_ref(),
+                    now: self.now,
+                },
+                name: write.name,
+            },
         };
-        admission::answer(webhook, self.policy, &body, context)
-            .await
-            .map(|(_, outcome)| outcome.decision)
+        let asker = Asker {
+            authorizer: &authorizer,
+            timeout: Duration::from_secs(10),
+        };
+        admission::decide(self.policy, input, asker).await.decision
     }
+}
+
+/// The rules' view of a manifest.
+fn view(object: &Value) -> Result<PipelineRollout, serde_json::Error> {
+    PipelineRollout::deserialize(object)
 }
 
 /// Makes the object what the API server would pass on: the namespace
@@ -208,48 +250,23 @@ fn prepare(object: &mut Value, namespace: &str, old: Option<&Value>) {
     }
 }
 
-/// What one AdmissionReview is built from.
-struct Request<'a> {
+/// The write judged: one manifest's kind, place, requester and deployed
+/// object.
+struct Write<'a> {
     kind: Kind,
-    uid: String,
-    version: String,
     namespace: &'a str,
     name: &'a str,
-    user: Value,
-    old: Option<&'a Value>,
+    user: UserInfo,
+    old: Option<PipelineRollout>,
 }
 
-impl Request<'_> {
-    /// The AdmissionReview (admission.k8s.io/v1) for `object`.
-    fn admission_review(&self, object: &Value) -> Vec<u8> {
-        let (operation, options) = match self.old {
-            Some(_) => ("UPDATE", "UpdateOptions"),
-            None => ("CREATE", "CreateOptions"),
-        };
-        let group = self.kind.group();
-        let kind = json!({"group": group, "version": self.version, "kind": self.kind.kind()});
-        let resource =
-            json!({"group": group, "version": self.version, "resource": self.kind.resource()});
-        let review = json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": self.uid,
-                "kind": kind,
-                "resource": resource,
-                "requestKind": kind,
-                "requestResource": resource,
-                "name": self.name,
-                "namespace": self.namespace,
-                "operation": operation,
-                "userInfo": self.user,
-                "object": object,
-                "oldObject": self.old,
-                "dryRun": false,
-                "options": {"apiVersion": "meta.k8s.io/v1", "kind": options},
-            }
-        });
-        review.to_string().into_bytes()
+impl Write<'_> {
+    /// CREATE, or UPDATE from the deployed object.
+    fn operation(&self) -> Operation {
+        match self.old {
+            Some(_) => Operation::Update,
+            None => Operation::Create,
+        }
     }
 }
 
@@ -266,18 +283,20 @@ fn warning(message: String) -> Remark {
     }
 }
 
-fn internal(message: String) -> Remark {
+fn internal(error: &serde_json::Error) -> Remark {
     Remark {
         severity: Severity::Error,
         rule: None,
         field: None,
-        message: format!("cannot be judged (a bug in check: please report it): {message}"),
+        message: format!("cannot be judged (a bug in check: please report it): {error}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use serde_json::json;
 
     #[test]
     fn identity_falls_back_to_the_default_namespace() {

@@ -15,7 +15,7 @@ use quick_xml::events::attributes::Attribute;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::name::QName;
 
-use super::report::{Entry, Judged, Report, Severity};
+use super::report::{CheckEntry, CheckReport, JudgedManifest, Severity};
 use crate::check::input::Problem;
 
 /// The name of the whole run.
@@ -81,7 +81,7 @@ struct Counts {
 }
 
 impl Counts {
-    fn of<'a>(entries: impl Iterator<Item = &'a Entry>) -> Self {
+    fn of<'a>(entries: impl Iterator<Item = &'a CheckEntry>) -> Self {
         let mut counts = Self {
             tests: 0,
             failures: 0,
@@ -90,9 +90,9 @@ impl Counts {
         for entry in entries {
             counts.tests += 1;
             match entry {
-                Entry::Rollout(judged) if judged.denied() => counts.failures += 1,
-                Entry::Rollout(_) => {}
-                Entry::Problem(_) => counts.errors += 1,
+                CheckEntry::Rollout(judged) if judged.denied() => counts.failures += 1,
+                CheckEntry::Rollout(_) => {}
+                CheckEntry::Problem(_) => counts.errors += 1,
             }
         }
         counts
@@ -112,7 +112,7 @@ impl Counts {
 type Xml = Writer<Vec<u8>>;
 
 /// Renders the report as a JUnit XML document.
-pub fn render(report: &Report) -> String {
+pub fn render(report: &CheckReport) -> String {
     let mut xml = Writer::new_with_indent(Vec::new(), b' ', 2);
     // Writing to a Vec does not fail.
     let _ = write_report(&mut xml, report);
@@ -122,7 +122,7 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-fn write_report(xml: &mut Xml, report: &Report) -> io::Result<()> {
+fn write_report(xml: &mut Xml, report: &CheckReport) -> io::Result<()> {
     xml.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
     let all = Counts::of(report.entries.iter());
     xml.write_event(Event::Start(all.start("testsuites", SUITES_NAME)))?;
@@ -135,8 +135,8 @@ fn write_report(xml: &mut Xml, report: &Report) -> io::Result<()> {
         xml.write_event(Event::Start(suite))?;
         for entry in group {
             match entry {
-                Entry::Rollout(judged) => rollout_case(xml, judged)?,
-                Entry::Problem(problem) => problem_case(xml, problem)?,
+                CheckEntry::Rollout(judged) => rollout_case(xml, judged)?,
+                CheckEntry::Problem(problem) => problem_case(xml, problem)?,
             }
         }
         xml.write_event(Event::End(BytesEnd::new("testsuite")))?;
@@ -165,7 +165,7 @@ fn element(xml: &mut Xml, start: BytesStart<'_>, content: &str) -> io::Result<()
     xml.write_event(Event::End(end))
 }
 
-fn rollout_case(xml: &mut Xml, judged: &Judged) -> io::Result<()> {
+fn rollout_case(xml: &mut Xml, judged: &JudgedManifest) -> io::Result<()> {
     let case = case_start(&judged.id(), &judged.location.file, judged.location.line);
     let denials: Vec<_> = judged.of(Severity::Error).collect();
     let notes: Vec<_> = judged
@@ -181,7 +181,10 @@ fn rollout_case(xml: &mut Xml, judged: &Judged) -> io::Result<()> {
         let message: Vec<&str> = denials.iter().map(|f| f.message.as_str()).collect();
         let mut body = String::new();
         for f in &denials {
-            let rule = f.rule.map(|r| format!("rule {r}")).unwrap_or_default();
+            let rule = f
+                .rule
+                .map(|r| format!("rule {}", r.number()))
+                .unwrap_or_default();
             let field = f.field.as_deref().unwrap_or_default();
             let place = [rule.as_str(), field]
                 .into_iter()
@@ -262,7 +265,7 @@ mod tests {
     #[test]
     fn an_empty_report_is_a_valid_document() {
         assert_eq!(
-            render(&Report::default()),
+            render(&CheckReport::default()),
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"pipelinerollout-webhook check\" tests=\"0\" failures=\"0\" errors=\"0\">\n</testsuites>\n"
         );
     }
@@ -270,7 +273,7 @@ mod tests {
     #[test]
     fn markup_quotes_and_control_characters_parse_back() {
         let message = "a <b> & \"c\" 'd'\u{1}\tline\nnext\r";
-        let judged = Judged {
+        let judged = JudgedManifest {
             kind: crate::kinds::Kind::PipelineRollout,
             location: location("odd <&\".yaml", 1, false, 1),
             namespace: "team-a".into(),
@@ -282,9 +285,9 @@ mod tests {
                 remark(Severity::Warning, None, message),
             ],
         };
-        let report = Report {
-            entries: vec![Entry::Rollout(judged)],
-            ..Report::default()
+        let report = CheckReport {
+            entries: vec![CheckEntry::Rollout(judged)],
+            ..CheckReport::default()
         };
         let xml = render(&report);
         let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");

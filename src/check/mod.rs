@@ -4,7 +4,7 @@
 //!
 //! [`files`] finds and reads the files, [`documents`] splits each into
 //! documents and reads them, [`input`] picks out the PipelineRollouts,
-//! [`judge`] runs each through [`crate::admission::answer`] (mutate, then
+//! [`judge`] gives each to [`crate::admission::decide`] (mutate, then
 //! validate the patched object), [`report`] and [`junit`] render the
 //! remarks. The command's flags and its output are wired in `crate::cli`.
 
@@ -18,7 +18,7 @@ pub mod report;
 use crate::policy::Policy;
 use input::{Inputs, Item};
 use judge::{Deployed, ManifestJudge};
-use report::{Entry, Report};
+use report::{CheckEntry, CheckReport};
 
 /// The requester when `--as` is not given: a user with no permissions, so
 /// a manifest that turns on a force is reported.
@@ -44,10 +44,10 @@ pub struct CheckOptions {
 
 /// Reads the deployed objects and the manifests, and judges each
 /// PipelineRollout (and each object of another guarded kind).
-pub async fn check(policy: &Policy, args: &CheckOptions) -> Report {
-    let mut report = Report {
+pub async fn check(policy: &Policy, args: &CheckOptions) -> CheckReport {
+    let mut report = CheckReport {
         against: !args.against.is_empty(),
-        ..Report::default()
+        ..CheckReport::default()
     };
     let mut deployed = Deployed::default();
     if report.against {
@@ -67,7 +67,7 @@ pub async fn check(policy: &Policy, args: &CheckOptions) -> Report {
                         );
                     }
                 }
-                Item::Problem(problem) => report.entries.push(Entry::Problem(problem)),
+                Item::Problem(problem) => report.entries.push(CheckEntry::Problem(problem)),
             }
         }
     }
@@ -83,10 +83,10 @@ pub async fn check(policy: &Policy, args: &CheckOptions) -> Report {
         deployed: &deployed,
         now: args.now.unwrap_or_else(time::OffsetDateTime::now_utc),
     };
-    for (n, item) in inputs.items.into_iter().enumerate() {
+    for item in inputs.items {
         report.entries.push(match item {
-            Item::Rollout(manifest) => Entry::Rollout(judge.judge(manifest, n + 1).await),
-            Item::Problem(problem) => Entry::Problem(problem),
+            Item::Rollout(manifest) => CheckEntry::Rollout(judge.judge(manifest).await),
+            Item::Problem(problem) => CheckEntry::Problem(problem),
         });
     }
     report

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::input::{Location, Problem};
+use crate::policy::rules::Rule;
 use crate::rollout::KIND;
 
 /// How bad a remark is.
@@ -35,7 +36,7 @@ pub struct Remark {
     /// How bad it is.
     pub severity: Severity,
     /// The rule broken (docs/rules.md), for denials.
-    pub rule: Option<u8>,
+    pub rule: Option<Rule>,
     /// The field concerned, dotted, when known.
     pub field: Option<String>,
     /// The message, as the webhook words it.
@@ -44,7 +45,7 @@ pub struct Remark {
 
 /// One PipelineRollout, judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Judged {
+pub struct JudgedManifest {
     /// Where its manifest is.
     pub location: Location,
     /// The namespace it was judged in.
@@ -61,7 +62,7 @@ pub struct Judged {
     pub remarks: Vec<Remark>,
 }
 
-impl Judged {
+impl JudgedManifest {
     /// `NAMESPACE/NAME`.
     pub fn id(&self) -> String {
         format!(
@@ -84,14 +85,14 @@ impl Judged {
 
 /// One entry of the report, in input order.
 #[derive(Debug, Clone)]
-pub enum Entry {
+pub enum CheckEntry {
     /// A PipelineRollout, judged.
-    Rollout(Judged),
+    Rollout(JudgedManifest),
     /// Input that could not be read.
     Problem(Problem),
 }
 
-impl Entry {
+impl CheckEntry {
     /// The file the entry belongs to.
     pub fn file(&self) -> &str {
         match self {
@@ -103,7 +104,7 @@ impl Entry {
 
 /// Everything `check` found.
 #[derive(Debug, Clone, Default)]
-pub struct Report {
+pub struct CheckReport {
     /// Files read (or tried), standard input included.
     pub files: usize,
     /// Documents that are not PipelineRollouts.
@@ -111,7 +112,7 @@ pub struct Report {
     /// Whether `--against` was given.
     pub against: bool,
     /// The judged rollouts and the input problems, in input order.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<CheckEntry>,
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -123,20 +124,20 @@ fn one_line(text: &str) -> String {
     text.replace(['\r', '\n'], " ")
 }
 
-impl Report {
+impl CheckReport {
     /// The judged rollouts.
-    pub fn rollouts(&self) -> impl Iterator<Item = &Judged> {
+    pub fn rollouts(&self) -> impl Iterator<Item = &JudgedManifest> {
         self.entries.iter().filter_map(|e| match e {
-            Entry::Rollout(judged) => Some(judged),
-            Entry::Problem(_) => None,
+            CheckEntry::Rollout(judged) => Some(judged),
+            CheckEntry::Problem(_) => None,
         })
     }
 
     /// The input problems.
     pub fn problems(&self) -> impl Iterator<Item = &Problem> {
         self.entries.iter().filter_map(|e| match e {
-            Entry::Problem(problem) => Some(problem),
-            Entry::Rollout(_) => None,
+            CheckEntry::Problem(problem) => Some(problem),
+            CheckEntry::Rollout(_) => None,
         })
     }
 
@@ -221,7 +222,7 @@ impl Report {
         let mut out = String::new();
         for entry in &self.entries {
             match entry {
-                Entry::Rollout(judged) => {
+                CheckEntry::Rollout(judged) => {
                     for f in &judged.remarks {
                         out.push_str(&format!(
                             "{} {}: {}: {}\n",
@@ -232,7 +233,7 @@ impl Report {
                         ));
                     }
                 }
-                Entry::Problem(problem) => out.push_str(&format!(
+                CheckEntry::Problem(problem) => out.push_str(&format!(
                     "{}: error: {}\n",
                     problem.location.label(),
                     one_line(&problem.message)
@@ -249,7 +250,7 @@ impl Report {
         let mut records = Vec::new();
         for entry in &self.entries {
             match entry {
-                Entry::Rollout(judged) => {
+                CheckEntry::Rollout(judged) => {
                     for f in &judged.remarks {
                         records.push(JsonRemark {
                             file: &judged.location.file,
@@ -260,13 +261,13 @@ impl Report {
                             name: judged.name.as_deref(),
                             operation: Some(judged.operation),
                             severity: f.severity,
-                            rule: f.rule,
+                            rule: f.rule.map(Rule::number),
                             field: f.field.as_deref(),
                             message: &f.message,
                         });
                     }
                 }
-                Entry::Problem(problem) => records.push(JsonRemark {
+                CheckEntry::Problem(problem) => records.push(JsonRemark {
                     file: &problem.location.file,
                     document: problem.location.document,
                     item: problem.location.item,
@@ -319,14 +320,14 @@ pub(super) mod tests {
     pub fn remark(severity: Severity, rule: Option<u8>, message: &str) -> Remark {
         Remark {
             severity,
-            rule,
+            rule: rule.map(|n| Rule::ALL[usize::from(n)]),
             field: rule.map(|_| "spec.x".into()),
             message: message.into(),
         }
     }
 
-    pub fn sample() -> Report {
-        let denied = Judged {
+    pub fn sample() -> CheckReport {
+        let denied = JudgedManifest {
             kind: crate::kinds::Kind::PipelineRollout,
             location: location("a.yaml", 2, true, 7),
             namespace: "team-a".into(),
@@ -343,7 +344,7 @@ pub(super) mod tests {
                 remark(Severity::Warning, None, "careful"),
             ],
         };
-        let clean = Judged {
+        let clean = JudgedManifest {
             kind: crate::kinds::Kind::PipelineRollout,
             location: location("b.yaml", 1, false, 1),
             namespace: "default".into(),
@@ -352,17 +353,17 @@ pub(super) mod tests {
             deployed: Some("dump.yaml".into()),
             remarks: vec![],
         };
-        Report {
+        CheckReport {
             files: 3,
             skipped: 1,
             against: true,
             entries: vec![
-                Entry::Rollout(denied),
-                Entry::Problem(Problem {
+                CheckEntry::Rollout(denied),
+                CheckEntry::Problem(Problem {
                     location: location("c.yaml", 1, false, 4),
                     message: "not valid YAML: oops at line 4, column 1".into(),
                 }),
-                Entry::Rollout(clean),
+                CheckEntry::Rollout(clean),
             ],
         }
     }

@@ -26,6 +26,11 @@ impl Keys {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// Leaves `key` out.
+    pub fn remove(&mut self, key: &str) {
+        self.0.retain(|(k, _)| k != key);
+    }
+
     /// The watched entries of a map of strings (a stored object's).
     pub fn from_strings(all: &BTreeMap<String, String>) -> Self {
         Self(

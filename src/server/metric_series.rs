@@ -46,7 +46,7 @@ pub fn start_at_zero(metrics: &Metrics) {
         }
     }
     // Rule 0 (not judged) and the rules that deny (docs/rules.md).
-    for rule in [0, 2, 3, 4, 5, 6, 7, 13, 14, 15] {
+    for rule in crate::policy::rules::Rule::denying().map(|r| r.number()) {
         metrics
             .denials
             .get_or_create(&RuleLabels { rule })

@@ -319,7 +319,7 @@ impl Metrics {
         for violation in &outcome.decision.denials {
             self.denials
                 .get_or_create(&RuleLabels {
-                    rule: violation.rule(),
+                    rule: violation.rule().number(),
                 })
                 .inc();
         }

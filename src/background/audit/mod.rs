@@ -1,6 +1,6 @@
 //! The audit: every stored object of the kinds the webhook guards
-//! ([`kinds::KINDS`]) judged again as a CREATE of it would be, through the
-//! same [`crate::admission::answer`] path, with the results written as one
+//! ([`audited::KINDS`]) judged again as a CREATE of it would be, by the
+//! same [`crate::admission::decide`] as admission, with the results written as one
 //! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace.
 //!
 //! - [`watch`]: kube-runtime's watcher per kind, restarted with backoff,
@@ -16,9 +16,9 @@
 //! [`AuditOptions::interval`]. Judging yields to the runtime every few
 //! objects, so admission requests on the same runtime are not held up.
 
+pub mod audited;
 pub mod bucket;
 pub mod judge;
-pub mod kinds;
 pub mod report;
 pub mod slim;
 pub mod store;
@@ -33,8 +33,8 @@ use futures_util::StreamExt as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use self::audited::KINDS;
 use self::judge::{Judge, Status};
-use self::kinds::KINDS;
 use self::store::Store;
 use self::watch::WatchItem;
 use self::writer::Note;
@@ -151,7 +151,7 @@ pub async fn run<H: AuditHost>(
         reports_rx,
         stop.clone(),
     ));
-    let watches = futures_util::stream::select_all(KINDS.iter().map(|k| (k.watch)(client.clone())));
+    let watches = watch::all(&client);
     let mut auditor = Auditor {
         host,
         store,
@@ -288,7 +288,7 @@ impl<H: AuditHost> Auditor<H> {
             let mut done = Vec::with_capacity(chunk.len());
             for (namespace, key, json) in chunk {
                 let entry = &KINDS[key.0];
-                let results = (entry.judge)(&judge, entry, &json).await;
+                let results = judge.object(entry, &namespace, &key.1, &json).await;
                 done.push((namespace, key, json, results));
             }
             {
@@ -327,7 +327,7 @@ impl<H: AuditHost> Auditor<H> {
             for r in objects.values().flat_map(|e| e.results.iter().flatten()) {
                 if matches!(r.status, Status::Fail | Status::Warn | Status::Error) {
                     *violations
-                        .entry((namespace.clone(), r.rule, r.status.as_str()))
+                        .entry((namespace.clone(), r.rule.name(), r.status.as_str()))
                         .or_default() += 1;
                 }
             }

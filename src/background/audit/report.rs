@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::audited::KINDS;
 use super::judge::Status;
-use super::kinds::KINDS;
 use super::store::{Entry, Name};
 
 /// The reports' name, policy and source: the webhook's.
@@ -127,7 +127,7 @@ fn result_out<'a>(
     let entry_kind = &KINDS[*kind];
     ResultOut {
         policy: REPORT_NAME,
-        rule: r.rule,
+        rule: r.rule.name(),
         result: r.status.as_str(),
         source: REPORT_NAME,
         scored: true,
@@ -285,8 +285,9 @@ fn canonical(value: &Value, out: &mut String) {
 mod tests {
     use super::*;
     use crate::background::audit::judge::RuleResult;
+    use crate::policy::rules::Rule;
 
-    fn entry(results: Vec<(&'static str, Status)>) -> Entry {
+    fn entry(results: Vec<(Rule, Status)>) -> Entry {
         Entry {
             uid: Some("u".to_owned()),
             json: "{}".into(),
@@ -308,13 +309,13 @@ mod tests {
         let mut objects = BTreeMap::new();
         objects.insert(
             (0, "b".to_owned()),
-            entry(vec![("drain-timeout-range", Status::Fail)]),
+            entry(vec![(Rule::TimeoutRange, Status::Fail)]),
         );
         objects.insert(
             (0, "a".to_owned()),
             entry(vec![
-                ("drain-timeout-range", Status::Pass),
-                ("force-reapply", Status::Warn),
+                (Rule::TimeoutRange, Status::Pass),
+                (Rule::ForceReapply, Status::Warn),
             ]),
         );
         let report = build("team-a", &objects);
@@ -339,7 +340,7 @@ mod tests {
         assert_eq!(content_hash(&reread), report.hash);
         objects.insert(
             (0, "c".to_owned()),
-            entry(vec![("drain-timeout-range", Status::Pass)]),
+            entry(vec![(Rule::TimeoutRange, Status::Pass)]),
         );
         assert_ne!(build("team-a", &objects).hash, report.hash);
     }
@@ -350,12 +351,12 @@ mod tests {
         for i in 0..8_000 {
             objects.insert(
                 (0, format!("rollout-{i:05}")),
-                entry(vec![("drain-timeout-range", Status::Pass)]),
+                entry(vec![(Rule::TimeoutRange, Status::Pass)]),
             );
         }
         objects.insert(
             (0, "bad".to_owned()),
-            entry(vec![("drain-timeout-range", Status::Fail)]),
+            entry(vec![(Rule::TimeoutRange, Status::Fail)]),
         );
         let report = build("big", &objects);
         let body: Value = serde_json::from_str(report.body.expect("a body").get()).expect("JSON");

@@ -7,25 +7,14 @@
 //! the same JSON type, so the rules still say what was found where.
 
 use std::fmt;
-use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::kinds::AuditedKind;
-
-/// Which parts of an object to keep.
-#[derive(Debug)]
-pub enum Shape {
-    /// Keep the value as it is.
-    Leaf,
-    /// An object: keep these keys (each with its own shape), drop the rest.
-    Fields(&'static [(&'static str, Shape)]),
-    /// A list: keep every item, each with this shape.
-    Items(&'static Shape),
-}
+pub use super::audited::Shape;
+use super::audited::{COUNT, KINDS, KindEntry};
 
 /// The longest string kept where an object or a list was expected.
 const STAND_IN_CHARS: usize = 64;
@@ -131,27 +120,26 @@ pub fn prune(json: &str, shape: &Shape) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
-/// One stored object of kind `K`, slim: its identity, and the kept parts
-/// as compact JSON text (what the audit judges).
-pub struct Slim<K> {
+/// One stored object of the kind at `KIND` in [`KINDS`], slim: its
+/// identity, and the kept parts as compact JSON text (what the audit
+/// judges).
+#[derive(Clone)]
+pub struct Slim<const KIND: usize> {
     /// Name, namespace, uid and resourceVersion only.
     pub metadata: ObjectMeta,
     /// The kept parts, as JSON.
     pub json: Box<str>,
-    kind: PhantomData<fn() -> K>,
 }
 
-impl<K> Clone for Slim<K> {
-    fn clone(&self) -> Self {
-        Self {
-            metadata: self.metadata.clone(),
-            json: self.json.clone(),
-            kind: PhantomData,
-        }
-    }
+impl<const KIND: usize> Slim<KIND> {
+    /// The kind's entry (a compile error when `KIND` is not in the table).
+    const ENTRY: &'static KindEntry = {
+        assert!(KIND < COUNT, "no such kind in the audit's table");
+        &KINDS[KIND]
+    };
 }
 
-impl<K> fmt::Debug for Slim<K> {
+impl<const KIND: usize> fmt::Debug for Slim<KIND> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Slim")
             .field("namespace", &self.metadata.namespace)
@@ -161,7 +149,7 @@ impl<K> fmt::Debug for Slim<K> {
     }
 }
 
-impl<K: AuditedKind> Slim<K> {
+impl<const KIND: usize> Slim<KIND> {
     /// Builds the slim object from an already pruned value. The
     /// resourceVersion goes into the metadata (the watch resumes from it)
     /// but not into the JSON judged, so a write that changes nothing the
@@ -187,43 +175,42 @@ impl<K: AuditedKind> Slim<K> {
         Self {
             metadata,
             json: value.to_string().into_boxed_str(),
-            kind: PhantomData,
         }
     }
 }
 
-impl<'de, K: AuditedKind> Deserialize<'de> for Slim<K> {
+impl<'de, const KIND: usize> Deserialize<'de> for Slim<KIND> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = Pruned(K::SHAPE).deserialize(deserializer)?;
+        let value = Pruned(Self::ENTRY.shape).deserialize(deserializer)?;
         Ok(Self::from_value(value))
     }
 }
 
 /// Never sent: the audit only reads these.
-impl<K> Serialize for Slim<K> {
+impl<const KIND: usize> Serialize for Slim<KIND> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.json)
     }
 }
 
-impl<K: AuditedKind> kube::Resource for Slim<K> {
+impl<const KIND: usize> kube::Resource for Slim<KIND> {
     type DynamicType = ();
     type Scope = k8s_openapi::NamespaceResourceScope;
 
     fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        K::KIND.into()
+        Self::ENTRY.kind.into()
     }
 
     fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        K::GROUP.into()
+        Self::ENTRY.group.into()
     }
 
     fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        K::VERSION.into()
+        Self::ENTRY.version.into()
     }
 
     fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        K::PLURAL.into()
+        Self::ENTRY.plural.into()
     }
 
     fn meta(&self) -> &ObjectMeta {

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::judge::Judged;
+use super::judge::ObjectResults;
 use super::watch::WatchItem;
 
 /// An object within its namespace: its kind's index and its name.
@@ -19,7 +19,7 @@ pub struct Entry {
     /// The kept parts, as JSON.
     pub json: Box<str>,
     /// Its results, once judged.
-    pub results: Option<Judged>,
+    pub results: Option<ObjectResults>,
 }
 
 /// Every object the watches deliver, and what is left to do.
@@ -155,7 +155,7 @@ impl Store {
     }
 
     /// Records an object's results (when it is still there as judged).
-    pub fn set_results(&mut self, namespace: &str, key: &Name, json: &str, results: Judged) {
+    pub fn set_results(&mut self, namespace: &str, key: &Name, json: &str, results: ObjectResults) {
         self.unjudged.remove(&(namespace.to_owned(), key.clone()));
         if let Some(entry) = self
             .namespaces
@@ -211,9 +211,9 @@ mod tests {
         }
     }
 
-    fn pass() -> Judged {
+    fn pass() -> ObjectResults {
         vec![RuleResult {
-            rule: "r",
+            rule: crate::policy::rules::Rule::TimeoutRange,
             status: Status::Pass,
             message: None,
         }]

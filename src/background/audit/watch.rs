@@ -1,6 +1,6 @@
-//! The watch of one kind: kube-runtime's watcher over slim objects,
-//! restarted with backoff when it breaks, turned into [`WatchItem`]s the
-//! audit's store takes in.
+//! The watches of the audited kinds: kube-runtime's watcher over slim
+//! objects, one per kind in [`KINDS`](super::audited::KINDS), restarted with backoff when it
+//! breaks, turned into [`WatchItem`]s the audit's store takes in.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,26 +13,26 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 
-use super::kinds::{AuditedKind, KINDS};
+use super::audited::COUNT;
 use super::slim::Slim;
 
-/// What a watch delivered, for the kind at `kind` in [`KINDS`].
+/// What a watch delivered, for the kind at `kind` in [`KINDS`](super::audited::KINDS).
 #[derive(Debug)]
 pub enum WatchItem {
     /// A (re)list begins: objects not seen again before [`WatchItem::Listed`]
     /// are gone.
     Listing {
-        /// The kind's index in [`KINDS`].
+        /// The kind's index in [`KINDS`](super::audited::KINDS).
         kind: usize,
     },
     /// The list is complete.
     Listed {
-        /// The kind's index in [`KINDS`].
+        /// The kind's index in [`KINDS`](super::audited::KINDS).
         kind: usize,
     },
     /// An object as stored now.
     Stored {
-        /// The kind's index in [`KINDS`].
+        /// The kind's index in [`KINDS`](super::audited::KINDS).
         kind: usize,
         /// Its namespace.
         namespace: String,
@@ -45,7 +45,7 @@ pub enum WatchItem {
     },
     /// An object was deleted.
     Deleted {
-        /// The kind's index in [`KINDS`].
+        /// The kind's index in [`KINDS`](super::audited::KINDS).
         kind: usize,
         /// Its namespace.
         namespace: String,
@@ -56,23 +56,26 @@ pub enum WatchItem {
     /// objects. Sent once each time the kind goes missing; the watch keeps
     /// retrying with backoff, silently, and lists it once it is served.
     Absent {
-        /// The kind's index in [`KINDS`].
+        /// The kind's index in [`KINDS`](super::audited::KINDS).
         kind: usize,
     },
     /// The watch failed; it is restarted with backoff.
     Failed {
-        /// The kind's index in [`KINDS`].
+        /// The kind's index in [`KINDS`](super::audited::KINDS).
         kind: usize,
         /// Why.
         error: String,
     },
 }
 
-fn index_of<K: AuditedKind>() -> usize {
-    KINDS
-        .iter()
-        .position(|k| k.group == K::GROUP && k.kind == K::KIND)
-        .unwrap_or(0)
+/// Watches every kind in [`KINDS`](super::audited::KINDS), each reporting its own index.
+pub fn all(client: &kube::Client) -> impl futures_util::Stream<Item = WatchItem> + Unpin {
+    let watches: [BoxStream<'static, WatchItem>; COUNT] = [
+        kind::<0>(client.clone()),
+        kind::<1>(client.clone()),
+        kind::<2>(client.clone()),
+    ];
+    futures_util::stream::select_all(watches)
 }
 
 /// Whether a watch error says the resource is not served at all (a list
@@ -114,13 +117,14 @@ impl Backoff for ListBackoff {
     }
 }
 
-/// Watches every object of `K` in the cluster, slim, restarted with
-/// [`ListBackoff`]. A kind that is not served is reported
-/// [`WatchItem::Absent`] once, and nothing more is said of it (no restart,
-/// no relist) until it is served again.
-pub fn kind<K: AuditedKind>(client: kube::Client) -> BoxStream<'static, WatchItem> {
-    let kind = index_of::<K>();
-    let api: Api<Slim<K>> = Api::all(client);
+/// Watches every object of the kind at `KIND` in [`KINDS`](super::audited::KINDS), slim,
+/// restarted with [`ListBackoff`]; its items name the kind by `KIND`. A
+/// kind that is not served is reported [`WatchItem::Absent`] once, and
+/// nothing more is said of it (no restart, no relist) until it is served
+/// again.
+fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem> {
+    let kind = KIND;
+    let api: Api<Slim<KIND>> = Api::all(client);
     let init = Arc::new(AtomicBool::new(false));
     let backoff = ListBackoff {
         inner: watcher::DefaultBackoff::default(),

@@ -368,13 +368,13 @@ fn record_gate(
         }
         (Err(v), Mode::Enforce) => (
             GateResult::Denied,
-            format!("denied by rule {}: user \"{user}\"", v.rule()),
+            format!("denied by rule {}: user \"{user}\"", v.rule().number()),
         ),
         (Err(v), Mode::Warn) => (
             GateResult::WouldDeny,
             format!(
                 "would-deny by rule {} (warn mode): user \"{user}\"",
-                v.rule()
+                v.rule().number()
             ),
         ),
     };

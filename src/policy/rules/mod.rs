@@ -10,6 +10,8 @@
 //! combines the findings and applies ratcheting (rule 8) and warn mode
 //! (rule 10) in one place; [`mutate`] builds the patch. Both end in a
 //! [`Decision`], which the admission layer turns into the wire answer.
+//! [`Rule`] numbers and names every rule, for violations, metrics, the
+//! audit's reports and docs/rules.md.
 
 pub mod decision;
 pub mod defaulting;
@@ -17,6 +19,7 @@ pub mod force;
 pub mod force_promote_reset;
 pub mod numaplane_keys;
 pub mod rollout_write;
+pub mod rule;
 pub mod stale_force_reset;
 pub mod timeout;
 pub mod violation;
@@ -25,6 +28,7 @@ pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult}
 pub use force::ForceGates;
 pub use numaplane_keys::KeyGates;
 pub use rollout_write::{Operation, RolloutWrite};
+pub use rule::Rule;
 pub use timeout::check_timeout;
 pub use violation::{NotActable, NotPausing, PauseAgeProblem, Violation};
 

@@ -19,12 +19,19 @@ pub enum Operation {
     Update,
 }
 
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Operation {
+    /// The name the API server gives it.
+    pub fn to_str(self) -> &'static str {
+        match self {
             Self::Create => "CREATE",
             Self::Update => "UPDATE",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.to_str())
     }
 }
 

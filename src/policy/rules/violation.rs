@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::rule::Rule;
 use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, UPGRADE_STATE};
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
@@ -343,23 +344,29 @@ fn force_reapply_reasons(
 const SHORT_TIMEOUT: &str = "pauseGracePeriodSeconds";
 
 impl Violation {
-    /// The rule of the core specification this violation breaks (0: the
-    /// request could not be judged at all).
-    pub fn rule(&self) -> u8 {
+    /// The rule this violation breaks (docs/rules.md).
+    pub fn rule(&self) -> Rule {
         match self {
-            Self::TimeoutUnreachable { .. } | Self::TimeoutNotInteger { .. } => 2,
+            Self::TimeoutUnreachable { .. } | Self::TimeoutNotInteger { .. } => {
+                Rule::TimeoutInteger
+            }
             Self::TimeoutTooShort { .. }
             | Self::TimeoutTooLong { .. }
-            | Self::NoTimeoutNotAllowed { .. } => 3,
-            Self::TimeoutOverflows { .. } | Self::ScaleFactorInvalid { .. } => 4,
-            Self::MetadataMalformed { .. } | Self::AnnotationInvalid { .. } => 5,
-            Self::ForceReapplyDenied { .. } => 6,
-            Self::ForcePromoteDenied { .. } => 7,
-            Self::TemplateMalformed { .. } => 5,
-            Self::ForcePromoteLabelValue { .. } | Self::ForcePromoteLabelDenied { .. } => 13,
-            Self::DeleteUndrainedDenied { .. } => 14,
-            Self::BookkeepingChanged { .. } => 15,
-            Self::Unjudgeable(_) => 0,
+            | Self::NoTimeoutNotAllowed { .. } => Rule::TimeoutRange,
+            Self::TimeoutOverflows { .. } | Self::ScaleFactorInvalid { .. } => {
+                Rule::TimeoutOverflow
+            }
+            Self::MetadataMalformed { .. } | Self::AnnotationInvalid { .. } => {
+                Rule::AllowDataLossValue
+            }
+            Self::ForceReapplyDenied { .. } => Rule::ForceReapply,
+            Self::ForcePromoteDenied { .. } => Rule::ForcePromote,
+            Self::ForcePromoteLabelValue { .. } | Self::ForcePromoteLabelDenied { .. } => {
+                Rule::ForcePromoteLabel
+            }
+            Self::DeleteUndrainedDenied { .. } => Rule::DeleteUndrained,
+            Self::BookkeepingChanged { .. } | Self::TemplateMalformed { .. } => Rule::Bookkeeping,
+            Self::Unjudgeable(_) => Rule::Judgeable,
         }
     }
 
@@ -442,9 +449,13 @@ impl Violation {
             }
             Self::BookkeepingChanged { path, key, .. } => Some(format!("{path}[\"{key}\"]")),
             other => match other.rule() {
-                2..=4 => Some(TIMEOUT_FIELD.to_owned()),
-                5 | 6 => Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]")),
-                7 => Some(FORCE_PROMOTE_FIELD.to_owned()),
+                Rule::TimeoutInteger | Rule::TimeoutRange | Rule::TimeoutOverflow => {
+                    Some(TIMEOUT_FIELD.to_owned())
+                }
+                Rule::AllowDataLossValue | Rule::ForceReapply => {
+                    Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]"))
+                }
+                Rule::ForcePromote => Some(FORCE_PROMOTE_FIELD.to_owned()),
                 _ => None,
             },
         }

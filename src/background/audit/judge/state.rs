@@ -2,22 +2,19 @@
 //! be known afterwards: allow-data-loss, forcePromote, and the
 //! force-promote label and marked-for-deletion in a child template.
 
-use super::kinds::{
-    RULE_FORCE_PROMOTE, RULE_FORCE_REAPPLY, RULE_TEMPLATE_DELETE_UNDRAINED,
-    RULE_TEMPLATE_FORCE_PROMOTE,
-};
 use super::{RuleResult, Status, result};
 use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
+use crate::policy::rules::Rule;
 use crate::rollout::{ALLOW_DATA_LOSS, Map, PipelineRollout};
 
 /// A stored `allow-data-loss: "true"`, by state.
 pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
     if !view.forces_reapply() {
-        return result(RULE_FORCE_REAPPLY, Status::Pass, None);
+        return result(Rule::ForceReapply, Status::Pass, None);
     }
     if view.pause_is_over() {
         return result(
-            RULE_FORCE_REAPPLY,
+            Rule::ForceReapply,
             Status::Fail,
             Some(format!(
                 "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is \"true\" and the pause is over: the next change is applied without draining and can lose data; set it to \"false\" (the stale-force sweeper resets it after its grace period when it runs; who set it is unknown to the audit)"
@@ -25,7 +22,7 @@ pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
         );
     }
     result(
-        RULE_FORCE_REAPPLY,
+        Rule::ForceReapply,
         Status::Warn,
         Some(format!(
             "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is \"true\" while the pipeline is paused or pausing: a forced re-apply is under way, skipping the drain; set it to \"false\" once the pause is over (who set it is unknown to the audit)"
@@ -36,7 +33,7 @@ pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
 /// A stored `forcePromote: true`, by state.
 pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleResult {
     if !view.force_promote() {
-        return result(RULE_FORCE_PROMOTE, Status::Pass, None);
+        return result(Rule::ForcePromote, Status::Pass, None);
     }
     let upgrade = view.progressive_upgrade();
     let message = if upgrade.in_progress {
@@ -56,7 +53,7 @@ pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleRes
             "spec.strategy.progressive.forcePromote is true and no progressive upgrade is in progress: the next upgrade skips assessment{also}; set it to false (who set it is unknown to the audit)"
         )
     };
-    result(RULE_FORCE_PROMOTE, Status::Warn, Some(message))
+    result(Rule::ForcePromote, Status::Warn, Some(message))
 }
 
 /// A force-promote label stored in a rollout's child template, by state
@@ -64,7 +61,7 @@ pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleRes
 pub(super) fn template_label_state(view: &PipelineRollout, kind: Kind) -> Option<RuleResult> {
     view.key_in(kind, Map::TemplateLabels, FORCE_PROMOTE_LABEL)?;
     Some(result(
-        RULE_TEMPLATE_FORCE_PROMOTE,
+        Rule::ForcePromoteLabel,
         Status::Warn,
         Some(format!(
             "{}[\"{FORCE_PROMOTE_LABEL}\"] is set: Numaplane copies it onto every {} it makes, so every upgrade to come is promoted without assessment; remove it (who set it is unknown to the audit)",
@@ -83,7 +80,7 @@ pub(super) fn template_deletion_state(view: &PipelineRollout, kind: Kind) -> Opt
     let value = view.key_in(kind, Map::TemplateAnnotations, MARKED_FOR_DELETION)?;
     (value.as_str() == Some("true")).then(|| {
         result(
-            RULE_TEMPLATE_DELETE_UNDRAINED,
+            Rule::DeleteUndrained,
             Status::Fail,
             Some(format!(
                 "{}[\"{MARKED_FOR_DELETION}\"] is \"true\": Numaplane copies it onto every {} it makes, and deletes each at once without draining when it becomes recyclable, which can lose data; remove it (who set it is unknown to the audit)",

@@ -1,24 +1,31 @@
 //! The judge's tables: each rule's result for stored objects, wrong shapes, warn mode, forces by state.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
-use crate::background::audit::kinds::KINDS;
-use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, UPGRADE_STATE};
+use crate::background::audit::audited::KINDS;
+use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, UPGRADE_STATE};
+use crate::rollout::ALLOW_DATA_LOSS;
 
-fn judged(policy: &Policy, object: Value) -> Judged {
+fn judged(policy: &Policy, object: Value) -> ObjectResults {
     judged_as(0, policy, object)
 }
 
 /// Judges `object` as the kind at `kind` in [`KINDS`].
-fn judged_as(kind: usize, policy: &Policy, object: Value) -> Judged {
+fn judged_as(kind: usize, policy: &Policy, object: Value) -> ObjectResults {
     let (enforcing, warn_only) = enforcing(policy);
     let judge = Judge::new(&enforcing, warn_only, OffsetDateTime::now_utc());
     let json = object.to_string();
+    let text = |key: &str| {
+        object
+            .pointer(&format!("/metadata/{key}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    runtime.block_on((KINDS[kind].judge)(&judge, &KINDS[kind], &json))
+    runtime.block_on(judge.object(&KINDS[kind], text("namespace"), text("name"), &json))
 }
 
 fn rollout(timeout: Value, annotations: Value, status: Value) -> Value {
@@ -30,7 +37,7 @@ fn rollout(timeout: Value, annotations: Value, status: Value) -> Value {
     })
 }
 
-fn status_of(results: &Judged, rule: &str) -> (Status, String) {
+fn status_of(results: &ObjectResults, rule: Rule) -> (Status, String) {
     let r = results
         .iter()
         .find(|r| r.rule == rule)
@@ -46,60 +53,60 @@ fn each_rule_gets_one_result_with_the_denial_words() {
     let policy = Policy::built_in();
     let idle = json!({"upgradeInProgress": ""});
     let pausing = json!({"upgradeInProgress": "PipelinePauseAndDrain"});
-    let cases: Vec<(&str, Value, &str, Status, &str)> = vec![
+    let cases: Vec<(&str, Value, Rule, Status, &str)> = vec![
         (
             "in range",
             rollout(json!(300), json!({}), idle.clone()),
-            RULE_TIMEOUT_RANGE,
+            Rule::TimeoutRange,
             Status::Pass,
             "",
         ),
         (
             "above the maximum",
             rollout(json!(7200), json!({}), idle.clone()),
-            RULE_TIMEOUT_RANGE,
+            Rule::TimeoutRange,
             Status::Fail,
             "above the maximum of 3600",
         ),
         (
             "not an integer",
             rollout(json!("1h"), json!({}), idle.clone()),
-            RULE_TIMEOUT_INTEGER,
+            Rule::TimeoutInteger,
             Status::Fail,
             "not an integer number of seconds",
         ),
         (
             "a value Numaplane ignores",
             rollout(json!(300), json!({ALLOW_DATA_LOSS: "True"}), idle.clone()),
-            RULE_ALLOW_DATA_LOSS_VALUE,
+            Rule::AllowDataLossValue,
             Status::Fail,
             "which Numaplane ignores",
         ),
         (
             "a stale force",
             rollout(json!(300), json!({ALLOW_DATA_LOSS: "true"}), idle.clone()),
-            RULE_FORCE_REAPPLY,
+            Rule::ForceReapply,
             Status::Fail,
             "is \"true\" and the pause is over",
         ),
         (
             "a force during a pause",
             rollout(json!(300), json!({ALLOW_DATA_LOSS: "true"}), pausing),
-            RULE_FORCE_REAPPLY,
+            Rule::ForceReapply,
             Status::Warn,
             "while the pipeline is paused or pausing",
         ),
         (
             "a force during a pause is no CREATE denial",
             rollout(json!(300), json!({ALLOW_DATA_LOSS: "true"}), idle.clone()),
-            RULE_TIMEOUT_RANGE,
+            Rule::TimeoutRange,
             Status::Pass,
             "",
         ),
         (
             "false is no force",
             rollout(json!(300), json!({ALLOW_DATA_LOSS: "false"}), idle),
-            RULE_FORCE_REAPPLY,
+            Rule::ForceReapply,
             Status::Pass,
             "",
         ),
@@ -119,19 +126,19 @@ fn wrong_shapes_are_errors_with_the_reason_and_warn_mode_warns() {
     let mut object = rollout(json!(300), json!({}), json!({}));
     object["spec"]["pipeline"] = json!("not an object");
     let results = judged(&policy, object);
-    let (status, message) = status_of(&results, RULE_TIMEOUT_INTEGER);
+    let (status, message) = status_of(&results, Rule::TimeoutInteger);
     assert_eq!(status, Status::Error, "{message}");
     assert!(message.contains("spec.pipeline is a string"), "{message}");
-    assert_eq!(status_of(&results, RULE_TIMEOUT_RANGE).0, Status::Skip);
+    assert_eq!(status_of(&results, Rule::TimeoutRange).0, Status::Skip);
 
     let mut object = rollout(json!(300), json!({}), json!({}));
     object["metadata"]["annotations"] = json!("x");
-    let (status, message) = status_of(&judged(&policy, object), RULE_ALLOW_DATA_LOSS_VALUE);
+    let (status, message) = status_of(&judged(&policy, object), Rule::AllowDataLossValue);
     assert_eq!(status, Status::Error, "{message}");
 
     let warn = Policy::from_yaml("mode: warn\n").expect("policy");
     let results = judged(&warn, rollout(json!(7200), json!({}), json!({})));
-    assert_eq!(status_of(&results, RULE_TIMEOUT_RANGE).0, Status::Warn);
+    assert_eq!(status_of(&results, Rule::TimeoutRange).0, Status::Warn);
 
     let results = judged(&policy, json!({"metadata": "no", "spec": 1}));
     assert!(
@@ -146,7 +153,7 @@ fn a_stored_force_promote_is_reported_by_state() {
     let mut object = rollout(json!(300), json!({}), json!({}));
     object["spec"]["strategy"] = json!({"progressive": {"forcePromote": true}});
     let results = judged(&policy, object);
-    let (status, message) = status_of(&results, RULE_FORCE_PROMOTE);
+    let (status, message) = status_of(&results, Rule::ForcePromote);
     assert_eq!(status, Status::Warn, "{message}");
     assert!(
         message.contains("no progressive upgrade is in progress"),
@@ -155,7 +162,7 @@ fn a_stored_force_promote_is_reported_by_state() {
     assert!(
         results
             .iter()
-            .all(|r| r.rule == RULE_FORCE_PROMOTE || r.status == Status::Pass),
+            .all(|r| r.rule == Rule::ForcePromote || r.status == Status::Pass),
         "{results:?}"
     );
 }
@@ -164,9 +171,7 @@ fn a_stored_force_promote_is_reported_by_state() {
 /// carries `labels` and `annotations`, and whose strategy is `strategy`.
 fn templated(kind: usize, labels: Value, annotations: Value, strategy: Value) -> Value {
     let entry = &KINDS[kind];
-    let template = Kind::from_kind(entry.group, entry.kind)
-        .and_then(Kind::template)
-        .expect("a rollout kind");
+    let template = entry.guarded.template().expect("a rollout kind");
     json!({
         "apiVersion": entry.api_version(),
         "kind": entry.kind,
@@ -197,12 +202,12 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
     );
     let promote = |v: &str| json!({FORCE_PROMOTE_LABEL: v});
     let none = json!({});
-    let cases: Vec<(&str, usize, Value, &str, Status, &str)> = vec![
+    let cases: Vec<(&str, usize, Value, Rule, Status, &str)> = vec![
         (
             "a force-promote label in spec.pipeline.metadata",
             pr,
             templated(pr, promote("true"), none.clone(), none.clone()),
-            RULE_TEMPLATE_FORCE_PROMOTE,
+            Rule::ForcePromoteLabel,
             Status::Warn,
             "spec.pipeline.metadata.labels[\"numaplane.numaproj.io/force-promote\"] is set: Numaplane copies it onto every Pipeline",
         ),
@@ -210,7 +215,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
             "a force-promote label of \"false\" is denied for its value",
             pr,
             templated(pr, promote("false"), none.clone(), none.clone()),
-            RULE_TEMPLATE_FORCE_PROMOTE,
+            Rule::ForcePromoteLabel,
             Status::Fail,
             "Numaplane acts on the label's presence",
         ),
@@ -223,7 +228,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
                 json!({MARKED_FOR_DELETION: "true"}),
                 none.clone(),
             ),
-            RULE_TEMPLATE_DELETE_UNDRAINED,
+            Rule::DeleteUndrained,
             Status::Fail,
             "deletes each at once without draining",
         ),
@@ -236,7 +241,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
                 json!({MARKED_FOR_DELETION: "false"}),
                 none.clone(),
             ),
-            RULE_TEMPLATE_DELETE_UNDRAINED,
+            Rule::DeleteUndrained,
             Status::Pass,
             "",
         ),
@@ -249,7 +254,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
                 none.clone(),
                 none.clone(),
             ),
-            RULE_TEMPLATE_BOOKKEEPING,
+            Rule::Bookkeeping,
             Status::Fail,
             "set spec.pipeline.metadata.labels[\"numaplane.numaproj.io/upgrade-state\"]: Numaplane keeps its bookkeeping there",
         ),
@@ -257,7 +262,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
             "other labels are no one's business",
             pr,
             templated(pr, json!({"app": "x"}), json!({"note": "y"}), none.clone()),
-            RULE_TEMPLATE_BOOKKEEPING,
+            Rule::Bookkeeping,
             Status::Pass,
             "",
         ),
@@ -270,7 +275,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
                 none.clone(),
                 json!({"progressive": {"forcePromote": true}}),
             ),
-            RULE_FORCE_PROMOTE,
+            Rule::ForcePromote,
             Status::Warn,
             "the next upgrade skips assessment; set it to false",
         ),
@@ -278,7 +283,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
             "a force-promote label in spec.monoVertex.metadata",
             mvr,
             templated(mvr, promote("true"), none.clone(), none.clone()),
-            RULE_TEMPLATE_FORCE_PROMOTE,
+            Rule::ForcePromoteLabel,
             Status::Warn,
             "spec.monoVertex.metadata.labels[\"numaplane.numaproj.io/force-promote\"] is set: Numaplane copies it onto every MonoVertex",
         ),
@@ -291,7 +296,7 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
                 json!({"numaplane.numaproj.io/requires-drain": "true"}),
                 none.clone(),
             ),
-            RULE_TEMPLATE_BOOKKEEPING,
+            Rule::Bookkeeping,
             Status::Fail,
             "spec.interStepBufferService.metadata.annotations[\"numaplane.numaproj.io/requires-drain\"]",
         ),
@@ -304,14 +309,14 @@ fn numaplane_keys_in_a_child_template_are_reported_for_each_rollout_kind() {
                 none.clone(),
                 json!({"progressive": {"forcePromote": false}}),
             ),
-            RULE_FORCE_PROMOTE,
+            Rule::ForcePromote,
             Status::Pass,
             "",
         ),
     ];
     for (name, kind, object, rule, want, says) in cases {
         let results = judged_as(kind, &policy, object);
-        let rules: Vec<&str> = results.iter().map(|r| r.rule).collect();
+        let rules: Vec<Rule> = results.iter().map(|r| r.rule).collect();
         assert_eq!(rules, KINDS[kind].rules, "{name}");
         let (status, message) = status_of(&results, rule);
         assert_eq!(status, want, "{name}: {message}");
@@ -345,7 +350,7 @@ fn the_other_rollouts_get_no_drain_rules_and_ignore_marked_for_deletion() {
         assert!(
             !results
                 .iter()
-                .any(|r| r.rule == RULE_TEMPLATE_DELETE_UNDRAINED || r.rule == RULE_TIMEOUT_RANGE),
+                .any(|r| r.rule == Rule::DeleteUndrained || r.rule == Rule::TimeoutRange),
             "{kind:?}: {results:?}"
         );
     }
@@ -357,14 +362,11 @@ fn a_template_metadata_that_is_not_an_object_is_an_error_and_its_rules_are_skipp
     let at = index(Kind::MonoVertexRollout);
     let object = templated(at, json!("not a map"), json!({}), json!({}));
     let results = judged_as(at, &policy, object);
-    let (status, message) = status_of(&results, RULE_TEMPLATE_BOOKKEEPING);
+    let (status, message) = status_of(&results, Rule::Bookkeeping);
     assert_eq!(status, Status::Error, "{message}");
     assert!(
         message.contains("spec.monoVertex.metadata.labels is a string"),
         "{message}"
     );
-    assert_eq!(
-        status_of(&results, RULE_TEMPLATE_FORCE_PROMOTE).0,
-        Status::Skip
-    );
+    assert_eq!(status_of(&results, Rule::ForcePromoteLabel).0, Status::Skip);
 }

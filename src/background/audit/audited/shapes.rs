@@ -1,7 +1,7 @@
 //! The [`Shape`] each audited kind's watch keeps: the identity a report
 //! names and the parts its rules read, nothing of the specs.
 
-use super::super::slim::Shape;
+use super::Shape;
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, FORCE_PROMOTE_LABEL,
     MARKED_FOR_DELETION,

@@ -1,0 +1,156 @@
+//! Every rule the webhook has, as one value: its number (docs/rules.md
+//! numbers them, and denials, metrics and audit annotations cite it) and
+//! its name (the audit's PolicyReports file results under it). Violations,
+//! the denial metric's series, the audit's result lists and the rules page
+//! all take from [`Rule`], so a rule is named and numbered in one place.
+
+use std::fmt;
+
+/// One rule of the webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    /// 0: a CREATE or UPDATE the rules cannot judge (no object, no
+    /// resource) is denied, saying what is missing.
+    Judgeable,
+    /// 1: no drain timeout set is fine (`/mutate` fills in the default).
+    TimeoutOptional,
+    /// 2: the drain timeout is a JSON integer (and can be reached).
+    TimeoutInteger,
+    /// 3: the drain timeout is in the namespace's range.
+    TimeoutRange,
+    /// 4: the drain timeout times the recycle multiplier fits Numaflow's
+    /// clock (and the scale factor is a percent).
+    TimeoutOverflow,
+    /// 5: `allow-data-loss` is a value Numaplane understands (and the
+    /// metadata holding it is an object).
+    AllowDataLossValue,
+    /// 6: forcing a re-apply needs permission (and a pause).
+    ForceReapply,
+    /// 7: turning on `forcePromote` needs permission.
+    ForcePromote,
+    /// 8: a violation whose inputs are unchanged warns (ratcheting).
+    Ratcheting,
+    /// 9: what is judged: CREATE and UPDATE of the guarded kinds.
+    Scope,
+    /// 10: warn mode denies nothing; gate decisions are audit annotations.
+    WarnMode,
+    /// 11: a force left on after its pause warns.
+    StaleForce,
+    /// 12: a `forcePromote` left on warns.
+    ForcePromoteLeftOn,
+    /// 13: the force-promote label needs permission and, on a child, an
+    /// upgrade in progress. Its name is the audit's, which meets the label
+    /// in a rollout's child template.
+    ForcePromoteLabel,
+    /// 14: `marked-for-deletion` needs permission and a recyclable
+    /// Pipeline. Named, like rule 13, for the child template.
+    DeleteUndrained,
+    /// 15: Numaplane's bookkeeping keys are its controller's (and the
+    /// template and maps holding them are objects). Named, like rule 13,
+    /// for the child template.
+    Bookkeeping,
+}
+
+impl Rule {
+    /// Every rule, by number.
+    pub const ALL: [Rule; 16] = [
+        Rule::Judgeable,
+        Rule::TimeoutOptional,
+        Rule::TimeoutInteger,
+        Rule::TimeoutRange,
+        Rule::TimeoutOverflow,
+        Rule::AllowDataLossValue,
+        Rule::ForceReapply,
+        Rule::ForcePromote,
+        Rule::Ratcheting,
+        Rule::Scope,
+        Rule::WarnMode,
+        Rule::StaleForce,
+        Rule::ForcePromoteLeftOn,
+        Rule::ForcePromoteLabel,
+        Rule::DeleteUndrained,
+        Rule::Bookkeeping,
+    ];
+
+    /// The rule's number in docs/rules.md (0: the request could not be
+    /// judged at all).
+    pub const fn number(self) -> u8 {
+        self as u8
+    }
+
+    /// The rule's name: the `rule` of the audit's PolicyReport results and
+    /// of its violations metric.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Judgeable => "judgeable",
+            Self::TimeoutOptional => "drain-timeout-optional",
+            Self::TimeoutInteger => "drain-timeout-integer",
+            Self::TimeoutRange => "drain-timeout-range",
+            Self::TimeoutOverflow => "drain-timeout-overflow",
+            Self::AllowDataLossValue => "allow-data-loss-value",
+            Self::ForceReapply => "force-reapply",
+            Self::ForcePromote => "force-promote",
+            Self::Ratcheting => "ratcheting",
+            Self::Scope => "scope",
+            Self::WarnMode => "warn-mode",
+            Self::StaleForce => "stale-force",
+            Self::ForcePromoteLeftOn => "force-promote-left-on",
+            Self::ForcePromoteLabel => "template-force-promote",
+            Self::DeleteUndrained => "template-delete-undrained",
+            Self::Bookkeeping => "template-bookkeeping",
+        }
+    }
+
+    /// Whether a violation of this rule denies a request (the others shape
+    /// how violations are judged, or only warn): the rules the denial
+    /// metric counts.
+    pub const fn denies(self) -> bool {
+        matches!(
+            self,
+            Self::Judgeable
+                | Self::TimeoutInteger
+                | Self::TimeoutRange
+                | Self::TimeoutOverflow
+                | Self::AllowDataLossValue
+                | Self::ForceReapply
+                | Self::ForcePromote
+                | Self::ForcePromoteLabel
+                | Self::DeleteUndrained
+                | Self::Bookkeeping
+        )
+    }
+
+    /// The rules that deny, by number.
+    pub fn denying() -> impl Iterator<Item = Rule> {
+        Self::ALL.into_iter().filter(|rule| rule.denies())
+    }
+}
+
+/// `rule N (name)`.
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rule {} ({})", self.number(), self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_are_numbered_in_order_with_distinct_names() {
+        for (i, rule) in Rule::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(rule.number()), i, "{rule}");
+        }
+        let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Rule::ALL.len());
+    }
+
+    #[test]
+    fn the_rules_that_deny_are_the_denial_metrics_series() {
+        let numbers: Vec<u8> = Rule::denying().map(Rule::number).collect();
+        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15]);
+    }
+}
