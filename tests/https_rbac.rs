@@ -13,10 +13,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine as _;
 use https_support::{Client, TestServer, fixture_json, metric_value, response_for};
+use pipelinerollout_webhook::app::{self, StartError};
 use pipelinerollout_webhook::certs;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
-use pipelinerollout_webhook::server::{self, ServeOptions, StartError};
+use pipelinerollout_webhook::server::{self, ServeOptions};
 use serde_json::{Value, json};
 
 /// How the stand-in answers.
@@ -370,7 +371,7 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         unguarded_namespaces: Vec::new(),
         managed_certificate: false,
     };
-    match server::start(options).await {
+    match app::start(options).await {
         Err(StartError::Rbac(why)) => {
             assert!(why.to_string().contains("no-such-kubeconfig"), "{why}")
         }
