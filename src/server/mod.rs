@@ -141,8 +141,9 @@ pub struct ServeOptions {
     pub max_inflight_body_bytes: usize,
     /// The most requests in flight, across all connections and streams.
     pub max_inflight_requests: usize,
-    /// The kubeconfig for RBAC checks, Events and the sweeper; without it,
-    /// the in-cluster account or `KUBECONFIG`.
+    /// The kubeconfig [`crate::app`] reaches the API server with (RBAC
+    /// checks, Events, the background controllers); without it, the
+    /// in-cluster account or `KUBECONFIG`.
     pub kubeconfig: Option<PathBuf>,
     /// The namespaces the webhook configurations skip: no Event is written
     /// from a request about them, as no such request comes from the API
