@@ -314,3 +314,81 @@ impl ServedCertificate for Served {
         self.0.metrics.certificates.set_trusted(trusted);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::background::certs::ServiceRef;
+
+    fn cert_options() -> CertOptions {
+        CertOptions {
+            secret: "tls".to_owned(),
+            secret_namespace: "ns".to_owned(),
+            service: ServiceRef {
+                name: "hook".to_owned(),
+                namespace: "ns".to_owned(),
+            },
+            validating: "v".to_owned(),
+            mutating: "m".to_owned(),
+            ca_validity: Duration::from_secs(3600),
+            cert_validity: Duration::from_secs(600),
+            propagation: Duration::from_secs(1),
+        }
+    }
+
+    fn everything() -> BackgroundOptions {
+        BackgroundOptions {
+            lease: None,
+            certificates: Some(cert_options()),
+            cert_controller: true,
+            audit: Some(AuditOptions::default()),
+            stale_force_grace: Some(Duration::from_secs(5)),
+        }
+    }
+
+    fn names(controllers: &[Controller]) -> Vec<(&'static str, bool)> {
+        controllers
+            .iter()
+            .map(|c| (c.name(), c.needs_lease()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_controller_says_whether_it_needs_the_lease() {
+        // A client is built without calling anyone.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config.clone()).expect("client");
+        let app = App {
+            shared: Arc::new(Shared::new(Policy::built_in())),
+            api: Some(ApiServer { config, client }),
+        };
+        assert_eq!(
+            names(&app.controllers(&everything())),
+            [
+                ("certificate readiness", false),
+                ("certificate controller", true),
+                ("audit", true),
+                ("stale-force sweeper", true),
+            ]
+        );
+        let readiness_only = BackgroundOptions {
+            cert_controller: false,
+            audit: None,
+            stale_force_grace: None,
+            ..everything()
+        };
+        assert_eq!(
+            names(&app.controllers(&readiness_only)),
+            [("certificate readiness", false)]
+        );
+    }
+
+    #[test]
+    fn without_an_api_server_there_is_no_controller() {
+        let app = App {
+            shared: Arc::new(Shared::new(Policy::built_in())),
+            api: None,
+        };
+        assert!(app.controllers(&everything()).is_empty());
+    }
+}
