@@ -46,7 +46,6 @@ pub mod standing;
 use std::sync::Arc;
 
 use kube::api::Api;
-use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -159,62 +158,4 @@ pub async fn run_elected(
         }
     }
     election.release().await;
-}
-
-/// Whether `error` says the Lease does not exist (read, or written: a
-/// renewal of a deleted Lease is a 404).
-fn lease_is_gone(error: &LeaseManagerError) -> bool {
-    match error {
-        LeaseManagerError::NonexistentLease(_) => true,
-        LeaseManagerError::KubeError(kube::Error::Api(status)) => status.code == 404,
-        _ => false,
-    }
-}
-
-/// A lease manager for `options`, making the Lease when it is missing.
-async fn new_manager(
-    client: kube::Client,
-    namespace: &str,
-    options: &LeaseOptions,
-) -> kube_lease_manager::Result<LeaseManager> {
-    LeaseManagerBuilder::new(client, &options.name)
-        .with_namespace(namespace)
-        .with_create_mode(LeaseCreateMode::AutoCreate)
-        .with_identity(&options.identity)
-        .with_field_manager(options.field_manager())
-        .with_duration(options.duration_seconds())
-        .with_grace(options.renew_ahead_seconds())
-        .build()
-        .await
-}
-
-#[cfg(test)]
-mod tests {
-    use kube::core::Status;
-
-    use super::*;
-
-    fn api(code: u16) -> LeaseManagerError {
-        LeaseManagerError::KubeError(kube::Error::Api(
-            Status {
-                code,
-                ..Status::default()
-            }
-            .boxed(),
-        ))
-    }
-
-    #[test]
-    fn only_a_missing_lease_counts_as_gone() {
-        assert!(lease_is_gone(&LeaseManagerError::NonexistentLease(
-            "l".into()
-        )));
-        assert!(lease_is_gone(&api(404)), "a renewal of a deleted Lease");
-        for code in [403, 409, 500, 503] {
-            assert!(!lease_is_gone(&api(code)), "{code} is retried");
-        }
-        assert!(!lease_is_gone(&LeaseManagerError::InconsistentState(
-            "x".into()
-        )));
-    }
 }
