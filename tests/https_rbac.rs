@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use https_support::sar_stand_in::{Behaviour, SarStandIn};
 use https_support::{Client, TestServer, fixture_json, metric_value, response_for};
+use pipelinerollout_webhook::app::{self, StartError};
 use pipelinerollout_webhook::pki;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::TlsFiles;
-use pipelinerollout_webhook::server::{self, ServeOptions, StartError};
+use pipelinerollout_webhook::server::{self, ServeOptions};
 use serde_json::{Value, json};
 
 fn rbac_policy(extra: &str) -> Policy {
@@ -253,7 +254,7 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         unguarded_namespaces: Vec::new(),
         managed_certificate: false,
     };
-    match server::start(options).await {
+    match app::start(options).await {
         Err(StartError::Rbac(why)) => {
             assert!(why.to_string().contains("no-such-kubeconfig"), "{why}")
         }

@@ -231,7 +231,7 @@ impl AdmissionRequest {
     /// kind, or a resource the webhook does not guard.
     fn resource(&self) -> Result<Resource, Unjudgeable> {
         let Obj::Present(resource) = &self.resource else {
-            return Err(Unjudgeable::NoResource);
+            return Err(Unjudgeable::Resource);
         };
         if self.sub_resource.is_some() {
             return Ok(Resource::Subresource);
@@ -266,7 +266,7 @@ impl AdmissionRequest {
         };
         let what = kind.kind();
         let Obj::Present(object) = &self.object else {
-            return Err(Unjudgeable::NoObject {
+            return Err(Unjudgeable::Object {
                 found: describe(&self.object),
                 operation: self.operation,
                 kind: what,
@@ -276,7 +276,7 @@ impl AdmissionRequest {
             (Obj::Present(old), _) => Some(old),
             (_, Operation::Create) => None,
             (other, Operation::Update) => {
-                return Err(Unjudgeable::NoOldObject {
+                return Err(Unjudgeable::OldObject {
                     found: describe(other),
                     kind: what,
                 });
@@ -333,10 +333,10 @@ enum Resource {
 enum Unjudgeable {
     /// No `request.resource` to say what the request is for.
     #[error("request.resource is missing or not an object")]
-    NoResource,
+    Resource,
     /// No object to judge.
     #[error("request.object is {found}; a {operation} of a {kind} must carry the object")]
-    NoObject {
+    Object {
         /// What was there instead.
         found: String,
         /// CREATE or UPDATE.
@@ -346,7 +346,7 @@ enum Unjudgeable {
     },
     /// An UPDATE without the stored object.
     #[error("request.oldObject is {found}; an UPDATE of a {kind} must carry the stored object")]
-    NoOldObject {
+    OldObject {
         /// What was there instead.
         found: String,
         /// The kind written.

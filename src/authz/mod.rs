@@ -13,9 +13,7 @@ mod rbac;
 use std::future::Future;
 use std::time::Duration;
 
-pub use rbac::{
-    KubeClientError, RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError, kube_client, kube_config,
-};
+pub use rbac::{RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError};
 
 use crate::policy::{Grant, Permission, UserInfo};
 

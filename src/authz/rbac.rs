@@ -1,14 +1,12 @@
 //! The static lists, then Kubernetes RBAC through a SubjectAccessReview for
 //! the policy's custom verb, with answers cached for a short while.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::PostParams;
-use kube::config::{InferConfigError, KubeconfigError};
 
 use super::cache::{AnswerCache, Bounds, Source};
 use super::{ForcePermission, PermissionCheck, RbacTrace, Target, oversized_user};
@@ -179,62 +177,4 @@ impl ForcePermission for RbacAuthorizer {
             }),
         }
     }
-}
-
-/// Why no client for the API server could be built.
-#[derive(Debug, thiserror::Error)]
-pub enum KubeClientError {
-    /// The kubeconfig file cannot be read.
-    #[error("cannot read kubeconfig {}: {source}", path.display())]
-    ReadKubeconfig {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        source: KubeconfigError,
-    },
-    /// The kubeconfig was read but cannot be used.
-    #[error("kubeconfig {}: {source}", path.display())]
-    UseKubeconfig {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        source: KubeconfigError,
-    },
-    /// Neither the in-cluster account nor a kubeconfig is usable.
-    #[error("no API server to ask: not in a cluster and no usable kubeconfig ({0})")]
-    NoApiServer(InferConfigError),
-    /// The configuration found cannot make a client.
-    #[error("cannot build the API client: {0}")]
-    Build(kube::Error),
-}
-
-/// Builds a client for the API server: from `kubeconfig` when given, else
-/// the in-cluster service account or `KUBECONFIG` / `~/.kube/config`.
-pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<kube::Client, KubeClientError> {
-    let config = kube_config(kubeconfig).await?;
-    kube::Client::try_from(config).map_err(KubeClientError::Build)
-}
-
-/// The configuration [`kube_client`] builds its client from (for clients
-/// with settings of their own, such as the leader election's timeouts).
-pub async fn kube_config(kubeconfig: Option<&Path>) -> Result<kube::Config, KubeClientError> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
-                KubeClientError::ReadKubeconfig {
-                    path: path.to_owned(),
-                    source,
-                }
-            })?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|source| KubeClientError::UseKubeconfig {
-                    path: path.to_owned(),
-                    source,
-                })?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(KubeClientError::NoApiServer)?,
-    })
 }

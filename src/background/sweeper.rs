@@ -9,7 +9,9 @@
 //! saw: a concurrent change wins and is looked at again. It runs under the
 //! elected leader ([`super::leader`]), so one replica watches and patches;
 //! were two ever to run at once, the second reset would simply fail its
-//! test. It runs in any process that implements [`SweeperHost`].
+//! test. It reads the policy in force from a `watch` channel, so a reload
+//! takes effect at its next look, and counts what it does in its own
+//! block of metrics ([`SweeperMetrics`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,9 +25,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventQueue, PendingEvent};
+use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
 use crate::policy::Policy;
 use crate::policy::rules::EventReason;
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
@@ -33,27 +37,15 @@ use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
 /// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";
 
-/// What the sweeper did, for the process's metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepOutcome {
-    /// A stale force was reset.
-    Reset,
-    /// A reset lost to a concurrent change (the object is looked at again).
-    Conflict,
-    /// A reset failed for another reason.
-    Error,
-    /// The watch failed and was restarted.
-    WatchRestart,
-}
-
-/// What the sweeper needs from the process it runs in.
-pub trait SweeperHost: Send + Sync + 'static {
-    /// The policy in force now (it may be reloaded while the sweeper runs).
-    fn policy(&self) -> Arc<Policy>;
+/// What the sweeper works with besides the API server.
+#[derive(Debug, Clone)]
+pub struct SweeperContext {
+    /// The policy in force (it may be reloaded while the sweeper runs).
+    pub policy: watch::Receiver<Arc<Policy>>,
     /// Where the sweeper's Events go.
-    fn events(&self) -> &EventQueue;
-    /// Counts one thing the sweeper did.
-    fn count(&self, outcome: SweepOutcome);
+    pub events: EventQueue,
+    /// Where what it does is counted.
+    pub metrics: SweeperMetrics,
 }
 
 /// An object by namespace and name.
@@ -153,25 +145,25 @@ fn key_of(object: &Stored) -> Option<Key> {
     ))
 }
 
-/// Watches and resets, in `host`, until `stop` is cancelled; then returns
-/// at once (a reset in flight is dropped: its outcome is not counted, and
-/// the next leader looks at the object again).
+/// Watches and resets, with `context`, until `stop` is cancelled; then
+/// returns at once (a reset in flight is dropped: its outcome is not
+/// counted, and the next leader looks at the object again).
 pub async fn run(
     client: kube::Client,
-    host: Arc<impl SweeperHost>,
+    context: SweeperContext,
     grace: Duration,
     stop: CancellationToken,
 ) {
     tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
     tokio::select! {
         () = stop.cancelled() => {}
-        () = sweep(client, host, grace) => {}
+        () = sweep(client, &context, grace) => {}
     }
     tracing::info!("stale-force sweeper stopped");
 }
 
 /// Watches and resets until the watch ends.
-async fn sweep(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duration) {
+async fn sweep(client: kube::Client, context: &SweeperContext, grace: Duration) {
     let all: Api<Stored> = Api::all(client.clone());
     let stream = watcher::watcher(all, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
@@ -191,12 +183,12 @@ async fn sweep(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duratio
                     return;
                 }
                 Some(Err(e)) => {
-                    host.count(SweepOutcome::WatchRestart);
+                    context.metrics.record_sweep(SweepOutcome::WatchRestart);
                     tracing::warn!(error = %e, "PipelineRollout watch failed; restarting with backoff");
                 }
                 Some(Ok(Event::Init)) => {
                     if started {
-                        host.count(SweepOutcome::WatchRestart);
+                        context.metrics.record_sweep(SweepOutcome::WatchRestart);
                     }
                     started = true;
                 }
@@ -213,11 +205,11 @@ async fn sweep(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duratio
                 }
             },
             _ = tick.tick() => {
-                if !host.policy().force_reapply.one_shot {
+                if !context.policy.borrow().force_reapply.one_shot {
                     continue;
                 }
                 for (key, rv, uid) in stale.due(Instant::now(), grace) {
-                    reset(&client, host.as_ref(), &key, &rv, uid.as_deref(), grace).await;
+                    reset(&client, context, &key, &rv, uid.as_deref(), grace).await;
                     stale.forget(&key);
                 }
             }
@@ -228,7 +220,7 @@ async fn sweep(client: kube::Client, host: Arc<impl SweeperHost>, grace: Duratio
 /// Resets one object's annotation, counting the outcome.
 async fn reset(
     client: &kube::Client,
-    host: &impl SweeperHost,
+    context: &SweeperContext,
     (namespace, name): &Key,
     resource_version: &str,
     uid: Option<&str>,
@@ -248,7 +240,7 @@ async fn reset(
         .await
     {
         Ok(_) => {
-            host.count(SweepOutcome::Reset);
+            context.metrics.record_sweep(SweepOutcome::Reset);
             tracing::info!(%namespace, %name, "stale force reset by the sweeper");
             let note = format!(
                 "allow-data-loss reset to \"false\" by the stale-force sweeper: the pause the forced re-apply was set for has been over for at least {}, so later changes drain as usual",
@@ -260,14 +252,14 @@ async fn reset(
                 Stored::api_version(&()).into_owned(),
                 (namespace, name, uid),
             );
-            host.events().send(event);
+            context.events.send(event);
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
-            host.count(SweepOutcome::Conflict);
+            context.metrics.record_sweep(SweepOutcome::Conflict);
             tracing::debug!(%namespace, %name, code = status.code, "the object changed since it was seen; looking again");
         }
         Err(e) => {
-            host.count(SweepOutcome::Error);
+            context.metrics.record_sweep(SweepOutcome::Error);
             tracing::warn!(%namespace, %name, error = %e, "stale force not reset");
         }
     }

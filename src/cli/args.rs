@@ -186,7 +186,7 @@ pub struct ServeArgs {
     pub leader_elect_retry_period: Duration,
 
     // The audit of stored rollouts into PolicyReports.
-    /// Audit every stored PipelineRollout into PolicyReports (one per namespace) when an API server can be reached; `--audit=false` turns it off (needs list and watch on pipelinerollouts, and get, list, create, patch and delete on policyreports).
+    /// Audit every stored PipelineRollout, MonoVertexRollout and ISBServiceRollout into PolicyReports (one per namespace) when an API server can be reached; `--audit=false` turns it off (needs list and watch on pipelinerollouts, monovertexrollouts and isbservicerollouts, and get, list, create, patch and delete on policyreports).
     #[arg(long, env = "WEBHOOK_AUDIT", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub audit: bool,
     /// How often the audit judges every stored object again, changed or not (it also does at start, on every change and after each policy reload).

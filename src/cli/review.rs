@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::args::ReviewArgs;
 use super::current_thread_runtime;
 use crate::admission::{self, AnswerContext, ParseError};
-use crate::authz::{self, Authorizer, KubeClientError, RbacAuthorizer, StaticLists};
+use crate::apiserver::{self, KubeClientError};
+use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::policy::Policy;
 
 /// Runs `review`: exit 0 if allowed, 1 if denied, 2 on bad input.
@@ -33,7 +34,7 @@ pub fn run(args: &ReviewArgs) -> ExitCode {
     let answer = runtime.block_on(async {
         let authorizer = match &args.kubeconfig {
             Some(path) => Authorizer::Rbac(RbacAuthorizer::new(
-                authz::kube_client(Some(path))
+                apiserver::client(Some(path))
                     .await
                     .map_err(ReviewCommandError::Client)?,
             )),

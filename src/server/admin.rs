@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::Shared;
-use super::metrics::CONTENT_TYPE;
 use super::plain_text;
+use crate::metrics::CONTENT_TYPE;
 
 /// The admin routes.
 pub fn router(shared: Arc<Shared>) -> Router {

@@ -34,8 +34,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Shared;
 use super::deadline::{DEFAULT_DEADLINE, Deadline};
-use super::metrics::{BudgetMetrics, LaneLabels, ReasonLabels};
 use super::plain_text;
+use crate::metrics::budget::BudgetMetrics;
 
 const MIB: usize = 1024 * 1024;
 
@@ -199,7 +199,7 @@ impl Budget {
         let (all, gate) = match fast {
             Some(held) => held,
             None => {
-                metrics.waits.get_or_create(&LaneLabels { lane }).inc();
+                metrics.record_wait(lane);
                 let started = Instant::now();
                 let wait = async {
                     let gate = if large {
@@ -332,10 +332,7 @@ fn refuse(
     body: Body,
     message: &str,
 ) -> Response {
-    metrics
-        .refusals
-        .get_or_create(&ReasonLabels { reason })
-        .inc();
+    metrics.record_refusal(reason);
     drain_later(version, body);
     plain_text::response(StatusCode::SERVICE_UNAVAILABLE, message)
 }
@@ -432,7 +429,7 @@ mod tests {
     }
 
     fn metrics() -> BudgetMetrics {
-        super::super::metrics::Metrics::new().budget
+        crate::metrics::Metrics::new().budget
     }
 
     #[tokio::test]

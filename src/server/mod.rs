@@ -1,20 +1,14 @@
-//! The running webhook: the TLS listener for `/validate` and `/mutate`, the
-//! admin listener, hot reload of certificates and policy, and graceful
-//! shutdown.
+//! The listening webhook: the TLS listener for `/validate` and `/mutate`,
+//! the admin listener, hot reload of certificates and policy, and graceful
+//! shutdown. It serves the state [`crate::app`] built; it builds no client
+//! and starts no background work.
 
 pub mod admin;
-pub mod audit_metrics;
 pub mod budget;
-pub mod budget_metrics;
-pub mod cert_metrics;
 pub mod conn;
 pub mod deadline;
 pub mod health;
-pub mod leader_metrics;
-pub mod metric_series;
-pub mod metrics;
 pub mod plain_text;
-pub mod recent_forces;
 pub mod reload;
 pub mod tls;
 pub mod webhook;
@@ -29,20 +23,22 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use self::budget::{Budget, BudgetError};
+use self::budget::Budget;
 pub use self::conn::{ConnectionOptions, serve_connections};
 use self::health::Health;
-use self::metrics::Metrics;
 use self::tls::{TlsFiles, TlsState};
-use crate::authz::{Authorizer, KubeClientError, RbacAuthorizer, StaticLists};
-use crate::events::{self, EventQueue};
-use crate::policy::{Policy, PolicyError};
+use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
+use crate::events::EventQueue;
+use crate::metrics::Metrics;
+use crate::policy::Policy;
 
-/// What every request and the admin server share.
+/// What every request, the admin server and the background controllers
+/// share; built by [`crate::app`].
 #[derive(Debug)]
 pub struct Shared {
-    /// The policy in force; replaced whole on reload.
-    pub policy: ArcSwap<Policy>,
+    /// The policy in force, replaced whole on reload; the audit and the
+    /// sweeper wait on it for changes ([`Shared::policy_updates`]).
+    policy: watch::Sender<Arc<Policy>>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// Readiness.
@@ -80,11 +76,11 @@ impl Shared {
     /// State deciding who may force through `authorizer`, counting in
     /// `metrics`.
     pub fn with_metrics(policy: Policy, authorizer: Authorizer, metrics: Metrics) -> Self {
-        metrics.policy_generation.set(1);
+        metrics.reloads.policy_generation.set(1);
         let budget = Budget::default();
         metrics.budget.capacity.set(budget.bytes_i64());
         Self {
-            policy: ArcSwap::from_pointee(policy),
+            policy: watch::Sender::new(Arc::new(policy)),
             metrics: Arc::new(metrics),
             health: Health::default(),
             authorizer,
@@ -98,6 +94,22 @@ impl Shared {
     pub fn set_budget(&mut self, budget: Budget) {
         self.metrics.budget.capacity.set(budget.bytes_i64());
         self.budget = budget;
+    }
+
+    /// The policy in force now.
+    pub fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.borrow())
+    }
+
+    /// Puts `policy` in force, for the next request and every controller
+    /// waiting on [`Shared::policy_updates`].
+    pub fn set_policy(&self, policy: Policy) {
+        self.policy.send_replace(Arc::new(policy));
+    }
+
+    /// The policy in force, as a channel that says when it is replaced.
+    pub fn policy_updates(&self) -> watch::Receiver<Arc<Policy>> {
+        self.policy.subscribe()
     }
 }
 
@@ -129,8 +141,9 @@ pub struct ServeOptions {
     pub max_inflight_body_bytes: usize,
     /// The most requests in flight, across all connections and streams.
     pub max_inflight_requests: usize,
-    /// The kubeconfig for RBAC checks, Events and the sweeper; without it,
-    /// the in-cluster account or `KUBECONFIG`.
+    /// The kubeconfig [`crate::app`] reaches the API server with (RBAC
+    /// checks, Events, the background controllers); without it, the
+    /// in-cluster account or `KUBECONFIG`.
     pub kubeconfig: Option<PathBuf>,
     /// The namespaces the webhook configurations skip: no Event is written
     /// from a request about them, as no such request comes from the API
@@ -145,24 +158,12 @@ pub struct ServeOptions {
     pub managed_certificate: bool,
 }
 
-/// Why the server could not start.
+/// Why the server could not listen.
 #[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The policy is invalid or unreadable.
-    #[error(transparent)]
-    Policy(#[from] PolicyError),
+pub enum ListenError {
     /// The certificate, key or client CA cannot be used.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
-    /// The body budget or request limit cannot be used.
-    #[error(transparent)]
-    Budget(#[from] BudgetError),
-    /// The policy asks RBAC but no API server can be reached.
-    #[error("forceReapply.rbac is set but {0}")]
-    Rbac(KubeClientError),
-    /// `--manage-certs` but no API server can be reached.
-    #[error("--manage-certs needs the API server, but {0}")]
-    ManagedCertificate(KubeClientError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -173,10 +174,10 @@ pub enum StartError {
     },
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ListenError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| StartError::Bind { addr, source })
+        .map_err(|source| ListenError::Bind { addr, source })
 }
 
 /// A started server.
@@ -187,9 +188,6 @@ pub struct Running {
     pub admin_addr: Option<SocketAddr>,
     /// The state the server shares (policy, metrics, health).
     pub shared: Arc<Shared>,
-    /// The API server client, when one could be built (for background work
-    /// beside the server, such as the sweeper).
-    pub client: Option<kube::Client>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -199,7 +197,6 @@ impl std::fmt::Debug for Running {
         f.debug_struct("Running")
             .field("addr", &self.addr)
             .field("admin_addr", &self.admin_addr)
-            .field("connected", &self.client.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -218,68 +215,11 @@ impl Running {
     }
 }
 
-/// Starts the admin server (not ready), loads the policy and certificates,
-/// binds the webhook listener, then turns ready. Start-up problems are
-/// errors; later reload problems are logged and counted.
-pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
-    start_with_metrics(options, Metrics::new()).await
-}
-
-/// [`start`], counting in `metrics` (the binary's hold the log sink's
-/// dropped-lines counter).
-pub async fn start_with_metrics(
-    options: ServeOptions,
-    metrics: Metrics,
-) -> Result<Running, StartError> {
-    let budget = Budget::new(
-        options.max_inflight_body_bytes,
-        options.max_inflight_requests,
-    )?;
-    let policy = Policy::from_file_or_built_in(options.policy_file.as_deref())?;
-    // RBAC needs an API server when the policy asks for it; otherwise one is
-    // used if found, so a reloaded policy can turn RBAC on.
-    let (client, authorizer) = match crate::authz::kube_client(options.kubeconfig.as_deref()).await
-    {
-        Ok(client) => (
-            Some(client.clone()),
-            Authorizer::Rbac(RbacAuthorizer::new(client)),
-        ),
-        Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
-        Err(why) if options.managed_certificate => {
-            return Err(StartError::ManagedCertificate(why));
-        }
-        Err(why) => {
-            tracing::info!(%why, "no API server: RBAC checks, Events and the stale-force sweeper are off");
-            (
-                None,
-                Authorizer::StaticLists(StaticLists::new(why.to_string())),
-            )
-        }
-    };
-    let mut shared = Shared::with_metrics(policy, authorizer, metrics);
-    shared.set_budget(budget);
-    if let Some(client) = &client {
-        shared.events = EventQueue::start(
-            events::KubeEvents::new(client.clone()),
-            shared.metrics.events.clone(),
-        )
-        .skipping(&options.unguarded_namespaces);
-        tracing::info!("Events on PipelineRollouts are on");
-    }
-    let shared = Arc::new(shared);
-    if let Some(client) = client.clone() {
-        // Opens the client's connection now, so the first SubjectAccessReview
-        // does not pay for it (46.5 ms in one end-to-end run, where the
-        // first call opened it), and says what we reach.
-        tokio::spawn(async move {
-            match client.apiserver_version().await {
-                Ok(v) => tracing::info!(version = %v.git_version, "API server reachable"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "API server not reachable yet; RBAC checks and Events will retry")
-                }
-            }
-        });
-    }
+/// Starts the admin server (not ready), loads the certificates, binds the
+/// webhook listener, then turns ready, serving `shared` (built by
+/// [`crate::app`]). Start-up problems are errors; later reload problems
+/// are logged and counted.
+pub async fn listen(options: ServeOptions, shared: Arc<Shared>) -> Result<Running, ListenError> {
     // `stop` starts the shutdown; `finished` says the webhook has stopped,
     // which ends the admin server and the reloaders.
     let (stop, stop_rx) = watch::channel(false);
@@ -312,7 +252,7 @@ pub async fn start_with_metrics(
         Err(why) => return Err(why.into()),
     };
     if let Some(ts) = loaded.not_after {
-        shared.metrics.certificate_expiry.set(ts);
+        shared.metrics.reloads.set_certificate_expiry(ts);
     }
     shared.served_chain.store(Arc::new(loaded.chain.clone()));
     let tls_state = Arc::new(TlsState::new(loaded.config));
@@ -362,7 +302,6 @@ pub async fn start_with_metrics(
         addr,
         admin_addr,
         shared,
-        client,
         stop,
         task,
     })
@@ -392,13 +331,13 @@ fn spawn_reloaders(
                 tls_state.set(loaded.config);
                 shared_tls.served_chain.store(Arc::new(loaded.chain));
                 if let Some(ts) = loaded.not_after {
-                    shared_tls.metrics.certificate_expiry.set(ts);
+                    shared_tls.metrics.reloads.set_certificate_expiry(ts);
                 }
-                Metrics::count_reload(&shared_tls.metrics.tls_reloads, true);
+                shared_tls.metrics.reloads.record_tls_reload(true);
                 tracing::info!(not_after = ?loaded.not_after, "certificate reloaded; new connections use it");
             }
             Err(e) => {
-                Metrics::count_reload(&shared_tls.metrics.tls_reloads, false);
+                shared_tls.metrics.reloads.record_tls_reload(false);
                 tracing::warn!(error = %e, "certificate reload refused; still serving the previous one");
             }
         },
@@ -416,17 +355,12 @@ fn spawn_reloaders(
             move || match Policy::from_file(&path) {
                 Ok(policy) => {
                     let mode = policy.mode;
-                    shared.policy.store(Arc::new(policy));
-                    shared.metrics.policy_generation.inc();
-                    Metrics::count_reload(&shared.metrics.policy_reloads, true);
-                    tracing::info!(
-                        generation = shared.metrics.policy_generation.get(),
-                        %mode,
-                        "policy reloaded"
-                    );
+                    shared.set_policy(policy);
+                    let generation = shared.metrics.reloads.record_policy_reload(true);
+                    tracing::info!(generation, %mode, "policy reloaded");
                 }
                 Err(e) => {
-                    Metrics::count_reload(&shared.metrics.policy_reloads, false);
+                    shared.metrics.reloads.record_policy_reload(false);
                     tracing::warn!(error = %e, "policy reload refused; the last good policy stays in force");
                 }
             },

@@ -16,10 +16,10 @@ use axum::routing::post;
 use super::Shared;
 use super::budget::{MAX_BODY_BYTES, admit};
 use super::deadline::{self, Deadline};
-use super::metrics::{RequestLabels, WebhookLabels};
 use super::plain_text;
 use crate::admission::{self, AdmissionRequest, AnswerContext, Outcome, Webhook};
 use crate::logtext::{Escaped, EscapedObject};
+use crate::metrics::requests::RequestLabels;
 
 /// What the handler tells the metrics layer about an answered review.
 #[derive(Debug, Clone, Copy)]
@@ -79,7 +79,7 @@ async fn answer_request(
     body: &[u8],
 ) -> Response {
     let started = Instant::now();
-    let policy = shared.policy.load_full();
+    let policy = shared.policy();
     let context = AnswerContext::now(&shared.authorizer, deadline.time_for_rbac());
     match admission::answer(webhook, &policy, body, context).await {
         Err(e) => {
@@ -87,7 +87,7 @@ async fn answer_request(
             plain_text::response(StatusCode::BAD_REQUEST, &e.to_string())
         }
         Ok((request, outcome)) => {
-            shared.metrics.record(&request, &outcome);
+            shared.metrics.record_answer(&request, &outcome);
             shared.events.send_decision_events(&request, &outcome);
             log_decision(&request, &outcome, started);
             let answered = Answered {
@@ -135,7 +135,7 @@ struct InFlight<'a>(&'a Shared);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.metrics.in_flight.dec();
+        self.0.metrics.requests.in_flight.dec();
     }
 }
 
@@ -147,7 +147,7 @@ async fn observe(State(shared): State<Arc<Shared>>, request: Request, next: Next
         _ => "other",
     };
     let started = Instant::now();
-    shared.metrics.in_flight.inc();
+    shared.metrics.requests.in_flight.inc();
     let guard = InFlight(&shared);
     let response = next.run(request).await;
     drop(guard);
@@ -155,20 +155,14 @@ async fn observe(State(shared): State<Arc<Shared>>, request: Request, next: Next
         Some(a) => (a.operation, if a.allowed { "allowed" } else { "denied" }),
         None => ("", "error"),
     };
-    shared
-        .metrics
-        .requests
-        .get_or_create(&RequestLabels {
+    shared.metrics.requests.record_request(
+        RequestLabels {
             webhook,
             operation,
             result,
             code: response.status().as_u16(),
-        })
-        .inc();
-    shared
-        .metrics
-        .request_duration
-        .get_or_create(&WebhookLabels { webhook })
-        .observe(started.elapsed().as_secs_f64());
+        },
+        started.elapsed(),
+    );
     response
 }

@@ -63,9 +63,10 @@ impl Api {
     pub async fn connect(cluster: &Cluster, users: &[User]) -> Result<Self, String> {
         let mut clients = BTreeMap::new();
         for user in users {
-            let client = authz::kube_client(Some(&cluster.kubeconfig(*user)))
-                .await
-                .map_err(|e| e.to_string())?;
+            let client =
+                pipelinerollout_webhook::apiserver::client(Some(&cluster.kubeconfig(*user)))
+                    .await
+                    .map_err(|e| e.to_string())?;
             clients.insert(*user, client);
         }
         Ok(Self { clients })

@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use pipelinerollout_webhook::app;
 use pipelinerollout_webhook::pki::{self, CertPaths};
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles};
@@ -99,7 +100,7 @@ impl TestServer {
             managed_certificate: false,
         };
         tweak(&mut options);
-        let running = server::start(options).await.expect("server starts");
+        let running = app::start(options).await.expect("server starts");
         Self {
             addr: running.addr,
             admin_addr: running.admin_addr.expect("admin server"),

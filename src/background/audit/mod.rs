@@ -25,7 +25,6 @@ pub mod store;
 pub mod watch;
 pub mod writer;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -38,6 +37,7 @@ use self::judge::{Judge, Status};
 use self::store::Store;
 use self::watch::WatchItem;
 use self::writer::Note;
+use crate::metrics::audit::{AuditEvent, AuditMetrics, Violations};
 use crate::policy::Policy;
 
 /// How the audit runs.
@@ -66,70 +66,23 @@ impl Default for AuditOptions {
     }
 }
 
-/// What became of one report write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// Created or updated.
-    Written,
-    /// Deleted (its namespace has no objects left).
-    Deleted,
-    /// Refused or failed; retried with backoff.
-    Failed,
-}
-
-impl WriteOutcome {
-    /// The name in metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Written => "written",
-            Self::Deleted => "deleted",
-            Self::Failed => "failed",
-        }
-    }
-}
-
-/// The number of results that are not a pass, by namespace, rule and
-/// outcome (fail, warn, error).
-pub type Violations = BTreeMap<(String, &'static str, &'static str), i64>;
-
-/// Something the audit did, for the process's metrics.
-#[derive(Debug)]
-pub enum AuditEvent<'a> {
-    /// Every object was judged (a full audit), at `at`, taking `took`.
-    Completed {
-        /// When it ended.
-        at: SystemTime,
-        /// How long judging took.
-        took: Duration,
-        /// How many objects were judged.
-        objects: usize,
-    },
-    /// The violations now (replacing the previous ones).
-    Violations(&'a Violations),
-    /// A report write.
-    ReportWrite(WriteOutcome),
-    /// A watch failed and is restarted with backoff.
-    WatchRestart,
-}
-
-/// What the audit needs from the process it runs in.
-pub trait AuditHost: Send + Sync + 'static {
-    /// The policy in force now (replaced whole on reload).
-    fn policy(&self) -> Arc<Policy>;
-    /// Records one thing the audit did.
-    fn record(&self, event: AuditEvent<'_>);
+/// What the audit works with besides the API server.
+#[derive(Debug, Clone)]
+pub struct AuditContext {
+    /// The policy in force; every object is judged again when it changes.
+    pub policy: tokio::sync::watch::Receiver<Arc<Policy>>,
+    /// Where what the audit does is counted.
+    pub metrics: AuditMetrics,
 }
 
 /// How many objects are judged between two yields to the runtime.
 const CHUNK: usize = 64;
-/// How often the policy in force is compared with the one judged under.
-const POLICY_CHECK: Duration = Duration::from_secs(1);
 
 /// Runs the audit until `stop` is cancelled, then returns promptly, having
 /// stopped its writes.
-pub async fn run<H: AuditHost>(
+pub async fn run(
     client: kube::Client,
-    host: Arc<H>,
+    context: AuditContext,
     options: AuditOptions,
     stop: CancellationToken,
 ) {
@@ -145,7 +98,7 @@ pub async fn run<H: AuditHost>(
     let store = Arc::new(Mutex::new(Store::default()));
     let writer = tokio::spawn(writer::run(
         client.clone(),
-        Arc::clone(&host),
+        context.metrics.clone(),
         Arc::clone(&store),
         bucket,
         reports_rx,
@@ -153,7 +106,8 @@ pub async fn run<H: AuditHost>(
     ));
     let watches = watch::all(&client);
     let mut auditor = Auditor {
-        host,
+        policy: context.policy,
+        metrics: context.metrics,
         store,
         judged_under: None,
         reports,
@@ -166,8 +120,10 @@ pub async fn run<H: AuditHost>(
     tracing::info!("audit stopped");
 }
 
-struct Auditor<H> {
-    host: Arc<H>,
+struct Auditor {
+    /// The policy in force.
+    policy: tokio::sync::watch::Receiver<Arc<Policy>>,
+    metrics: AuditMetrics,
     /// Shared with the writer, which builds each report when it writes it.
     store: Arc<Mutex<Store>>,
     /// The policy the results were judged under.
@@ -178,7 +134,7 @@ struct Auditor<H> {
     full_since: Option<Instant>,
 }
 
-impl<H: AuditHost> Auditor<H> {
+impl Auditor {
     async fn watch(
         &mut self,
         watches: impl futures_util::Stream<Item = WatchItem> + Unpin,
@@ -186,8 +142,8 @@ impl<H: AuditHost> Auditor<H> {
         stop: &CancellationToken,
     ) {
         let mut watches = watches;
-        let mut policy_check = tokio::time::interval(POLICY_CHECK);
-        policy_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Once the policy's sender is gone there is no change left to wait for.
+        let mut policy_open = true;
         let mut interval = tokio::time::interval_at(
             tokio::time::Instant::now() + options.interval,
             options.interval,
@@ -207,7 +163,7 @@ impl<H: AuditHost> Auditor<H> {
                     Some(item) => {
                         match &item {
                             WatchItem::Failed { kind, error } => {
-                                self.host.record(AuditEvent::WatchRestart);
+                                self.metrics.record_audit(AuditEvent::WatchRestart);
                                 tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
                             }
                             WatchItem::Absent { kind } => tracing::info!(
@@ -231,9 +187,10 @@ impl<H: AuditHost> Auditor<H> {
                         }
                     }
                 },
-                _ = policy_check.tick() => {
-                    let now = self.host.policy();
-                    if self.judged_under.as_ref().is_some_and(|p| !Arc::ptr_eq(p, &now)) {
+                changed = self.policy.changed(), if policy_open => {
+                    if changed.is_err() {
+                        policy_open = false;
+                    } else if self.judged_under.is_some() {
                         tracing::info!("audit: the policy changed, judging every object again");
                         self.begin_full();
                         settle = Some(tokio::time::Instant::now());
@@ -261,16 +218,21 @@ impl<H: AuditHost> Auditor<H> {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The policy in force now, marked as seen.
+    fn policy_in_force(&mut self) -> Arc<Policy> {
+        Arc::clone(&self.policy.borrow_and_update())
+    }
+
     fn begin_full(&mut self) {
         self.store().judge_all_again();
-        self.judged_under = Some(self.host.policy());
+        self.judged_under = Some(self.policy_in_force());
         self.full_since.get_or_insert_with(Instant::now);
     }
 
     /// Judges every object waiting, then sends the reports that changed;
     /// false when stopped on the way.
     async fn judge_pending(&mut self, stop: &CancellationToken) -> bool {
-        let policy = self.host.policy();
+        let policy = self.policy_in_force();
         if self.judged_under.is_none() {
             self.judged_under = Some(Arc::clone(&policy));
         }
@@ -305,7 +267,7 @@ impl<H: AuditHost> Auditor<H> {
             let took = since.elapsed();
             let objects = self.store().len();
             tracing::info!(objects, judged, ?took, "audit complete");
-            self.host.record(AuditEvent::Completed {
+            self.metrics.record_audit(AuditEvent::Completed {
                 at: SystemTime::now(),
                 took,
                 objects,
@@ -333,6 +295,7 @@ impl<H: AuditHost> Auditor<H> {
             }
         }
         drop(store);
-        self.host.record(AuditEvent::Violations(&violations));
+        self.metrics
+            .record_audit(AuditEvent::Violations(&violations));
     }
 }

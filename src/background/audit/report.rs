@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::audited::KINDS;
 use super::judge::Status;
-use super::store::{Entry, Name};
+use super::store::{Name, StoredObject};
 
 /// The reports' name, policy and source: the webhook's.
 pub const REPORT_NAME: &str = "pipelinerollout-webhook";
@@ -121,7 +121,7 @@ struct SummaryOut {
 fn result_out<'a>(
     namespace: &'a str,
     (kind, name): &'a Name,
-    entry: &'a Entry,
+    entry: &'a StoredObject,
     r: &'a super::judge::RuleResult,
 ) -> ResultOut<'a> {
     let entry_kind = &KINDS[*kind];
@@ -152,7 +152,7 @@ fn size_of(r: &ResultOut<'_>) -> usize {
 }
 
 /// The report of `namespace` with `objects` (judged ones only).
-pub fn build(namespace: &str, objects: &BTreeMap<Name, Entry>) -> Report {
+pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report {
     let mut summary = Summary::default();
     let mut results = Vec::new();
     let mut failing_bytes = 0;
@@ -287,8 +287,8 @@ mod tests {
     use crate::background::audit::judge::RuleResult;
     use crate::policy::rules::Rule;
 
-    fn entry(results: Vec<(Rule, Status)>) -> Entry {
-        Entry {
+    fn entry(results: Vec<(Rule, Status)>) -> StoredObject {
+        StoredObject {
             uid: Some("u".to_owned()),
             json: "{}".into(),
             results: Some(

@@ -13,7 +13,7 @@ pub type Name = (usize, String);
 
 /// One stored object.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct StoredObject {
     /// Its uid, for the report's resource reference.
     pub uid: Option<String>,
     /// The kept parts, as JSON.
@@ -25,7 +25,7 @@ pub struct Entry {
 /// Every object the watches deliver, and what is left to do.
 #[derive(Debug, Default)]
 pub struct Store {
-    namespaces: BTreeMap<String, BTreeMap<Name, Entry>>,
+    namespaces: BTreeMap<String, BTreeMap<Name, StoredObject>>,
     /// Objects to judge.
     unjudged: BTreeSet<(String, Name)>,
     /// Namespaces whose report must be built again.
@@ -70,7 +70,7 @@ impl Store {
                     // The results so far stay until the new ones replace
                     // them, so an unchanged outcome changes no report.
                     let results = objects.remove(&key).and_then(|e| e.results);
-                    objects.insert(key.clone(), Entry { uid, json, results });
+                    objects.insert(key.clone(), StoredObject { uid, json, results });
                     self.unjudged.insert((namespace, key));
                 }
                 false
@@ -176,12 +176,12 @@ impl Store {
     }
 
     /// The objects of `namespace` (none when it has no objects left).
-    pub fn objects(&self, namespace: &str) -> Option<&BTreeMap<Name, Entry>> {
+    pub fn objects(&self, namespace: &str) -> Option<&BTreeMap<Name, StoredObject>> {
         self.namespaces.get(namespace)
     }
 
     /// Every namespace with objects, and its objects.
-    pub fn all(&self) -> impl Iterator<Item = (&String, &BTreeMap<Name, Entry>)> {
+    pub fn all(&self) -> impl Iterator<Item = (&String, &BTreeMap<Name, StoredObject>)> {
         self.namespaces.iter()
     }
 

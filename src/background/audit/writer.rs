@@ -22,7 +22,8 @@ use super::report::{
     self, MANAGED_BY, REPORT_GROUP, REPORT_KIND, REPORT_NAME, REPORT_PLURAL, REPORT_VERSION, Report,
 };
 use super::store::Store;
-use super::{AuditEvent, AuditHost, WriteOutcome};
+use crate::background::backoff::Backoff;
+use crate::metrics::audit::{AuditEvent, AuditMetrics, WriteOutcome};
 
 /// The field manager of the audit's writes.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook-audit";
@@ -48,16 +49,28 @@ pub enum Note {
 }
 
 /// A namespace whose report waits to be written.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Pending {
     failures: u32,
     not_before: Instant,
+    /// The waits after its refused writes.
+    backoff: Backoff,
 }
 
-fn backoff(failures: u32) -> Duration {
-    FIRST_BACKOFF
-        .saturating_mul(1 << failures.saturating_sub(1).min(6))
-        .min(MAX_BACKOFF)
+impl Pending {
+    fn now() -> Self {
+        Self {
+            failures: 0,
+            not_before: Instant::now(),
+            backoff: report_backoff(),
+        }
+    }
+}
+
+/// The waits before retrying a refused write: from [`FIRST_BACKOFF`],
+/// doubled each time, up to [`MAX_BACKOFF`].
+fn report_backoff() -> Backoff {
+    Backoff::new(FIRST_BACKOFF, MAX_BACKOFF)
 }
 
 fn api_resource() -> ApiResource {
@@ -68,9 +81,9 @@ fn api_resource() -> ApiResource {
 }
 
 /// What the writer knows of the reports stored.
-struct Writer<H> {
+struct Writer {
     client: kube::Client,
-    host: Arc<H>,
+    metrics: AuditMetrics,
     store: Arc<Mutex<Store>>,
     bucket: Bucket,
     /// The content hash of each namespace's stored report.
@@ -85,9 +98,9 @@ struct Writer<H> {
 }
 
 /// Writes what `reports` brings until `stop`.
-pub async fn run<H: AuditHost>(
+pub async fn run(
     client: kube::Client,
-    host: Arc<H>,
+    metrics: AuditMetrics,
     store: Arc<Mutex<Store>>,
     bucket: Bucket,
     mut notes: mpsc::UnboundedReceiver<Note>,
@@ -95,7 +108,7 @@ pub async fn run<H: AuditHost>(
 ) {
     let mut writer = Writer {
         client,
-        host,
+        metrics,
         store,
         bucket,
         stored: HashMap::new(),
@@ -144,7 +157,7 @@ pub async fn run<H: AuditHost>(
     }
 }
 
-impl<H: AuditHost> Writer<H> {
+impl Writer {
     fn api_all(&self) -> Api<DynamicObject> {
         Api::all_with(self.client.clone(), &api_resource())
     }
@@ -222,10 +235,7 @@ impl<H: AuditHost> Writer<H> {
 
     /// Takes in a namespace whose report may have changed.
     fn want(&mut self, namespace: String) {
-        self.pending.entry(namespace).or_insert(Pending {
-            failures: 0,
-            not_before: Instant::now(),
-        });
+        self.pending.entry(namespace).or_insert_with(Pending::now);
     }
 
     /// The report of `namespace` as the store has it now.
@@ -262,7 +272,7 @@ impl<H: AuditHost> Writer<H> {
             .map(|(ns, _)| ns.clone())
             .collect();
         for namespace in due {
-            let Some(pending) = self.pending.remove(&namespace) else {
+            let Some(mut pending) = self.pending.remove(&namespace) else {
                 continue;
             };
             let report = self.build(&namespace);
@@ -278,7 +288,7 @@ impl<H: AuditHost> Writer<H> {
             }
             match self.write(&report).await {
                 Ok(outcome) => {
-                    self.host.record(AuditEvent::ReportWrite(outcome));
+                    self.metrics.record_audit(AuditEvent::ReportWrite(outcome));
                     match outcome {
                         WriteOutcome::Deleted => {
                             self.stored.remove(&namespace);
@@ -289,10 +299,10 @@ impl<H: AuditHost> Writer<H> {
                     }
                 }
                 Err(e) => {
-                    self.host
-                        .record(AuditEvent::ReportWrite(WriteOutcome::Failed));
+                    self.metrics
+                        .record_audit(AuditEvent::ReportWrite(WriteOutcome::Failed));
                     let failures = pending.failures + 1;
-                    let wait = backoff(failures);
+                    let wait = pending.backoff.next_wait();
                     tracing::warn!(%namespace, error = %e, attempt = failures, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
                     if let kube::Error::Api(status) = &e
                         && status.code == 404
@@ -307,6 +317,7 @@ impl<H: AuditHost> Writer<H> {
                         Pending {
                             failures,
                             not_before: Instant::now() + wait,
+                            backoff: pending.backoff,
                         },
                     );
                 }
@@ -338,9 +349,11 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_a_minute() {
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(2), Duration::from_secs(2));
-        assert_eq!(backoff(4), Duration::from_secs(8));
-        assert_eq!(backoff(30), MAX_BACKOFF);
+        let mut backoff = report_backoff();
+        let waits: Vec<Duration> = (1..=30).map(|_| backoff.next_wait()).collect();
+        assert_eq!(waits[0], Duration::from_secs(1));
+        assert_eq!(waits[1], Duration::from_secs(2));
+        assert_eq!(waits[3], Duration::from_secs(8));
+        assert_eq!(waits[29], MAX_BACKOFF);
     }
 }

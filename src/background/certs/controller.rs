@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -23,11 +22,12 @@ use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::CertOptions;
 use super::bundle::{self, ConfigurationType, Configurations};
 use super::material::{self, Stored};
 use super::plan::{self, Change, Reason};
-use super::retry::Backoff;
-use super::{CertEvent, CertHost, CertOptions};
+use crate::background::backoff::Backoff;
+use crate::metrics::certificates::{CertEvent, CertMetrics};
 
 /// Why one pass failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -68,9 +68,9 @@ impl PassError {
 /// Secret write carries the resourceVersion it read (a late one loses to
 /// any newer write), and a late caBundle patch is a change the next
 /// leader's watch sees and puts right.
-pub async fn run<H: CertHost>(
+pub async fn run(
     client: kube::Client,
-    host: Arc<H>,
+    metrics: CertMetrics,
     options: CertOptions,
     stop: CancellationToken,
 ) {
@@ -87,19 +87,19 @@ pub async fn run<H: CertHost>(
             secrets.clone(),
             options.secret.clone(),
             tx.clone(),
-            Arc::clone(&host),
+            metrics.clone(),
         )),
         tokio::spawn(watch(
             Api::<ValidatingWebhookConfiguration>::all(client.clone()),
             options.validating.clone(),
             tx.clone(),
-            Arc::clone(&host),
+            metrics.clone(),
         )),
         tokio::spawn(watch(
             Api::<MutatingWebhookConfiguration>::all(client),
             options.mutating.clone(),
             tx,
-            Arc::clone(&host),
+            metrics.clone(),
         )),
     ];
     tracing::info!(
@@ -113,7 +113,7 @@ pub async fn run<H: CertHost>(
     loop {
         let pass = tokio::select! {
             () = stop.cancelled() => break,
-            pass = pass(&secrets, &configurations, &options, host.as_ref()) => pass,
+            pass = pass(&secrets, &configurations, &options, &metrics) => pass,
         };
         let wait = match pass {
             Ok(wait) => {
@@ -122,7 +122,7 @@ pub async fn run<H: CertHost>(
             }
             Err(e) => {
                 let wait = backoff.next_wait();
-                host.record(CertEvent::Error(e.label()));
+                metrics.record_cert(CertEvent::Error(e.label()));
                 tracing::warn!(error = %e, retry_in = ?wait, "certificate controller: retrying");
                 wait
             }
@@ -144,10 +144,9 @@ pub async fn run<H: CertHost>(
 
 /// Sends a tick on every change of the object `name` (watched through a
 /// `metadata.name` field selector, which RBAC's resourceNames allow).
-async fn watch<K, H>(api: Api<K>, name: String, tx: mpsc::Sender<()>, host: Arc<H>)
+async fn watch<K>(api: Api<K>, name: String, tx: mpsc::Sender<()>, metrics: CertMetrics)
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    H: CertHost,
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher::watcher(api, config).default_backoff();
@@ -159,7 +158,7 @@ where
                 let _ = tx.try_send(());
             }
             Err(e) => {
-                host.record(CertEvent::Error("watch"));
+                metrics.record_cert(CertEvent::Error("watch"));
                 tracing::warn!(%name, error = %e, "watch failed; restarting with backoff");
             }
         }
@@ -184,11 +183,11 @@ fn stored(secret: &Secret) -> Stored {
 }
 
 /// One pass: read, plan, write what changed; the wait until the next.
-async fn pass<H: CertHost>(
+async fn pass(
     secrets: &Api<Secret>,
     configurations: &Configurations,
     options: &CertOptions,
-    host: &H,
+    metrics: &CertMetrics,
 ) -> Result<Duration, PassError> {
     let secret_name = format!("{}/{}", options.secret_namespace, options.secret);
     let secret_err = |source| PassError::Secret {
@@ -231,7 +230,7 @@ async fn pass<H: CertHost>(
                 .map_err(secret_err)?,
         };
         for change in &plan.changes {
-            report(change, host, &secret_name, &plan.material);
+            report(change, metrics, &secret_name, &plan.material);
         }
     }
     let ca_bundle = plan.material.bundle();
@@ -244,7 +243,7 @@ async fn pass<H: CertHost>(
                     name: configurations.name(kind).to_owned(),
                     source,
                 })?;
-            host.record(CertEvent::BundleUpdated(kind.label()));
+            metrics.record_cert(CertEvent::BundleUpdated(kind.label()));
             tracing::info!(
                 configuration = %configurations.name(kind),
                 webhooks = configuration.ours.len(),
@@ -303,12 +302,12 @@ fn to_secret(
     }
 }
 
-fn report<H: CertHost>(change: &Change, host: &H, secret: &str, now: &material::Material) {
+fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &material::Material) {
     let ca_not_after = material::not_after(&now.ca.cert_pem).map(|t| t.to_string());
     let serving_not_after = material::not_after(&now.serving.cert_pem).map(|t| t.to_string());
     match change {
         Change::CaIssued(reason) => {
-            host.record(CertEvent::Issued {
+            metrics.record_cert(CertEvent::Issued {
                 kind: "ca",
                 reason: reason.label(),
             });
@@ -323,7 +322,7 @@ fn report<H: CertHost>(change: &Change, host: &H, secret: &str, now: &material::
             }
         }
         Change::ServingIssued(reason) => {
-            host.record(CertEvent::Issued {
+            metrics.record_cert(CertEvent::Issued {
                 kind: "serving",
                 reason: reason.label(),
             });
@@ -338,15 +337,15 @@ fn report<H: CertHost>(change: &Change, host: &H, secret: &str, now: &material::
             }
         }
         Change::RotationStarted => {
-            host.record(CertEvent::Rotation("started"));
+            metrics.record_cert(CertEvent::Rotation("started"));
             tracing::info!(%secret, "CA rotation: a new CA joins the caBundle beside the current one");
         }
         Change::RotationSwitched => {
-            host.record(CertEvent::Rotation("switched"));
+            metrics.record_cert(CertEvent::Rotation("switched"));
             tracing::info!(%secret, "CA rotation: the serving certificate is now signed by the new CA");
         }
         Change::RotationCompleted => {
-            host.record(CertEvent::Rotation("completed"));
+            metrics.record_cert(CertEvent::Rotation("completed"));
             tracing::info!(%secret, "CA rotation: the previous CA left the caBundle");
         }
         Change::Dropped(why) => {

@@ -12,6 +12,8 @@
 //!   this replica serves is trusted by the caBundle of every webhook that
 //!   calls the Service, which `/readyz` waits for.
 //!
+//! Both count what they do in [`crate::metrics::certificates`].
+//!
 //! Every replica serves the Secret's files as the kubelet updates them
 //! (the server's hot reload); nothing here touches files.
 
@@ -20,7 +22,6 @@ pub mod controller;
 pub mod material;
 pub mod plan;
 pub mod readiness;
-pub mod retry;
 pub mod trust;
 
 use std::time::Duration;
@@ -81,35 +82,6 @@ impl CertOptions {
             propagation: self.propagation,
         }
     }
-}
-
-/// One thing the certificate work did, for the process's metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CertEvent {
-    /// A certificate was issued: `ca` or `serving`, and why (the label of
-    /// [`plan::Reason`]).
-    Issued {
-        /// ca or serving.
-        kind: &'static str,
-        /// initial, rotation, names, invalid or ca-switch.
-        reason: &'static str,
-    },
-    /// A CA rotation step: started, switched or completed.
-    Rotation(&'static str),
-    /// A caBundle was written into a configuration (validating, mutating).
-    BundleUpdated(&'static str),
-    /// Something failed and is retried: secret, bundle or watch.
-    Error(&'static str),
-}
-
-/// What the certificate work needs from the process it runs in.
-pub trait CertHost: Send + Sync + 'static {
-    /// Counts one thing it did.
-    fn record(&self, event: CertEvent);
-    /// The certificate chain served now (DER, leaf first; empty when none).
-    fn served_chain(&self) -> Vec<Vec<u8>>;
-    /// Whether the served certificate is trusted by the caBundle.
-    fn set_trusted(&self, trusted: bool);
 }
 
 #[cfg(test)]

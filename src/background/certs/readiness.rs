@@ -11,11 +11,39 @@ use rustls_pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 
 use super::bundle::{Configuration, Configurations};
-use super::retry::Backoff;
-use super::{CertHost, CertOptions, trust};
+use super::{CertOptions, trust};
+use crate::background::backoff::Backoff;
 
 /// How often the configurations are read.
 pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// What the trust check needs from the replica it runs in: the chain it
+/// serves, and where its verdict goes (readiness and the metrics).
+pub trait ServedCertificate: Send + Sync + 'static {
+    /// The certificate chain served now (DER, leaf first; empty when none).
+    fn served_chain(&self) -> Vec<Vec<u8>>;
+    /// Whether the served certificate is trusted by the caBundle.
+    fn set_trusted(&self, trusted: bool);
+}
+
+/// Why the served certificate is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Untrusted {
+    /// No webhook in either configuration calls the Service.
+    #[error("no webhook in the webhook configurations calls the Service of {name}")]
+    NoWebhook {
+        /// The name the certificate is checked for.
+        name: String,
+    },
+    /// A webhook's caBundle does not trust the served chain.
+    #[error("webhook {webhook}: {why}")]
+    Webhook {
+        /// The webhook's name.
+        webhook: String,
+        /// What the trust check said.
+        why: String,
+    },
+}
 
 /// `Ok` when every webhook in `configurations` that calls the Service
 /// trusts `chain` for `name` at `now` (Unix seconds); otherwise why not.
@@ -24,28 +52,30 @@ pub fn judge(
     chain: &[Vec<u8>],
     name: &str,
     now: u64,
-) -> Result<(), String> {
+) -> Result<(), Untrusted> {
     let chain: Vec<CertificateDer<'_>> = chain
         .iter()
         .map(|c| CertificateDer::from(c.as_slice()))
         .collect();
     let mut ours = configurations.iter().flat_map(|c| &c.ours).peekable();
     if ours.peek().is_none() {
-        return Err(format!(
-            "no webhook in the webhook configurations calls the Service of {name}"
-        ));
+        return Err(Untrusted::NoWebhook {
+            name: name.to_owned(),
+        });
     }
     for webhook in ours {
-        trust::verify(&webhook.ca_bundle, &chain, name, now)
-            .map_err(|e| format!("webhook {}: {e}", webhook.name))?;
+        trust::verify(&webhook.ca_bundle, &chain, name, now).map_err(|e| Untrusted::Webhook {
+            webhook: webhook.name.clone(),
+            why: e.to_string(),
+        })?;
     }
     Ok(())
 }
 
-/// Reports trust to `host` until `stop` is cancelled.
-pub async fn run<H: CertHost>(
+/// Reports trust to `served` until `stop` is cancelled.
+pub async fn run<S: ServedCertificate>(
     client: kube::Client,
-    host: Arc<H>,
+    served: Arc<S>,
     options: CertOptions,
     stop: CancellationToken,
 ) {
@@ -57,15 +87,15 @@ pub async fn run<H: CertHost>(
     );
     let name = options.server_name();
     let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
-    let mut last: Option<Result<(), String>> = None;
+    let mut last: Option<Result<(), Untrusted>> = None;
     loop {
         let wait = match configurations.read_both().await {
             Ok(both) => {
                 backoff.reset();
                 let now =
                     u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp()).unwrap_or(0);
-                let verdict = judge(&both, &host.served_chain(), &name, now);
-                host.set_trusted(verdict.is_ok());
+                let verdict = judge(&both, &served.served_chain(), &name, now);
+                served.set_trusted(verdict.is_ok());
                 if last.as_ref() != Some(&verdict) {
                     match &verdict {
                         Ok(()) => {

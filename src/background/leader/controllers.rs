@@ -18,10 +18,13 @@ pub type ControllerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 type Start = Box<dyn Fn(CancellationToken) -> ControllerFuture + Send + Sync>;
 
-/// A background controller: a name for the logs, and how to start it. It
-/// may be started and stopped many times (each time this replica leads).
+/// A background controller: a name for the logs, whether it needs the
+/// Lease, and how to start it. One that needs the Lease may be started and
+/// stopped many times (each time this replica leads); one that does not
+/// runs in every replica from start to shutdown.
 pub struct Controller {
     name: &'static str,
+    needs_lease: bool,
     start: Start,
 }
 
@@ -29,14 +32,15 @@ impl std::fmt::Debug for Controller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Controller")
             .field("name", &self.name)
+            .field("needs_lease", &self.needs_lease)
             .finish_non_exhaustive()
     }
 }
 
 impl Controller {
-    /// A controller named `name` that `start` runs: given a token, it
-    /// returns a future that stops all its writes and returns soon after
-    /// the token is cancelled.
+    /// A controller named `name` that `start` runs in the replica that
+    /// holds the Lease: given a token, it returns a future that stops all
+    /// its writes and returns soon after the token is cancelled.
     pub fn new<F>(
         name: &'static str,
         start: impl Fn(CancellationToken) -> F + Send + Sync + 'static,
@@ -46,7 +50,23 @@ impl Controller {
     {
         Self {
             name,
+            needs_lease: true,
             start: Box::new(move |stop| Box::pin(start(stop))),
+        }
+    }
+
+    /// A controller named `name` that `start` runs in every replica,
+    /// whoever holds the Lease (it writes nothing shared).
+    pub fn in_every_replica<F>(
+        name: &'static str,
+        start: impl Fn(CancellationToken) -> F + Send + Sync + 'static,
+    ) -> Self
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        Self {
+            needs_lease: false,
+            ..Self::new(name, start)
         }
     }
 
@@ -54,17 +74,22 @@ impl Controller {
     pub fn name(&self) -> &'static str {
         self.name
     }
+
+    /// Whether it runs only in the replica that holds the Lease.
+    pub fn needs_lease(&self) -> bool {
+        self.needs_lease
+    }
 }
 
-/// Controllers that run now.
+/// Controllers started together, running until stopped.
 #[derive(Debug)]
-pub struct Running {
+pub struct Started {
     stop: CancellationToken,
     tasks: JoinSet<&'static str>,
 }
 
 /// Starts every controller with one token.
-pub fn start(controllers: &[Controller]) -> Running {
+pub fn start(controllers: &[Controller]) -> Started {
     let stop = CancellationToken::new();
     let mut tasks = JoinSet::new();
     for controller in controllers {
@@ -75,10 +100,10 @@ pub fn start(controllers: &[Controller]) -> Running {
             name
         });
     }
-    Running { stop, tasks }
+    Started { stop, tasks }
 }
 
-impl Running {
+impl Started {
     /// Cancels the token and waits for every controller to return; those
     /// still running after [`STOP_TIMEOUT`] are aborted (their futures
     /// dropped, so they write nothing more). Returns how many were

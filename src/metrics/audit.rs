@@ -1,5 +1,8 @@
-//! The metrics of the audit of stored rollouts (`background::audit`),
-//! registered by [`Metrics`](super::metrics::Metrics).
+//! The metrics of the audit of stored rollouts (`background::audit`), and
+//! what the audit reports into them ([`AuditEvent`]).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,10 +10,56 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::metrics::ResultLabels;
+use super::labels::{ResultLabels, results_at_zero};
 
 /// The results that are not a pass.
 const RESULTS: [&str; 3] = ["fail", "warn", "error"];
+
+/// What became of one report write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Created or updated.
+    Written,
+    /// Deleted (its namespace has no objects left).
+    Deleted,
+    /// Refused or failed; retried with backoff.
+    Failed,
+}
+
+impl WriteOutcome {
+    /// The name in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Written => "written",
+            Self::Deleted => "deleted",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The number of results that are not a pass, by namespace, rule and
+/// outcome (fail, warn, error).
+pub type Violations = BTreeMap<(String, &'static str, &'static str), i64>;
+
+/// Something the audit did.
+#[derive(Debug)]
+pub enum AuditEvent<'a> {
+    /// Every object was judged (a full audit), at `at`, taking `took`.
+    Completed {
+        /// When it ended.
+        at: SystemTime,
+        /// How long judging took.
+        took: Duration,
+        /// How many objects were judged.
+        objects: usize,
+    },
+    /// The violations now (replacing the previous ones).
+    Violations(&'a Violations),
+    /// A report write.
+    ReportWrite(WriteOutcome),
+    /// A watch failed and is restarted with backoff.
+    WatchRestart,
+}
 
 /// Labels of the audit's violations gauge.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -47,7 +96,9 @@ pub struct AuditMetrics {
 }
 
 impl AuditMetrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    /// Creates the block, its known series at zero, and registers it in
+    /// `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             violations: Family::default(),
             results: Family::default(),
@@ -101,7 +152,45 @@ impl AuditMetrics {
             "Times the audit's watch failed and was restarted with backoff",
             metrics.watch_restarts.clone(),
         );
+        results_at_zero(&metrics.report_writes, &["written", "deleted", "failed"]);
         metrics
+    }
+
+    /// Records one thing the audit did.
+    pub fn record_audit(&self, event: AuditEvent<'_>) {
+        match event {
+            AuditEvent::Completed { at, took, objects } => {
+                let seconds = at
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                self.last_audit.set(seconds);
+                self.last_audit_duration.set(took.as_secs_f64());
+                self.audited_objects
+                    .set(i64::try_from(objects).unwrap_or(i64::MAX));
+            }
+            AuditEvent::Violations(counts) => {
+                self.set_violations(counts.iter().map(|((namespace, rule, result), n)| {
+                    (
+                        ViolationLabels {
+                            rollout_namespace: namespace.clone(),
+                            rule: (*rule).to_owned(),
+                            result: (*result).to_owned(),
+                        },
+                        *n,
+                    )
+                }));
+            }
+            AuditEvent::ReportWrite(outcome) => {
+                self.report_writes
+                    .get_or_create(&ResultLabels {
+                        result: outcome.as_str(),
+                    })
+                    .inc();
+            }
+            AuditEvent::WatchRestart => {
+                self.watch_restarts.inc();
+            }
+        }
     }
 
     /// Puts `counts` in force, removing the label sets no longer there.

@@ -1,5 +1,5 @@
 //! The metrics of the body budget and the request limit
-//! (`server::budget`), registered by [`Metrics`](super::metrics::Metrics).
+//! (`server::budget`).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -8,7 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::metrics::duration_histogram;
+use super::labels::duration_histogram;
 
 /// Labels of a wait for body budget.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,7 +42,9 @@ pub struct BudgetMetrics {
 }
 
 impl BudgetMetrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    /// Creates the block, its refusal reasons and lanes at zero, and
+    /// registers it in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             capacity: Gauge::default(),
             reserved: Gauge::default(),
@@ -78,6 +80,25 @@ impl BudgetMetrics {
             "Requests answered 503 by the limits, by reason (requests_in_flight, body_budget)",
             metrics.refusals.clone(),
         );
+        for reason in ["requests_in_flight", "body_budget"] {
+            metrics
+                .refusals
+                .get_or_create(&ReasonLabels { reason })
+                .inc_by(0);
+        }
+        for lane in ["small", "large"] {
+            metrics.waits.get_or_create(&LaneLabels { lane }).inc_by(0);
+        }
         metrics
+    }
+
+    /// Counts one request that waits for body budget in `lane`.
+    pub fn record_wait(&self, lane: &'static str) {
+        self.waits.get_or_create(&LaneLabels { lane }).inc();
+    }
+
+    /// Counts one request answered 503 for `reason`.
+    pub fn record_refusal(&self, reason: &'static str) {
+        self.refusals.get_or_create(&ReasonLabels { reason }).inc();
     }
 }

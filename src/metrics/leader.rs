@@ -1,11 +1,34 @@
-//! The metrics of leader election (`background::leader`), registered by
-//! [`Metrics`](super::metrics::Metrics).
+//! The metrics of leader election (`background::leader`), and the
+//! changes of who leads it counts ([`Transition`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+/// A change of who runs the controllers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// This replica took the Lease and started the controllers.
+    Acquired,
+    /// This replica stopped them: the Lease went to another replica, or it
+    /// could not renew within the renew deadline.
+    Lost,
+    /// This replica stopped them on shutdown and released the Lease.
+    Released,
+}
+
+impl Transition {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transition::Acquired => "acquired",
+            Transition::Lost => "lost",
+            Transition::Released => "released",
+        }
+    }
+}
 
 /// Labels of a change of who runs the background controllers.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -26,7 +49,8 @@ pub struct LeaderMetrics {
 }
 
 impl LeaderMetrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    /// Creates the block and registers it in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             leader: Gauge::default(),
             transitions: Family::default(),
@@ -48,5 +72,25 @@ impl LeaderMetrics {
             metrics.lease_errors.clone(),
         );
         metrics
+    }
+
+    /// Whether this replica runs the controllers now.
+    pub fn set_leading(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts one change of who runs the controllers.
+    pub fn record_transition(&self, transition: Transition) {
+        self.transitions
+            .get_or_create(&TransitionLabels {
+                transition: transition.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts one failed call about the Lease (read, create, renew,
+    /// release).
+    pub fn record_lease_error(&self) {
+        self.lease_errors.inc();
     }
 }

@@ -1,12 +1,31 @@
 //! The metrics of the certificates the webhook manages (`serve
-//! --manage-certs`, `background::certs`), registered by
-//! [`Metrics`](super::metrics::Metrics).
+//! --manage-certs`, `background::certs`), and what that work reports into
+//! them ([`CertEvent`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+/// One thing the certificate work did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertEvent {
+    /// A certificate was issued: `ca` or `serving`, and why (the label of
+    /// the plan's reason).
+    Issued {
+        /// ca or serving.
+        kind: &'static str,
+        /// initial, rotation, names, invalid or ca-switch.
+        reason: &'static str,
+    },
+    /// A CA rotation step: started, switched or completed.
+    Rotation(&'static str),
+    /// A caBundle was written into a configuration (validating, mutating).
+    BundleUpdated(&'static str),
+    /// Something failed and is retried: secret, bundle, watch or issue.
+    Error(&'static str),
+}
 
 /// Labels of an issued certificate.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,7 +73,9 @@ pub struct CertMetrics {
 }
 
 impl CertMetrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    /// Creates the block, its known series at zero (zero without
+    /// `--manage-certs`), and registers it in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             issued: Family::default(),
             ca_rotations: Family::default(),
@@ -87,6 +108,61 @@ impl CertMetrics {
             "1 when the webhook configurations' caBundle trusts the certificate this replica serves (--manage-certs; /readyz waits for it)",
             metrics.trusted.clone(),
         );
+        for kind in ["ca", "serving"] {
+            for reason in ["initial", "rotation", "names", "invalid", "ca-switch"] {
+                metrics
+                    .issued
+                    .get_or_create(&IssueLabels { kind, reason })
+                    .inc_by(0);
+            }
+        }
+        for step in ["started", "switched", "completed"] {
+            metrics
+                .ca_rotations
+                .get_or_create(&StepLabels { step })
+                .inc_by(0);
+        }
+        for configuration in ["validating", "mutating"] {
+            metrics
+                .bundle_updates
+                .get_or_create(&ConfigurationLabels { configuration })
+                .inc_by(0);
+        }
+        for operation in ["secret", "bundle", "watch", "issue"] {
+            metrics
+                .errors
+                .get_or_create(&OperationLabels { operation })
+                .inc_by(0);
+        }
         metrics
+    }
+
+    /// Counts one thing the certificate work did.
+    pub fn record_cert(&self, event: CertEvent) {
+        match event {
+            CertEvent::Issued { kind, reason } => {
+                self.issued
+                    .get_or_create(&IssueLabels { kind, reason })
+                    .inc();
+            }
+            CertEvent::Rotation(step) => {
+                self.ca_rotations.get_or_create(&StepLabels { step }).inc();
+            }
+            CertEvent::BundleUpdated(configuration) => {
+                self.bundle_updates
+                    .get_or_create(&ConfigurationLabels { configuration })
+                    .inc();
+            }
+            CertEvent::Error(operation) => {
+                self.errors
+                    .get_or_create(&OperationLabels { operation })
+                    .inc();
+            }
+        }
+    }
+
+    /// Whether the caBundle trusts the served certificate.
+    pub fn set_trusted(&self, trusted: bool) {
+        self.trusted.set(i64::from(trusted));
     }
 }

@@ -1,0 +1,394 @@
+//! The composition root of `serve`: everything the process is made of is
+//! built here, once, and handed to those who use it. The kube client (one,
+//! from one read of the kubeconfig), the authorizer, the Event queue and
+//! the shared state with the policy as a `watch` channel ([`App::build`]);
+//! the background controllers, each saying whether it needs the Lease
+//! ([`App::controllers`]); then the server listens on what was built and
+//! the controllers run beside it until shutdown ([`App::run`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::apiserver::{self, KubeClientError};
+use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
+use crate::background::audit::{self, AuditContext, AuditOptions};
+use crate::background::certs::readiness::{self, ServedCertificate};
+use crate::background::certs::{CertOptions, controller as cert_controller};
+use crate::background::leader::{self, Controller, LeaseOptions};
+use crate::background::sweeper::{self, SweeperContext};
+use crate::events::{EventQueue, KubeEvents};
+use crate::metrics::Metrics;
+use crate::policy::{Policy, PolicyError};
+use crate::server::budget::{Budget, BudgetError};
+use crate::server::{self, ListenError, Running, ServeOptions, Shared};
+
+/// Why `serve` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The policy is invalid or unreadable.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The body budget or request limit cannot be used.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// The policy asks RBAC but no API server can be reached.
+    #[error("forceReapply.rbac is set but {0}")]
+    Rbac(KubeClientError),
+    /// `--manage-certs` but no API server can be reached.
+    #[error("--manage-certs needs the API server, but {0}")]
+    ManagedCertificate(KubeClientError),
+    /// The server could not listen.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+}
+
+/// The background work `serve` is asked for.
+#[derive(Debug, Clone, Default)]
+pub struct BackgroundOptions {
+    /// The Lease to elect a leader with; `None`: every replica runs the
+    /// controllers.
+    pub lease: Option<LeaseOptions>,
+    /// The certificates `--manage-certs` keeps; `None`: not managed.
+    pub certificates: Option<CertOptions>,
+    /// Whether this process runs the certificate controller (else only
+    /// the readiness check), when the certificates are managed.
+    pub cert_controller: bool,
+    /// The audit of stored rollouts; `None`: off.
+    pub audit: Option<AuditOptions>,
+    /// The stale-force sweeper's grace; `None`: no sweeper.
+    pub stale_force_grace: Option<Duration>,
+}
+
+/// The API server, as read once from the kubeconfig or the in-cluster
+/// account.
+#[derive(Clone)]
+struct ApiServer {
+    /// Its configuration (the Lease client is built from it with timeouts
+    /// of its own).
+    config: kube::Config,
+    /// The client everyone else shares.
+    client: kube::Client,
+}
+
+/// What `serve` is made of, built and not yet running.
+pub struct App {
+    /// The state every request and every controller shares.
+    pub shared: Arc<Shared>,
+    api: Option<ApiServer>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("connected", &self.api.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads the kubeconfig once and builds the one client from it.
+async fn connect(options: &ServeOptions) -> Result<ApiServer, KubeClientError> {
+    let config = apiserver::config(options.kubeconfig.as_deref()).await?;
+    let client = kube::Client::try_from(config.clone()).map_err(KubeClientError::Build)?;
+    Ok(ApiServer { config, client })
+}
+
+impl App {
+    /// Loads the policy, reaches the API server when one can be found, and
+    /// builds the shared state counting in `metrics` (the binary's hold the
+    /// log sink's dropped-lines counter).
+    pub async fn build(options: &ServeOptions, metrics: Metrics) -> Result<Self, StartError> {
+        let budget = Budget::new(
+            options.max_inflight_body_bytes,
+            options.max_inflight_requests,
+        )?;
+        let policy = Policy::from_file_or_built_in(options.policy_file.as_deref())?;
+        // RBAC needs an API server when the policy asks for it; otherwise
+        // one is used if found, so a reloaded policy can turn RBAC on.
+        let (api, authorizer) = match connect(options).await {
+            Ok(api) => {
+                let authorizer = Authorizer::Rbac(RbacAuthorizer::new(api.client.clone()));
+                (Some(api), authorizer)
+            }
+            Err(why) if policy.force_reapply.rbac.is_some() => return Err(StartError::Rbac(why)),
+            Err(why) if options.managed_certificate => {
+                return Err(StartError::ManagedCertificate(why));
+            }
+            Err(why) => {
+                tracing::info!(%why, "no API server: RBAC checks, Events and the background controllers are off");
+                (
+                    None,
+                    Authorizer::StaticLists(StaticLists::new(why.to_string())),
+                )
+            }
+        };
+        let mut shared = Shared::with_metrics(policy, authorizer, metrics);
+        shared.set_budget(budget);
+        if let Some(api) = &api {
+            shared.events = EventQueue::start(
+                KubeEvents::new(api.client.clone()),
+                shared.metrics.events.clone(),
+            )
+            .skipping(&options.unguarded_namespaces);
+            tracing::info!("Events on PipelineRollouts are on");
+            // Opens the client's connection now, so the first
+            // SubjectAccessReview does not pay for it (46.5 ms in one
+            // end-to-end run, where the first call opened it), and says
+            // what we reach.
+            let client = api.client.clone();
+            tokio::spawn(async move {
+                match client.apiserver_version().await {
+                    Ok(v) => tracing::info!(version = %v.git_version, "API server reachable"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "API server not reachable yet; RBAC checks and Events will retry")
+                    }
+                }
+            });
+        }
+        Ok(Self {
+            shared: Arc::new(shared),
+            api,
+        })
+    }
+
+    /// The background controllers `background` asks for, on the API
+    /// server this app reaches (none without one).
+    pub fn controllers(&self, background: &BackgroundOptions) -> Vec<Controller> {
+        let mut controllers = Vec::new();
+        let client = self.api.as_ref().map(|api| api.client.clone());
+        if let (Some(options), Some(client)) = (&background.certificates, &client) {
+            // Every replica checks that the caBundle trusts what it serves
+            // (for /readyz); the leader issues and rotates.
+            let (served, options, client) = (
+                Arc::new(Served(Arc::clone(&self.shared))),
+                options.clone(),
+                client.clone(),
+            );
+            controllers.push(Controller::in_every_replica(
+                "certificate readiness",
+                move |stop| {
+                    readiness::run(client.clone(), Arc::clone(&served), options.clone(), stop)
+                },
+            ));
+        }
+        if let (Some(options), Some(client), true) = (
+            &background.certificates,
+            &client,
+            background.cert_controller,
+        ) {
+            let (metrics, options, client) = (
+                self.shared.metrics.certificates.clone(),
+                options.clone(),
+                client.clone(),
+            );
+            controllers.push(Controller::new("certificate controller", move |stop| {
+                cert_controller::run(client.clone(), metrics.clone(), options.clone(), stop)
+            }));
+        }
+        match (&client, &background.audit) {
+            (Some(client), Some(options)) => {
+                let context = AuditContext {
+                    policy: self.shared.policy_updates(),
+                    metrics: self.shared.metrics.audit.clone(),
+                };
+                let (client, options) = (client.clone(), options.clone());
+                controllers.push(Controller::new("audit", move |stop| {
+                    audit::run(client.clone(), context.clone(), options.clone(), stop)
+                }));
+            }
+            (None, Some(_)) => tracing::info!("no API server: the audit of stored rollouts is off"),
+            (_, None) => tracing::info!("--audit=false: stored rollouts are not audited"),
+        }
+        match (&client, background.stale_force_grace) {
+            (Some(client), Some(grace)) => {
+                let context = SweeperContext {
+                    policy: self.shared.policy_updates(),
+                    events: self.shared.events.clone(),
+                    metrics: self.shared.metrics.sweeper.clone(),
+                };
+                let client = client.clone();
+                controllers.push(Controller::new("stale-force sweeper", move |stop| {
+                    sweeper::run(client.clone(), context.clone(), grace, stop)
+                }));
+            }
+            (None, Some(_)) => tracing::warn!(
+                "--reset-stale-force is set but no API server can be reached: the sweeper is off"
+            ),
+            (_, None) => {}
+        }
+        controllers
+    }
+
+    /// Listens with `options`, runs the controllers `background` asks for
+    /// beside the server until `shutdown` completes, then stops: the
+    /// leader hands over at once, while the server drains.
+    pub async fn run(
+        self,
+        options: ServeOptions,
+        background: BackgroundOptions,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), StartError> {
+        let (elected, everywhere): (Vec<_>, Vec<_>) = self
+            .controllers(&background)
+            .into_iter()
+            .partition(Controller::needs_lease);
+        let policy = options
+            .policy_file
+            .as_ref()
+            .map_or_else(|| "built-in".to_owned(), |p| p.display().to_string());
+        let mtls = options.tls.client_ca.is_some();
+        let running = server::listen(options, Arc::clone(&self.shared)).await?;
+        tracing::info!(
+            listen = %running.addr,
+            admin = ?running.admin_addr,
+            %policy,
+            mode = %self.shared.policy().mode,
+            mtls,
+            "serving /validate and /mutate over HTTPS"
+        );
+        let in_every_replica = leader::controllers::start(&everywhere);
+        let stop_background = CancellationToken::new();
+        let background = tokio::spawn(run_background(
+            elected,
+            background.lease,
+            self.api.clone(),
+            self.shared.metrics.leader.clone(),
+            stop_background.clone(),
+        ));
+        shutdown.await;
+        in_every_replica.stop().await;
+        running.shutdown();
+        stop_background.cancel();
+        let (_, _) = tokio::join!(running.wait(), background);
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// Builds the app with its own metrics and starts the server alone, with
+/// no background controllers (for tests and embedders).
+pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
+    let app = App::build(&options, Metrics::new()).await?;
+    Ok(server::listen(options, app.shared).await?)
+}
+
+/// Runs `controllers` until `stop`: under the Lease with `lease`, else at
+/// once.
+async fn run_background(
+    controllers: Vec<Controller>,
+    lease: Option<LeaseOptions>,
+    api: Option<ApiServer>,
+    metrics: crate::metrics::leader::LeaderMetrics,
+    stop: CancellationToken,
+) {
+    let Some(lease) = lease else {
+        return leader::run_unelected(controllers, metrics, stop).await;
+    };
+    let Some(api) = api else {
+        tracing::warn!(
+            "--leader-elect is set but no API server can be reached: no election, and no background controllers"
+        );
+        return;
+    };
+    leader::run_elected(api.config, api.client, lease, controllers, metrics, stop).await;
+}
+
+/// The shared state as the certificate readiness check sees it: the chain
+/// served, and readiness with its gauge.
+struct Served(Arc<Shared>);
+
+impl ServedCertificate for Served {
+    fn served_chain(&self) -> Vec<Vec<u8>> {
+        self.0
+            .served_chain
+            .load()
+            .iter()
+            .map(|c| c.as_ref().to_vec())
+            .collect()
+    }
+
+    fn set_trusted(&self, trusted: bool) {
+        self.0.health.set_trusted(trusted);
+        self.0.metrics.certificates.set_trusted(trusted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::background::certs::ServiceRef;
+
+    fn cert_options() -> CertOptions {
+        CertOptions {
+            secret: "tls".to_owned(),
+            secret_namespace: "ns".to_owned(),
+            service: ServiceRef {
+                name: "hook".to_owned(),
+                namespace: "ns".to_owned(),
+            },
+            validating: "v".to_owned(),
+            mutating: "m".to_owned(),
+            ca_validity: Duration::from_secs(3600),
+            cert_validity: Duration::from_secs(600),
+            propagation: Duration::from_secs(1),
+        }
+    }
+
+    fn everything() -> BackgroundOptions {
+        BackgroundOptions {
+            lease: None,
+            certificates: Some(cert_options()),
+            cert_controller: true,
+            audit: Some(AuditOptions::default()),
+            stale_force_grace: Some(Duration::from_secs(5)),
+        }
+    }
+
+    fn names(controllers: &[Controller]) -> Vec<(&'static str, bool)> {
+        controllers
+            .iter()
+            .map(|c| (c.name(), c.needs_lease()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_controller_says_whether_it_needs_the_lease() {
+        // A client is built without calling anyone.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config.clone()).expect("client");
+        let app = App {
+            shared: Arc::new(Shared::new(Policy::built_in())),
+            api: Some(ApiServer { config, client }),
+        };
+        assert_eq!(
+            names(&app.controllers(&everything())),
+            [
+                ("certificate readiness", false),
+                ("certificate controller", true),
+                ("audit", true),
+                ("stale-force sweeper", true),
+            ]
+        );
+        let readiness_only = BackgroundOptions {
+            cert_controller: false,
+            audit: None,
+            stale_force_grace: None,
+            ..everything()
+        };
+        assert_eq!(
+            names(&app.controllers(&readiness_only)),
+            [("certificate readiness", false)]
+        );
+    }
+
+    #[test]
+    fn without_an_api_server_there_is_no_controller() {
+        let app = App {
+            shared: Arc::new(Shared::new(Policy::built_in())),
+            api: None,
+        };
+        assert!(app.controllers(&everything()).is_empty());
+    }
+}

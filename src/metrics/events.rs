@@ -1,0 +1,41 @@
+//! The count of Kubernetes Events (`crate::events`), by reason and what
+//! became of each.
+
+use prometheus_client::registry::Registry;
+
+use crate::events::{EventCounts, EventLabels};
+use crate::policy::rules::EventReason;
+
+/// Every Event reason, for the series created at zero.
+const EVENT_REASONS: [EventReason; 5] = [
+    EventReason::ForceReapplyAllowed,
+    EventReason::ForcePromoteAllowed,
+    EventReason::ForceReapplyDenied,
+    EventReason::ForceReapplyReset,
+    EventReason::ForcePromoteReset,
+];
+
+/// What can become of an Event (`crate::events`).
+const EVENT_RESULTS: [&str; 5] = ["sent", "failed", "dropped", "unverified", "unguarded"];
+
+/// Creates the Event counter, every reason and result at zero, and
+/// registers it in `registry`; the Event queue counts into it.
+pub fn register(registry: &mut Registry) -> EventCounts {
+    let events = EventCounts::default();
+    registry.register(
+        "events",
+        "Kubernetes Events on PipelineRollouts, by reason and result (sent, failed, dropped)",
+        events.clone(),
+    );
+    for reason in EVENT_REASONS {
+        for result in EVENT_RESULTS {
+            events
+                .get_or_create(&EventLabels {
+                    reason: reason.as_str(),
+                    result,
+                })
+                .inc_by(0);
+        }
+    }
+    events
+}
