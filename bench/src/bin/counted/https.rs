@@ -140,7 +140,9 @@ impl Https {
             sender,
             body,
         };
-        let answer = this.runtime.block_on(request(&mut this.sender, &this.body))?;
+        let answer = this
+            .runtime
+            .block_on(request(&mut this.sender, &this.body))?;
         check(scenario, server, &answer, allowed)?;
         Ok(Box::new(this))
     }
@@ -184,7 +186,9 @@ fn check(
     let wrong = |why: String| CountedError::Answer { scenario, why };
     let review: serde_json::Value =
         serde_json::from_slice(answer).map_err(|e| wrong(format!("answer is not JSON: {e}")))?;
-    let answered = review.pointer("/response/allowed").and_then(|v| v.as_bool());
+    let answered = review
+        .pointer("/response/allowed")
+        .and_then(|v| v.as_bool());
     let expected = match server {
         Server::Webhook => allowed,
         Server::Floor => true,
