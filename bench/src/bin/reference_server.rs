@@ -26,28 +26,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use clap::{Parser, ValueEnum};
+use bench::reference::{Mode, router};
+use clap::Parser;
 use pipelinerollout_webhook::pki;
-use pipelinerollout_webhook::server::budget::MAX_BODY_BYTES;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
 use pipelinerollout_webhook::server::{ConnectionOptions, serve_connections};
-use serde_json::Value;
 use tokio::net::TcpListener;
-
-/// Which reference handler to serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Mode {
-    /// A fixed small AdmissionReview for every POST (the transport floor).
-    Constant,
-    /// Parse the whole body into `serde_json::Value`, echo `request.uid`.
-    ParseAll,
-}
 
 /// A reference server on the webhook's TLS/HTTP stack, for benchmarks.
 #[derive(Debug, Parser)]
@@ -68,73 +52,6 @@ struct Args {
     /// The most connections served at once (the webhook's default).
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
-}
-
-/// The transport floor's answer: the shape of an allowed AdmissionReview.
-const CONSTANT_REVIEW: &[u8] = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
-
-fn json(body: Vec<u8>) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
-}
-
-/// Reads the whole body (as the webhook must), answers the same bytes.
-async fn constant(_body: Bytes) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        CONSTANT_REVIEW,
-    )
-        .into_response()
-}
-
-/// Builds the whole document, then answers with the uid it carries.
-async fn parse_all(body: Bytes) -> Response {
-    let review: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("body is not valid JSON: {e}\n"),
-            )
-                .into_response();
-        }
-    };
-    let api_version = review
-        .get("apiVersion")
-        .cloned()
-        .unwrap_or_else(|| Value::from("admission.k8s.io/v1"));
-    let uid = review
-        .pointer("/request/uid")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let answer = serde_json::json!({
-        "apiVersion": api_version,
-        "kind": "AdmissionReview",
-        "response": { "uid": uid, "allowed": true },
-    });
-    match serde_json::to_vec(&answer) {
-        Ok(bytes) => json(bytes),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
-}
-
-fn router(mode: Mode) -> Router {
-    let app = match mode {
-        Mode::Constant => Router::new()
-            .route("/validate", post(constant))
-            .route("/mutate", post(constant))
-            .fallback(constant),
-        Mode::ParseAll => Router::new()
-            .route("/validate", post(parse_all))
-            .route("/mutate", post(parse_all))
-            .fallback(parse_all),
-    };
-    app.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
 fn main() -> ExitCode {

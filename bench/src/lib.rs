@@ -1,0 +1,7 @@
+//! What the bench binaries share: the reference servers' routers
+//! ([`reference`]), served by `reference_server` for the load benchmark and
+//! counted by `counted` as the transport floor.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod reference;
