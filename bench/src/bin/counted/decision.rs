@@ -9,7 +9,9 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use pipelinerollout_webhook::admission::{self, AdmissionRequest, Outcome, ParseError, Webhook};
+use pipelinerollout_webhook::admission::{
+    self, AdmissionRequest, Asker, Decided, Input, Origin, Outcome, ParseError, Webhook,
+};
 use pipelinerollout_webhook::authz::StaticLists;
 use pipelinerollout_webhook::policy::Policy;
 
@@ -136,9 +138,86 @@ pub fn scenarios() -> Vec<Entry> {
             iterations: 500,
             build: |s| Answer::build(s, DENIED, Encoding::Compact, false),
         },
-        // `admission::decide(policy, input, authorizer)` on typed input goes
-        // here: one `decide-01-allowed` and one `decide-07-denied` scenario,
-        // the input parsed once during set-up, so that the count is the
-        // rules' alone (the parse and the answer are counted above).
+        // `admission::decide` on typed input, the request parsed once during
+        // set-up: the rules' count alone (the parse and the answer are
+        // counted above).
+        Entry {
+            name: "decide-01-allowed",
+            iterations: 500,
+            build: |s| Decide::build(s, ALLOWED, true),
+        },
+        Entry {
+            name: "decide-07-denied",
+            iterations: 500,
+            build: |s| Decide::build(s, DENIED, false),
+        },
     ]
+}
+
+/// `admission::decide` on a request parsed once: the rules alone.
+struct Decide {
+    policy: Policy,
+    lists: StaticLists,
+    request: AdmissionRequest,
+}
+
+/// Decides `request` with the static lists, which never wait: `None` if the
+/// future was not ready on its first poll.
+fn decide_now(policy: &Policy, lists: &StaticLists, request: &AdmissionRequest) -> Option<Decided> {
+    let input = Input {
+        webhook: Webhook::Validate,
+        origin: Origin::Admission,
+        subject: request.subject(time::OffsetDateTime::UNIX_EPOCH),
+    };
+    let asker = Asker {
+        authorizer: lists,
+        timeout: Duration::from_secs(1),
+    };
+    let mut future = pin!(admission::decide(policy, input, asker));
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(decided) => Some(decided),
+        Poll::Pending => None,
+    }
+}
+
+impl Decide {
+    fn build(
+        scenario: &'static str,
+        fixture_name: &str,
+        allowed: bool,
+    ) -> Result<Box<dyn Scenario>, CountedError> {
+        let wrong = |why: String| CountedError::Answer { scenario, why };
+        let body = fixture(fixture_name, Encoding::Compact)?;
+        let request = AdmissionRequest::parse(&body)
+            .map_err(|e| wrong(format!("the webhook refused the body: {e}")))?;
+        let this = Self {
+            policy: Policy::built_in(),
+            lists: StaticLists::new("no API server in the guard"),
+            request,
+        };
+        match decide_now(&this.policy, &this.lists, &this.request) {
+            None => return Err(wrong("the static lists never wait, yet it did".to_owned())),
+            Some(decided) if decided.decision.allowed() != allowed => {
+                return Err(wrong(format!(
+                    "expected allowed={allowed}, decided allowed={}",
+                    decided.decision.allowed()
+                )));
+            }
+            Some(_) => {}
+        }
+        Ok(Box::new(this))
+    }
+}
+
+impl Scenario for Decide {
+    fn run(&mut self, n: u64) -> Result<(), CountedError> {
+        for _ in 0..n {
+            let decided = decide_now(&self.policy, &self.lists, black_box(&self.request));
+            black_box(decided.map(|d| d.decision.denials.len()));
+        }
+        Ok(())
+    }
 }
