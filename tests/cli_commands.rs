@@ -3,9 +3,8 @@
 mod https_support;
 
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use https_support::fixtures_dir;
 use serde_json::Value;
@@ -262,14 +261,10 @@ fn serve_with_no_command_generates_and_reuses_dev_certificates() {
     let certs = dir.path().join("certs");
     let mut first_ca = String::new();
     for round in 0..2 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
         let mut child = bin()
             .args([
                 "--listen",
-                &format!("127.0.0.1:{port}"),
+                "127.0.0.1:0",
                 "--admin-listen",
                 "127.0.0.1:0",
                 "--shutdown-delay",
@@ -281,11 +276,27 @@ fn serve_with_no_command_generates_and_reuses_dev_certificates() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn serve");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        // The log is read as it comes: the line that reports the bound
+        // addresses says the server listens; the whole text is checked
+        // after the stop.
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                let Ok(line) = line else { break };
+                if let Some(bound) = envtest::Bound::from_log_line(&line) {
+                    let _ = bound_tx.send(bound);
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        });
+        let bound = bound_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("serve reports the addresses it bound");
+        std::net::TcpStream::connect(bound.webhook).expect("the webhook listens where it said");
         let ca = std::fs::read_to_string(certs.join("ca.crt")).expect("ca.crt written");
         assert!(certs.join("tls.crt").exists() && certs.join("tls.key").exists());
         if round == 0 {
@@ -302,8 +313,8 @@ fn serve_with_no_command_generates_and_reuses_dev_certificates() {
         if !stopped {
             let _ = child.kill();
         }
-        let out = child.wait_with_output().expect("wait");
-        let err = String::from_utf8_lossy(&out.stderr);
+        child.wait().expect("wait");
+        let err = reader.join().expect("the log reader");
         assert!(err.contains("curl --cacert"), "logs how to try it: {err}");
     }
 }
