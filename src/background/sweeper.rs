@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::events::{EventQueue, PendingEvent};
 use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
 use crate::policy::Policy;
-use crate::policy::rules::EventReason;
+use crate::policy::rules::{EventReason, stale_force_reset};
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
 
 /// The field manager of the sweeper's patches.
@@ -76,7 +76,7 @@ impl StaleForces {
         object: &PipelineRollout,
         now: Instant,
     ) {
-        let stale = object.forces_reapply() && object.pause_is_over();
+        let stale = stale_force_reset::force_is_stale(object);
         match (stale, resource_version) {
             (true, Some(rv)) => {
                 let entry = self.tracked.entry(key).or_insert_with(|| Tracked {

@@ -9,10 +9,17 @@ use super::decision::{Decision, EventReason, ForceEvent};
 use super::rollout_write::{Operation, RolloutWrite};
 use super::violation::cut;
 use crate::policy::model::Policy;
-use crate::rollout::ALLOW_DATA_LOSS;
+use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
 
 /// The warning a reset answers with (kubectl prints it).
 pub const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss was reset to \"false\", so this change drains as usual";
+
+/// Whether the force `object` holds is over: `allow-data-loss` is "true"
+/// and the pause it was set for has ended. What `/mutate`'s reset and the
+/// stale-force sweeper both ask.
+pub fn force_is_stale(object: &PipelineRollout) -> bool {
+    object.forces_reapply() && object.pause_is_over()
+}
 
 /// The one-shot force (`forceReapply.oneShot`): on an UPDATE that keeps
 /// `allow-data-loss: "true"` after the stored object's pause is over, a
@@ -26,9 +33,8 @@ pub fn reset_stale_force(policy: &Policy, write: &RolloutWrite<'_>, decision: &m
     };
     let stale = policy.force_reapply.one_shot
         && write.operation == Operation::Update
-        && old.forces_reapply()
-        && write.object.forces_reapply()
-        && old.pause_is_over();
+        && force_is_stale(old)
+        && write.object.forces_reapply();
     if !stale {
         return;
     }
