@@ -188,6 +188,22 @@ fn rss(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// The CPU time `pid` has used (user and system), in seconds: fields 14
+/// and 15 of `/proc/PID/stat`, in clock ticks of 1/100 s (USER_HZ, which
+/// Linux fixes at 100 for /proc).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum();
+    ticks as f64 / 100.0
+}
+
 /// The audit's requests as the API server counts them: every verb on
 /// policyreports, and LIST and WATCH of pipelinerollouts (the benchmark
 /// itself only creates those).
@@ -324,6 +340,8 @@ fn measure(
     let mut last_writes = (Instant::now(), 0.0);
     let written = "pipelinerollout_webhook_audit_report_writes_total{result=\"written\"}";
     let reports_done;
+    let reports_cpu;
+    let mut judged_cpu = None;
     loop {
         if Instant::now() > deadline {
             return Err(format!(
@@ -337,6 +355,7 @@ fn measure(
         }
         if judged.is_none() && log.contains("audit complete") {
             judged = Some((started.elapsed(), rss(pid).0));
+            judged_cpu = Some(cpu_seconds(pid));
         }
         let metrics = http_get(admin, "/metrics").unwrap_or_default();
         let writes = metric(&metrics, written);
@@ -348,6 +367,7 @@ fn measure(
         }
         if writes >= namespaces {
             reports_done = (started.elapsed(), rss(pid).0);
+            reports_cpu = cpu_seconds(pid);
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -396,6 +416,7 @@ fn measure(
             .sum()
     });
     let (rss_after_change, peak_after_change) = rss(pid);
+    let cpu_after_change = cpu_seconds(pid);
     let mib = |kib: u64| (kib as f64 / 1024.0 * 10.0).round() / 10.0;
     let secs = |d: Duration| (d.as_secs_f64() * 100.0).round() / 100.0;
     Ok(json!({
@@ -403,6 +424,9 @@ fn measure(
         "first_list_s": listed.map(|(t, _)| secs(t)),
         "rss_after_list_mib": listed.map(|(_, r)| mib(r)),
         "audit_complete_s": judged.map(|(t, _)| secs(t)),
+        "cpu_at_audit_complete_s": judged_cpu,
+        "cpu_at_reports_complete_s": reports_cpu,
+        "cpu_after_change_s": cpu_after_change,
         "rss_after_audit_mib": judged.map(|(_, r)| mib(r)),
         "reports_complete_s": secs(reports_done.0),
         "rss_at_reports_mib": mib(reports_done.1),
