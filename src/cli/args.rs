@@ -204,20 +204,33 @@ pub struct ServeArgs {
     pub certs: CertArgs,
 }
 
+/// Why a flag's value was refused (clap prints the message after the flag).
+#[derive(Debug, thiserror::Error)]
+pub enum FlagValueError {
+    /// A duration of zero where one above zero is needed.
+    #[error("must be above 0, e.g. 1h")]
+    ZeroDuration,
+    /// Not a duration at all.
+    #[error("{0}: write a duration such as 30m or 1h")]
+    NotADuration(#[from] humantime::DurationError),
+    /// Not a request rate above zero.
+    #[error("must be a number of requests a second above 0, e.g. 5 or 0.5")]
+    NotARate,
+}
+
 /// A duration above zero.
-fn parse_positive_duration(text: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(text) {
-        Ok(d) if d.is_zero() => Err("must be above 0, e.g. 1h".to_owned()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(format!("{e}: write a duration such as 30m or 1h")),
+fn parse_positive_duration(text: &str) -> Result<Duration, FlagValueError> {
+    match humantime::parse_duration(text)? {
+        d if d.is_zero() => Err(FlagValueError::ZeroDuration),
+        d => Ok(d),
     }
 }
 
 /// A request rate: a number above 0.
-fn parse_qps(text: &str) -> Result<f64, String> {
+fn parse_qps(text: &str) -> Result<f64, FlagValueError> {
     match text.parse::<f64>() {
         Ok(q) if q.is_finite() && q > 0.0 => Ok(q),
-        _ => Err("must be a number of requests a second above 0, e.g. 5 or 0.5".to_owned()),
+        _ => Err(FlagValueError::NotARate),
     }
 }
 
@@ -520,6 +533,29 @@ mod tests {
     use clap::Parser as _;
 
     use super::*;
+
+    #[test]
+    fn refused_flag_values_say_what_to_write() {
+        let cases: [(&[&str], &str); 4] = [
+            (&["--audit-interval", "0s"], "must be above 0, e.g. 1h"),
+            (
+                &["--audit-interval", "soon"],
+                "write a duration such as 30m or 1h",
+            ),
+            (&["--audit-qps", "0"], "requests a second above 0"),
+            (&["--audit-qps", "many"], "requests a second above 0"),
+        ];
+        for (args, says) in cases {
+            let Err(e) = serve(args) else {
+                panic!("{args:?} was accepted");
+            };
+            assert!(e.to_string().contains(says), "{args:?}: {e}");
+        }
+        assert_eq!(
+            serve(&["--audit-qps", "0.5"]).map(|s| s.audit_qps).ok(),
+            Some(0.5)
+        );
+    }
 
     fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
         let cli = Cli::try_parse_from(
