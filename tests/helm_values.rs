@@ -1,7 +1,8 @@
 //! What each value of the Helm chart changes, in the test process with
 //! `helm template`: the image, the policy (and that it never rolls the
 //! pods), each certificate mode, the managed-cluster ports and hostNetwork,
-//! the skipped namespaces, another namespace, Helm's labels and NOTES.txt.
+//! the skipped namespaces, another namespace, Helm's labels, the
+//! PodDisruptionBudget and NOTES.txt.
 //! The comparison with the kustomize install is in tests/helm_chart.rs.
 //!
 //! Needs `helm` (3.8 or newer) on the PATH.
@@ -208,6 +209,23 @@ fn skipped_namespaces_are_skipped_by_the_webhooks_and_guarded_by_the_policy() {
         args.iter()
             .any(|a| a == "--unguarded-namespaces=kube-system,platform"),
         "{args:?}"
+    );
+}
+
+#[test]
+fn one_replica_gets_no_disruption_budget_that_would_block_node_drains() {
+    let pdbs = |args: &[&str]| -> Vec<Value> {
+        template(args)
+            .into_iter()
+            .filter(|d| d["kind"] == "PodDisruptionBudget")
+            .collect()
+    };
+    let two = pdbs(&[]);
+    assert_eq!(two.len(), 1, "the default two replicas keep one available");
+    assert_eq!(two[0]["spec"]["minAvailable"], 1);
+    assert!(
+        pdbs(&["--set", "replicas=1"]).is_empty(),
+        "minAvailable 1 over one replica forbids every eviction"
     );
 }
 
