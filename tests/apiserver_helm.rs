@@ -144,6 +144,38 @@ impl Env {
         );
     }
 
+    /// Runs the README's in-place fail-open commands (the lines after
+    /// "# or, in place:" up to the end of their code block) as admin.
+    fn run_readme_fail_open_recipe(&self) {
+        let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+        let script: Vec<&str> = readme
+            .lines()
+            .skip_while(|l| !l.contains("manifests/overlays/fail-open     # or, in place:"))
+            .skip(1)
+            .take_while(|l| l.trim() != "```")
+            .map(str::trim_start)
+            .collect();
+        assert!(!script.is_empty(), "no fail-open recipe in README.md");
+        let bin = self.cluster.kubectl_binary();
+        let path = format!(
+            "{}:{}",
+            bin.parent().unwrap_or(Path::new(".")).display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &script.join("\n")])
+            .env("PATH", path)
+            .env("KUBECONFIG", self.cluster.kubeconfig(User::Admin))
+            .output()
+            .expect("run bash");
+        assert!(
+            out.status.success(),
+            "the README's fail-open recipe failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn kubectl(&self, args: &[&str]) -> envtest::Output {
         self.cluster.kubectl(User::Admin).run(args)
     }
@@ -308,6 +340,24 @@ fn default_values_install_upgrade_the_policy_in_place_and_uninstall() {
         policy.contains("mode: warn") && policy.contains("max: 2h"),
         "{policy}"
     );
+
+    // The README's in-place fail-open recipe turns every webhook of both
+    // configurations to failurePolicy Ignore, not only the first.
+    env.run_readme_fail_open_recipe();
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        let hooks = env.kubectl(&["get", kind, RELEASE, "-o", "json"]).json()["webhooks"].clone();
+        let policies: Vec<&Value> = hooks
+            .as_array()
+            .map(|h| h.iter().map(|w| &w["failurePolicy"]).collect())
+            .unwrap_or_default();
+        assert!(
+            !policies.is_empty() && policies.iter().all(|p| *p == "Ignore"),
+            "{kind} after the recipe: {policies:?}"
+        );
+    }
 
     // Uninstall removes both webhook configurations: nothing blocks a
     // PipelineRollout write any more, not even one the webhook denies.
