@@ -181,6 +181,20 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
             "remove a webhook",
             json!([{"op": "remove", "path": "/webhooks/0"}]),
         ),
+        (
+            "hand it to the garbage collector",
+            json!([{"op": "add", "path": "/metadata/ownerReferences", "value": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "gone",
+                "uid": "00000000-0000-0000-0000-000000000000"}]}]),
+        ),
+        (
+            "hold it with a finalizer",
+            json!([{"op": "add", "path": "/metadata/finalizers", "value": ["example.com/hold"]}]),
+        ),
+        (
+            "relabel it",
+            json!([{"op": "add", "path": "/metadata/labels", "value": {"team": "x"}}]),
+        ),
     ] {
         for kind in [
             "validatingwebhookconfiguration",
