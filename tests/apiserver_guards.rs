@@ -1,7 +1,8 @@
-//! The two ValidatingAdmissionPolicies of the base install, through a real
-//! kube-apiserver with no webhook running: the namespaces the webhooks skip
-//! refuse PipelineRollouts and forces, and the webhook's own account may
-//! change nothing but a reset of `allow-data-loss` to "false".
+//! The guards of the base install, through a real kube-apiserver with no
+//! webhook running: the namespaces the webhooks skip refuse PipelineRollouts
+//! and forces, the webhook's own account may change nothing but a reset of
+//! `allow-data-loss` to "false", and the audit's RBAC reaches no
+//! PolicyReport but the webhook's own.
 //!
 //! Without the binaries these tests print a skip line each, and fail in CI.
 
@@ -296,4 +297,95 @@ fn the_webhooks_own_account_may_only_reset_a_force() {
         .expect_success("admin changes a label");
     let stored = admin.get(ROLLOUTS, namespace, "p").expect("stored");
     assert_eq!(stored["metadata"]["annotations"][ALLOW_DATA_LOSS], "false");
+}
+
+/// A PolicyReport named `name` in `namespace`, as the audit applies one.
+fn policy_report(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "wgpolicyk8s.io/v1alpha2",
+        "kind": "PolicyReport",
+        "metadata": {"name": name, "namespace": namespace},
+        "results": [],
+    })
+}
+
+#[test]
+fn the_webhooks_own_account_touches_no_policy_report_but_its_own() {
+    let Some(cluster) = cluster() else { return };
+    cluster
+        .install_crd(&repo_root().join("tests/fixtures/wgpolicyk8s.io_policyreports.yaml"))
+        .expect("the PolicyReport CRD");
+    let audit = render_with(&cluster, "manifests/base/audit-rbac.yaml", &[]);
+    cluster.create_all(audit).expect("the audit's RBAC");
+    let namespace = "e2e-reports";
+    team_namespace(&cluster, namespace).expect("a team namespace");
+    let admin = cluster.kubectl(User::Admin);
+    admin
+        .create(&policy_report(namespace, "kyverno-pol"), &[])
+        .expect_success("another tool's report");
+    let webhook = cluster.kubectl(User::Webhook);
+    let apply = |name: &str| {
+        webhook.run_with_stdin(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=pipelinerollout-webhook-audit",
+                "-f",
+                "-",
+            ],
+            Some(&policy_report(namespace, name).to_string()),
+        )
+    };
+    // What the audit does: apply, list by name, delete its own report.
+    apply("pipelinerollout-webhook").expect_success("the audit's own report");
+    webhook
+        .run(&[
+            "get",
+            "policyreports",
+            "-A",
+            "--field-selector",
+            "metadata.name=pipelinerollout-webhook",
+        ])
+        .expect_success("list the audit's own reports");
+    // Anything else is forbidden by RBAC, whatever the verb.
+    let refusals = [
+        ("apply another report", apply("kyverno-pol")),
+        ("create another report", apply("made-up")),
+        (
+            "delete another report",
+            webhook.run(&["delete", "policyreport", "kyverno-pol", "-n", namespace]),
+        ),
+        (
+            "list every report",
+            webhook.run(&["get", "policyreports", "-A"]),
+        ),
+        (
+            "replace its own report",
+            webhook.run_with_stdin(
+                &["replace", "-f", "-"],
+                Some(&policy_report(namespace, "pipelinerollout-webhook").to_string()),
+            ),
+        ),
+    ];
+    for (what, out) in refusals {
+        assert!(
+            !out.success && out.stderr.contains("forbidden"),
+            "the webhook's account may not {what}: {out}"
+        );
+    }
+    webhook
+        .run(&[
+            "delete",
+            "policyreport",
+            "pipelinerollout-webhook",
+            "-n",
+            namespace,
+        ])
+        .expect_success("delete the audit's own report");
+    assert!(
+        admin
+            .get("policyreports", namespace, "kyverno-pol")
+            .is_some(),
+        "another tool's report is untouched"
+    );
 }

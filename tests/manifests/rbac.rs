@@ -147,8 +147,8 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         (
             owned(&["wgpolicyk8s.io"]),
             owned(&["policyreports"]),
-            owned(&["create", "delete", "get", "list", "patch", "update"]),
-            vec![],
+            owned(&["create", "delete", "get", "list", "patch"]),
+            owned(&["pipelinerollout-webhook"]),
         ),
     ];
     let container = &pod.containers[0];

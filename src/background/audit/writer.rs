@@ -196,7 +196,10 @@ impl Writer {
     /// namespace.
     async fn read_stored(&mut self) {
         let _ = self.bucket.acquire(&CancellationToken::new()).await;
-        let params = ListParams::default().labels(&format!("{MANAGED_BY}={REPORT_NAME}"));
+        // The field selector lets RBAC narrow `list` to the report's name.
+        let params = ListParams::default()
+            .labels(&format!("{MANAGED_BY}={REPORT_NAME}"))
+            .fields(&format!("metadata.name={REPORT_NAME}"));
         match self.api_all().list(&params).await {
             Ok(list) => {
                 self.stored = list
