@@ -35,6 +35,13 @@ struct Args {
     /// More flags for `serve` (e.g. --audit-qps=5).
     #[arg(long, allow_hyphen_values = true)]
     serve_arg: Vec<String>,
+    /// What a tenant may store in the fields the audit keeps: every even
+    /// rollout carries this many bytes in the webhook's own
+    /// force-promote-for annotation, every odd one as many split between
+    /// `allow-data-loss` and a bookkeeping annotation of its child
+    /// template (0: none).
+    #[arg(long, default_value_t = 0)]
+    bloat_bytes: usize,
 }
 
 const NAMESPACE_PREFIX: &str = "bench-audit-";
@@ -80,6 +87,23 @@ fn rollout(sample: &Value, namespace: &str, name: &str, timeout: i64, big: bool)
     object
 }
 
+/// Fills the kept fields of rollout `i` with `bytes` bytes (`--bloat-bytes`).
+fn bloat(object: &mut Value, i: usize, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    if i.is_multiple_of(2) {
+        object["metadata"]["annotations"] =
+            json!({pipelinerollout_webhook::rollout::FORCE_PROMOTE_FOR: "f".repeat(bytes)});
+    } else {
+        object["metadata"]["annotations"] =
+            json!({pipelinerollout_webhook::rollout::ALLOW_DATA_LOSS: "a".repeat(bytes / 2)});
+        object["spec"]["pipeline"]["metadata"] = json!({"annotations": {
+            pipelinerollout_webhook::kinds::BOOKKEEPING_ANNOTATIONS[0]: "b".repeat(bytes / 2)
+        }});
+    }
+}
+
 fn kubectl(cluster: &Cluster) -> envtest::Kubectl {
     cluster.kubectl(User::Admin)
 }
@@ -105,13 +129,15 @@ fn create_rollouts(cluster: &Cluster, args: &Args, size: usize, dir: &Path) -> R
                 // 10th big, in every namespace.
                 let k = i / args.namespaces;
                 let timeout = if k.is_multiple_of(20) { 7200 } else { 300 };
-                rollout(
+                let mut object = rollout(
                     &sample,
                     &namespace,
                     &format!("rollout-{i:05}"),
                     timeout,
                     k % 10 == 3,
-                )
+                );
+                bloat(&mut object, i, args.bloat_bytes);
+                object
             })
             .collect();
         let file = dir.join(format!("rollouts-{w}.json"));
