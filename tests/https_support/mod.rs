@@ -398,6 +398,15 @@ pub fn patch_of(response: &Value) -> Option<json_patch::Patch> {
     Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))
 }
 
+/// Applies a response's patch to the request's object and returns the
+/// result; `None` when the response carries no patch.
+pub fn patched_object(request: &Value, response: &Value) -> Option<Value> {
+    let patch = patch_of(response)?;
+    let mut object = request["request"]["object"].clone();
+    json_patch::patch(&mut object, &patch.0).expect("patch applies to the object");
+    Some(object)
+}
+
 /// The warnings of a response.
 pub fn warnings_of(response: &Value) -> Vec<String> {
     response["warnings"]
