@@ -12,7 +12,7 @@ pub use client::{Answer, Client, admin_get};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
 use pipelinerollout_webhook::app;
@@ -38,6 +38,26 @@ pub fn fixture(name: &str) -> Vec<u8> {
 /// A fixture as JSON.
 pub fn fixture_json(name: &str) -> Value {
     serde_json::from_slice(&fixture(name)).expect("fixture is JSON")
+}
+
+/// The fixture every "normal request" sends: an allowed CREATE.
+pub const NORMAL: &str = "01-create-kubectl-apply-validate.json";
+
+/// Sends the normal request to /validate and checks that it is answered
+/// within 20 s and allowed; returns how long it took.
+pub async fn normal_request(client: &Client) -> Duration {
+    let request = fixture_json(NORMAL);
+    let started = Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(20),
+        client.post("/validate", request.to_string()),
+    )
+    .await
+    .expect("a normal request is answered");
+    let took = started.elapsed();
+    let response = response_for(&request, &answer);
+    assert_eq!(response["allowed"], true, "{response}");
+    took
 }
 
 /// A running webhook server; shuts down when dropped.
