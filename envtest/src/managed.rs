@@ -95,17 +95,10 @@ impl Cluster {
     /// Points the `ExternalName` Service `namespace/name` at `ip` (a
     /// loopback address a webhook replica listens on).
     pub fn point_service_at(&self, namespace: &str, name: &str, ip: &str) -> Result<(), String> {
-        let patch = json!({"spec": {"externalName": ip}}).to_string();
-        let out = self.kubectl(User::Admin).run(&[
-            "patch",
-            "service",
-            name,
-            "-n",
-            namespace,
-            "--type=merge",
-            "-p",
-            &patch,
-        ]);
+        let patch = json!({"spec": {"externalName": ip}});
+        let out = self
+            .kubectl(User::Admin)
+            .merge_patch("service", namespace, name, &patch, &[]);
         if out.success {
             Ok(())
         } else {
