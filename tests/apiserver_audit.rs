@@ -153,6 +153,26 @@ fn metric(text: &str, line_start: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The audit's count of drain-timeout-range failures in namespace OLD, from
+/// the webhook's metrics text.
+fn old_timeout_failures(text: &str) -> Option<f64> {
+    metric(
+        text,
+        &format!(
+            "pipelinerollout_webhook_audit_violations{{rollout_namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
+        ),
+    )
+}
+
+/// Whether the webhook's metrics text says an audit has completed.
+fn audit_completed(text: &str) -> bool {
+    metric(
+        text,
+        "pipelinerollout_webhook_audit_last_completed_timestamp_seconds",
+    )
+    .is_some_and(|t| t > 0.0)
+}
+
 fn start(crd: bool) -> Option<Installation> {
     let assets = envtest::require(&envtest::test_name(), envtest::Assets::find())?;
     let installation = Installation::start_with(
@@ -290,24 +310,8 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         Some("fail")
     );
     let text = metrics(env.webhook.admin_addr());
-    assert_eq!(
-        metric(
-            &text,
-            &format!(
-                "pipelinerollout_webhook_audit_violations{{rollout_namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
-            )
-        ),
-        Some(1.0),
-        "{text}"
-    );
-    assert!(
-        metric(
-            &text,
-            "pipelinerollout_webhook_audit_last_completed_timestamp_seconds"
-        )
-        .is_some_and(|t| t > 0.0),
-        "{text}"
-    );
+    assert_eq!(old_timeout_failures(&text), Some(1.0), "{text}");
+    assert!(audit_completed(&text), "{text}");
 
     // A policy reload: 7200 is within a 3h maximum.
     let policy_file = cluster.dir().join("policy.yaml");
@@ -365,23 +369,9 @@ fn without_the_policy_report_crd_the_audit_runs_with_reports_off() {
     let Some(env) = start(false) else { return };
     let text = wait_for("the audit completes", Duration::from_secs(60), || {
         let text = metrics(env.webhook.admin_addr());
-        metric(
-            &text,
-            "pipelinerollout_webhook_audit_last_completed_timestamp_seconds",
-        )
-        .is_some_and(|t| t > 0.0)
-        .then_some(text)
+        audit_completed(&text).then_some(text)
     });
-    assert_eq!(
-        metric(
-            &text,
-            &format!(
-                "pipelinerollout_webhook_audit_violations{{rollout_namespace=\"{OLD}\",rule=\"drain-timeout-range\",result=\"fail\"}}"
-            )
-        ),
-        Some(1.0),
-        "{text}"
-    );
+    assert_eq!(old_timeout_failures(&text), Some(1.0), "{text}");
     assert_eq!(
         metric(&text, "pipelinerollout_webhook_audit_objects"),
         Some(4.0),

@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use apiserver_support::{
-    ALLOW_DATA_LOSS, ROLLOUTS, annotate, annotation_of, assert_refused, idle, pausing, rollout,
-    set_status, stored, team_namespace,
+    ALLOW_DATA_LOSS, ROLLOUTS, annotate, annotation_of, assert_refused, events_in, idle, pausing,
+    rollout, set_status, stored, team_namespace,
 };
 use envtest::{Cluster, Installation, User};
 use serde_json::{Value, json};
@@ -73,14 +73,8 @@ fn events_of(
 ) -> Vec<(String, String, String)> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let out = cluster
-            .kubectl(User::Admin)
-            .run(&["get", "events.v1.events.k8s.io", "-n", ns, "-o", "json"])
-            .expect_success("list events");
-        let found: Vec<(String, String, String)> = out.json()["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let found: Vec<(String, String, String)> = events_in(cluster, ns)
+            .iter()
             .filter(|e| e["regarding"]["name"] == name)
             .map(|e| {
                 assert_eq!(e["reportingController"], "pipelinerollout-webhook", "{e}");
@@ -399,21 +393,9 @@ fn a_forged_request_writes_an_event_only_about_a_real_object_in_a_guarded_namesp
     assert!(!notes[0].contains('\n'), "{notes:#?}");
     // ...and nothing else is written, here or in kube-system.
     assert!(events_of(cluster, ns, "ghost", &[]).is_empty());
-    let in_kube_system = admin
-        .run(&[
-            "get",
-            "events.v1.events.k8s.io",
-            "-n",
-            "kube-system",
-            "-o",
-            "json",
-        ])
-        .expect_success("list events")
-        .json();
-    let ours: Vec<&Value> = in_kube_system["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let in_kube_system = events_in(cluster, "kube-system");
+    let ours: Vec<&Value> = in_kube_system
+        .iter()
         .filter(|e| e["reportingController"] == "pipelinerollout-webhook")
         .collect();
     assert!(ours.is_empty(), "{ours:#?}");

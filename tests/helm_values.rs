@@ -19,6 +19,27 @@ fn container(docs: &[Value]) -> &Value {
     &object(docs, "Deployment", NAME)["spec"]["template"]["spec"]["containers"][0]
 }
 
+/// The NOTES that `helm install --dry-run=client` prints with `extra`
+/// arguments; the install must succeed.
+fn install_notes(extra: &[&str]) -> String {
+    let mut args = vec![
+        "install",
+        NAME,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        "--dry-run=client",
+    ];
+    args.extend_from_slice(extra);
+    let run = helm(&args);
+    assert!(run.success, "{}", run.stderr);
+    run.stdout
+        .split("NOTES:")
+        .nth(1)
+        .expect("helm prints the NOTES")
+        .to_owned()
+}
+
 #[test]
 fn the_image_tag_is_the_crate_version_unless_a_digest_pins_it() {
     let chart: Value = serde_saphyr::from_str(
@@ -339,20 +360,7 @@ fn another_namespace_is_named_everywhere_the_install_refers_to_itself() {
 
 #[test]
 fn notes_say_how_to_check_the_install_and_remove_the_webhook() {
-    let run = helm(&[
-        "install",
-        NAME,
-        CHART,
-        "--namespace",
-        NAMESPACE,
-        "--dry-run=client",
-    ]);
-    assert!(run.success, "{}", run.stderr);
-    let notes = run
-        .stdout
-        .split("NOTES:")
-        .nth(1)
-        .expect("helm prints the NOTES");
+    let notes = install_notes(&[]);
     for says in [
         "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations pipelinerollout-webhook",
         "kubectl create --dry-run=server",
@@ -484,22 +492,7 @@ fn self_managed_certificates_name_the_releases_secret_configurations_and_account
 
 #[test]
 fn notes_of_a_self_managed_install_say_where_the_certificate_is_and_what_gitops_must_ignore() {
-    let run = helm(&[
-        "install",
-        NAME,
-        CHART,
-        "--namespace",
-        NAMESPACE,
-        "--dry-run=client",
-        "--set",
-        "certificates.mode=selfManaged",
-    ]);
-    assert!(run.success, "{}", run.stderr);
-    let notes = run
-        .stdout
-        .split("NOTES:")
-        .nth(1)
-        .expect("helm prints the NOTES");
+    let notes = install_notes(&["--set", "certificates.mode=selfManaged"]);
     for says in [
         "kubectl -n pipelinerollout-webhook get secret pipelinerollout-webhook-tls",
         "/webhooks/*/clientConfig/caBundle",

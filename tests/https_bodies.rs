@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use https_support::binary::Binary;
 use https_support::body::Stalled;
-use https_support::{Client, TestServer, admin_get, fixture_json, metric_value, response_for};
+use https_support::{
+    Client, TestServer, admin_get, fixture_json, metric_value, normal_request, response_for,
+};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -32,25 +34,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 static POLICY: LazyLock<Policy> = LazyLock::new(Policy::built_in);
-
-/// The fixture every "normal request" sends: an allowed CREATE.
-const NORMAL: &str = "01-create-kubectl-apply-validate.json";
-
-/// Sends the normal request and checks the answer; returns how long it took.
-async fn normal_request(client: &Client) -> Duration {
-    let request = fixture_json(NORMAL);
-    let started = Instant::now();
-    let answer = tokio::time::timeout(
-        Duration::from_secs(20),
-        client.post("/validate", request.to_string()),
-    )
-    .await
-    .expect("a normal request is answered");
-    let took = started.elapsed();
-    let response = response_for(&request, &answer);
-    assert_eq!(response["allowed"], true, "{response}");
-    took
-}
 
 async fn in_flight(admin: SocketAddr) -> f64 {
     let (_, _, metrics) = admin_get(admin, "/metrics").await;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use http_body_util::Full;
 use https_support::binary::Binary;
 use https_support::exchange::{Ended, ended, post};
-use https_support::{Client, TestServer, admin_get, fixture_json, response_for};
+use https_support::{Client, NORMAL, TestServer, admin_get, fixture_json, normal_request};
 use hyper::StatusCode;
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -28,25 +28,6 @@ use tokio::net::TcpStream;
 /// Serialises the tests whose timings or memory figures the others would
 /// disturb on a 2-core machine.
 static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The fixture every "normal request" sends: an allowed CREATE.
-const NORMAL: &str = "01-create-kubectl-apply-validate.json";
-
-/// Sends the normal request and checks the answer; returns how long it took.
-async fn normal_request(client: &Client) -> Duration {
-    let request = fixture_json(NORMAL);
-    let started = Instant::now();
-    let answer = tokio::time::timeout(
-        Duration::from_secs(20),
-        client.post("/validate", request.to_string()),
-    )
-    .await
-    .expect("a normal request is answered");
-    let took = started.elapsed();
-    let response = response_for(&request, &answer);
-    assert_eq!(response["allowed"], true, "{response}");
-    took
-}
 
 /// Reads until the peer closes the connection (EOF or an error) or `limit`
 /// passes: how long it took, and the bytes received, or `None` if still open.

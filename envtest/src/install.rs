@@ -103,6 +103,28 @@ impl Cluster {
         kustomization: &Path,
         webhook: &Webhook,
     ) -> Result<Installed, String> {
+        let base_url = webhook.base_url();
+        let ca_bundle = self.pki().ca_bundle();
+        self.create_rendered(
+            kustomization,
+            |_| None,
+            |config| point_at(config, &base_url, &ca_bundle),
+        )
+    }
+
+    /// Renders `kustomization` and creates its objects as admin: those of
+    /// an `INSTALLED` kind, and those of a `SKIPPED` kind that `stand_in`
+    /// replaces with an object to create instead. `configure` changes each
+    /// webhook configuration and returns the names of its webhooks. A kind
+    /// in neither list is an error. Namespaces go first and the webhook
+    /// configurations last: the webhooks then ask RBAC that is already
+    /// there.
+    pub(crate) fn create_rendered(
+        &self,
+        kustomization: &Path,
+        stand_in: impl Fn(&Value) -> Option<Value>,
+        mut configure: impl FnMut(&mut Value) -> Result<Vec<String>, String>,
+    ) -> Result<Installed, String> {
         let docs = render(self.kubectl_binary(), kustomization)?;
         let mut installed = Installed::default();
         let (mut first, mut rest, mut webhooks) = (Vec::new(), Vec::new(), Vec::new());
@@ -111,6 +133,10 @@ impl Cluster {
             let name = doc["metadata"]["name"].as_str().unwrap_or_default();
             let id = format!("{kind}/{name}");
             if SKIPPED.contains(&kind.as_str()) {
+                if let Some(replacement) = stand_in(&doc) {
+                    installed.objects.push(id);
+                    rest.push(replacement);
+                }
                 continue;
             }
             if !INSTALLED.contains(&kind.as_str()) {
@@ -124,7 +150,7 @@ impl Cluster {
             match kind.as_str() {
                 "Namespace" => first.push(doc),
                 "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
-                    let names = point_at(&mut doc, &webhook.base_url(), &self.pki().ca_bundle())?;
+                    let names = configure(&mut doc)?;
                     if kind.starts_with("Mutating") {
                         installed.mutating.extend(names);
                     } else {
@@ -135,8 +161,6 @@ impl Cluster {
                 _ => rest.push(doc),
             }
         }
-        // Namespaces first, the webhook configurations last: the webhooks
-        // then ask RBAC that is already there.
         for batch in [first, rest, webhooks] {
             self.create_all(batch)?;
         }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cluster::Cluster;
-use crate::install::{INSTALLED, Installed, SKIPPED, render};
+use crate::install::Installed;
 use crate::user::User;
 
 impl Cluster {
@@ -42,54 +42,23 @@ impl Cluster {
         kustomization: &Path,
         port: u16,
     ) -> Result<Installed, String> {
-        let docs = render(self.kubectl_binary(), kustomization)?;
-        let mut installed = Installed::default();
-        let (mut first, mut rest, mut webhooks) = (Vec::new(), Vec::new(), Vec::new());
-        for mut doc in docs {
-            let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-            let name = doc["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            if kind == "Service" {
-                let namespace = doc["metadata"]["namespace"].clone();
-                installed.objects.push(format!("Service/{name}"));
-                rest.push(json!({
-                    "apiVersion": "v1",
-                    "kind": "Service",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
-                }));
-                continue;
-            }
-            if SKIPPED.contains(&kind.as_str()) {
-                continue;
-            }
-            if !INSTALLED.contains(&kind.as_str()) {
-                return Err(format!(
-                    "{} renders {kind}/{name}, which envtest/src/install.rs neither installs nor skips",
-                    kustomization.display()
-                ));
-            }
-            installed.objects.push(format!("{kind}/{name}"));
-            match kind.as_str() {
-                "Namespace" => first.push(doc),
-                "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => {
-                    let names = keep_service(&mut doc, port)?;
-                    if kind.starts_with("Mutating") {
-                        installed.mutating.extend(names);
-                    } else {
-                        installed.validating.extend(names);
-                    }
-                    webhooks.push(doc);
-                }
-                _ => rest.push(doc),
-            }
-        }
-        for batch in [first, rest, webhooks] {
-            self.create_all(batch)?;
-        }
-        Ok(installed)
+        self.create_rendered(
+            kustomization,
+            |doc| {
+                (doc["kind"] == "Service").then(|| {
+                    json!({
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "metadata": {
+                            "name": doc["metadata"]["name"],
+                            "namespace": doc["metadata"]["namespace"],
+                        },
+                        "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+                    })
+                })
+            },
+            |config| keep_service(config, port),
+        )
     }
 
     /// Sets every webhook's `clientConfig.service.port` to `port` in the
@@ -126,17 +95,10 @@ impl Cluster {
     /// Points the `ExternalName` Service `namespace/name` at `ip` (a
     /// loopback address a webhook replica listens on).
     pub fn point_service_at(&self, namespace: &str, name: &str, ip: &str) -> Result<(), String> {
-        let patch = json!({"spec": {"externalName": ip}}).to_string();
-        let out = self.kubectl(User::Admin).run(&[
-            "patch",
-            "service",
-            name,
-            "-n",
-            namespace,
-            "--type=merge",
-            "-p",
-            &patch,
-        ]);
+        let patch = json!({"spec": {"externalName": ip}});
+        let out = self
+            .kubectl(User::Admin)
+            .merge_patch("service", namespace, name, &patch, &[]);
         if out.success {
             Ok(())
         } else {

@@ -65,23 +65,7 @@ impl Webhook {
             .kubeconfig
             .clone()
             .unwrap_or_else(|| cluster.kubeconfig(User::Webhook));
-        let mut command = ServeCommand::new(&options.binary);
-        command.args = [
-            "--tls-cert",
-            &cert.display().to_string(),
-            "--tls-key",
-            &key.display().to_string(),
-            "--policy",
-            &options.policy.display().to_string(),
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--shutdown-delay",
-            "0s",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        command.args.extend(options.extra_args.iter().cloned());
+        let command = serve_command(&options, &cert, &key, &kubeconfig, &[]);
         let mut webhook = Self::launch(cluster, options, command)?;
         webhook.wait_for("/readyz")?;
         Ok(webhook)
@@ -304,27 +288,47 @@ fn managed(
     namespace: &str,
     kubeconfig: &Path,
 ) -> ServeCommand {
-    let path = |file: &str| cert_dir.join(file).display().to_string();
-    let mut command = ServeCommand::new(&options.binary);
-    command.listen = listen;
-    command.args = [
-        "--tls-cert",
-        &path("tls.crt"),
-        "--tls-key",
-        &path("tls.key"),
+    let more = [
         "--manage-certs",
         "--cert-secret-namespace",
         namespace,
-        "--policy",
-        &options.policy.display().to_string(),
-        "--kubeconfig",
-        &kubeconfig.display().to_string(),
-        "--shutdown-delay",
-        "0s",
         "--reload-interval",
         "1s",
+    ];
+    let (cert, key) = (cert_dir.join("tls.crt"), cert_dir.join("tls.key"));
+    let mut command = serve_command(options, &cert, &key, kubeconfig, &more);
+    command.listen = listen;
+    command
+}
+
+/// `serve` with the certificate files `cert` and `key`, the options'
+/// policy, `kubeconfig` and `--shutdown-delay 0s`, then `more` and the
+/// options' extra arguments.
+fn serve_command(
+    options: &WebhookOptions,
+    cert: &Path,
+    key: &Path,
+    kubeconfig: &Path,
+    more: &[&str],
+) -> ServeCommand {
+    let text = |path: &Path| path.display().to_string();
+    let (cert, key) = (text(cert), text(key));
+    let (policy, kubeconfig) = (text(&options.policy), text(kubeconfig));
+    let mut command = ServeCommand::new(&options.binary);
+    command.args = [
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--policy",
+        &policy,
+        "--kubeconfig",
+        &kubeconfig,
+        "--shutdown-delay",
+        "0s",
     ]
     .iter()
+    .chain(more)
     .map(|s| (*s).to_owned())
     .collect();
     command.args.extend(options.extra_args.iter().cloned());

@@ -189,14 +189,8 @@ pub fn events_about(
 ) -> Vec<(String, String)> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let out = cluster
-            .kubectl(User::Admin)
-            .run(&["get", "events.v1.events.k8s.io", "-n", ns, "-o", "json"])
-            .expect_success("list events");
-        let found: Vec<(String, String)> = out.json()["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let found: Vec<(String, String)> = apiserver_support::events_in(cluster, ns)
+            .iter()
             .filter(|e| e["regarding"]["name"] == name && e["regarding"]["kind"] == kind)
             .map(|e| {
                 let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();

@@ -20,6 +20,15 @@ pub const NO_TIMEOUT_SECONDS: i64 = 31_536_000;
 
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
 
+/// Every Event (events.k8s.io/v1) in `ns`, as the admin lists them.
+pub fn events_in(cluster: &Cluster, ns: &str) -> Vec<Value> {
+    let out = cluster
+        .kubectl(User::Admin)
+        .run(&["get", "events.v1.events.k8s.io", "-n", ns, "-o", "json"])
+        .expect_success("list events");
+    out.json()["items"].as_array().cloned().unwrap_or_default()
+}
+
 /// A Role (`namespace` given) or ClusterRole granting `verbs` on
 /// `resources` of numaplane.numaproj.io.
 pub fn role(namespace: Option<&str>, name: &str, resources: &[&str], verbs: &[&str]) -> Value {

@@ -105,6 +105,11 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         .collect();
     granted.sort();
     let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let rollouts = owned(&[
+        "isbservicerollouts",
+        "monovertexrollouts",
+        "pipelinerollouts",
+    ]);
     let mut want = vec![
         (
             owned(&["authorization.k8s.io"]),
@@ -120,11 +125,7 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         ),
         (
             owned(&["numaplane.numaproj.io"]),
-            owned(&[
-                "isbservicerollouts",
-                "monovertexrollouts",
-                "pipelinerollouts",
-            ]),
+            rollouts.clone(),
             owned(&["get"]),
             vec![],
         ),
@@ -136,11 +137,7 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         ),
         (
             owned(&["numaplane.numaproj.io"]),
-            owned(&[
-                "isbservicerollouts",
-                "monovertexrollouts",
-                "pipelinerollouts",
-            ]),
+            rollouts.clone(),
             owned(&["list", "watch"]),
             vec![],
         ),

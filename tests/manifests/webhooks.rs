@@ -141,26 +141,24 @@ pub(crate) fn webhook_configurations_match_the_server(r: &Rendering) {
             "{name}: the webhook's own namespace and kube-system are excluded"
         );
     };
-    check_common(
-        MUTATE_NAME,
-        mutate.rules.as_ref(),
-        mutate.namespace_selector.as_ref(),
-        &mutate.side_effects,
-        &mutate.admission_review_versions,
-        mutate.timeout_seconds,
-        mutate.match_policy.as_deref(),
-        mutate.failure_policy.as_deref(),
-    );
-    check_common(
-        VALIDATE_NAME,
-        validate.rules.as_ref(),
-        validate.namespace_selector.as_ref(),
-        &validate.side_effects,
-        &validate.admission_review_versions,
-        validate.timeout_seconds,
-        validate.match_policy.as_deref(),
-        validate.failure_policy.as_deref(),
-    );
+    // MutatingWebhook and ValidatingWebhook have these fields in common but
+    // no trait over them: the macro reads them from either.
+    macro_rules! check_common_of {
+        ($name:expr, $hook:expr) => {
+            check_common(
+                $name,
+                $hook.rules.as_ref(),
+                $hook.namespace_selector.as_ref(),
+                &$hook.side_effects,
+                &$hook.admission_review_versions,
+                $hook.timeout_seconds,
+                $hook.match_policy.as_deref(),
+                $hook.failure_policy.as_deref(),
+            )
+        };
+    }
+    check_common_of!(MUTATE_NAME, mutate);
+    check_common_of!(VALIDATE_NAME, validate);
 }
 
 #[test]

@@ -53,6 +53,14 @@ fn run(from: Option<&Material>, now: OffsetDateTime, carried: bool) -> Plan {
     plan::plan(from.map(stored).as_ref(), now, &settings(), |_| carried).expect("plan")
 }
 
+/// The DER of each certificate `material` serves, as readiness reads them.
+fn served_chain(material: &Material) -> Vec<Vec<u8>> {
+    trust::pem_certificates(material.serving.cert_pem.as_bytes())
+        .iter()
+        .map(|c| c.as_ref().to_vec())
+        .collect()
+}
+
 /// The caBundle trusts the serving certificate for the Service's name.
 fn assert_trusted(material: &Material, now: OffsetDateTime, what: &str) {
     let chain = trust::pem_certificates(material.serving.cert_pem.as_bytes());
@@ -299,10 +307,7 @@ fn only_webhooks_that_call_the_service_get_the_bundle_and_only_when_stale() {
 fn readiness_needs_every_webhook_of_the_service_to_trust_the_served_certificate() {
     let material = run(None, t0(), true).material;
     let stranger = run(None, t0(), true).material;
-    let chain: Vec<Vec<u8>> = trust::pem_certificates(material.serving.cert_pem.as_bytes())
-        .iter()
-        .map(|c| c.as_ref().to_vec())
-        .collect();
+    let chain = served_chain(&material);
     let hook = |bundle: &str| OurWebhook {
         name: "w".into(),
         ca_bundle: bundle.as_bytes().to_vec(),

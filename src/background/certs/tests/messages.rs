@@ -2,7 +2,7 @@
 //! `/readyz` reports: a table of every kind, then the texts real Secrets
 //! and caBundles produce.
 
-use super::{at, run, settings, stored, t0};
+use super::{at, run, served_chain, settings, stored, t0};
 use crate::background::certs::bundle::{Configuration, OurWebhook};
 use crate::background::certs::material::{
     CA_CERT, CA_KEY, CheckError, NEXT_CA_CERT, NEXT_CA_KEY, PREVIOUS_CA_CERT, SecretError,
@@ -158,10 +158,7 @@ fn an_unusable_previous_ca_is_dropped_with_what_is_wrong() {
 fn readyz_says_which_webhook_does_not_trust_the_served_certificate_and_why() {
     let material = run(None, t0(), true).material;
     let stranger = run(None, t0(), true).material;
-    let chain: Vec<Vec<u8>> = trust::pem_certificates(material.serving.cert_pem.as_bytes())
-        .iter()
-        .map(|c| c.as_ref().to_vec())
-        .collect();
+    let chain = served_chain(&material);
     let now = u64::try_from(at(1).unix_timestamp()).expect("unix");
     let judge = |bundle: &str, chain: &[Vec<u8>]| {
         let configs = [Configuration {
