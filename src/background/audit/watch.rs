@@ -123,12 +123,13 @@ impl Backoff for ListBackoff {
 /// nothing more is said of it (no restart, no relist) until it is served
 /// again.
 /// Objects per page of the initial list. The client holds a whole page in
-/// memory before the slim reader sees it, and a tenant may store about
-/// 256 KiB of annotations on each object (the API server's limit), or a
-/// spec up to etcd's 1.5 MiB: 50 objects keep a page to about 13 MiB of
-/// such annotations (500, the client's default, took a leader to a 389 MiB
-/// peak with 2,000 rollouts of 250 KiB each). 10,000 rollouts are 200
-/// pages.
+/// memory before the slim reader sees it, and a tenant may store 256 KiB
+/// of annotations on each object (the API server's limit) and a spec up
+/// to etcd's 1.5 MiB per object: a page of 50 is about 13 MiB of objects
+/// at the annotation limit and at most 75 MiB of the largest objects etcd
+/// stores, within the chart's 128 Mi memory limit (500, the client's
+/// default, took a leader to a 389 MiB peak with 2,000 rollouts of 250 KiB
+/// each). 10,000 rollouts are 200 pages.
 const PAGE_SIZE: u32 = 50;
 
 fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem> {
