@@ -588,6 +588,38 @@ mod tests {
     }
 
     #[test]
+    fn the_deleters_the_rollout_gate_and_numaflows_account() {
+        let p = Policy::built_in();
+        let du = &p.force_reapply.delete_undrained;
+        assert_eq!(
+            du.system_deleters.iter().collect::<Vec<_>>(),
+            crate::kinds::SYSTEM_DELETERS
+        );
+        assert!(!du.gate_rollout_deletes);
+        assert_eq!(
+            p.numaflow.controller_account,
+            crate::kinds::NUMAFLOW_CONTROLLER
+        );
+        let p = Policy::from_yaml(
+            "forceReapply:\n  deleteUndrained: {systemDeleters: [gc], gateRolloutDeletes: true}\nnumaflow: {controllerAccount: nf}\n",
+        )
+        .expect("valid");
+        let du = &p.force_reapply.delete_undrained;
+        assert_eq!(du.system_deleters.iter().collect::<Vec<_>>(), ["gc"]);
+        assert!(du.gate_rollout_deletes);
+        // The lists still default to forceReapply's.
+        assert_eq!(du.users, p.force_reapply.users);
+        assert_eq!(p.numaflow.controller_account, "nf");
+        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
+        let yaml = "numaflow: {controllerAccount: \" \"}\n";
+        assert!(
+            problems(yaml).contains("numaflow.controllerAccount is empty"),
+            "{}",
+            problems(yaml)
+        );
+    }
+
+    #[test]
     fn durations_in_every_accepted_form() {
         let p = Policy::from_yaml("drainTimeout:\n  min: 45\n  max: 1h30m\n").expect("valid");
         assert_eq!(
