@@ -357,7 +357,7 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         "the broken watch is counted: {text}"
     );
     let late = wait_for_result(cluster, LATE, "after", "drain-timeout-range", "pass");
-    assert_eq!(late["summary"]["pass"], 9, "{late:#}");
+    assert_eq!(late["summary"]["pass"], 10, "{late:#}");
 }
 
 #[test]
