@@ -32,7 +32,8 @@ pub struct DeleteGates {
     /// Rule 20 applies: an owned child deleted by an account the policy
     /// does not exempt; the owning rollout's name.
     pub child_of: Option<String>,
-    /// Rule 20 does not apply: the exempt account's role, for the audit.
+    /// Rule 20 does not apply: why (an exempt account's role, or no
+    /// owner), for the audit annotation.
     pub exempt: Option<&'static str>,
     /// Rule 21 applies: a PipelineRollout deleted; what its Pipeline's
     /// deletion timeout is, in words.
@@ -42,7 +43,12 @@ pub struct DeleteGates {
 }
 
 /// The owning rollout's name of a child (its parent-rollout-name label).
+/// Labels that cannot be read may hide the label: judged as owned, so a
+/// stored object of a wrong shape never lets a delete through unasked.
 fn owner<'a>(write: &'a RolloutWrite<'_>) -> Option<&'a str> {
+    if let Some(("metadata" | "metadata.labels", _)) = write.object.malformed_metadata() {
+        return Some("(its labels cannot be read)");
+    }
     match write.object.label(PARENT_ROLLOUT) {
         Some(Value::String(name)) => Some(name),
         // A label value is a string; anything else still names an owner.
@@ -76,17 +82,24 @@ impl DeleteGates {
             return Self::default();
         }
         let Some(parent) = owner(write) else {
-            return Self::default();
+            return Self {
+                exempt: Some(
+                    "no numaplane.numaproj.io/parent-rollout-name label: no rollout owns it",
+                ),
+                ..Self::default()
+            };
         };
         if user == policy.numaplane.controller_account {
             return Self {
-                exempt: Some("numaplane.controllerAccount"),
+                exempt: Some("numaplane.controllerAccount (it deletes the children it made)"),
                 ..Self::default()
             };
         }
         if system {
             return Self {
-                exempt: Some("listed in forceReapply.deleteUndrained.systemDeleters"),
+                exempt: Some(
+                    "listed in forceReapply.deleteUndrained.systemDeleters (it deletes children as their owner or namespace is deleted)",
+                ),
                 ..Self::default()
             };
         }
@@ -115,10 +128,7 @@ impl DeleteGates {
         if let Some(role) = self.exempt {
             decision.audit.insert(
                 Gate::DeleteChild.as_str().to_owned(),
-                format!(
-                    "allowed: user \"{}\", {role} (deletes children as their owner's or namespace's deletion)",
-                    cut(user, 64)
-                ),
+                format!("allowed: user \"{}\", {role}", cut(user, 64)),
             );
         }
         if let Some(parent) = &self.child_of {

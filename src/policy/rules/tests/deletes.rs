@@ -85,7 +85,20 @@ fn delete_cases() -> Vec<Case> {
                 kind,
                 unowned,
             )
+            .audit("delete-child", "allowed: user")
             .events(&[]),
+        );
+        let mut unreadable = owned(kind);
+        unreadable["metadata"]["labels"] = json!("not a map");
+        cases.push(
+            delete_json(
+                &format!("{k}: labels that cannot be read are judged as owned"),
+                kind,
+                unreadable,
+            )
+            .deny(&[DeleteChild])
+            .audit("delete-child", "denied by rule 20")
+            .msg(&["(its labels cannot be read)"]),
         );
         cases.push(
             delete_json(
