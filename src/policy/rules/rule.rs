@@ -9,8 +9,8 @@ use std::fmt;
 /// One rule of the webhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
-    /// 0: a CREATE or UPDATE the rules cannot judge (no object, no
-    /// resource) is denied, saying what is missing.
+    /// 0: a request the rules cannot judge (no object, no resource, a
+    /// DELETE without the stored object) is denied, saying what is missing.
     Judgeable,
     /// 1: no drain timeout set is fine (`/mutate` fills in the default).
     TimeoutOptional,
@@ -30,7 +30,8 @@ pub enum Rule {
     ForcePromote,
     /// 8: a violation whose inputs are unchanged warns (ratcheting).
     Ratcheting,
-    /// 9: what is judged: CREATE and UPDATE of the guarded kinds.
+    /// 9: what is judged: CREATE and UPDATE of the guarded kinds (and
+    /// DELETE, by rules 20 and 21).
     Scope,
     /// 10: warn mode denies nothing; gate decisions are audit annotations.
     WarnMode,
