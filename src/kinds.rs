@@ -140,6 +140,27 @@ pub const UPGRADE_STATE: &str = "numaplane.numaproj.io/upgrade-state";
 /// The label naming the rollout a child belongs to.
 pub const PARENT_ROLLOUT: &str = "numaplane.numaproj.io/parent-rollout-name";
 
+/// The annotation Numaflow's controller sets on a Pipeline when it starts
+/// pausing it (RFC 3339) and removes when it resumes it; Numaflow ends the
+/// pause at this time plus `spec.lifecycle.pauseGracePeriodSeconds`, drained
+/// or not (Numaflow v1.8, `pkg/reconciler/pipeline/controller.go`).
+pub const PAUSE_TIMESTAMP: &str = "numaflow.numaproj.io/pause-timestamp";
+
+/// Numaflow's controller account in a default install: the only writer of
+/// [`PAUSE_TIMESTAMP`] (the policy's `numaflow.controllerAccount` default).
+pub const NUMAFLOW_CONTROLLER: &str = "system:serviceaccount:numaflow-system:numaflow-sa";
+/// Numaplane's controller account in a default install (the policy's
+/// `numaplane.controllerAccount` default).
+pub const NUMAPLANE_CONTROLLER: &str = "system:serviceaccount:numaplane-system:numaplane-sa";
+/// The Kubernetes accounts that delete children as part of deleting their
+/// owner or their namespace: the garbage collector and the namespace
+/// controller (the policy's `forceReapply.deleteUndrained.systemDeleters`
+/// default).
+pub const SYSTEM_DELETERS: [&str; 2] = [
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:serviceaccount:kube-system:namespace-controller",
+];
+
 /// The upgrade states in which a force-promote can act.
 pub const PROMOTABLE_STATES: [&str; 2] = ["in-progress", "trial"];
 /// The upgrade states in which marked-for-deletion can act.
@@ -171,7 +192,9 @@ pub const BOOKKEEPING_ANNOTATIONS: [&str; 5] = [
 /// Whether the lenient views keep `key` of a label or annotation map:
 /// the switches, the bookkeeping, and the two PipelineRollout annotations.
 pub fn watched(key: &str) -> bool {
-    key.starts_with("numaplane.numaproj.io/") || key.starts_with("pipelinerollout-webhook.")
+    key.starts_with("numaplane.numaproj.io/")
+        || key.starts_with("pipelinerollout-webhook.")
+        || key == PAUSE_TIMESTAMP
 }
 
 #[cfg(test)]
@@ -205,6 +228,7 @@ mod tests {
             assert!(watched(key), "{key}");
         }
         assert!(watched(FORCE_PROMOTE_LABEL) && watched(MARKED_FOR_DELETION));
+        assert!(watched(PAUSE_TIMESTAMP));
         assert!(!watched("app.kubernetes.io/name"));
     }
 }

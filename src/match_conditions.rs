@@ -1,8 +1,11 @@
 //! The CEL `matchConditions` of the webhook rules for the children and for
 //! MonoVertexRollouts and ISBServiceRollouts, generated from the keys in
 //! [`crate::kinds`]: the API server sends a write of one of these only when
-//! it sets, changes or removes one of the keys rules 13 to 15 judge (or,
-//! for a rollout, turns on `spec.strategy.progressive.forcePromote`). The
+//! it sets, changes or removes one of the keys rules 13 to 15 judge, or a
+//! child's `pause-timestamp` is set or changed by anyone but Numaflow's
+//! controller (rule 19), or an owned child is deleted by anyone but
+//! Numaplane's controller and Kubernetes' own deleters (rule 20); for a
+//! rollout, when it turns on `spec.strategy.progressive.forcePromote`. The
 //! Numaplane controller writes children constantly; its ordinary writes
 //! never reach the webhook. `cargo xtask generate` writes these
 //! expressions into `manifests/base/webhooks.yaml` and the chart's
@@ -10,6 +13,7 @@
 
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
+    NUMAFLOW_CONTROLLER, NUMAPLANE_CONTROLLER, PARENT_ROLLOUT, PAUSE_TIMESTAMP, SYSTEM_DELETERS,
 };
 
 /// The kinds whose webhook rule carries a generated matchCondition (a
@@ -94,6 +98,43 @@ fn force_promote_on(root: &str) -> String {
     )
 }
 
+/// Whether a DELETE of a child is one rule 20 judges: the stored object
+/// (`oldObject`; `object` is null on DELETE and is never read) carries the
+/// parent-rollout-name label, and the deleter is neither Numaplane's
+/// controller nor one of Kubernetes' own deleters (their deletes never
+/// wait for the webhook).
+fn deleted_owned_child() -> String {
+    let exempt: Vec<&str> = std::iter::once(NUMAPLANE_CONTROLLER)
+        .chain(SYSTEM_DELETERS)
+        .collect();
+    format!(
+        "!(request.userInfo.username in {}) && has(oldObject.metadata.labels) && '{PARENT_ROLLOUT}' in oldObject.metadata.labels",
+        list(&exempt)
+    )
+}
+
+/// Whether a CREATE or UPDATE of a child sets or changes pause-timestamp
+/// (rule 19) as anyone but Numaflow's controller (removing it is allowed).
+fn pause_timestamp_written(update: bool) -> String {
+    let path = ["metadata", "annotations"];
+    let new = format!(
+        "({} && '{PAUSE_TIMESTAMP}' in object.metadata.annotations)",
+        guard("object", &path)
+    );
+    let written = if update {
+        let value = |root: &str| {
+            format!(
+                "({} && '{PAUSE_TIMESTAMP}' in {root}.metadata.annotations ? '=' + {root}.metadata.annotations['{PAUSE_TIMESTAMP}'] : '')",
+                guard(root, &path)
+            )
+        };
+        format!("{new} && {} != {}", value("object"), value("oldObject"))
+    } else {
+        new
+    };
+    format!("(request.userInfo.username != '{NUMAFLOW_CONTROLLER}' && {written})")
+}
+
 /// The matchCondition expression for writes of `kind`: true when the
 /// write touches what the rules judge. `None` for a PipelineRollout.
 pub fn expression(kind: Kind) -> Option<String> {
@@ -118,7 +159,10 @@ pub fn expression(kind: Kind) -> Option<String> {
         changed(&labels, &label_keys),
         changed(&annotations, &annotation_keys),
     ];
-    if !kind.is_child() {
+    if kind.is_child() {
+        on_create.push(pause_timestamp_written(false));
+        on_update.push(pause_timestamp_written(true));
+    } else {
         on_create.push(force_promote_on("object"));
         on_update.push(format!(
             "({} && !{})",
@@ -126,10 +170,17 @@ pub fn expression(kind: Kind) -> Option<String> {
             force_promote_on("oldObject")
         ));
     }
-    Some(format!(
+    let written = format!(
         "request.operation == 'CREATE' ? ({}) : ({})",
         on_create.join(" || "),
         on_update.join(" || ")
+    );
+    if !kind.is_child() {
+        return Some(written);
+    }
+    Some(format!(
+        "request.operation == 'DELETE' ? ({}) : ({written})",
+        deleted_owned_child()
     ))
 }
 
@@ -180,13 +231,20 @@ mod evaluated {
     use super::*;
 
     fn matches(kind: Kind, operation: &str, object: Value, old: Value) -> bool {
+        matches_as(kind, operation, "alice", object, old)
+    }
+
+    fn matches_as(kind: Kind, operation: &str, user: &str, object: Value, old: Value) -> bool {
         let text = expression(kind).expect("an expression");
         let program = cel::Program::compile(&text).expect("compiles");
         let mut context = cel::Context::default();
         let value = |v: Value| cel::to_value(v).expect("a CEL value");
         context.add_variable_from_value("object", value(object));
         context.add_variable_from_value("oldObject", value(old));
-        context.add_variable_from_value("request", value(json!({"operation": operation})));
+        context.add_variable_from_value(
+            "request",
+            value(json!({"operation": operation, "userInfo": {"username": user}})),
+        );
         match program.execute(&context).expect("evaluates") {
             cel::Value::Bool(b) => b,
             other => panic!("not a bool: {other:?}"),
@@ -321,6 +379,126 @@ mod evaluated {
             kind,
             "CREATE",
             json!({"metadata": {"name": "r"}, "spec": {}}),
+            Value::Null
+        ));
+    }
+
+    #[test]
+    fn a_child_delete_is_sent_when_owned_and_not_by_a_system_deleter() {
+        let owned = child(json!({PARENT_ROLLOUT: "demo"}), json!({}));
+        let cases = [
+            (
+                "a user deletes an owned child",
+                "alice",
+                owned.clone(),
+                true,
+            ),
+            (
+                "Numaplane's controller",
+                NUMAPLANE_CONTROLLER,
+                owned.clone(),
+                false,
+            ),
+            (
+                "the garbage collector",
+                SYSTEM_DELETERS[0],
+                owned.clone(),
+                false,
+            ),
+            (
+                "the namespace controller",
+                SYSTEM_DELETERS[1],
+                owned.clone(),
+                false,
+            ),
+            (
+                "Numaflow's controller",
+                NUMAFLOW_CONTROLLER,
+                owned.clone(),
+                true,
+            ),
+            (
+                "a child no rollout owns",
+                "alice",
+                child(json!({"app": "x"}), json!({})),
+                false,
+            ),
+            (
+                "no labels",
+                "alice",
+                json!({"metadata": {"name": "p"}}),
+                false,
+            ),
+        ];
+        for kind in [
+            Kind::Pipeline,
+            Kind::MonoVertex,
+            Kind::InterStepBufferService,
+        ] {
+            for (name, user, old, want) in &cases {
+                // On DELETE the API server sends `object: null`.
+                assert_eq!(
+                    matches_as(kind, "DELETE", user, Value::Null, old.clone()),
+                    *want,
+                    "{kind:?}: {name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_pause_timestamp_write_is_sent_unless_numaflow_writes_it() {
+        let at = |t: &str| child(json!({UPGRADE: "promoted"}), json!({PAUSE_TIMESTAMP: t}));
+        let none = child(json!({UPGRADE: "promoted"}), json!({}));
+        let t0 = "2026-01-01T00:00:00Z";
+        let t1 = "2025-01-01T00:00:00Z";
+        let cases = [
+            ("a user sets it", "alice", at(t0), none.clone(), true),
+            ("a user backdates it", "alice", at(t1), at(t0), true),
+            ("a user leaves it", "alice", at(t0), at(t0), false),
+            ("a user removes it", "alice", none.clone(), at(t0), false),
+            (
+                "Numaflow sets it",
+                NUMAFLOW_CONTROLLER,
+                at(t0),
+                none.clone(),
+                false,
+            ),
+            (
+                "Numaflow removes it",
+                NUMAFLOW_CONTROLLER,
+                none.clone(),
+                at(t0),
+                false,
+            ),
+            (
+                "Numaplane changes it",
+                NUMAPLANE_CONTROLLER,
+                at(t1),
+                at(t0),
+                true,
+            ),
+        ];
+        for (name, user, new, old, want) in cases {
+            assert_eq!(
+                matches_as(Kind::Pipeline, "UPDATE", user, new, old),
+                want,
+                "{name}"
+            );
+        }
+        let plain = child(json!({"app": "x"}), json!({PAUSE_TIMESTAMP: t0}));
+        assert!(matches_as(
+            Kind::Pipeline,
+            "CREATE",
+            "alice",
+            plain.clone(),
+            Value::Null
+        ));
+        assert!(!matches_as(
+            Kind::Pipeline,
+            "CREATE",
+            NUMAFLOW_CONTROLLER,
+            plain,
             Value::Null
         ));
     }

@@ -5,8 +5,10 @@
 //! other rollouts and the children): their labels, annotations, owner and
 //! the metadata a rollout copies onto its children ([`keys`]).
 
+mod drain;
 mod keys;
 
+pub use drain::{DeletionTimeout, NUMAFLOW_DELETION_SECONDS};
 pub use keys::{Keys, Map, TemplateMeta};
 
 use std::borrow::Cow;
@@ -164,6 +166,8 @@ struct Spec {
     inter_step_buffer_service: Obj<Template>,
     #[serde(default)]
     strategy: Obj<Strategy>,
+    #[serde(default)]
+    riders: List<Obj<drain::Rider>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -184,6 +188,10 @@ struct PipelineSpec {
 struct Lifecycle {
     #[serde(default, rename = "pauseGracePeriodSeconds")]
     pause_grace_period_seconds: Option<Value>,
+    #[serde(default, rename = "deletionGracePeriodSeconds")]
+    deletion_grace_period_seconds: Option<Value>,
+    #[serde(default, rename = "deleteGracePeriodSeconds")]
+    delete_grace_period_seconds: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -122,7 +122,11 @@ const FIXTURES: &[Expect] = &[
         "a new PipelineRollout cannot be pausing",
     ),
     patch("14-create-with-allow-data-loss-alice-mutate.json"),
-    allow("15-delete-kubectl-validate.json"),
+    // Rule 21: a DELETE of a PipelineRollout warns of its deletion timeout.
+    allow_warning(
+        "15-delete-kubectl-validate.json",
+        "its Pipelines are deleted too, each drained at most 30s",
+    ),
     allow("16-create-v1beta1-validate.json"),
     allow("17-create-isb-paused-kubectl-create-validate.json"),
     patch("17-create-isb-paused-kubectl-create-mutate.json"),

@@ -38,7 +38,7 @@ impl Origin {
 /// What the rules make of a request, before they judge it.
 #[derive(Debug, Clone)]
 pub enum Subject<'a> {
-    /// Not judged: DELETE, CONNECT, a subresource.
+    /// Not judged: CONNECT, a subresource.
     Skipped,
     /// A resource the webhook does not guard: allowed, with this warning.
     Unguarded(String),
@@ -79,7 +79,7 @@ pub struct Asker<'a, P> {
 pub struct Decided {
     /// The decision.
     pub decision: Decision,
-    /// Whether the rules judged it (false for DELETE, other resources, ...).
+    /// Whether the rules judged it (false for CONNECT, other resources, ...).
     pub judged: bool,
     /// The RBAC check made for it, if one was.
     pub rbac: Option<RbacTrace>,

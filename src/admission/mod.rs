@@ -60,7 +60,7 @@ pub struct Outcome {
     pub webhook: Webhook,
     /// The response AdmissionReview, serialised.
     pub body: Vec<u8>,
-    /// Whether the rules judged it (false for DELETE, other resources, ...).
+    /// Whether the rules judged it (false for CONNECT, other resources, ...).
     pub judged: bool,
     /// The decision behind the answer: the only record of the outcome.
     pub decision: Decision,

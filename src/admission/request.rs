@@ -57,7 +57,8 @@ impl RequestOperation {
         match self {
             Self::Create => Some(Operation::Create),
             Self::Update => Some(Operation::Update),
-            _ => None,
+            Self::Delete => Some(Operation::Delete),
+            Self::Connect | Self::Unknown => None,
         }
     }
 }
@@ -248,8 +249,9 @@ impl AdmissionRequest {
     }
 
     /// The rules' view of this request, judged at `now`: not judged
-    /// (DELETE, CONNECT, subresources), a resource the webhook does not
-    /// guard, a write that cannot be judged, or a write.
+    /// (CONNECT, subresources), a resource the webhook does not guard, a
+    /// write that cannot be judged, or a write (a DELETE judged on the
+    /// stored object).
     pub fn subject(&self, now: OffsetDateTime) -> Subject<'_> {
         self.write(now)
             .unwrap_or_else(|e| Subject::Unjudgeable(e.to_string()))
@@ -265,6 +267,28 @@ impl AdmissionRequest {
             Resource::Guarded(kind) => kind,
         };
         let what = kind.kind();
+        if operation == Operation::Delete {
+            // The API server sends a DELETE with `object: null` and the
+            // stored object in `oldObject`: that is what is judged.
+            let Obj::Present(stored) = &self.old_object else {
+                return Err(Unjudgeable::DeletedObject {
+                    found: describe(&self.old_object),
+                    kind: what,
+                });
+            };
+            return Ok(Subject::Write {
+                write: RolloutWrite {
+                    kind,
+                    operation,
+                    namespace: &self.namespace,
+                    user: &self.user,
+                    object: stored,
+                    old_object: None,
+                    now,
+                },
+                name: &self.name,
+            });
+        }
         let Obj::Present(object) = &self.object else {
             return Err(Unjudgeable::Object {
                 found: describe(&self.object),
@@ -274,7 +298,7 @@ impl AdmissionRequest {
         };
         let old_object = match (&self.old_object, operation) {
             (Obj::Present(old), _) => Some(old),
-            (_, Operation::Create) => None,
+            (_, Operation::Create | Operation::Delete) => None,
             (other, Operation::Update) => {
                 return Err(Unjudgeable::OldObject {
                     found: describe(other),
@@ -328,7 +352,7 @@ enum Resource {
     Unguarded(String),
 }
 
-/// Why a CREATE or UPDATE cannot be judged: the text of its denial.
+/// Why a CREATE, UPDATE or DELETE cannot be judged: the text of its denial.
 #[derive(Debug, thiserror::Error)]
 enum Unjudgeable {
     /// No `request.resource` to say what the request is for.
@@ -342,6 +366,18 @@ enum Unjudgeable {
         /// CREATE or UPDATE.
         operation: RequestOperation,
         /// The kind written.
+        kind: &'static str,
+    },
+    /// A DELETE without the stored object (the API server always sends
+    /// it): whether it deletes an owned child cannot be told, so it is
+    /// refused rather than let through.
+    #[error(
+        "request.oldObject is {found}; a DELETE of a {kind} is judged on the stored object, which the API server sends in oldObject: retry the delete, and if it persists check the webhook configuration"
+    )]
+    DeletedObject {
+        /// What was there instead.
+        found: String,
+        /// The kind deleted.
         kind: &'static str,
     },
     /// An UPDATE without the stored object.

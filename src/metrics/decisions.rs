@@ -73,6 +73,8 @@ impl DecisionMetrics {
             Gate::ForceReapply,
             Gate::ForcePromote,
             Gate::DeleteUndrained,
+            Gate::DeleteChild,
+            Gate::DeleteRollout,
         ] {
             for result in [
                 GateResult::Allowed,

@@ -15,6 +15,11 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             "numaplane.controllerAccount is empty: name the Numaplane controller's username, e.g. system:serviceaccount:numaplane-system:numaplane-sa".to_owned(),
         );
     }
+    if policy.numaflow.controller_account.trim().is_empty() {
+        problems.push(
+            "numaflow.controllerAccount is empty: name the Numaflow controller's username, e.g. system:serviceaccount:numaflow-system:numaflow-sa".to_owned(),
+        );
+    }
     if let Some(rbac) = &policy.force_reapply.delete_undrained.rbac {
         let verb_ok = !rbac.verb.is_empty()
             && rbac

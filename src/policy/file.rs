@@ -9,8 +9,8 @@ use super::checks;
 use super::duration::{DefaultSpec, Seconds};
 use super::error::PolicyError;
 use super::model::{
-    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Numaplane,
-    Policy, RbacPolicy, TimeoutRules,
+    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Numaflow,
+    Numaplane, Policy, RbacPolicy, TimeoutRules,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -30,6 +30,8 @@ struct PolicyFile {
     force_promote: Option<ForcePromoteFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     numaplane: Option<NumaplaneFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    numaflow: Option<NumaplaneFile>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -48,6 +50,10 @@ struct DeleteUndrainedFile {
     groups: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rbac_verb: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_deleters: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate_rollout_deletes: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -173,10 +179,15 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
         .and_then(|f| f.rbac)
         .unwrap_or_default();
     let base_np = base.numaplane.unwrap_or_default();
+    let base_nf = base.numaflow.unwrap_or_default();
+    let base_du = base_fr.delete_undrained.as_ref();
+    let base_du_deleters = base_du.and_then(|d| d.system_deleters.clone());
+    let base_du_gate = base_du.and_then(|d| d.gate_rollout_deletes);
     let dt = given.drain_timeout.unwrap_or_default();
     let mut fr = given.force_reapply.unwrap_or_default();
     let fp = given.force_promote.unwrap_or_default();
     let np = given.numaplane.unwrap_or_default();
+    let nf = given.numaflow.unwrap_or_default();
     let du = fr.delete_undrained.take().unwrap_or_default();
 
     // Each key: the file's value, else the built-in one. The built-in text
@@ -276,6 +287,20 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             verb: du.rbac_verb.clone().unwrap_or_else(|| r.verb.clone()),
             ..r.clone()
         }),
+        system_deleters: pick_or(
+            &mut problems,
+            du.system_deleters,
+            base_du_deleters,
+            "forceReapply.deleteUndrained.systemDeleters",
+        )
+        .into_iter()
+        .collect(),
+        gate_rollout_deletes: pick_or(
+            &mut problems,
+            du.gate_rollout_deletes,
+            base_du_gate,
+            "forceReapply.deleteUndrained.gateRolloutDeletes",
+        ),
     };
     let policy = Policy {
         mode,
@@ -339,6 +364,14 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
                 np.controller_account,
                 base_np.controller_account,
                 "numaplane.controllerAccount",
+            ),
+        },
+        numaflow: Numaflow {
+            controller_account: pick_or(
+                &mut problems,
+                nf.controller_account,
+                base_nf.controller_account,
+                "numaflow.controllerAccount",
             ),
         },
     };
@@ -416,6 +449,14 @@ fn to_file(policy: &Policy) -> PolicyFile {
                 users: Some(fr.delete_undrained.users.iter().cloned().collect()),
                 groups: Some(fr.delete_undrained.groups.iter().cloned().collect()),
                 rbac_verb: fr.delete_undrained.rbac.as_ref().map(|r| r.verb.clone()),
+                system_deleters: Some(
+                    fr.delete_undrained
+                        .system_deleters
+                        .iter()
+                        .cloned()
+                        .collect(),
+                ),
+                gate_rollout_deletes: Some(fr.delete_undrained.gate_rollout_deletes),
             }),
         }),
         force_promote: Some(ForcePromoteFile {
@@ -423,6 +464,9 @@ fn to_file(policy: &Policy) -> PolicyFile {
         }),
         numaplane: Some(NumaplaneFile {
             controller_account: Some(policy.numaplane.controller_account.clone()),
+        }),
+        numaflow: Some(NumaplaneFile {
+            controller_account: Some(policy.numaflow.controller_account.clone()),
         }),
     }
 }
@@ -541,6 +585,38 @@ mod tests {
         ] {
             assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
         }
+    }
+
+    #[test]
+    fn the_deleters_the_rollout_gate_and_numaflows_account() {
+        let p = Policy::built_in();
+        let du = &p.force_reapply.delete_undrained;
+        assert_eq!(
+            du.system_deleters.iter().collect::<Vec<_>>(),
+            crate::kinds::SYSTEM_DELETERS
+        );
+        assert!(!du.gate_rollout_deletes);
+        assert_eq!(
+            p.numaflow.controller_account,
+            crate::kinds::NUMAFLOW_CONTROLLER
+        );
+        let p = Policy::from_yaml(
+            "forceReapply:\n  deleteUndrained: {systemDeleters: [gc], gateRolloutDeletes: true}\nnumaflow: {controllerAccount: nf}\n",
+        )
+        .expect("valid");
+        let du = &p.force_reapply.delete_undrained;
+        assert_eq!(du.system_deleters.iter().collect::<Vec<_>>(), ["gc"]);
+        assert!(du.gate_rollout_deletes);
+        // The lists still default to forceReapply's.
+        assert_eq!(du.users, p.force_reapply.users);
+        assert_eq!(p.numaflow.controller_account, "nf");
+        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
+        let yaml = "numaflow: {controllerAccount: \" \"}\n";
+        assert!(
+            problems(yaml).contains("numaflow.controllerAccount is empty"),
+            "{}",
+            problems(yaml)
+        );
     }
 
     #[test]

@@ -189,6 +189,13 @@ pub struct DeleteUndrained {
     /// RBAC asked when the lists say no: forceReapply.rbac with this
     /// gate's verb (`None` when forceReapply.rbac is off).
     pub rbac: Option<RbacPolicy>,
+    /// The accounts that delete a rollout's children as Kubernetes itself
+    /// (the garbage collector, the namespace controller): their DELETEs of
+    /// children are allowed unasked, as Numaplane's controller's are.
+    pub system_deleters: BTreeSet<String>,
+    /// A DELETE of a PipelineRollout needs this permission too (its
+    /// Pipelines are then drained for at most their deletion timeout).
+    pub gate_rollout_deletes: bool,
 }
 
 impl DeleteUndrained {
@@ -243,6 +250,14 @@ pub struct Numaplane {
     pub controller_account: String,
 }
 
+/// What the webhook knows of the Numaflow controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Numaflow {
+    /// The controller's username: the only one that may set or change a
+    /// Pipeline's `numaflow.numaproj.io/pause-timestamp`.
+    pub controller_account: String,
+}
+
 /// What happens to `spec.strategy.progressive.forcePromote` once it is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForcePromote {
@@ -277,6 +292,8 @@ pub struct Policy {
     pub force_promote: ForcePromote,
     /// The Numaplane controller.
     pub numaplane: Numaplane,
+    /// The Numaflow controller.
+    pub numaflow: Numaflow,
 }
 
 impl Policy {

@@ -50,8 +50,8 @@ pub struct Export {
     /// fails on these): today a `minPauseAge` above 0.
     pub inexpressible: Vec<String>,
     /// What the export leaves to the webhook by design, whatever the
-    /// policy: the kinds other than PipelineRollout and rules 13 to 15
-    /// (`--strict` names these and still succeeds).
+    /// policy: the kinds other than PipelineRollout, rules 13 to 15 and
+    /// 19 to 21 (`--strict` names these and still succeeds).
     pub left_out: Vec<String>,
     /// What each validation checks, in order (the comment block lists them).
     pub validations: Vec<&'static str>,
@@ -174,6 +174,7 @@ pub fn left_out() -> Vec<String> {
     vec![
         "MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices and InterStepBufferServices: this policy matches PipelineRollouts only; keep the webhook's validate-children, validate-monovertexrollouts and validate-isbservicerollouts webhooks for them".to_owned(),
         "rules 13 to 15 on PipelineRollouts: the force-promote label and marked-for-deletion in spec.pipeline.metadata, and Numaplane's bookkeeping keys there".to_owned(),
+        "rules 19 to 21: pause-timestamp (on Pipelines and in spec.pipeline.metadata), and every DELETE (a rollout's child, and a PipelineRollout's warning and forceReapply.deleteUndrained.gateRolloutDeletes): this policy matches CREATE and UPDATE only; keep the webhooks' DELETE rules".to_owned(),
     ]
 }
 
@@ -190,7 +191,7 @@ fn not_covered(policy: &Policy) -> Vec<String> {
     }
     lines.extend([
         "Events (ForceReapplyAllowed, ForceReapplyDenied, ForcePromoteAllowed) and the force-reapply and force-promote audit annotations".to_owned(),
-        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) and forcePromote kept on (rule 12) are allowed silently".to_owned(),
+        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) and forcePromote kept on (rule 12) and an HPA rider (rule 22) are allowed silently".to_owned(),
         "messages: the API server shows the first failing validation's message; the webhook lists every violation".to_owned(),
     ]);
     let ages = inexpressible(policy);

@@ -87,6 +87,7 @@ pub(crate) fn webhook_configurations_match_the_server(r: &Rendering) {
     check_client(&mutate.client_config, "/mutate");
     check_client(&validate.client_config, "/validate");
     let check_common = |name: &str,
+                        operations: &[&str],
                         rules: Option<&Vec<RuleWithOperations>>,
                         selector: Option<&LabelSelector>,
                         side_effects: &str,
@@ -109,8 +110,8 @@ pub(crate) fn webhook_configurations_match_the_server(r: &Rendering) {
         );
         assert_eq!(
             sorted(rule.operations.as_ref()),
-            ["CREATE", "UPDATE"],
-            "{name}: CREATE and UPDATE only"
+            operations,
+            "{name}: its operations"
         );
         assert_eq!(rule.scope.as_deref(), Some("Namespaced"), "{name}");
         assert_eq!(
@@ -142,11 +143,14 @@ pub(crate) fn webhook_configurations_match_the_server(r: &Rendering) {
         );
     };
     // MutatingWebhook and ValidatingWebhook have these fields in common but
-    // no trait over them: the macro reads them from either.
+    // no trait over them: the macro reads them from either. /mutate
+    // defaults CREATE and UPDATE; /validate also warns of (and may gate) a
+    // DELETE (rule 21).
     macro_rules! check_common_of {
-        ($name:expr, $hook:expr) => {
+        ($name:expr, $operations:expr, $hook:expr) => {
             check_common(
                 $name,
+                $operations,
                 $hook.rules.as_ref(),
                 $hook.namespace_selector.as_ref(),
                 &$hook.side_effects,
@@ -157,8 +161,8 @@ pub(crate) fn webhook_configurations_match_the_server(r: &Rendering) {
             )
         };
     }
-    check_common_of!(MUTATE_NAME, mutate);
-    check_common_of!(VALIDATE_NAME, validate);
+    check_common_of!(MUTATE_NAME, &["CREATE", "UPDATE"], mutate);
+    check_common_of!(VALIDATE_NAME, &["CREATE", "DELETE", "UPDATE"], validate);
 }
 
 #[test]
@@ -229,11 +233,13 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
         let got: BTreeSet<(String, String)> = rules
             .iter()
             .flat_map(|rule| {
-                assert_eq!(
-                    sorted(rule.operations.as_ref()),
-                    ["CREATE", "UPDATE"],
-                    "{name}"
-                );
+                // The children's DELETE is rule 20's.
+                let operations: &[&str] = if kinds.iter().all(|k| k.is_child()) {
+                    &["CREATE", "DELETE", "UPDATE"]
+                } else {
+                    &["CREATE", "UPDATE"]
+                };
+                assert_eq!(sorted(rule.operations.as_ref()), operations, "{name}");
                 assert_eq!(rule.scope.as_deref(), Some("Namespaced"), "{name}");
                 assert_eq!(sorted(rule.api_versions.as_ref()), ["*"], "{name}");
                 let groups = sorted(rule.api_groups.as_ref());

@@ -94,6 +94,7 @@ pub const PIPELINE_ROLLOUT_RULES: &[Rule] = &[
     Rule::ForcePromoteLabel,
     Rule::DeleteUndrained,
     Rule::Bookkeeping,
+    Rule::HpaRider,
 ];
 
 /// The rules a MonoVertexRollout's or an ISBServiceRollout's results are

@@ -12,7 +12,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use self::state::{
-    force_promote_state, force_reapply_state, template_deletion_state, template_label_state,
+    force_promote_state, force_reapply_state, hpa_rider_state, template_deletion_state,
+    template_label_state,
 };
 use super::audited::KindEntry;
 use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
@@ -221,6 +222,7 @@ impl Judge<'_> {
             let result = match rule {
                 Rule::ForceReapply => force_reapply_state(view),
                 Rule::ForcePromote => force_promote_state(view, kind),
+                Rule::HpaRider => hpa_rider_state(view),
                 Rule::ForcePromoteLabel | Rule::DeleteUndrained if template_unreadable => result(
                     rule,
                     Status::Skip,

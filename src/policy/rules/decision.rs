@@ -31,7 +31,7 @@ pub struct Decision {
     pub audit: BTreeMap<String, String>,
     /// The drain timeout `/mutate` wrote, if it wrote one.
     pub defaulted: Option<u64>,
-    /// The gate decisions taken (rules 6, 7, 13, 14), for the metrics.
+    /// The gate decisions taken (rules 6, 7, 13, 14, 20, 21), for the metrics.
     pub gates: Vec<(Gate, GateResult)>,
     /// Kubernetes Events the decision asks for (sent at the edge, never on
     /// the request path, and not for dry runs).
@@ -109,6 +109,10 @@ pub enum Gate {
     ForcePromote,
     /// Rule 14: marked-for-deletion set to "true".
     DeleteUndrained,
+    /// Rule 20: a rollout's child deleted.
+    DeleteChild,
+    /// Rule 21: a PipelineRollout deleted (with gateRolloutDeletes).
+    DeleteRollout,
 }
 
 impl Gate {
@@ -118,6 +122,8 @@ impl Gate {
             Self::ForceReapply => "force-reapply",
             Self::ForcePromote => "force-promote",
             Self::DeleteUndrained => "delete-undrained",
+            Self::DeleteChild => "delete-child",
+            Self::DeleteRollout => "delete-rollout",
         }
     }
 }

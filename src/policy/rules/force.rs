@@ -139,6 +139,8 @@ impl ForceGates {
             (false, _, _) | (true, Operation::Update, true) => None,
             (true, Operation::Create, _) => Some(NotPausing::NewObject),
             (true, Operation::Update, false) => Some(NotPausing::Idle),
+            // A DELETE sets no force (`reapply` is false for it).
+            (true, Operation::Delete, _) => None,
         };
         let promote = policy.force_reapply.gate_force_promote && write.force_promote_turned_on();
         // The pause's age matters only to a gate that applies.
@@ -261,6 +263,11 @@ impl Settle<'_> {
                 EventReason::DeleteUndrainedAllowed,
                 "marked-for-deletion to \"true\" (a recyclable Pipeline deleted without draining)",
             ),
+            // Recorded by rules::deletes, which words its own Events.
+            Gate::DeleteChild | Gate::DeleteRollout => (
+                EventReason::DeleteUndrainedAllowed,
+                "a delete that drains for at most the deletion timeout",
+            ),
         };
         self.gate_as(decision, gate, what, outcome);
     }
@@ -274,7 +281,9 @@ impl Settle<'_> {
         outcome: Result<(), Violation>,
     ) {
         let denied = match gate {
-            Gate::DeleteUndrained => EventReason::DeleteUndrainedDenied,
+            Gate::DeleteUndrained | Gate::DeleteChild | Gate::DeleteRollout => {
+                EventReason::DeleteUndrainedDenied
+            }
             _ => EventReason::ForceReapplyDenied,
         };
         let what_on = (what.0, format!("{}{}", what.1, self.about));
@@ -347,7 +356,7 @@ pub fn stale_force_warning(write: &RolloutWrite<'_>, gates: &ForceGates) -> Opti
 }
 
 /// Records a gate's decision: the audit annotation, and the denial.
-fn record_gate(
+pub(super) fn record_gate(
     decision: &mut Decision,
     mode: Mode,
     gate: Gate,

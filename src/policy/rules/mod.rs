@@ -4,7 +4,8 @@
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
 //! (rules 5 to 7 and 11), [`force_promote_reset`] (rule 12),
 //! [`numaplane_keys`] (rules 13 to 15, on children and rollouts' child
-//! templates); for `/mutate`,
+//! templates), [`pause_timestamp`] (rule 19), [`deletes`] (rules 20 and
+//! 21, the only rules a DELETE meets) and [`riders`] (rule 22); for `/mutate`,
 //! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
 //! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
@@ -15,9 +16,12 @@
 
 pub mod decision;
 pub mod defaulting;
+pub mod deletes;
 pub mod force;
 pub mod force_promote_reset;
 pub mod numaplane_keys;
+pub mod pause_timestamp;
+pub mod riders;
 pub mod rollout_write;
 pub mod rule;
 pub mod stale_force_reset;
@@ -25,6 +29,7 @@ pub mod timeout;
 pub mod violation;
 
 pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
+pub use deletes::DeleteGates;
 pub use force::ForceGates;
 pub use numaplane_keys::KeyGates;
 pub use rollout_write::{Operation, RolloutWrite};
@@ -44,6 +49,7 @@ pub struct Validation<'a> {
     findings: Vec<Finding>,
     gates: ForceGates,
     keys: KeyGates,
+    deletes: DeleteGates,
 }
 
 /// The requester's permissions, one per grant the gates read.
@@ -51,20 +57,34 @@ pub struct Validation<'a> {
 pub struct Permissions {
     /// forceReapply's: rules 6, 7 and 13.
     pub force: Permission,
-    /// forceReapply.deleteUndrained's: rule 14.
+    /// forceReapply.deleteUndrained's: rules 14, 20 and 21.
     pub undrained: Permission,
 }
 
 /// Judges a CREATE or UPDATE for `/validate`, short of the permission:
 /// finish it with [`Validation::finish`].
 pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'a> {
+    let gates = ForceGates::of(policy, &write);
+    let deletes = DeleteGates::of(policy, &write);
+    // A DELETE meets rules 20 and 21 only: what the stored object holds
+    // was judged when it was written.
+    if write.is_delete() {
+        return Validation {
+            policy,
+            write,
+            findings: Vec::new(),
+            gates,
+            keys: KeyGates::default(),
+            deletes,
+        };
+    }
     let mut findings: Vec<Finding> = force::metadata_finding(&write).into_iter().collect();
     if write.is_pipeline_rollout() {
         findings.extend(timeout::findings(&policy.drain_timeout, &write));
     }
     findings.extend(force::annotation_finding(&write));
     findings.extend(numaplane_keys::findings(policy, &write));
-    let gates = ForceGates::of(policy, &write);
+    findings.extend(pause_timestamp::finding(policy, &write));
     let keys = KeyGates::of(policy, &write);
     Validation {
         policy,
@@ -72,6 +92,7 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
         findings,
         gates,
         keys,
+        deletes,
     }
 }
 
@@ -115,7 +136,7 @@ impl Validation<'_> {
     /// (forceReapply.deleteUndrained), when settled without asking; `None`: ask.
     pub fn settled_undrained_permission(&self) -> Option<Permission> {
         self.settled(
-            self.keys.need_undrained_permission(),
+            self.keys.need_undrained_permission() || self.deletes.need_undrained_permission(),
             self.policy.force_reapply.delete_undrained.grant(),
         )
     }
@@ -168,6 +189,15 @@ impl Validation<'_> {
             permission,
             &permissions.undrained,
         );
+        self.deletes.judge(
+            &mut decision,
+            self.policy,
+            &self.write,
+            &permissions.undrained,
+        );
+        decision
+            .warnings
+            .extend(riders::hpa_rider_warning(&self.write));
         decision
             .warnings
             .extend(force::stale_force_warning(&self.write, &self.gates));
@@ -190,6 +220,10 @@ impl Validation<'_> {
 /// policy defaults, and resets a force that is over (one-shot).
 pub fn mutate(policy: &Policy, write: &RolloutWrite<'_>) -> Decision {
     let mut decision = Decision::default();
+    // `/mutate` is not called for DELETE; if it is, it changes nothing.
+    if write.is_delete() {
+        return decision;
+    }
     defaulting::default_timeout(policy, write, &mut decision);
     stale_force_reset::reset_stale_force(policy, write, &mut decision);
     force_promote_reset::reset_finished_force_promote(policy, write, &mut decision);

@@ -1,4 +1,4 @@
-//! What the rules judge: one write (a CREATE or UPDATE) of a
+//! What the rules judge: one write (a CREATE, UPDATE or DELETE) of a
 //! PipelineRollout or another guarded kind, with who makes it, where and
 //! when.
 
@@ -17,6 +17,9 @@ pub enum Operation {
     Create,
     /// A change to a stored object.
     Update,
+    /// The removal of a stored object: judged on the stored object, which
+    /// is then the write's `object`.
+    Delete,
 }
 
 impl Operation {
@@ -25,6 +28,7 @@ impl Operation {
         match self {
             Self::Create => "CREATE",
             Self::Update => "UPDATE",
+            Self::Delete => "DELETE",
         }
     }
 }
@@ -42,15 +46,16 @@ impl fmt::Display for Operation {
 pub struct RolloutWrite<'a> {
     /// The kind written (the request's resource).
     pub kind: Kind,
-    /// CREATE or UPDATE.
+    /// CREATE, UPDATE or DELETE.
     pub operation: Operation,
     /// The object's namespace (selects the namespace override).
     pub namespace: &'a str,
     /// Who is asking.
     pub user: &'a UserInfo,
-    /// The object as it would be stored.
+    /// The object as it would be stored; on DELETE, the stored object
+    /// being deleted.
     pub object: &'a PipelineRollout,
-    /// The stored object, on UPDATE.
+    /// The stored object, on UPDATE (on DELETE it is `object`).
     pub old_object: Option<&'a PipelineRollout>,
     /// The time the request is judged at (the webhook's clock, or
     /// `review --now`): clock-dependent rules read only this.
@@ -62,7 +67,7 @@ impl RolloutWrite<'_> {
     pub fn old(&self) -> Option<&PipelineRollout> {
         match self.operation {
             Operation::Update => self.old_object,
-            Operation::Create => None,
+            Operation::Create | Operation::Delete => None,
         }
     }
 
@@ -75,6 +80,7 @@ impl RolloutWrite<'_> {
     /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request.
     pub fn annotation_becomes_true(&self) -> bool {
         self.is_pipeline_rollout()
+            && !self.is_delete()
             && self.object.forces_reapply()
             && !self.old().is_some_and(PipelineRollout::forces_reapply)
     }
@@ -83,8 +89,14 @@ impl RolloutWrite<'_> {
     /// any rollout kind).
     pub fn force_promote_turned_on(&self) -> bool {
         !self.kind.is_child()
+            && !self.is_delete()
             && self.object.force_promote()
             && !self.old().is_some_and(PipelineRollout::force_promote)
+    }
+
+    /// Whether this is a DELETE.
+    pub fn is_delete(&self) -> bool {
+        self.operation == Operation::Delete
     }
 
     /// Whether the stored object says its pipeline is pausing.

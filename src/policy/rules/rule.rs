@@ -9,8 +9,8 @@ use std::fmt;
 /// One rule of the webhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
-    /// 0: a CREATE or UPDATE the rules cannot judge (no object, no
-    /// resource) is denied, saying what is missing.
+    /// 0: a request the rules cannot judge (no object, no resource, a
+    /// DELETE without the stored object) is denied, saying what is missing.
     Judgeable,
     /// 1: no drain timeout set is fine (`/mutate` fills in the default).
     TimeoutOptional,
@@ -30,7 +30,8 @@ pub enum Rule {
     ForcePromote,
     /// 8: a violation whose inputs are unchanged warns (ratcheting).
     Ratcheting,
-    /// 9: what is judged: CREATE and UPDATE of the guarded kinds.
+    /// 9: what is judged: CREATE and UPDATE of the guarded kinds (and
+    /// DELETE, by rules 20 and 21).
     Scope,
     /// 10: warn mode denies nothing; gate decisions are audit annotations.
     WarnMode,
@@ -49,11 +50,23 @@ pub enum Rule {
     /// template and maps holding them are objects). Named, like rule 13,
     /// for the child template.
     Bookkeeping,
+    /// 19: `numaflow.numaproj.io/pause-timestamp` is set or changed by
+    /// Numaflow's controller only (and never in a rollout's child template).
+    PauseTimestamp = 19,
+    /// 20: deleting a rollout's child needs the deleteUndrained permission
+    /// (Numaplane's controller and Kubernetes' own deleters excepted).
+    DeleteChild = 20,
+    /// 21: deleting a PipelineRollout warns of its Pipelines' deletion
+    /// timeout, and may need the deleteUndrained permission.
+    DeleteRollout = 21,
+    /// 22: an HPA rider warns that every progressive upgrade is promoted
+    /// without assessment.
+    HpaRider = 22,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 16] = [
+    pub const ALL: [Rule; 20] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -70,6 +83,10 @@ impl Rule {
         Rule::ForcePromoteLabel,
         Rule::DeleteUndrained,
         Rule::Bookkeeping,
+        Rule::PauseTimestamp,
+        Rule::DeleteChild,
+        Rule::DeleteRollout,
+        Rule::HpaRider,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -98,6 +115,10 @@ impl Rule {
             Self::ForcePromoteLabel => "template-force-promote",
             Self::DeleteUndrained => "template-delete-undrained",
             Self::Bookkeeping => "template-bookkeeping",
+            Self::PauseTimestamp => "pause-timestamp",
+            Self::DeleteChild => "delete-child",
+            Self::DeleteRollout => "delete-rollout",
+            Self::HpaRider => "hpa-rider",
         }
     }
 
@@ -117,6 +138,9 @@ impl Rule {
                 | Self::ForcePromoteLabel
                 | Self::DeleteUndrained
                 | Self::Bookkeeping
+                | Self::PauseTimestamp
+                | Self::DeleteChild
+                | Self::DeleteRollout
         )
     }
 
@@ -139,9 +163,16 @@ mod tests {
 
     #[test]
     fn the_rules_are_numbered_in_order_with_distinct_names() {
-        for (i, rule) in Rule::ALL.into_iter().enumerate() {
-            assert_eq!(usize::from(rule.number()), i, "{rule}");
+        // In increasing order; numbers other branches hold may be missing.
+        for pair in Rule::ALL.windows(2) {
+            assert!(
+                pair[0].number() < pair[1].number(),
+                "{} {}",
+                pair[0],
+                pair[1]
+            );
         }
+        assert_eq!(Rule::ALL[0].number(), 0);
         let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
         names.sort_unstable();
         names.dedup();
@@ -151,6 +182,6 @@ mod tests {
     #[test]
     fn the_rules_that_deny_are_the_denial_metrics_series() {
         let numbers: Vec<u8> = Rule::denying().map(Rule::number).collect();
-        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15]);
+        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 19, 20, 21]);
     }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::rule::Rule;
-use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, UPGRADE_STATE};
+use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, PAUSE_TIMESTAMP, UPGRADE_STATE};
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
@@ -218,6 +218,55 @@ pub enum Violation {
         /// What it is.
         found: JsonKind,
     },
+    /// Rule 19: pause-timestamp is Numaflow's controller's (and nobody's in
+    /// a rollout's child template).
+    #[error(
+        "user \"{user}\" may not {change} {path}[\"{PAUSE_TIMESTAMP}\"] (to {value}): Numaflow ends a pause at this time plus spec.lifecycle.pauseGracePeriodSeconds, drained or not, so an earlier time ends the drain with data undrained; {}",
+        if *template { "Numaplane would copy it onto every Pipeline it makes: remove it from the template".to_owned() } else { format!("only Numaflow's controller (\"{controller}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout") }
+    )]
+    PauseTimestampChanged {
+        /// The requester.
+        user: String,
+        /// "set" or "change".
+        change: &'static str,
+        /// The dotted path of the map.
+        path: String,
+        /// The value as JSON.
+        value: String,
+        /// Whether the map is a rollout's child template.
+        template: bool,
+        /// Numaflow's controller's username.
+        controller: String,
+    },
+    /// Rule 20: deleting a rollout's child needs the deleteUndrained permission.
+    #[error(
+        "user \"{user}\" may not delete this {kind} of {rollout} \"{parent}\": it is drained for at most its deletion timeout (spec.lifecycle.deletionGracePeriodSeconds), then what was not consumed is dropped, and Numaplane makes it again; {refused}; ask a platform admin to add you to forceReapply.deleteUndrained in the webhook's policy, or change or delete the {rollout} instead and let Numaplane drain it"
+    )]
+    ChildDeleteDenied {
+        /// The requester.
+        user: String,
+        /// The child's kind.
+        kind: &'static str,
+        /// The rollout kind that owns it.
+        rollout: &'static str,
+        /// The owning rollout's name.
+        parent: String,
+        /// Why the requester lacks permission.
+        refused: String,
+    },
+    /// Rule 21: with gateRolloutDeletes, deleting a PipelineRollout needs
+    /// the deleteUndrained permission.
+    #[error(
+        "user \"{user}\" may not delete this PipelineRollout: Numaplane then deletes its Pipelines, each drained {timeout} before what was not consumed is dropped, and the webhook's policy (forceReapply.deleteUndrained.gateRolloutDeletes) requires the forceReapply.deleteUndrained permission for it; {refused}; ask a platform admin to add you to forceReapply.deleteUndrained"
+    )]
+    RolloutDeleteDenied {
+        /// The requester.
+        user: String,
+        /// The Pipeline's deletion timeout, in words.
+        timeout: String,
+        /// Why the requester lacks permission.
+        refused: String,
+    },
     /// Rule 7: turning on forcePromote needs permission.
     #[error(
         "user \"{user}\" may not turn on {FORCE_PROMOTE_FIELD} (it promotes without draining and can lose data): {refused}; ask a platform admin to add you to forceReapply in the webhook's policy"
@@ -366,6 +415,9 @@ impl Violation {
             }
             Self::DeleteUndrainedDenied { .. } => Rule::DeleteUndrained,
             Self::BookkeepingChanged { .. } | Self::TemplateMalformed { .. } => Rule::Bookkeeping,
+            Self::PauseTimestampChanged { .. } => Rule::PauseTimestamp,
+            Self::ChildDeleteDenied { .. } => Rule::DeleteChild,
+            Self::RolloutDeleteDenied { .. } => Rule::DeleteRollout,
             Self::Unjudgeable(_) => Rule::Judgeable,
         }
     }
@@ -426,6 +478,15 @@ impl Violation {
             Self::TemplateMalformed { path, found } => {
                 format!("{} is {found}, not an object", cut(path, 60))
             }
+            Self::PauseTimestampChanged { user, .. } => {
+                format!("{} may not write Numaflow's pause-timestamp", short(user))
+            }
+            Self::ChildDeleteDenied { user, kind, .. } => {
+                format!("{} may not delete a rollout's {kind}", short(user))
+            }
+            Self::RolloutDeleteDenied { user, .. } => {
+                format!("{} may not delete a PipelineRollout", short(user))
+            }
             Self::Unjudgeable(message) => format!("cannot be judged: {}", cut(message, 80)),
         }
     }
@@ -448,6 +509,9 @@ impl Violation {
                 Some(format!("{path}[\"{MARKED_FOR_DELETION}\"]"))
             }
             Self::BookkeepingChanged { path, key, .. } => Some(format!("{path}[\"{key}\"]")),
+            Self::PauseTimestampChanged { path, .. } => {
+                Some(format!("{path}[\"{PAUSE_TIMESTAMP}\"]"))
+            }
             other => match other.rule() {
                 Rule::TimeoutInteger | Rule::TimeoutRange | Rule::TimeoutOverflow => {
                     Some(TIMEOUT_FIELD.to_owned())

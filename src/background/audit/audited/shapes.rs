@@ -116,6 +116,13 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
                 ]),
             ),
             (
+                "riders",
+                Shape::Items(&Shape::Fields(&[(
+                    "definition",
+                    Shape::Fields(&[("apiVersion", Shape::Leaf), ("kind", Shape::Leaf)]),
+                )])),
+            ),
+            (
                 "strategy",
                 Shape::Fields(&[
                     (

@@ -30,6 +30,19 @@ pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
     )
 }
 
+/// Rule 22: an HPA rider, which makes Numaplane promote every progressive
+/// upgrade without assessment: `warn` (the webhook allows it, warning).
+pub(super) fn hpa_rider_state(view: &PipelineRollout) -> RuleResult {
+    match view.hpa_riders().first() {
+        Some(&index) => result(
+            Rule::HpaRider,
+            Status::Warn,
+            Some(crate::policy::rules::riders::hpa_rider_message(index)),
+        ),
+        None => result(Rule::HpaRider, Status::Pass, None),
+    }
+}
+
 /// A stored `forcePromote: true`, by state.
 pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleResult {
     if !view.force_promote() {

@@ -105,8 +105,28 @@ fn each_rule_gets_one_result_with_the_denial_words() {
         ),
         (
             "false is no force",
-            rollout(json!(300), json!({ALLOW_DATA_LOSS: "false"}), idle),
+            rollout(json!(300), json!({ALLOW_DATA_LOSS: "false"}), idle.clone()),
             Rule::ForceReapply,
+            Status::Pass,
+            "",
+        ),
+        (
+            "an HPA rider warns",
+            {
+                let mut object = rollout(json!(300), json!({}), idle.clone());
+                object["spec"]["riders"] = json!([{"definition": {
+                    "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": "hpa"}, "spec": {"maxReplicas": 3}}}]);
+                object
+            },
+            Rule::HpaRider,
+            Status::Warn,
+            "spec.riders[0] is an HPA: Numaplane promotes every progressive upgrade",
+        ),
+        (
+            "no rider passes",
+            rollout(json!(300), json!({}), idle),
+            Rule::HpaRider,
             Status::Pass,
             "",
         ),

@@ -44,7 +44,7 @@ pub(super) fn run_mutate(case: &MutateCase) -> Decision {
         object: &object,
         old_object: match case.op {
             Operation::Update => Some(&object),
-            Operation::Create => None,
+            Operation::Create | Operation::Delete => None,
         },
         now: NOW,
     };

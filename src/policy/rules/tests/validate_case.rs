@@ -28,6 +28,9 @@ pub(super) enum ViolationKind {
     PromoteLabel,
     Undrained,
     Bookkeeping,
+    PauseTimestamp,
+    DeleteChild,
+    DeleteRollout,
 }
 
 /// The kind of `v`.
@@ -50,6 +53,9 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::ForcePromoteLabelDenied { .. } => PromoteLabel,
         Violation::DeleteUndrainedDenied { .. } => Undrained,
         Violation::BookkeepingChanged { .. } => Bookkeeping,
+        Violation::PauseTimestampChanged { .. } => PauseTimestamp,
+        Violation::ChildDeleteDenied { .. } => DeleteChild,
+        Violation::RolloutDeleteDenied { .. } => DeleteRollout,
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }
@@ -120,6 +126,15 @@ pub(super) fn update_json(name: &str, kind: Kind, old: Value, new: Value) -> Cas
         op: Operation::Update,
         old: Some(old),
         ..create_json(name, kind, new)
+    }
+}
+
+/// A DELETE of the stored object `stored` of `kind`, otherwise like
+/// [`create_json`].
+pub(super) fn delete_json(name: &str, kind: Kind, stored: Value) -> Case {
+    Case {
+        op: Operation::Delete,
+        ..create_json(name, kind, stored)
     }
 }
 

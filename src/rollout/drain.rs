@@ -1,0 +1,222 @@
+//! What a PipelineRollout says about draining that the rules only warn
+//! of: the deletion timeout its Pipeline is drained for when it is
+//! deleted, and riders that make Numaplane skip the progressive
+//! assessment.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::PipelineRollout;
+use crate::lenient::{Obj, Text};
+
+/// Numaflow's deletion timeout when a Pipeline sets none (Numaflow v1.8,
+/// `Pipeline.GetTerminationGracePeriodSeconds`).
+pub const NUMAFLOW_DELETION_SECONDS: i64 = 30;
+
+/// One entry of `spec.riders`: only its definition's identity.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub(super) struct Rider {
+    #[serde(default)]
+    definition: Obj<RiderDefinition>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RiderDefinition {
+    #[serde(default)]
+    api_version: Text,
+    #[serde(default)]
+    kind: Text,
+}
+
+/// The deletion timeout a PipelineRollout's Pipeline is drained for when
+/// it is deleted, as Numaflow reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletionTimeout {
+    /// An integer number of seconds, from this field.
+    Set {
+        /// The dotted path it was read from.
+        path: &'static str,
+        /// The seconds.
+        seconds: i64,
+    },
+    /// The field Numaflow reads holds something other than an integer.
+    Unreadable {
+        /// The dotted path.
+        path: &'static str,
+        /// The value as JSON.
+        value: String,
+    },
+    /// Neither field is set: Numaflow's default.
+    Default,
+}
+
+impl std::fmt::Display for DeletionTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Set { seconds, .. } if *seconds <= 0 => {
+                write!(f, "{seconds}s, so not drained at all")
+            }
+            Self::Set { seconds, .. } => write!(f, "at most {seconds}s"),
+            Self::Unreadable { value, .. } => {
+                write!(f, "for an unreadable deletion timeout ({value})")
+            }
+            Self::Default => write!(
+                f,
+                "at most {NUMAFLOW_DELETION_SECONDS}s (Numaflow's default)"
+            ),
+        }
+    }
+}
+
+/// The path of the deletion timeout Numaflow reads first.
+pub const DELETION_FIELD: &str = "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds";
+/// The deprecated one it reads when the first is absent.
+pub const DEPRECATED_DELETION_FIELD: &str = "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds";
+
+impl PipelineRollout {
+    /// The deletion timeout of this rollout's Pipeline:
+    /// `deletionGracePeriodSeconds`, else the deprecated
+    /// `deleteGracePeriodSeconds`, else Numaflow's 30 s. (Numaflow would
+    /// next read the Pipeline's `metadata.deletionGracePeriodSeconds`,
+    /// which Numaplane never sets.)
+    pub fn deletion_timeout(&self) -> DeletionTimeout {
+        let lifecycle = self
+            .spec
+            .get()
+            .and_then(|s| s.pipeline.get())
+            .and_then(|p| p.spec.get())
+            .and_then(|s| s.lifecycle.get());
+        let fields = [
+            (
+                DELETION_FIELD,
+                lifecycle.and_then(|l| l.deletion_grace_period_seconds.as_ref()),
+            ),
+            (
+                DEPRECATED_DELETION_FIELD,
+                lifecycle.and_then(|l| l.delete_grace_period_seconds.as_ref()),
+            ),
+        ];
+        for (path, value) in fields {
+            match value {
+                None | Some(Value::Null) => continue,
+                Some(value) => {
+                    return match value.as_i64() {
+                        Some(seconds) => DeletionTimeout::Set { path, seconds },
+                        None => DeletionTimeout::Unreadable {
+                            path,
+                            value: value.to_string().chars().take(20).collect(),
+                        },
+                    };
+                }
+            }
+        }
+        DeletionTimeout::Default
+    }
+
+    /// The indexes in `spec.riders` of the riders that are
+    /// HorizontalPodAutoscalers (apiVersion group `autoscaling`, any
+    /// version): with one, Numaplane promotes every progressive upgrade
+    /// without assessment (Numaplane 75c9dd5, `progressiveUnsupported`).
+    pub fn hpa_riders(&self) -> Vec<usize> {
+        let Some(spec) = self.spec.get() else {
+            return Vec::new();
+        };
+        spec.riders
+            .items()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, rider)| {
+                let definition = rider.get()?.definition.get()?;
+                let group = definition.api_version.as_deref()?.split('/').next()?;
+                let hpa = group == "autoscaling"
+                    && definition.api_version.as_deref()?.contains('/')
+                    && definition.kind.as_deref() == Some("HorizontalPodAutoscaler");
+                hpa.then_some(i)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn view(v: Value) -> PipelineRollout {
+        serde_json::from_value(v).expect("lenient")
+    }
+
+    fn lifecycle(l: Value) -> PipelineRollout {
+        view(json!({"spec": {"pipeline": {"spec": {"lifecycle": l}}}}))
+    }
+
+    #[test]
+    fn the_deletion_timeout_is_read_as_numaflow_reads_it() {
+        let cases = [
+            (json!({}), DeletionTimeout::Default),
+            (
+                json!({"deletionGracePeriodSeconds": 600, "deleteGracePeriodSeconds": 5}),
+                DeletionTimeout::Set {
+                    path: DELETION_FIELD,
+                    seconds: 600,
+                },
+            ),
+            (
+                json!({"deleteGracePeriodSeconds": 0}),
+                DeletionTimeout::Set {
+                    path: DEPRECATED_DELETION_FIELD,
+                    seconds: 0,
+                },
+            ),
+            (
+                json!({"deletionGracePeriodSeconds": null, "deleteGracePeriodSeconds": 45}),
+                DeletionTimeout::Set {
+                    path: DEPRECATED_DELETION_FIELD,
+                    seconds: 45,
+                },
+            ),
+            (
+                json!({"deletionGracePeriodSeconds": "30s"}),
+                DeletionTimeout::Unreadable {
+                    path: DELETION_FIELD,
+                    value: "\"30s\"".to_owned(),
+                },
+            ),
+        ];
+        for (l, want) in cases {
+            assert_eq!(lifecycle(l.clone()).deletion_timeout(), want, "{l}");
+        }
+        assert_eq!(
+            view(json!({"spec": {"pipeline": "x"}})).deletion_timeout(),
+            DeletionTimeout::Default
+        );
+        assert_eq!(
+            lifecycle(json!({})).deletion_timeout().to_string(),
+            "at most 30s (Numaflow's default)"
+        );
+    }
+
+    #[test]
+    fn hpa_riders_are_found_by_group_and_kind() {
+        let rider =
+            |api: &str, kind: &str| json!({"definition": {"apiVersion": api, "kind": kind}});
+        let r = view(json!({"spec": {"riders": [
+            rider("v1", "ConfigMap"),
+            rider("autoscaling/v2", "HorizontalPodAutoscaler"),
+            rider("autoscaling/v1", "HorizontalPodAutoscaler"),
+            rider("keda.sh/v1alpha1", "ScaledObject"),
+            rider("v1", "HorizontalPodAutoscaler"),
+            "not an object",
+            {"definition": 3},
+        ]}}));
+        assert_eq!(r.hpa_riders(), [1, 2]);
+        assert!(
+            view(json!({"spec": {"riders": "x"}}))
+                .hpa_riders()
+                .is_empty()
+        );
+        assert!(view(json!({})).hpa_riders().is_empty());
+    }
+}
