@@ -73,6 +73,7 @@ impl DecisionMetrics {
             Gate::ForceReapply,
             Gate::ForcePromote,
             Gate::DeleteUndrained,
+            Gate::NamespaceStrategy,
         ] {
             for result in [
                 GateResult::Allowed,

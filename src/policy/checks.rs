@@ -15,7 +15,17 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             "numaplane.controllerAccount is empty: name the Numaplane controller's username, e.g. system:serviceaccount:numaplane-system:numaplane-sa".to_owned(),
         );
     }
-    if let Some(rbac) = &policy.force_reapply.delete_undrained.rbac {
+    for (rbac, key) in [
+        (
+            &policy.force_reapply.delete_undrained.rbac,
+            "forceReapply.deleteUndrained.rbacVerb",
+        ),
+        (
+            &policy.force_reapply.namespace_strategy.rbac,
+            "forceReapply.namespaceStrategy.rbacVerb",
+        ),
+    ] {
+        let Some(rbac) = rbac else { continue };
         let verb_ok = !rbac.verb.is_empty()
             && rbac
                 .verb
@@ -23,7 +33,7 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
         if !verb_ok {
             problems.push(format!(
-                "forceReapply.deleteUndrained.rbacVerb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
+                "{key} \"{}\" is not a verb (letters, digits, '-', '_', '.')",
                 rbac.verb
             ));
         }
@@ -115,6 +125,14 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         (
             &policy.force_reapply.delete_undrained.groups,
             "forceReapply.deleteUndrained.groups",
+        ),
+        (
+            &policy.force_reapply.namespace_strategy.users,
+            "forceReapply.namespaceStrategy.users",
+        ),
+        (
+            &policy.force_reapply.namespace_strategy.groups,
+            "forceReapply.namespaceStrategy.groups",
         ),
     ] {
         if list.iter().any(|s| s.trim().is_empty()) {

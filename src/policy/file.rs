@@ -9,8 +9,8 @@ use super::checks;
 use super::duration::{DefaultSpec, Seconds};
 use super::error::PolicyError;
 use super::model::{
-    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Numaplane,
-    Policy, RbacPolicy, TimeoutRules,
+    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules,
+    NamespaceStrategy, Numaplane, Policy, RbacPolicy, TimeoutRules,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -120,6 +120,8 @@ struct ForceReapplyFile {
     rbac: Option<RbacFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     delete_undrained: Option<DeleteUndrainedFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace_strategy: Option<DeleteUndrainedFile>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -178,6 +180,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
     let fp = given.force_promote.unwrap_or_default();
     let np = given.numaplane.unwrap_or_default();
     let du = fr.delete_undrained.take().unwrap_or_default();
+    let ns_strategy = fr.namespace_strategy.take().unwrap_or_default();
 
     // Each key: the file's value, else the built-in one. The built-in text
     // sets every key (a unit test checks it), so `missing` never shows.
@@ -277,6 +280,8 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             ..r.clone()
         }),
     };
+    let namespace_strategy =
+        namespace_strategy_of(ns_strategy, (&users, &groups), rbac.as_ref(), &mut problems);
     let policy = Policy {
         mode,
         drain_timeout: DrainTimeout {
@@ -299,6 +304,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             users,
             groups,
             delete_undrained,
+            namespace_strategy,
             require_pausing: pick_or(
                 &mut problems,
                 fr.require_pausing,
@@ -417,12 +423,47 @@ fn to_file(policy: &Policy) -> PolicyFile {
                 groups: Some(fr.delete_undrained.groups.iter().cloned().collect()),
                 rbac_verb: fr.delete_undrained.rbac.as_ref().map(|r| r.verb.clone()),
             }),
+            namespace_strategy: Some(DeleteUndrainedFile {
+                users: Some(fr.namespace_strategy.users.iter().cloned().collect()),
+                groups: Some(fr.namespace_strategy.groups.iter().cloned().collect()),
+                rbac_verb: fr.namespace_strategy.rbac.as_ref().map(|r| r.verb.clone()),
+            }),
         }),
         force_promote: Some(ForcePromoteFile {
             one_shot: Some(policy.force_promote.one_shot),
         }),
         numaplane: Some(NumaplaneFile {
             controller_account: Some(policy.numaplane.controller_account.clone()),
+        }),
+    }
+}
+
+/// `forceReapply.namespaceStrategy`: each key left out takes
+/// forceReapply's (its lists, its RBAC verb).
+fn namespace_strategy_of(
+    file: DeleteUndrainedFile,
+    (users, groups): (
+        &std::collections::BTreeSet<String>,
+        &std::collections::BTreeSet<String>,
+    ),
+    rbac: Option<&RbacPolicy>,
+    problems: &mut Vec<String>,
+) -> NamespaceStrategy {
+    if file.rbac_verb.is_some() && rbac.is_none() {
+        problems.push(
+            "forceReapply.namespaceStrategy.rbacVerb is set but forceReapply.rbac is not: RBAC is asked only when forceReapply.rbac is set".to_owned(),
+        );
+    }
+    NamespaceStrategy {
+        users: file
+            .users
+            .map_or_else(|| users.clone(), |u| u.into_iter().collect()),
+        groups: file
+            .groups
+            .map_or_else(|| groups.clone(), |g| g.into_iter().collect()),
+        rbac: rbac.map(|r| RbacPolicy {
+            verb: file.rbac_verb.unwrap_or_else(|| r.verb.clone()),
+            ..r.clone()
         }),
     }
 }

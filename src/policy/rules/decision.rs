@@ -109,6 +109,8 @@ pub enum Gate {
     ForcePromote,
     /// Rule 14: marked-for-deletion set to "true".
     DeleteUndrained,
+    /// Rule 24: a namespace's upgrade strategy set to skip draining.
+    NamespaceStrategy,
 }
 
 impl Gate {
@@ -118,6 +120,7 @@ impl Gate {
             Self::ForceReapply => "force-reapply",
             Self::ForcePromote => "force-promote",
             Self::DeleteUndrained => "delete-undrained",
+            Self::NamespaceStrategy => "namespace-strategy",
         }
     }
 }

@@ -261,6 +261,10 @@ impl Settle<'_> {
                 EventReason::DeleteUndrainedAllowed,
                 "marked-for-deletion to \"true\" (a recyclable Pipeline deleted without draining)",
             ),
+            Gate::NamespaceStrategy => (
+                EventReason::ForceReapplyAllowed,
+                "upgradeStrategy to \"no-strategy\" (a namespace whose rollouts upgrade without draining)",
+            ),
         };
         self.gate_as(decision, gate, what, outcome);
     }
@@ -347,7 +351,7 @@ pub fn stale_force_warning(write: &RolloutWrite<'_>, gates: &ForceGates) -> Opti
 }
 
 /// Records a gate's decision: the audit annotation, and the denial.
-fn record_gate(
+pub(super) fn record_gate(
     decision: &mut Decision,
     mode: Mode,
     gate: Gate,

@@ -4,7 +4,8 @@
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
 //! (rules 5 to 7 and 11), [`force_promote_reset`] (rule 12),
 //! [`numaplane_keys`] (rules 13 to 15, on children and rollouts' child
-//! templates); for `/mutate`,
+//! templates), [`namespace_strategy`] (rules 23 and 24, on Numaplane's
+//! namespace-level ConfigMap, with its own validation); for `/mutate`,
 //! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
 //! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
@@ -17,6 +18,7 @@ pub mod decision;
 pub mod defaulting;
 pub mod force;
 pub mod force_promote_reset;
+pub mod namespace_strategy;
 pub mod numaplane_keys;
 pub mod rollout_write;
 pub mod rule;
@@ -26,6 +28,7 @@ pub mod violation;
 
 pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 pub use force::ForceGates;
+pub use namespace_strategy::{StrategyValidation, StrategyWrite};
 pub use numaplane_keys::KeyGates;
 pub use rollout_write::{Operation, RolloutWrite};
 pub use rule::Rule;

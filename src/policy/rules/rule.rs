@@ -49,11 +49,17 @@ pub enum Rule {
     /// template and maps holding them are objects). Named, like rule 13,
     /// for the child template.
     Bookkeeping,
+    /// 23: a namespace-level ConfigMap's `data.upgradeStrategy` is one
+    /// Numaplane accepts (and `data` is an object).
+    NamespaceStrategyValue = 23,
+    /// 24: a namespace-level ConfigMap whose strategy skips draining
+    /// (`no-strategy`, empty or blank) needs permission.
+    NamespaceStrategy = 24,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 16] = [
+    pub const ALL: [Rule; 18] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -70,6 +76,8 @@ impl Rule {
         Rule::ForcePromoteLabel,
         Rule::DeleteUndrained,
         Rule::Bookkeeping,
+        Rule::NamespaceStrategyValue,
+        Rule::NamespaceStrategy,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -98,6 +106,8 @@ impl Rule {
             Self::ForcePromoteLabel => "template-force-promote",
             Self::DeleteUndrained => "template-delete-undrained",
             Self::Bookkeeping => "template-bookkeeping",
+            Self::NamespaceStrategyValue => "namespace-strategy-value",
+            Self::NamespaceStrategy => "namespace-strategy",
         }
     }
 
@@ -117,6 +127,8 @@ impl Rule {
                 | Self::ForcePromoteLabel
                 | Self::DeleteUndrained
                 | Self::Bookkeeping
+                | Self::NamespaceStrategyValue
+                | Self::NamespaceStrategy
         )
     }
 
@@ -139,9 +151,12 @@ mod tests {
 
     #[test]
     fn the_rules_are_numbered_in_order_with_distinct_names() {
-        for (i, rule) in Rule::ALL.into_iter().enumerate() {
-            assert_eq!(usize::from(rule.number()), i, "{rule}");
+        // Numbers are assigned by explicit discriminants; ALL lists them in
+        // increasing order, each once.
+        for pair in Rule::ALL.windows(2) {
+            assert!(pair[0].number() < pair[1].number(), "{} {}", pair[0], pair[1]);
         }
+        assert_eq!(Rule::ALL[0].number(), 0);
         let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
         names.sort_unstable();
         names.dedup();
@@ -151,6 +166,6 @@ mod tests {
     #[test]
     fn the_rules_that_deny_are_the_denial_metrics_series() {
         let numbers: Vec<u8> = Rule::denying().map(Rule::number).collect();
-        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15]);
+        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 23, 24]);
     }
 }

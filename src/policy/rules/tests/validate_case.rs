@@ -50,6 +50,11 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::ForcePromoteLabelDenied { .. } => PromoteLabel,
         Violation::DeleteUndrainedDenied { .. } => Undrained,
         Violation::BookkeepingChanged { .. } => Bookkeeping,
+        Violation::StrategyDataMalformed { .. }
+        | Violation::StrategyInvalid { .. }
+        | Violation::NamespaceStrategyDenied { .. } => {
+            panic!("rollout writes never break the namespace-strategy rules: {v}")
+        }
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }
