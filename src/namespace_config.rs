@@ -150,17 +150,57 @@ mod tests {
         };
         let strategy = |name, blank| StrategyRead::Strategy { name, blank };
         let cases = [
-            ("progressive", labelled(json!({"upgradeStrategy": "progressive"})), strategy("progressive", false)),
-            ("pause-and-drain", labelled(json!({"upgradeStrategy": "pause-and-drain"})), strategy("pause-and-drain", false)),
-            ("no-strategy", labelled(json!({"upgradeStrategy": "no-strategy"})), strategy(NO_STRATEGY, false)),
-            ("empty", labelled(json!({"upgradeStrategy": ""})), strategy(NO_STRATEGY, true)),
-            ("blank", labelled(json!({"upgradeStrategy": " \t\n"})), strategy(NO_STRATEGY, true)),
-            ("case matters", labelled(json!({"upgradeStrategy": "Progressive"})), StrategyRead::Unknown("Progressive".into())),
-            ("padded is not trimmed", labelled(json!({"upgradeStrategy": " progressive"})), StrategyRead::Unknown(" progressive".into())),
-            ("a number", labelled(json!({"upgradeStrategy": 1})), StrategyRead::NotString("1".into())),
-            ("no key", labelled(json!({"other": "x"})), StrategyRead::Unset),
+            (
+                "progressive",
+                labelled(json!({"upgradeStrategy": "progressive"})),
+                strategy("progressive", false),
+            ),
+            (
+                "pause-and-drain",
+                labelled(json!({"upgradeStrategy": "pause-and-drain"})),
+                strategy("pause-and-drain", false),
+            ),
+            (
+                "no-strategy",
+                labelled(json!({"upgradeStrategy": "no-strategy"})),
+                strategy(NO_STRATEGY, false),
+            ),
+            (
+                "empty",
+                labelled(json!({"upgradeStrategy": ""})),
+                strategy(NO_STRATEGY, true),
+            ),
+            (
+                "blank",
+                labelled(json!({"upgradeStrategy": " \t\n"})),
+                strategy(NO_STRATEGY, true),
+            ),
+            (
+                "case matters",
+                labelled(json!({"upgradeStrategy": "Progressive"})),
+                StrategyRead::Unknown("Progressive".into()),
+            ),
+            (
+                "padded is not trimmed",
+                labelled(json!({"upgradeStrategy": " progressive"})),
+                StrategyRead::Unknown(" progressive".into()),
+            ),
+            (
+                "a number",
+                labelled(json!({"upgradeStrategy": 1})),
+                StrategyRead::NotString("1".into()),
+            ),
+            (
+                "no key",
+                labelled(json!({"other": "x"})),
+                StrategyRead::Unset,
+            ),
             ("no data", labelled(Value::Null), StrategyRead::NoData),
-            ("data a string", labelled(json!("x")), StrategyRead::DataMalformed(JsonKind::String)),
+            (
+                "data a string",
+                labelled(json!("x")),
+                StrategyRead::DataMalformed(JsonKind::String),
+            ),
         ];
         for (name, got, want) in cases {
             assert_eq!(got, want, "{name}");

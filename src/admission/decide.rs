@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::Webhook;
 use crate::authz::{ForcePermission, RbacTrace, Target};
-use crate::policy::Policy;
 use crate::kinds::CONFIGMAPS;
+use crate::policy::Policy;
 use crate::policy::rules::{
     self, Decision, Permissions, RolloutWrite, StrategyWrite, Violation, namespace_strategy,
 };

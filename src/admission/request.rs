@@ -11,8 +11,8 @@ use super::API_VERSIONS;
 use super::decide::Subject;
 use crate::kinds::{self, CONFIGMAPS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::lenient::{Obj, Text};
-use crate::policy::UserInfo;
 use crate::namespace_config::StrategyRead;
+use crate::policy::UserInfo;
 use crate::policy::rules::{Operation, RolloutWrite, StrategyWrite};
 use crate::rollout::PipelineRollout;
 

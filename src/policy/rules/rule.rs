@@ -154,7 +154,12 @@ mod tests {
         // Numbers are assigned by explicit discriminants; ALL lists them in
         // increasing order, each once.
         for pair in Rule::ALL.windows(2) {
-            assert!(pair[0].number() < pair[1].number(), "{} {}", pair[0], pair[1]);
+            assert!(
+                pair[0].number() < pair[1].number(),
+                "{} {}",
+                pair[0],
+                pair[1]
+            );
         }
         assert_eq!(Rule::ALL[0].number(), 0);
         let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();

@@ -189,7 +189,9 @@ fn namespace_strategy_table() {
             decision.denial_message().unwrap_or_default(),
             decision.warnings.join(" | ")
         );
-        found.check(text.contains(c.says), || format!("{text:?} lacks {:?}", c.says));
+        found.check(text.contains(c.says), || {
+            format!("{text:?} lacks {:?}", c.says)
+        });
         if c.says.is_empty() {
             found.equal("warnings", decision.warnings.clone(), Vec::new());
         }
