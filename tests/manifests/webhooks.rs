@@ -203,7 +203,7 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
     let mut want_names = vec![VALIDATE_NAME];
     want_names.extend(expected.iter().map(|(n, _)| *n));
     want_names.push(NAMESPACE_CONFIG_NAME);
-    namespace_config_webhook_sees_only_labelled_configmaps(&all, validate);
+    namespace_config_webhook_sees_only_labelled_configmaps(&all, &validate);
     assert_eq!(names, want_names, "the validating webhooks, in order");
     assert_eq!(
         names.len(),
