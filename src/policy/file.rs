@@ -544,6 +544,45 @@ mod tests {
     }
 
     #[test]
+    fn namespace_strategy_defaults_to_the_force_reapply_lists() {
+        let p = Policy::built_in();
+        let ns = &p.force_reapply.namespace_strategy;
+        assert_eq!(
+            (&ns.users, &ns.groups, &ns.rbac),
+            (&p.force_reapply.users, &p.force_reapply.groups, &None)
+        );
+        let p = Policy::from_yaml(
+            "forceReapply:\n  groups: [sre]\n  rbac: {verb: force-reapply}\n  namespaceStrategy: {users: [bob], rbacVerb: namespace-strategy}\n",
+        )
+        .expect("valid");
+        let ns = &p.force_reapply.namespace_strategy;
+        assert_eq!(ns.users.iter().collect::<Vec<_>>(), ["bob"]);
+        assert_eq!(ns.groups.iter().collect::<Vec<_>>(), ["sre"]);
+        assert_eq!(
+            ns.rbac.as_ref().map(|r| r.verb.as_str()),
+            Some("namespace-strategy")
+        );
+        assert_eq!(ns.grant().key, "forceReapply.namespaceStrategy");
+        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
+        for (yaml, want) in [
+            (
+                "forceReapply:\n  namespaceStrategy: {rbacVerb: x}\n",
+                "forceReapply.namespaceStrategy.rbacVerb is set but forceReapply.rbac is not",
+            ),
+            (
+                "forceReapply:\n  rbac: {verb: a}\n  namespaceStrategy: {rbacVerb: \"a b\"}\n",
+                "forceReapply.namespaceStrategy.rbacVerb \"a b\" is not a verb",
+            ),
+            (
+                "forceReapply:\n  namespaceStrategy: {groups: [\" \"]}\n",
+                "forceReapply.namespaceStrategy.groups has an empty name",
+            ),
+        ] {
+            assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
+        }
+    }
+
+    #[test]
     fn delete_undrained_defaults_to_the_force_reapply_lists() {
         let p = Policy::built_in();
         let du = &p.force_reapply.delete_undrained;
