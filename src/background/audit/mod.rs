@@ -169,7 +169,7 @@ impl Auditor {
                             WatchItem::Absent { kind } => tracing::info!(
                                 kind = KINDS[*kind].kind,
                                 resource = %format!("{}.{}", KINDS[*kind].plural, KINDS[*kind].group),
-                                "audit: this kind is not served (its CRD is not installed), so it has nothing to judge; the watch retries with backoff and audits it once it is"
+                                "audit: this kind is not served (its CRD is not installed) or, for the namespace-level ConfigMaps, the audit may not list it, so it has nothing to judge; the watch retries with backoff and audits it once it can"
                             ),
                             _ => {}
                         }
