@@ -10,7 +10,8 @@
 //! policy's forceReapply.users, which forceReapply.namespaceStrategy takes
 //! by default) and `system:masters` may. A ConfigMap without the label is
 //! never sent to the webhook: neither the API server's call count for the
-//! webhook nor the webhook's own request counter moves.
+//! webhook nor the webhook's own request counter moves. A namespace-level
+//! ConfigMap stored before the webhook is reported by the audit.
 //!
 //! The scenarios share one cluster and take turns (`TURN`): the counter
 //! test needs no other request in flight.
@@ -59,11 +60,22 @@ fn policy() -> Result<String, String> {
     Ok(policy)
 }
 
+/// The namespace whose namespace-level ConfigMap predates the webhook.
+const PREDATING: &str = "e2e-ns-strategy-audit";
+
 /// Argo CD's API server may write ConfigMaps everywhere (as its install
-/// grants it), so that its writes reach admission.
+/// grants it), so that its writes reach admission; the PolicyReport CRD
+/// for the audit; a namespace-level ConfigMap with `no-strategy` made
+/// before the webhook, so that nothing judged it.
 fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
+    cluster.install_crd(
+        &envtest::repo_root().join("tests/fixtures/wgpolicyk8s.io_policyreports.yaml"),
+    )?;
     let all = ["get", "list", "create", "update", "patch"];
     cluster.create_all(vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PREDATING}}),
+        config_map(PREDATING, "numaplane-config", true, "no-strategy"),
+        config_map(PREDATING, "settings", false, "no-strategy"),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": "e2e-configmaps"},
             "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": all}]}),
@@ -318,4 +330,55 @@ fn unlabelled_configmaps_never_reach_the_webhook_and_adding_the_label_is_judged(
             .run(&["label", "configmap", "settings", "-n", ns, &label])
             .expect_success("labelling a progressive ConfigMap");
     }
+}
+
+#[test]
+fn the_audit_reports_a_stored_strategy_that_skips_draining() {
+    let Some((env, _turn)) = shared() else { return };
+    let cluster = &env.cluster;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let results = loop {
+        let report = cluster.kubectl(User::Admin).get(
+            "policyreports.wgpolicyk8s.io",
+            PREDATING,
+            "pipelinerollout-webhook",
+        );
+        let results: Vec<Value> = report
+            .map(|r| r["results"].as_array().cloned().unwrap_or_default())
+            .unwrap_or_default();
+        if !results.is_empty() {
+            break results;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no report for {PREDATING} after 120 s; log:\n{}",
+            env.webhook.log_tail(40)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let of = |rule: &str| {
+        results
+            .iter()
+            .find(|r| r["rule"] == rule)
+            .unwrap_or_else(|| panic!("no {rule} result: {results:#?}"))
+    };
+    let strategy = of("namespace-strategy");
+    assert_eq!(strategy["result"], "warn", "{strategy:#}");
+    assert_eq!(strategy["resources"][0]["kind"], "ConfigMap");
+    assert_eq!(strategy["resources"][0]["apiVersion"], "v1");
+    assert_eq!(strategy["resources"][0]["name"], "numaplane-config");
+    assert!(
+        strategy["message"].as_str().is_some_and(|m| m.contains(
+            "upgradeStrategy is \"no-strategy\": every rollout in namespace \"e2e-ns-strategy-audit\" upgrades by plain apply"
+        )),
+        "{strategy:#}"
+    );
+    assert_eq!(of("namespace-strategy-value")["result"], "pass");
+    // The unlabelled ConfigMap is neither listed nor reported.
+    assert!(
+        results
+            .iter()
+            .all(|r| r["resources"][0]["name"] != "settings"),
+        "{results:#?}"
+    );
 }
