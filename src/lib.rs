@@ -34,6 +34,7 @@ pub mod logsink;
 pub mod logtext;
 pub mod match_conditions;
 pub mod metrics;
+pub mod namespace_config;
 pub mod pki;
 pub mod policy;
 pub mod rollout;

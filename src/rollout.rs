@@ -73,6 +73,10 @@ pub struct PipelineRollout {
     spec: Obj<Spec>,
     #[serde(default)]
     status: Obj<Status>,
+    /// A ConfigMap's `data`, read for Numaplane's namespace-level
+    /// configuration only (no rollout has a top-level `data`).
+    #[serde(default)]
+    data: Obj<crate::namespace_config::ConfigData>,
 }
 
 /// A stored PipelineRollout as a watch delivers it: the typed metadata
@@ -106,6 +110,7 @@ impl Stored {
             }),
             spec: self.spec.clone(),
             status: self.status.clone(),
+            data: Obj::Missing,
         }
     }
 }
@@ -364,6 +369,12 @@ fn step<T>(obj: &Obj<T>, level: usize) -> Result<&T, TimeoutSlot<'static>> {
 }
 
 impl PipelineRollout {
+    /// The object's `data`, as the namespace-level configuration reads it
+    /// (a ConfigMap's; missing on every rollout).
+    pub fn config_data(&self) -> &Obj<crate::namespace_config::ConfigData> {
+        &self.data
+    }
+
     /// Reads a PipelineRollout from JSON, leniently: only invalid JSON fails.
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(json)

@@ -329,7 +329,8 @@ fn the_command_prints_writes_and_refuses() {
     let (code, _, stderr) = bin(&["--strict"]);
     assert_eq!(code, 0, "the built-in policy has no minPauseAge");
     assert!(
-        stderr.contains("--strict: left to the webhook, whatever the policy: MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices and InterStepBufferServices")
+        stderr.contains("--strict: left to the webhook, whatever the policy: MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices, InterStepBufferServices and Numaplane's namespace-level ConfigMaps (rules 23 and 24)")
+            && stderr.contains("validate-namespace-config")
             && stderr.contains("rules 13 to 15")
             && stderr.contains("rules 19 to 21"),
         "--strict names what the export leaves out: {stderr}"

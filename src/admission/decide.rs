@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use super::Webhook;
 use crate::authz::{ForcePermission, RbacTrace, Target};
+use crate::kinds::CONFIGMAPS;
 use crate::policy::Policy;
-use crate::policy::rules::{self, Decision, Permissions, RolloutWrite, Violation};
+use crate::policy::rules::{
+    self, Decision, Permissions, RolloutWrite, StrategyWrite, Violation, namespace_strategy,
+};
 
 /// Where a decision is asked for. The rules judge the same way for every
 /// origin; only admission records Events on the object, since the audit
@@ -50,6 +53,14 @@ pub enum Subject<'a> {
         write: RolloutWrite<'a>,
         /// The object's name (the permission is asked about it; empty on
         /// a CREATE with generateName).
+        name: &'a str,
+    },
+    /// A write of a ConfigMap that carries (or carried) Numaplane's config
+    /// label: rules 23 and 24.
+    NamespaceConfig {
+        /// The write.
+        write: StrategyWrite<'a>,
+        /// The ConfigMap's name (the permission is asked about it).
         name: &'a str,
     },
 }
@@ -117,6 +128,13 @@ pub async fn decide<P: ForcePermission>(
             (Decision::default(), false)
         }
         (Subject::Write { write, .. }, Webhook::Mutate) => (rules::mutate(policy, &write), true),
+        // Nothing in a ConfigMap is defaulted.
+        (Subject::NamespaceConfig { .. }, Webhook::Mutate) => (Decision::default(), false),
+        (Subject::NamespaceConfig { write, name }, Webhook::Validate) => {
+            let (decision, trace) = validate_namespace_config(policy, write, name, asker).await;
+            rbac = trace;
+            (decision, true)
+        }
         (Subject::Write { write, name }, Webhook::Validate) => {
             let (decision, trace) = validate(policy, write, name, asker).await;
             rbac = trace;
@@ -175,4 +193,36 @@ async fn validate<P: ForcePermission>(
         }
     };
     (validation.finish(&Permissions { force, undrained }), rbac)
+}
+
+/// `/validate` on a namespace-level ConfigMap: rules 23 and 24, and the
+/// permission rule 24 needs, asked on the ConfigMap itself.
+async fn validate_namespace_config<P: ForcePermission>(
+    policy: &Policy,
+    write: StrategyWrite<'_>,
+    name: &str,
+    asker: Asker<'_, P>,
+) -> (Decision, Option<RbacTrace>) {
+    let namespace = write.namespace;
+    let user = write.user;
+    let validation = namespace_strategy::validate(policy, write);
+    let mut rbac = None;
+    let permission = match validation.settled_permission() {
+        Some(settled) => settled,
+        None => {
+            let target = Target {
+                group: "",
+                resource: CONFIGMAPS,
+                namespace,
+                name,
+            };
+            let check = asker
+                .authorizer
+                .check(validation.grant(), user, target, asker.timeout)
+                .await;
+            rbac = check.rbac;
+            check.permission
+        }
+    };
+    (validation.finish(&permission), rbac)
 }

@@ -9,10 +9,11 @@ use time::OffsetDateTime;
 
 use super::API_VERSIONS;
 use super::decide::Subject;
-use crate::kinds::{self, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
+use crate::kinds::{self, CONFIGMAPS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::lenient::{Obj, Text};
+use crate::namespace_config::StrategyRead;
 use crate::policy::UserInfo;
-use crate::policy::rules::{Operation, RolloutWrite};
+use crate::policy::rules::{Operation, RolloutWrite, StrategyWrite};
 use crate::rollout::PipelineRollout;
 
 /// The operation of an admission request, as the API server names it.
@@ -239,6 +240,9 @@ impl AdmissionRequest {
         }
         let group = resource.group.as_deref().unwrap_or_default();
         let name = resource.resource.as_deref().unwrap_or_default();
+        if group.is_empty() && name == CONFIGMAPS {
+            return Ok(Resource::NamespaceConfig);
+        }
         Ok(match Kind::from_resource(group, name) {
             Some(kind) => Resource::Guarded(kind),
             None => {
@@ -264,6 +268,12 @@ impl AdmissionRequest {
         let kind = match self.resource()? {
             Resource::Subresource => return Ok(Subject::Skipped),
             Resource::Unguarded(name) => return Ok(Subject::Unguarded(self.unknown_reason(&name))),
+            // Deleting the namespace's configuration gives its rollouts
+            // Numaplane's cluster-wide default back: nothing to judge.
+            Resource::NamespaceConfig if operation == Operation::Delete => {
+                return Ok(Subject::Skipped);
+            }
+            Resource::NamespaceConfig => return self.namespace_config_write(operation),
             Resource::Guarded(kind) => kind,
         };
         let what = kind.kind();
@@ -322,6 +332,39 @@ impl AdmissionRequest {
 }
 
 impl AdmissionRequest {
+    /// A write of a ConfigMap (the validating webhook's objectSelector sends
+    /// only those that carry, or carried, Numaplane's config label): what it
+    /// and the stored ConfigMap say of the namespace's upgrade strategy.
+    fn namespace_config_write(&self, operation: Operation) -> Result<Subject<'_>, Unjudgeable> {
+        let Obj::Present(object) = &self.object else {
+            return Err(Unjudgeable::Object {
+                found: describe(&self.object),
+                operation: self.operation,
+                kind: "ConfigMap",
+            });
+        };
+        let old_object = match (&self.old_object, operation) {
+            (Obj::Present(old), _) => Some(StrategyRead::of(old)),
+            (_, Operation::Create) => None,
+            (other, Operation::Update | Operation::Delete) => {
+                return Err(Unjudgeable::OldObject {
+                    found: describe(other),
+                    kind: "ConfigMap",
+                });
+            }
+        };
+        Ok(Subject::NamespaceConfig {
+            write: StrategyWrite {
+                operation,
+                namespace: &self.namespace,
+                user: &self.user,
+                object: StrategyRead::of(object),
+                old_object,
+            },
+            name: &self.name,
+        })
+    }
+
     /// Why a write of an unknown resource is allowed unjudged: the warning,
     /// naming any of Numaplane's switches it carries, so that no force goes
     /// through silently.
@@ -348,6 +391,8 @@ enum Resource {
     Subresource,
     /// A kind the webhook guards.
     Guarded(Kind),
+    /// A core ConfigMap: perhaps Numaplane's namespace-level configuration.
+    NamespaceConfig,
     /// Another resource: its name, escaped for the warning.
     Unguarded(String),
 }

@@ -146,7 +146,11 @@ impl ForcePermission for RbacAuthorizer {
         let answer = self.rbac_allows(rbac_policy, user, target, limit).await;
         let verb = &rbac_policy.verb;
         let (namespace, name) = (target.namespace, target.name);
-        let (group, resource) = (target.group, target.resource);
+        // A core resource (configmaps) has no group to name.
+        let resource = match target.group {
+            "" => target.resource.to_owned(),
+            group => format!("{}.{group}", target.resource),
+        };
         let (permission, result, cached) = match answer {
             Ok((true, source)) => (
                 Permission::Granted(format!("RBAC allows verb \"{verb}\"")),
@@ -155,7 +159,7 @@ impl ForcePermission for RbacAuthorizer {
             ),
             Ok((false, source)) => (
                 Permission::Refused(format!(
-                    "{refused}, and RBAC does not allow verb \"{verb}\" on {resource}.{group} \"{name}\" in namespace \"{namespace}\"; ask for a Role or ClusterRole granting it"
+                    "{refused}, and RBAC does not allow verb \"{verb}\" on {resource} \"{name}\" in namespace \"{namespace}\"; ask for a Role or ClusterRole granting it"
                 )),
                 "denied",
                 source == Source::Cached,

@@ -6,7 +6,18 @@
 use serde_json::Value;
 
 use super::documents::{self, DocumentError, RawDocument};
-use crate::kinds::{Kind, VERSION};
+use crate::kinds::{CONFIG_LABEL, Kind, NAMESPACE_CONFIG, VERSION};
+
+/// What a manifest `check` judges is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Checked {
+    /// A guarded kind: a rollout or a child.
+    Guarded(Kind),
+    /// Numaplane's namespace-level ConfigMap (rules 23 and 24): a core
+    /// ConfigMap labelled `numaplane.numaproj.io/config:
+    /// namespace-level-config`, the only ConfigMaps the webhook is sent.
+    NamespaceConfig,
+}
 
 /// Where something was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,8 +61,8 @@ impl Location {
 pub struct Manifest {
     /// Where it is.
     pub location: Location,
-    /// Its kind.
-    pub kind: Kind,
+    /// What it is.
+    pub kind: Checked,
     /// The object.
     pub object: Value,
 }
@@ -95,6 +106,24 @@ pub fn guarded_kind(object: &Value) -> Option<Kind> {
         .and_then(|v| v.split_once('/'))
         .map(|(group, _)| group)?;
     Kind::from_kind(group, object.get("kind").and_then(Value::as_str)?)
+}
+
+/// What a manifest is, if `check` judges it: a guarded kind, or a
+/// ConfigMap labelled as Numaplane's namespace-level configuration.
+pub fn checked_kind(object: &Value) -> Option<Checked> {
+    if let Some(kind) = guarded_kind(object) {
+        return Some(Checked::Guarded(kind));
+    }
+    let core_config_map = object.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && object.get("kind").and_then(Value::as_str) == Some("ConfigMap");
+    let labelled = object
+        .pointer(&format!(
+            "/metadata/labels/{}",
+            CONFIG_LABEL.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        == Some(NAMESPACE_CONFIG);
+    (core_config_map && labelled).then_some(Checked::NamespaceConfig)
 }
 
 /// Whether a manifest is a PipelineRollout: apiVersion in group
@@ -191,7 +220,7 @@ fn add_object(inputs: &mut Inputs, location: Location, value: Value, doc: &RawDo
             if let Some(&line) = lines.get(i).filter(|&&l| l > 0) {
                 at.line = Some(line);
             }
-            if let Some(kind) = guarded_kind(&item) {
+            if let Some(kind) = checked_kind(&item) {
                 inputs.items.push(Item::Rollout(Manifest {
                     location: at,
                     kind,
@@ -201,7 +230,7 @@ fn add_object(inputs: &mut Inputs, location: Location, value: Value, doc: &RawDo
                 inputs.skipped += 1;
             }
         }
-    } else if let Some(kind) = guarded_kind(&value) {
+    } else if let Some(kind) = checked_kind(&value) {
         inputs.items.push(Item::Rollout(Manifest {
             location,
             kind,

@@ -10,12 +10,13 @@ use std::time::Duration;
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use super::input::Manifest;
+use super::input::{Checked, Manifest};
 use super::report::{JudgedManifest, Remark, Severity};
 use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
 use crate::authz::StaticLists;
 use crate::kinds::Kind;
-use crate::policy::rules::{Decision, Operation, RolloutWrite};
+use crate::namespace_config::StrategyRead;
+use crate::policy::rules::{Decision, Operation, RolloutWrite, StrategyWrite};
 use crate::policy::{Policy, UserInfo, format_seconds};
 use crate::rollout::{PipelineRollout, TIMEOUT_FIELD};
 
@@ -25,14 +26,14 @@ const AUTHENTICATED: &str = "system:authenticated";
 /// The deployed objects, by kind, namespace and name.
 #[derive(Debug, Default)]
 pub struct Deployed {
-    objects: HashMap<(Kind, String, String), (Value, String)>,
+    objects: HashMap<(Checked, String, String), (Value, String)>,
 }
 
 impl Deployed {
     /// Adds a deployed object found in `file`; the first one of a name wins.
     pub fn insert(
         &mut self,
-        kind: Kind,
+        kind: Checked,
         namespace: String,
         name: String,
         object: Value,
@@ -43,7 +44,7 @@ impl Deployed {
             .or_insert((object, file));
     }
 
-    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&(Value, String)> {
+    fn get(&self, kind: Checked, namespace: &str, name: &str) -> Option<&(Value, String)> {
         self.objects
             .get(&(kind, namespace.to_owned(), name.to_owned()))
     }
@@ -102,9 +103,16 @@ impl ManifestJudge<'_> {
         let old = deployed.map(|(old, _)| old);
         prepare(&mut object, &namespace, old);
         let name_or_none = name.as_deref().unwrap_or_default();
-        let remarks = self
-            .remarks(manifest.kind, &namespace, name_or_none, old, object)
-            .await;
+        let remarks = match manifest.kind {
+            Checked::Guarded(kind) => {
+                self.remarks(kind, &namespace, name_or_none, old, object)
+                    .await
+            }
+            Checked::NamespaceConfig => {
+                self.namespace_config_remarks(&namespace, name_or_none, old, &object)
+                    .await
+            }
+        };
         JudgedManifest {
             kind: manifest.kind,
             location: manifest.location,
@@ -162,18 +170,52 @@ impl ManifestJudge<'_> {
         match view(&object) {
             Ok(view) => {
                 let decision = self.decide(Webhook::Validate, &write, &view).await;
-                for denial in &decision.denials {
-                    remarks.push(Remark {
-                        severity: Severity::Error,
-                        rule: Some(denial.rule()),
-                        field: denial.field(),
-                        message: denial.to_string(),
-                    });
-                }
+                remarks.extend(denials(&decision));
                 warnings(&mut remarks, &decision);
             }
             Err(e) => remarks.push(internal(&e)),
         }
+        remarks
+    }
+
+    /// What `/validate` would say of the write of a namespace-level
+    /// ConfigMap (over `old`): rules 23 and 24; nothing is defaulted.
+    async fn namespace_config_remarks(
+        &self,
+        namespace: &str,
+        name: &str,
+        old: Option<&Value>,
+        object: &Value,
+    ) -> Vec<Remark> {
+        let (object, old) = match (view(object), old.map(view).transpose()) {
+            (Ok(object), Ok(old)) => (object, old),
+            (Err(e), _) | (_, Err(e)) => return vec![internal(&e)],
+        };
+        let user = self.user_info();
+        let write = StrategyWrite {
+            operation: if old.is_some() {
+                Operation::Update
+            } else {
+                Operation::Create
+            },
+            namespace,
+            user: &user,
+            object: StrategyRead::of(&object),
+            old_object: old.as_ref().map(StrategyRead::of),
+        };
+        let input = Input {
+            webhook: Webhook::Validate,
+            origin: Origin::OfflineCheck,
+            subject: Subject::NamespaceConfig { write, name },
+        };
+        let authorizer = StaticLists::new(OFFLINE_PERMISSION);
+        let asker = Asker {
+            authorizer: &authorizer,
+            timeout: Duration::from_secs(10),
+        };
+        let decision = admission::decide(self.policy, input, asker).await.decision;
+        let mut remarks = denials(&decision);
+        warnings(&mut remarks, &decision);
         remarks
     }
 
@@ -193,9 +235,7 @@ impl ManifestJudge<'_> {
         write: &Write<'_>,
         object: &PipelineRollout,
     ) -> Decision {
-        let authorizer = StaticLists::new(
-            "`check` runs without an API server; it judges --as and --as-group against forceReapply.users and forceReapply.groups only",
-        );
+        let authorizer = StaticLists::new(OFFLINE_PERMISSION);
         let input = Input {
             webhook,
             origin: Origin::OfflineCheck,
@@ -268,6 +308,22 @@ impl Write<'_> {
             None => Operation::Create,
         }
     }
+}
+
+/// Why `check` can grant a force only from the policy's lists.
+const OFFLINE_PERMISSION: &str = "`check` runs without an API server; it judges --as and --as-group against the policy's users and groups lists only";
+
+fn denials(decision: &Decision) -> Vec<Remark> {
+    decision
+        .denials
+        .iter()
+        .map(|denial| Remark {
+            severity: Severity::Error,
+            rule: Some(denial.rule()),
+            field: denial.field(),
+            message: denial.to_string(),
+        })
+        .collect()
 }
 
 fn warnings(remarks: &mut Vec<Remark>, decision: &Decision) {

@@ -52,8 +52,8 @@ pub struct JudgedManifest {
     pub namespace: String,
     /// Its name (`None` when the manifest has none).
     pub name: Option<String>,
-    /// Its kind.
-    pub kind: crate::kinds::Kind,
+    /// What it is.
+    pub kind: super::input::Checked,
     /// CREATE, or UPDATE when `--against` holds a deployed object.
     pub operation: &'static str,
     /// Where the deployed object came from, for an UPDATE.
@@ -198,7 +198,9 @@ impl CheckReport {
         };
         let others = self
             .rollouts()
-            .filter(|j| j.kind != crate::kinds::Kind::PipelineRollout)
+            .filter(|j| {
+                j.kind != super::input::Checked::Guarded(crate::kinds::Kind::PipelineRollout)
+            })
             .count();
         let checked = match others {
             0 => plural(rollouts, KIND, &format!("{KIND}s")),
@@ -328,7 +330,7 @@ pub(super) mod tests {
 
     pub fn sample() -> CheckReport {
         let denied = JudgedManifest {
-            kind: crate::kinds::Kind::PipelineRollout,
+            kind: crate::check::input::Checked::Guarded(crate::kinds::Kind::PipelineRollout),
             location: location("a.yaml", 2, true, 7),
             namespace: "team-a".into(),
             name: Some("p1".into()),
@@ -345,7 +347,7 @@ pub(super) mod tests {
             ],
         };
         let clean = JudgedManifest {
-            kind: crate::kinds::Kind::PipelineRollout,
+            kind: crate::check::input::Checked::Guarded(crate::kinds::Kind::PipelineRollout),
             location: location("b.yaml", 1, false, 1),
             namespace: "default".into(),
             name: None,

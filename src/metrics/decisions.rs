@@ -75,6 +75,7 @@ impl DecisionMetrics {
             Gate::DeleteUndrained,
             Gate::DeleteChild,
             Gate::DeleteRollout,
+            Gate::NamespaceStrategy,
         ] {
             for result in [
                 GateResult::Allowed,

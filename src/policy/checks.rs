@@ -20,7 +20,17 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             "numaflow.controllerAccount is empty: name the Numaflow controller's username, e.g. system:serviceaccount:numaflow-system:numaflow-sa".to_owned(),
         );
     }
-    if let Some(rbac) = &policy.force_reapply.delete_undrained.rbac {
+    for (rbac, key) in [
+        (
+            &policy.force_reapply.delete_undrained.rbac,
+            "forceReapply.deleteUndrained.rbacVerb",
+        ),
+        (
+            &policy.force_reapply.namespace_strategy.rbac,
+            "forceReapply.namespaceStrategy.rbacVerb",
+        ),
+    ] {
+        let Some(rbac) = rbac else { continue };
         let verb_ok = !rbac.verb.is_empty()
             && rbac
                 .verb
@@ -28,7 +38,7 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
         if !verb_ok {
             problems.push(format!(
-                "forceReapply.deleteUndrained.rbacVerb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
+                "{key} \"{}\" is not a verb (letters, digits, '-', '_', '.')",
                 rbac.verb
             ));
         }
@@ -120,6 +130,14 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         (
             &policy.force_reapply.delete_undrained.groups,
             "forceReapply.deleteUndrained.groups",
+        ),
+        (
+            &policy.force_reapply.namespace_strategy.users,
+            "forceReapply.namespaceStrategy.users",
+        ),
+        (
+            &policy.force_reapply.namespace_strategy.groups,
+            "forceReapply.namespaceStrategy.groups",
         ),
     ] {
         if list.iter().any(|s| s.trim().is_empty()) {

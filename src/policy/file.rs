@@ -9,8 +9,8 @@ use super::checks;
 use super::duration::{DefaultSpec, Seconds};
 use super::error::PolicyError;
 use super::model::{
-    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Numaflow,
-    Numaplane, Policy, RbacPolicy, TimeoutRules,
+    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules,
+    NamespaceStrategy, Numaflow, Numaplane, Policy, RbacPolicy, TimeoutRules,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -54,6 +54,19 @@ struct DeleteUndrainedFile {
     system_deleters: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gate_rollout_deletes: Option<bool>,
+}
+
+/// A grant of its own (`forceReapply.namespaceStrategy`): each key left
+/// out takes forceReapply's value.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GrantFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    users: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rbac_verb: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -126,6 +139,8 @@ struct ForceReapplyFile {
     rbac: Option<RbacFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     delete_undrained: Option<DeleteUndrainedFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace_strategy: Option<GrantFile>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -189,6 +204,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
     let np = given.numaplane.unwrap_or_default();
     let nf = given.numaflow.unwrap_or_default();
     let du = fr.delete_undrained.take().unwrap_or_default();
+    let ns_strategy = fr.namespace_strategy.take().unwrap_or_default();
 
     // Each key: the file's value, else the built-in one. The built-in text
     // sets every key (a unit test checks it), so `missing` never shows.
@@ -302,6 +318,8 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             "forceReapply.deleteUndrained.gateRolloutDeletes",
         ),
     };
+    let namespace_strategy =
+        namespace_strategy_of(ns_strategy, (&users, &groups), rbac.as_ref(), &mut problems);
     let policy = Policy {
         mode,
         drain_timeout: DrainTimeout {
@@ -324,6 +342,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             users,
             groups,
             delete_undrained,
+            namespace_strategy,
             require_pausing: pick_or(
                 &mut problems,
                 fr.require_pausing,
@@ -458,6 +477,11 @@ fn to_file(policy: &Policy) -> PolicyFile {
                 ),
                 gate_rollout_deletes: Some(fr.delete_undrained.gate_rollout_deletes),
             }),
+            namespace_strategy: Some(GrantFile {
+                users: Some(fr.namespace_strategy.users.iter().cloned().collect()),
+                groups: Some(fr.namespace_strategy.groups.iter().cloned().collect()),
+                rbac_verb: fr.namespace_strategy.rbac.as_ref().map(|r| r.verb.clone()),
+            }),
         }),
         force_promote: Some(ForcePromoteFile {
             one_shot: Some(policy.force_promote.one_shot),
@@ -467,6 +491,36 @@ fn to_file(policy: &Policy) -> PolicyFile {
         }),
         numaflow: Some(NumaplaneFile {
             controller_account: Some(policy.numaflow.controller_account.clone()),
+        }),
+    }
+}
+
+/// `forceReapply.namespaceStrategy`: each key left out takes
+/// forceReapply's (its lists, its RBAC verb).
+fn namespace_strategy_of(
+    file: GrantFile,
+    (users, groups): (
+        &std::collections::BTreeSet<String>,
+        &std::collections::BTreeSet<String>,
+    ),
+    rbac: Option<&RbacPolicy>,
+    problems: &mut Vec<String>,
+) -> NamespaceStrategy {
+    if file.rbac_verb.is_some() && rbac.is_none() {
+        problems.push(
+            "forceReapply.namespaceStrategy.rbacVerb is set but forceReapply.rbac is not: RBAC is asked only when forceReapply.rbac is set".to_owned(),
+        );
+    }
+    NamespaceStrategy {
+        users: file
+            .users
+            .map_or_else(|| users.clone(), |u| u.into_iter().collect()),
+        groups: file
+            .groups
+            .map_or_else(|| groups.clone(), |g| g.into_iter().collect()),
+        rbac: rbac.map(|r| RbacPolicy {
+            verb: file.rbac_verb.unwrap_or_else(|| r.verb.clone()),
+            ..r.clone()
         }),
     }
 }
@@ -544,6 +598,45 @@ mod tests {
         assert!(fr.users.is_some() && fr.groups.is_some());
         assert!(fr.require_pausing.is_some() && fr.gate_force_promote.is_some());
         assert!(fr.one_shot.is_some() && fr.min_pause_age.is_some());
+    }
+
+    #[test]
+    fn namespace_strategy_defaults_to_the_force_reapply_lists() {
+        let p = Policy::built_in();
+        let ns = &p.force_reapply.namespace_strategy;
+        assert_eq!(
+            (&ns.users, &ns.groups, &ns.rbac),
+            (&p.force_reapply.users, &p.force_reapply.groups, &None)
+        );
+        let p = Policy::from_yaml(
+            "forceReapply:\n  groups: [sre]\n  rbac: {verb: force-reapply}\n  namespaceStrategy: {users: [bob], rbacVerb: namespace-strategy}\n",
+        )
+        .expect("valid");
+        let ns = &p.force_reapply.namespace_strategy;
+        assert_eq!(ns.users.iter().collect::<Vec<_>>(), ["bob"]);
+        assert_eq!(ns.groups.iter().collect::<Vec<_>>(), ["sre"]);
+        assert_eq!(
+            ns.rbac.as_ref().map(|r| r.verb.as_str()),
+            Some("namespace-strategy")
+        );
+        assert_eq!(ns.grant().key, "forceReapply.namespaceStrategy");
+        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
+        for (yaml, want) in [
+            (
+                "forceReapply:\n  namespaceStrategy: {rbacVerb: x}\n",
+                "forceReapply.namespaceStrategy.rbacVerb is set but forceReapply.rbac is not",
+            ),
+            (
+                "forceReapply:\n  rbac: {verb: a}\n  namespaceStrategy: {rbacVerb: \"a b\"}\n",
+                "forceReapply.namespaceStrategy.rbacVerb \"a b\" is not a verb",
+            ),
+            (
+                "forceReapply:\n  namespaceStrategy: {groups: [\" \"]}\n",
+                "forceReapply.namespaceStrategy.groups has an empty name",
+            ),
+        ] {
+            assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
+        }
     }
 
     #[test]

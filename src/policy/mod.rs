@@ -21,7 +21,7 @@ pub use error::PolicyError;
 pub use file::BUILT_IN_POLICY;
 pub use model::{
     DefaultTimeout, DeleteUndrained, DrainTimeout, ForceReapply, Grant, MAX_CLOCK_SECONDS,
-    MAX_NO_TIMEOUT_SECONDS, MAX_RECYCLE_MULTIPLIER, Mode, NamespaceRules, Numaplane, Policy,
-    RbacPolicy, Scope, TimeoutRules, wildcard_match,
+    MAX_NO_TIMEOUT_SECONDS, MAX_RECYCLE_MULTIPLIER, Mode, NamespaceRules, NamespaceStrategy,
+    Numaplane, Policy, RbacPolicy, Scope, TimeoutRules, wildcard_match,
 };
 pub use user::{Permission, UserInfo};

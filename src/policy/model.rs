@@ -157,6 +157,8 @@ pub struct ForceReapply {
     pub min_pause_age_seconds: u64,
     /// Who may mark a recyclable Pipeline for deletion (deleted undrained).
     pub delete_undrained: DeleteUndrained,
+    /// Who may give a namespace the upgrade strategy `no-strategy`.
+    pub namespace_strategy: NamespaceStrategy,
 }
 
 impl ForceReapply {
@@ -203,6 +205,35 @@ impl DeleteUndrained {
     pub fn grant(&self) -> Grant<'_> {
         Grant {
             key: "forceReapply.deleteUndrained",
+            users: &self.users,
+            groups: &self.groups,
+            rbac: self.rbac.as_ref(),
+        }
+    }
+}
+
+/// Who may set `upgradeStrategy: no-strategy` (or empty, or blank) in
+/// Numaplane's namespace-level ConfigMap: every rollout of the namespace
+/// then upgrades by plain apply, with no pause and no drain. Resolved at
+/// load: keys left out take forceReapply's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceStrategy {
+    /// Usernames allowed.
+    pub users: BTreeSet<String>,
+    /// Groups whose members are allowed.
+    pub groups: BTreeSet<String>,
+    /// RBAC asked when the lists say no: forceReapply.rbac with this
+    /// gate's verb (`None` when forceReapply.rbac is off), asked on the
+    /// ConfigMap (`configmaps`, core group) in its namespace.
+    pub rbac: Option<RbacPolicy>,
+}
+
+impl NamespaceStrategy {
+    /// Who may make a namespace skip draining, as the permission check
+    /// reads it.
+    pub fn grant(&self) -> Grant<'_> {
+        Grant {
+            key: "forceReapply.namespaceStrategy",
             users: &self.users,
             groups: &self.groups,
             rbac: self.rbac.as_ref(),

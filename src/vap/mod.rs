@@ -169,10 +169,11 @@ fn inexpressible(policy: &Policy) -> Vec<String> {
 
 /// What the export never covers: it matches PipelineRollouts only, and
 /// judges their drain timeout and the allow-data-loss and forcePromote
-/// switches (rules 2 to 7).
+/// switches (rules 2 to 7); the other kinds and Numaplane's namespace-level
+/// ConfigMap (rules 23 and 24) are left to the webhook.
 pub fn left_out() -> Vec<String> {
     vec![
-        "MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices and InterStepBufferServices: this policy matches PipelineRollouts only; keep the webhook's validate-children, validate-monovertexrollouts and validate-isbservicerollouts webhooks for them".to_owned(),
+        "MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices, InterStepBufferServices and Numaplane's namespace-level ConfigMaps (rules 23 and 24): this policy matches PipelineRollouts only; keep the webhook's validate-children, validate-monovertexrollouts, validate-isbservicerollouts and validate-namespace-config webhooks for them".to_owned(),
         "rules 13 to 15 on PipelineRollouts: the force-promote label and marked-for-deletion in spec.pipeline.metadata, and Numaplane's bookkeeping keys there".to_owned(),
         "rules 19 to 21: pause-timestamp (on Pipelines and in spec.pipeline.metadata), and every DELETE (a rollout's child, and a PipelineRollout's warning and forceReapply.deleteUndrained.gateRolloutDeletes): this policy matches CREATE and UPDATE only; keep the webhooks' DELETE rules".to_owned(),
     ]

@@ -221,3 +221,50 @@ fn the_other_rollouts_and_the_children_are_judged_too() {
         "checked 0 PipelineRollouts and 3 other guarded objects in 2 files: 2 denied, 0 warnings"
     );
 }
+
+#[test]
+fn numaplanes_namespace_level_configmaps_are_judged_too() {
+    let file = fixture("namespace-config/numaplane-config.yaml");
+    let run = check(&[&file]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!(
+            "{file}:1 team-c/numaplane-config: error: user \"pipelinerollout-webhook:check\" may not set data.upgradeStrategy to \"no-strategy\" in namespace \"team-c\""
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "{file}:2 team-d/numaplane-config: error: data.upgradeStrategy is \"drain\", which Numaplane does not accept"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("team-e"), "{}", run.stdout);
+    assert_eq!(
+        last_line(&run.stdout),
+        "checked 0 PipelineRollouts and 3 other guarded objects in 1 file (1 other document skipped): 2 denied, 0 warnings"
+    );
+    // As an UPDATE of the deployed no-strategy: unchanged, so allowed.
+    let deployed = fixture("deployed/namespace-config.yaml");
+    let run = check(&["--against", &deployed, &file]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("team-c/numaplane-config: warning: unchanged, so allowed: upgradeStrategy \"no-strategy\""),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        last_line(&run.stdout).ends_with("1 denied, 1 warning"),
+        "{}",
+        run.stdout
+    );
+    // A requester in the policy's groups may.
+    let run = check(&["--as-group", "system:masters", &file]);
+    assert!(
+        !run.stdout.contains("team-c/numaplane-config: error"),
+        "{}",
+        run.stdout
+    );
+}

@@ -141,6 +141,14 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["list", "watch"]),
             vec![],
         ),
+        // The audit's watch of Numaplane's namespace-level ConfigMaps
+        // (selected by label; RBAC cannot narrow to one).
+        (
+            owned(&[""]),
+            owned(&["configmaps"]),
+            owned(&["list", "watch"]),
+            vec![],
+        ),
         (
             owned(&["wgpolicyk8s.io"]),
             owned(&["policyreports"]),

@@ -204,6 +204,8 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
     ];
     let mut want_names = vec![VALIDATE_NAME];
     want_names.extend(expected.iter().map(|(n, _)| *n));
+    want_names.push(NAMESPACE_CONFIG_NAME);
+    namespace_config_webhook_sees_only_labelled_configmaps(&all, &validate);
     assert_eq!(names, want_names, "the validating webhooks, in order");
     assert_eq!(
         names.len(),
@@ -265,6 +267,52 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
             );
         }
     }
+}
+
+/// The namespace-level ConfigMap's webhook (rules 23 and 24).
+const NAMESPACE_CONFIG_NAME: &str =
+    "validate-namespace-config.pipelinerollout-webhook.numaplane.numaproj.io";
+
+/// The namespace-level ConfigMap's webhook: core `configmaps`, CREATE and
+/// UPDATE, an objectSelector on Numaplane's label and value (so no other
+/// ConfigMap reaches it), failurePolicy Fail, the PipelineRollout webhook's
+/// service and namespaceSelector.
+fn namespace_config_webhook_sees_only_labelled_configmaps(
+    all: &[k8s_openapi::api::admissionregistration::v1::ValidatingWebhook],
+    validate: &k8s_openapi::api::admissionregistration::v1::ValidatingWebhook,
+) {
+    use pipelinerollout_webhook::kinds::{CONFIG_LABEL, CONFIGMAPS, NAMESPACE_CONFIG};
+    let name = NAMESPACE_CONFIG_NAME;
+    let hook = all.iter().find(|w| w.name == name).expect("listed");
+    assert_eq!(hook.client_config.service, validate.client_config.service);
+    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"), "{name}");
+    assert_eq!(hook.side_effects, "None", "{name}: it writes no Events");
+    assert_eq!(
+        hook.namespace_selector, validate.namespace_selector,
+        "{name}"
+    );
+    assert_eq!(hook.timeout_seconds, validate.timeout_seconds, "{name}");
+    let rules = hook.rules.clone().unwrap_or_default();
+    let rule = one(&rules, "rule");
+    assert_eq!(sorted(rule.api_groups.as_ref()), [""], "{name}");
+    assert_eq!(sorted(rule.resources.as_ref()), [CONFIGMAPS], "{name}");
+    assert_eq!(
+        sorted(rule.operations.as_ref()),
+        ["CREATE", "UPDATE"],
+        "{name}"
+    );
+    let selector = hook.object_selector.clone().expect("an objectSelector");
+    let expressions = selector.match_expressions.unwrap_or_default();
+    let expression = one(&expressions, "matchExpression");
+    assert_eq!(
+        (expression.key.as_str(), expression.operator.as_str()),
+        (CONFIG_LABEL, "In"),
+        "{name}"
+    );
+    assert_eq!(
+        expression.values.as_deref(),
+        Some(&[NAMESPACE_CONFIG.to_owned()][..])
+    );
 }
 
 #[test]

@@ -5,8 +5,11 @@
 //! and the judge read the table; adding a kind is a line in [`KINDS`] and
 //! its watch in `watch::all`.
 
-use self::shapes::{ISB_SERVICE_ROLLOUT_SHAPE, MONO_VERTEX_ROLLOUT_SHAPE, PIPELINE_ROLLOUT_SHAPE};
-use crate::kinds::Kind;
+use self::shapes::{
+    ISB_SERVICE_ROLLOUT_SHAPE, MONO_VERTEX_ROLLOUT_SHAPE, NAMESPACE_CONFIG_SHAPE,
+    PIPELINE_ROLLOUT_SHAPE,
+};
+use crate::kinds::{CONFIGMAPS, Kind};
 use crate::policy::rules::Rule;
 
 /// Which parts of an object to keep.
@@ -20,11 +23,30 @@ pub enum Shape {
     Items(&'static Shape),
 }
 
+/// What an entry of the audit's table is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audited {
+    /// A guarded kind (a rollout).
+    Rollout(Kind),
+    /// Numaplane's namespace-level ConfigMap (rules 23 and 24).
+    NamespaceConfig,
+}
+
+impl Audited {
+    /// The guarded kind, for a rollout.
+    pub const fn rollout(self) -> Option<Kind> {
+        match self {
+            Self::Rollout(kind) => Some(kind),
+            Self::NamespaceConfig => None,
+        }
+    }
+}
+
 /// One kind in the audit's table.
 #[derive(Debug)]
 pub struct KindEntry {
-    /// The guarded kind.
-    pub guarded: Kind,
+    /// What it is.
+    pub guarded: Audited,
     /// The API group.
     pub group: &'static str,
     /// The version read.
@@ -37,29 +59,40 @@ pub struct KindEntry {
     pub shape: &'static Shape,
     /// The rules every object of this kind gets a result for, in order.
     pub rules: &'static [Rule],
+    /// The label selector its watch lists with (`None`: every object).
+    pub label_selector: Option<&'static str>,
 }
 
 impl KindEntry {
     const fn of(guarded: Kind, shape: &'static Shape, rules: &'static [Rule]) -> Self {
         Self {
-            guarded,
+            guarded: Audited::Rollout(guarded),
             group: guarded.group(),
             version: crate::kinds::VERSION,
             kind: guarded.kind(),
             plural: guarded.resource(),
             shape,
             rules,
+            label_selector: None,
         }
     }
 
-    /// `group/version`, as `apiVersion` writes it.
+    /// `group/version`, as `apiVersion` writes it (`v1` for the core group).
     pub fn api_version(&self) -> String {
-        format!("{}/{}", self.group, self.version)
+        match self.group {
+            "" => self.version.to_owned(),
+            group => format!("{group}/{}", self.version),
+        }
     }
 }
 
 /// How many kinds the audit judges.
-pub const COUNT: usize = 3;
+pub const COUNT: usize = 4;
+
+/// The label selector of the namespace-level ConfigMaps' watch
+/// (`CONFIG_LABEL=NAMESPACE_CONFIG`, which a test checks): only those
+/// ConfigMaps are listed.
+const NAMESPACE_CONFIG_SELECTOR: &str = "numaplane.numaproj.io/config=namespace-level-config";
 
 /// The kinds audited, in report order. A watch reports its kind by its
 /// index here.
@@ -79,7 +112,22 @@ pub static KINDS: [KindEntry; COUNT] = [
         &ISB_SERVICE_ROLLOUT_SHAPE,
         OTHER_ROLLOUT_RULES,
     ),
+    KindEntry {
+        guarded: Audited::NamespaceConfig,
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: CONFIGMAPS,
+        shape: &NAMESPACE_CONFIG_SHAPE,
+        rules: NAMESPACE_CONFIG_RULES,
+        label_selector: Some(NAMESPACE_CONFIG_SELECTOR),
+    },
 ];
+
+/// The rules a namespace-level ConfigMap's results are filed under: its
+/// strategy's value, and whether it makes the namespace skip draining.
+pub const NAMESPACE_CONFIG_RULES: &[Rule] =
+    &[Rule::NamespaceStrategyValue, Rule::NamespaceStrategy];
 
 /// The rules a PipelineRollout's results are filed under. A stored force
 /// is filed under the rule that gates setting it (6 and 7), its state
@@ -118,10 +166,29 @@ mod tests {
     use super::*;
     use crate::background::audit::slim::prune;
     use crate::kinds::{
-        BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, FORCE_PROMOTE_LABEL,
-        MARKED_FOR_DELETION,
+        BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, CONFIG_LABEL,
+        FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, NAMESPACE_CONFIG,
     };
     use crate::rollout::ALLOW_DATA_LOSS;
+
+    #[test]
+    fn the_namespace_config_watch_selects_numaplanes_label_and_keeps_its_strategy() {
+        assert_eq!(
+            NAMESPACE_CONFIG_SELECTOR,
+            format!("{CONFIG_LABEL}={NAMESPACE_CONFIG}")
+        );
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "n", "uid": "u",
+                "labels": {CONFIG_LABEL: NAMESPACE_CONFIG, "big": "b".repeat(5000)}},
+            "data": {"upgradeStrategy": "no-strategy", "other": "x".repeat(5000)},
+        });
+        let slim = prune(&object.to_string(), &NAMESPACE_CONFIG_SHAPE).expect("prunes");
+        assert!(slim.to_string().len() < 300, "{slim}");
+        let kept = crate::rollout::PipelineRollout::from_json(&slim.to_string()).expect("view");
+        assert!(crate::namespace_config::StrategyRead::of(&kept).skips_draining());
+        assert_eq!(KINDS[3].api_version(), "v1");
+    }
 
     #[test]
     fn the_pipeline_rollout_shape_keeps_what_the_rules_read_and_nothing_of_the_spec() {
@@ -157,7 +224,9 @@ mod tests {
         labels[FORCE_PROMOTE_LABEL] = json!("true");
         labels["app.kubernetes.io/name"] = json!("z".repeat(5000));
         for entry in &KINDS {
-            let kind = entry.guarded;
+            let Some(kind) = entry.guarded.rollout() else {
+                continue;
+            };
             let template = kind.template().expect("a rollout");
             let object = json!({
                 "apiVersion": entry.api_version(),

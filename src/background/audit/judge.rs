@@ -15,10 +15,14 @@ use self::state::{
     force_promote_state, force_reapply_state, hpa_rider_state, template_deletion_state,
     template_label_state,
 };
-use super::audited::KindEntry;
+use super::audited::{Audited, KindEntry};
 use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
 use crate::authz::{ForcePermission, PermissionCheck, Target};
-use crate::policy::rules::{Operation, RolloutWrite, Rule, Violation};
+use crate::kinds::Kind;
+use crate::namespace_config::StrategyRead;
+use crate::policy::rules::{
+    Operation, RolloutWrite, Rule, StrategyWrite, Violation, namespace_strategy,
+};
 use crate::policy::{Grant, Mode, Permission, Policy, UserInfo};
 use crate::rollout::PipelineRollout;
 
@@ -162,7 +166,10 @@ impl Judge<'_> {
         name: &str,
         view: &PipelineRollout,
     ) -> ObjectResults {
-        let kind = entry.guarded;
+        let kind = match entry.guarded {
+            Audited::Rollout(kind) => kind,
+            Audited::NamespaceConfig => return self.namespace_config(namespace, view),
+        };
         // The stored forces are judged by state: the CREATE decided leaves
         // them out.
         let object = view.without_stored_forces();
@@ -187,7 +194,51 @@ impl Judge<'_> {
             timeout: Duration::from_secs(1),
         };
         let decision = admission::decide(self.policy, input, asker).await.decision;
-        self.results(entry, view, &decision.denials)
+        self.results(entry, kind, view, &decision.denials)
+    }
+
+    /// A namespace-level ConfigMap's results: rule 23 as a CREATE of it
+    /// would be judged, rule 24 by state (who set the strategy cannot be
+    /// known afterwards): a strategy that skips draining is a warning
+    /// naming the namespace.
+    fn namespace_config(&self, namespace: &str, view: &PipelineRollout) -> ObjectResults {
+        let read = StrategyRead::of(view);
+        let skips = read.skips_draining();
+        let shown = read.shown();
+        let write = StrategyWrite {
+            operation: Operation::Create,
+            namespace,
+            user: &self.user,
+            object: read,
+            old_object: None,
+        };
+        let granted = Permission::Granted("judged by state".to_owned());
+        let decision = namespace_strategy::validate(self.policy, write).finish(&granted);
+        let broken = if self.warn_only {
+            Status::Warn
+        } else {
+            Status::Fail
+        };
+        let value = decision
+            .denials
+            .iter()
+            .find(|v| v.rule() == Rule::NamespaceStrategyValue)
+            .map_or_else(
+                || result(Rule::NamespaceStrategyValue, Status::Pass, None),
+                |v| result(Rule::NamespaceStrategyValue, broken, Some(v.to_string())),
+            );
+        let strategy = if skips {
+            result(
+                Rule::NamespaceStrategy,
+                Status::Warn,
+                Some(format!(
+                    "upgradeStrategy is {shown}: every rollout in namespace \"{namespace}\" upgrades by plain apply, with no pause and no drain; write \"pause-and-drain\" or \"progressive\" unless that is meant"
+                )),
+            )
+        } else {
+            result(Rule::NamespaceStrategy, Status::Pass, None)
+        };
+        vec![value, strategy]
     }
 
     /// The results of one object, one per rule of its kind, from the
@@ -195,10 +246,10 @@ impl Judge<'_> {
     fn results(
         &self,
         entry: &KindEntry,
+        kind: Kind,
         view: &PipelineRollout,
         denials: &[Violation],
     ) -> ObjectResults {
-        let kind = entry.guarded;
         if let Some(Violation::Unjudgeable(why)) = denials
             .iter()
             .find(|v| matches!(v, Violation::Unjudgeable(_)))

@@ -91,7 +91,7 @@ pub async fn run(
         qps = options.qps,
         burst = options.burst,
         kinds = KINDS.len(),
-        "audit on: judging every stored rollout (PipelineRollouts, MonoVertexRollouts, ISBServiceRollouts) into PolicyReports"
+        "audit on: judging every stored rollout (PipelineRollouts, MonoVertexRollouts, ISBServiceRollouts) and namespace-level ConfigMap into PolicyReports"
     );
     let (reports, reports_rx) = mpsc::unbounded_channel::<Note>();
     let bucket = bucket::Bucket::new(options.qps, options.burst);
@@ -166,6 +166,11 @@ impl Auditor {
                                 self.metrics.record_audit(AuditEvent::WatchRestart);
                                 tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
                             }
+                            WatchItem::Absent { kind } if KINDS[*kind].label_selector.is_some() => tracing::info!(
+                                kind = KINDS[*kind].kind,
+                                selector = KINDS[*kind].label_selector,
+                                "audit: the audit may not list Numaplane's namespace-level ConfigMaps (its ClusterRole lacks list and watch on configmaps), so it reports none; the watch retries with backoff and audits them once it may"
+                            ),
                             WatchItem::Absent { kind } => tracing::info!(
                                 kind = KINDS[*kind].kind,
                                 resource = %format!("{}.{}", KINDS[*kind].plural, KINDS[*kind].group),

@@ -13,7 +13,7 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 
-use super::audited::COUNT;
+use super::audited::{COUNT, KINDS};
 use super::slim::Slim;
 
 /// What a watch delivered, for the kind at `kind` in [`KINDS`](super::audited::KINDS).
@@ -74,6 +74,7 @@ pub fn all(client: &kube::Client) -> impl futures_util::Stream<Item = WatchItem>
         kind::<0>(client.clone()),
         kind::<1>(client.clone()),
         kind::<2>(client.clone()),
+        kind::<3>(client.clone()),
     ];
     futures_util::stream::select_all(watches)
 }
@@ -87,6 +88,20 @@ pub fn not_served(error: &watcher::Error) -> bool {
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))
         | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
         watcher::Error::WatchError(status) => status.code == 404,
+        _ => false,
+    }
+}
+
+/// Whether a watch error says the audit may not list the resource (403).
+/// For the namespace-level ConfigMaps (a kind whose watch selects by
+/// label) this counts as nothing to judge, like a kind not served, so an
+/// install whose RBAC predates that watch still audits its rollouts.
+pub fn forbidden(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 403,
+        watcher::Error::WatchError(status) => status.code == 403,
         _ => false,
     }
 }
@@ -141,7 +156,13 @@ fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem
         init: Arc::clone(&init),
     };
     let mut absent = false;
-    watcher::watcher(api, watcher::Config::default().page_size(PAGE_SIZE))
+    let optional = KINDS[KIND].label_selector.is_some();
+    let config = match KINDS[KIND].label_selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    }
+    .page_size(PAGE_SIZE);
+    watcher::watcher(api, config)
         .inspect(move |event| init.store(matches!(event, Ok(Event::Init)), Ordering::Relaxed))
         .backoff(backoff)
         .filter_map(move |event| {
@@ -150,7 +171,7 @@ fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem
                 absent = false;
             }
             std::future::ready(match event {
-                Err(e) if not_served(&e) => {
+                Err(e) if not_served(&e) || (optional && forbidden(&e)) => {
                     let first = !absent;
                     absent = true;
                     first.then_some(WatchItem::Absent { kind })
@@ -211,7 +232,8 @@ mod tests {
         let json = Status::failure("not found", "NotFound").with_code(404);
         assert!(not_served(&list_failed(json)));
         let forbidden = Status::failure("cannot list", "Forbidden").with_code(403);
-        assert!(!not_served(&list_failed(forbidden)));
+        assert!(!not_served(&list_failed(forbidden.clone())));
+        assert!(super::forbidden(&list_failed(forbidden)));
         assert!(!not_served(&watcher::Error::NoResourceVersion));
     }
 

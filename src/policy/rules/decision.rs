@@ -113,6 +113,8 @@ pub enum Gate {
     DeleteChild,
     /// Rule 21: a PipelineRollout deleted (with gateRolloutDeletes).
     DeleteRollout,
+    /// Rule 24: a namespace's upgrade strategy set to skip draining.
+    NamespaceStrategy,
 }
 
 impl Gate {
@@ -124,6 +126,7 @@ impl Gate {
             Self::DeleteUndrained => "delete-undrained",
             Self::DeleteChild => "delete-child",
             Self::DeleteRollout => "delete-rollout",
+            Self::NamespaceStrategy => "namespace-strategy",
         }
     }
 }

@@ -268,6 +268,11 @@ impl Settle<'_> {
                 EventReason::DeleteUndrainedAllowed,
                 "a delete that drains for at most the deletion timeout",
             ),
+            // Recorded by rules::namespace_strategy, which records no Event.
+            Gate::NamespaceStrategy => (
+                EventReason::ForceReapplyAllowed,
+                "upgradeStrategy to \"no-strategy\" (a namespace whose rollouts upgrade without draining)",
+            ),
         };
         self.gate_as(decision, gate, what, outcome);
     }

@@ -5,7 +5,9 @@
 //! (rules 5 to 7 and 11), [`force_promote_reset`] (rule 12),
 //! [`numaplane_keys`] (rules 13 to 15, on children and rollouts' child
 //! templates), [`pause_timestamp`] (rule 19), [`deletes`] (rules 20 and
-//! 21, the only rules a DELETE meets) and [`riders`] (rule 22); for `/mutate`,
+//! 21, the only rules a DELETE meets), [`riders`] (rule 22) and
+//! [`namespace_strategy`] (rules 23 and 24, on Numaplane's namespace-level
+//! ConfigMap, with its own validation); for `/mutate`,
 //! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
 //! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
@@ -19,6 +21,7 @@ pub mod defaulting;
 pub mod deletes;
 pub mod force;
 pub mod force_promote_reset;
+pub mod namespace_strategy;
 pub mod numaplane_keys;
 pub mod pause_timestamp;
 pub mod riders;
@@ -31,6 +34,7 @@ pub mod violation;
 pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 pub use deletes::DeleteGates;
 pub use force::ForceGates;
+pub use namespace_strategy::{StrategyValidation, StrategyWrite};
 pub use numaplane_keys::KeyGates;
 pub use rollout_write::{Operation, RolloutWrite};
 pub use rule::Rule;

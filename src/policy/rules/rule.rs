@@ -62,11 +62,17 @@ pub enum Rule {
     /// 22: an HPA rider warns that every progressive upgrade is promoted
     /// without assessment.
     HpaRider = 22,
+    /// 23: a namespace-level ConfigMap's `data.upgradeStrategy` is one
+    /// Numaplane accepts (and `data` is an object).
+    NamespaceStrategyValue = 23,
+    /// 24: a namespace-level ConfigMap whose strategy skips draining
+    /// (`no-strategy`, empty or blank) needs permission.
+    NamespaceStrategy = 24,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 20] = [
+    pub const ALL: [Rule; 22] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -87,6 +93,8 @@ impl Rule {
         Rule::DeleteChild,
         Rule::DeleteRollout,
         Rule::HpaRider,
+        Rule::NamespaceStrategyValue,
+        Rule::NamespaceStrategy,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -119,6 +127,8 @@ impl Rule {
             Self::DeleteChild => "delete-child",
             Self::DeleteRollout => "delete-rollout",
             Self::HpaRider => "hpa-rider",
+            Self::NamespaceStrategyValue => "namespace-strategy-value",
+            Self::NamespaceStrategy => "namespace-strategy",
         }
     }
 
@@ -141,6 +151,8 @@ impl Rule {
                 | Self::PauseTimestamp
                 | Self::DeleteChild
                 | Self::DeleteRollout
+                | Self::NamespaceStrategyValue
+                | Self::NamespaceStrategy
         )
     }
 
@@ -163,7 +175,8 @@ mod tests {
 
     #[test]
     fn the_rules_are_numbered_in_order_with_distinct_names() {
-        // In increasing order; numbers other branches hold may be missing.
+        // Numbers are assigned by explicit discriminants; ALL lists them in
+        // increasing order, each once.
         for pair in Rule::ALL.windows(2) {
             assert!(
                 pair[0].number() < pair[1].number(),
@@ -182,6 +195,9 @@ mod tests {
     #[test]
     fn the_rules_that_deny_are_the_denial_metrics_series() {
         let numbers: Vec<u8> = Rule::denying().map(Rule::number).collect();
-        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 19, 20, 21]);
+        assert_eq!(
+            numbers,
+            [0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 19, 20, 21, 23, 24]
+        );
     }
 }

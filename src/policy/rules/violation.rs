@@ -6,7 +6,9 @@ use std::fmt;
 use serde_json::Value;
 
 use super::rule::Rule;
-use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, PAUSE_TIMESTAMP, UPGRADE_STATE};
+use crate::kinds::{
+    FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, PAUSE_TIMESTAMP, UPGRADE_STATE, UPGRADE_STRATEGY_KEY,
+};
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
@@ -145,6 +147,38 @@ pub enum Violation {
         not_pausing: Option<NotPausing>,
         /// Why the minimum pause age is not met, if it is not.
         too_young: Option<PauseAgeProblem>,
+    },
+    /// Rule 23: the namespace-level ConfigMap's `data` is not an object.
+    #[error(
+        "data is {found}, not an object, so Numaplane cannot read this namespace-level ConfigMap: make data a map of strings with upgradeStrategy one of {STRATEGIES_SHOWN}"
+    )]
+    StrategyDataMalformed {
+        /// What `data` is.
+        found: JsonKind,
+    },
+    /// Rule 23: `data.upgradeStrategy` is not one Numaplane accepts.
+    #[error(
+        "data.upgradeStrategy is {value}{not_string}, which Numaplane does not accept: it ignores the ConfigMap and only logs an error its operators see; write one of {STRATEGIES_SHOWN} (an empty value means \"no-strategy\")"
+    )]
+    StrategyInvalid {
+        /// The value as written (quoted, or JSON when not a string).
+        value: String,
+        /// ", not a string" when it is not one; else empty.
+        not_string: &'static str,
+    },
+    /// Rule 24: a strategy that skips draining needs permission.
+    #[error(
+        "user \"{user}\" may not set data.upgradeStrategy to {shown} in namespace \"{namespace}\": every rollout there would then upgrade by plain apply, with no pause and no drain, so data in flight may be lost; {refused}; ask a platform admin to add you to forceReapply.namespaceStrategy in the webhook's policy, or write \"pause-and-drain\" or \"progressive\""
+    )]
+    NamespaceStrategyDenied {
+        /// The requester.
+        user: String,
+        /// The namespace.
+        namespace: String,
+        /// The value as written (`"no-strategy"`, or empty or blank).
+        shown: String,
+        /// Why the requester lacks permission.
+        refused: String,
     },
     /// The request cannot be judged (no object, no resource, ...): the
     /// validating webhook denies it, saying what is missing.
@@ -392,6 +426,9 @@ fn force_reapply_reasons(
 
 const SHORT_TIMEOUT: &str = "pauseGracePeriodSeconds";
 
+/// The three strategies Numaplane accepts, as denials list them.
+const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
+
 impl Violation {
     /// The rule this violation breaks (docs/rules.md).
     pub fn rule(&self) -> Rule {
@@ -418,6 +455,10 @@ impl Violation {
             Self::PauseTimestampChanged { .. } => Rule::PauseTimestamp,
             Self::ChildDeleteDenied { .. } => Rule::DeleteChild,
             Self::RolloutDeleteDenied { .. } => Rule::DeleteRollout,
+            Self::StrategyDataMalformed { .. } | Self::StrategyInvalid { .. } => {
+                Rule::NamespaceStrategyValue
+            }
+            Self::NamespaceStrategyDenied { .. } => Rule::NamespaceStrategy,
             Self::Unjudgeable(_) => Rule::Judgeable,
         }
     }
@@ -487,6 +528,16 @@ impl Violation {
             Self::RolloutDeleteDenied { user, .. } => {
                 format!("{} may not delete a PipelineRollout", short(user))
             }
+            Self::StrategyDataMalformed { found } => format!("data is {found}, not an object"),
+            Self::StrategyInvalid { value, .. } => {
+                format!("upgradeStrategy {value} is ignored by Numaplane")
+            }
+            Self::NamespaceStrategyDenied { user, .. } => {
+                format!(
+                    "{} may not make the namespace upgrade without draining",
+                    short(user)
+                )
+            }
             Self::Unjudgeable(message) => format!("cannot be judged: {}", cut(message, 80)),
         }
     }
@@ -511,6 +562,10 @@ impl Violation {
             Self::BookkeepingChanged { path, key, .. } => Some(format!("{path}[\"{key}\"]")),
             Self::PauseTimestampChanged { path, .. } => {
                 Some(format!("{path}[\"{PAUSE_TIMESTAMP}\"]"))
+            }
+            Self::StrategyDataMalformed { .. } => Some("data".to_owned()),
+            Self::StrategyInvalid { .. } | Self::NamespaceStrategyDenied { .. } => {
+                Some(format!("data.{UPGRADE_STRATEGY_KEY}"))
             }
             other => match other.rule() {
                 Rule::TimeoutInteger | Rule::TimeoutRange | Rule::TimeoutOverflow => {

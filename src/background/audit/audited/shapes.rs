@@ -3,8 +3,8 @@
 
 use super::Shape;
 use crate::kinds::{
-    BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, FORCE_PROMOTE_LABEL,
-    MARKED_FOR_DELETION,
+    BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, CONFIG_LABEL, FORCE_PROMOTE_LABEL,
+    MARKED_FOR_DELETION, UPGRADE_STRATEGY_KEY,
 };
 use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FOR};
 
@@ -162,5 +162,25 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
                 )]),
             ),
         ]),
+    ),
+]);
+
+/// What the namespace-level ConfigMap's rules read (23 and 24): Numaplane's
+/// label and the strategy, nothing else of its data.
+pub(super) static NAMESPACE_CONFIG_SHAPE: Shape = Shape::Fields(&[
+    ("apiVersion", Shape::Leaf),
+    (
+        "metadata",
+        Shape::Fields(&[
+            ("name", Shape::Leaf),
+            ("namespace", Shape::Leaf),
+            ("uid", Shape::Leaf),
+            ("resourceVersion", Shape::Leaf),
+            ("labels", Shape::Fields(&[(CONFIG_LABEL, Shape::Leaf)])),
+        ]),
+    ),
+    (
+        "data",
+        Shape::Fields(&[(UPGRADE_STRATEGY_KEY, Shape::Leaf)]),
     ),
 ]);

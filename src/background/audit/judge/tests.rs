@@ -191,7 +191,11 @@ fn a_stored_force_promote_is_reported_by_state() {
 /// carries `labels` and `annotations`, and whose strategy is `strategy`.
 fn templated(kind: usize, labels: Value, annotations: Value, strategy: Value) -> Value {
     let entry = &KINDS[kind];
-    let template = entry.guarded.template().expect("a rollout kind");
+    let template = entry
+        .guarded
+        .rollout()
+        .and_then(|k| k.template())
+        .expect("a rollout kind");
     json!({
         "apiVersion": entry.api_version(),
         "kind": entry.kind,
@@ -389,4 +393,93 @@ fn a_template_metadata_that_is_not_an_object_is_an_error_and_its_rules_are_skipp
         "{message}"
     );
     assert_eq!(status_of(&results, Rule::ForcePromoteLabel).0, Status::Skip);
+}
+
+#[test]
+fn a_namespace_config_that_skips_draining_warns_and_an_unknown_strategy_fails() {
+    use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
+    let config = |strategy: Value| {
+        json!({
+            "apiVersion": "v1",
+            "metadata": {"name": "numaplane-config", "namespace": "team-a", "uid": "u-9",
+                "labels": {CONFIG_LABEL: NAMESPACE_CONFIG}},
+            "data": {"upgradeStrategy": strategy},
+        })
+    };
+    let built_in = Policy::built_in();
+    let warn = Policy::from_yaml("mode: warn\n").expect("valid");
+    let cases = [
+        (
+            "progressive",
+            &built_in,
+            json!("progressive"),
+            Status::Pass,
+            Status::Pass,
+            "",
+        ),
+        (
+            "pause-and-drain",
+            &built_in,
+            json!("pause-and-drain"),
+            Status::Pass,
+            Status::Pass,
+            "",
+        ),
+        (
+            "no-strategy",
+            &built_in,
+            json!("no-strategy"),
+            Status::Pass,
+            Status::Warn,
+            "upgradeStrategy is \"no-strategy\": every rollout in namespace \"team-a\" upgrades by plain apply",
+        ),
+        (
+            "blank",
+            &built_in,
+            json!(" "),
+            Status::Pass,
+            Status::Warn,
+            "Numaplane reads it as \"no-strategy\"",
+        ),
+        (
+            "unknown",
+            &built_in,
+            json!("drain"),
+            Status::Fail,
+            Status::Pass,
+            "write one of \"progressive\"",
+        ),
+        (
+            "not a string",
+            &built_in,
+            json!(3),
+            Status::Fail,
+            Status::Pass,
+            "3, not a string",
+        ),
+        (
+            "unknown, warn mode",
+            &warn,
+            json!("drain"),
+            Status::Warn,
+            Status::Pass,
+            "\"drain\"",
+        ),
+    ];
+    for (name, policy, strategy, value, skips, says) in cases {
+        let results = judged_as(3, policy, config(strategy));
+        let rules: Vec<Rule> = results.iter().map(|r| r.rule).collect();
+        assert_eq!(rules, KINDS[3].rules, "{name}");
+        let (got_value, value_text) = status_of(&results, Rule::NamespaceStrategyValue);
+        let (got_skips, skips_text) = status_of(&results, Rule::NamespaceStrategy);
+        assert_eq!(
+            (got_value, got_skips),
+            (value, skips),
+            "{name}: {results:?}"
+        );
+        assert!(
+            format!("{value_text} {skips_text}").contains(says),
+            "{name}: {results:?} lacks {says:?}"
+        );
+    }
 }

@@ -16,6 +16,7 @@ mod force_promote;
 mod force_promote_reset;
 mod lifecycle;
 mod messages;
+mod namespace_strategy;
 mod numaplane_keys;
 mod ratcheting;
 mod timeouts;

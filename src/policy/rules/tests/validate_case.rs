@@ -56,6 +56,11 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::PauseTimestampChanged { .. } => PauseTimestamp,
         Violation::ChildDeleteDenied { .. } => DeleteChild,
         Violation::RolloutDeleteDenied { .. } => DeleteRollout,
+        Violation::StrategyDataMalformed { .. }
+        | Violation::StrategyInvalid { .. }
+        | Violation::NamespaceStrategyDenied { .. } => {
+            panic!("rollout writes never break the namespace-strategy rules: {v}")
+        }
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }

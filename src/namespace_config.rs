@@ -1,0 +1,216 @@
+//! Numaplane's namespace-level ConfigMap: a ConfigMap in a user namespace
+//! labelled `numaplane.numaproj.io/config: namespace-level-config`, whose
+//! `data.upgradeStrategy` sets the upgrade strategy of every rollout there
+//! (Numaplane 75c9dd5, `internal/util/kubernetes/config_watcher.go`,
+//! `internal/controller/config/user_config.go`). [`StrategyRead`] reads it
+//! the way Numaplane does: an empty or blank value is `no-strategy`, a value
+//! outside the three is dropped (with a log line only Numaplane's operators
+//! see), a ConfigMap without `data` is ignored.
+//!
+//! The request's object is read by the same lenient view as the guarded
+//! kinds ([`crate::rollout::PipelineRollout`], which keeps Numaplane's labels
+//! and this `data`), so a ConfigMap costs one pass like any other object.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES};
+use crate::lenient::{JsonKind, Obj};
+use crate::rollout::PipelineRollout;
+
+/// The `data` of a ConfigMap, as far as the namespace-level configuration
+/// reads it: the one key Numaplane takes from it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ConfigData {
+    #[serde(default, rename = "upgradeStrategy")]
+    upgrade_strategy: Option<Value>,
+}
+
+impl ConfigData {
+    /// `data` holding `upgradeStrategy: value` (the audit builds it from a
+    /// stored ConfigMap, whose values are strings).
+    pub fn with_strategy(value: Option<&str>) -> Self {
+        Self {
+            upgrade_strategy: value.map(|v| Value::String(v.to_owned())),
+        }
+    }
+}
+
+/// What a ConfigMap says about its namespace's upgrade strategy, read as
+/// Numaplane reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StrategyRead {
+    /// Not labelled `namespace-level-config`: not the namespace's
+    /// configuration (or no longer).
+    NotNamespaceConfig,
+    /// No `data` (missing or null): Numaplane logs an error and keeps what
+    /// it had for the namespace.
+    NoData,
+    /// `data` is not an object (only a file, never the API server, can
+    /// hold that).
+    DataMalformed(JsonKind),
+    /// `data` has no `upgradeStrategy`: Numaplane uses its cluster-wide
+    /// default for the namespace.
+    Unset,
+    /// `upgradeStrategy` is not a string: the value as JSON, cut short.
+    NotString(String),
+    /// A string Numaplane drops: the value, cut short.
+    Unknown(String),
+    /// One of the three strategies; `blank`: written empty or blank, which
+    /// Numaplane reads as `no-strategy`.
+    Strategy {
+        /// `progressive`, `pause-and-drain` or `no-strategy`.
+        name: &'static str,
+        /// Whether the value was empty or blank.
+        blank: bool,
+    },
+}
+
+impl StrategyRead {
+    /// Reads the strategy of `object` (a ConfigMap as the lenient view
+    /// holds it).
+    pub fn of(object: &PipelineRollout) -> Self {
+        Self::from_parts(object.label(CONFIG_LABEL), object.config_data())
+    }
+
+    /// Reads the strategy from the label's value and `data`.
+    pub fn from_parts(label: Option<&Value>, data: &Obj<ConfigData>) -> Self {
+        if label.and_then(Value::as_str) != Some(NAMESPACE_CONFIG) {
+            return Self::NotNamespaceConfig;
+        }
+        let data = match data {
+            Obj::Missing | Obj::Null => return Self::NoData,
+            Obj::Wrong(kind) => return Self::DataMalformed(*kind),
+            Obj::Present(data) => data,
+        };
+        let value = match &data.upgrade_strategy {
+            None | Some(Value::Null) => return Self::Unset,
+            Some(Value::String(text)) => text,
+            Some(other) => return Self::NotString(cut(&other.to_string(), 40)),
+        };
+        // Go's strings.TrimSpace and Rust's trim agree on Unicode spaces.
+        if value.trim().is_empty() {
+            return Self::Strategy {
+                name: NO_STRATEGY,
+                blank: true,
+            };
+        }
+        match UPGRADE_STRATEGIES.into_iter().find(|s| s == value) {
+            Some(name) => Self::Strategy { name, blank: false },
+            None => Self::Unknown(cut(value, 40)),
+        }
+    }
+
+    /// Whether every rollout of the namespace upgrades by plain apply (no
+    /// pause, no drain, no assessment).
+    pub fn skips_draining(&self) -> bool {
+        matches!(self, Self::Strategy { name, .. } if *name == NO_STRATEGY)
+    }
+
+    /// The value as users wrote it, for messages: `"no-strategy"`, or
+    /// `"" (blank, read as no-strategy)`.
+    pub fn shown(&self) -> String {
+        match self {
+            Self::Strategy { name, blank: false } => format!("\"{name}\""),
+            Self::Strategy { blank: true, .. } => {
+                format!("empty or blank (Numaplane reads it as \"{NO_STRATEGY}\")")
+            }
+            Self::Unknown(text) => format!("\"{text}\""),
+            Self::NotString(json) => json.clone(),
+            Self::NotNamespaceConfig | Self::NoData | Self::DataMalformed(_) | Self::Unset => {
+                "not set".to_owned()
+            }
+        }
+    }
+}
+
+/// Cuts a text to `limit` characters, marking the cut with `…`.
+fn cut(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        text.to_owned()
+    } else {
+        let kept: String = text.chars().take(limit - 1).collect();
+        format!("{kept}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strategies_are_read_as_numaplane_reads_them() {
+        let labelled = |data: Value| {
+            let mut object = json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}});
+            if !data.is_null() {
+                object["data"] = data;
+            }
+            StrategyRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
+        };
+        let strategy = |name, blank| StrategyRead::Strategy { name, blank };
+        let cases = [
+            (
+                "progressive",
+                labelled(json!({"upgradeStrategy": "progressive"})),
+                strategy("progressive", false),
+            ),
+            (
+                "pause-and-drain",
+                labelled(json!({"upgradeStrategy": "pause-and-drain"})),
+                strategy("pause-and-drain", false),
+            ),
+            (
+                "no-strategy",
+                labelled(json!({"upgradeStrategy": "no-strategy"})),
+                strategy(NO_STRATEGY, false),
+            ),
+            (
+                "empty",
+                labelled(json!({"upgradeStrategy": ""})),
+                strategy(NO_STRATEGY, true),
+            ),
+            (
+                "blank",
+                labelled(json!({"upgradeStrategy": " \t\n"})),
+                strategy(NO_STRATEGY, true),
+            ),
+            (
+                "case matters",
+                labelled(json!({"upgradeStrategy": "Progressive"})),
+                StrategyRead::Unknown("Progressive".into()),
+            ),
+            (
+                "padded is not trimmed",
+                labelled(json!({"upgradeStrategy": " progressive"})),
+                StrategyRead::Unknown(" progressive".into()),
+            ),
+            (
+                "a number",
+                labelled(json!({"upgradeStrategy": 1})),
+                StrategyRead::NotString("1".into()),
+            ),
+            (
+                "no key",
+                labelled(json!({"other": "x"})),
+                StrategyRead::Unset,
+            ),
+            ("no data", labelled(Value::Null), StrategyRead::NoData),
+            (
+                "data a string",
+                labelled(json!("x")),
+                StrategyRead::DataMalformed(JsonKind::String),
+            ),
+        ];
+        for (name, got, want) in cases {
+            assert_eq!(got, want, "{name}");
+        }
+        let other_label = json!({"metadata": {"labels": {CONFIG_LABEL: "usde-config"}}, "data": {"upgradeStrategy": "no-strategy"}});
+        assert_eq!(
+            StrategyRead::of(&PipelineRollout::from_json(&other_label.to_string()).expect("json")),
+            StrategyRead::NotNamespaceConfig
+        );
+        assert!(strategy(NO_STRATEGY, true).skips_draining());
+        assert!(!strategy("progressive", false).skips_draining());
+    }
+}

@@ -1,0 +1,179 @@
+//! Rules 23 and 24: Numaplane's namespace-level ConfigMap. Its
+//! `data.upgradeStrategy` must be one of the three strategies Numaplane
+//! accepts (rule 23: any other value is dropped with a log line the user
+//! never sees), and a strategy that skips draining (`no-strategy`, or an
+//! empty or blank value, which Numaplane reads as `no-strategy`) needs a
+//! permission of its own, `forceReapply.namespaceStrategy` (rule 24): every
+//! rollout of the namespace then upgrades by plain apply, with no pause, no
+//! drain and no assessment. Both ratchet (an unchanged value warns) and
+//! follow warn mode, like the other rules.
+
+use super::decision::{Decision, Finding, Gate};
+use super::force::record_gate;
+use super::rollout_write::Operation;
+use super::violation::Violation;
+use crate::namespace_config::StrategyRead;
+use crate::policy::model::{Grant, Mode, Policy};
+use crate::policy::user::{Permission, UserInfo};
+
+/// One write of a ConfigMap that carries Numaplane's config label (or
+/// carried it), as rules 23 and 24 look at it.
+#[derive(Debug, Clone)]
+pub struct StrategyWrite<'a> {
+    /// CREATE or UPDATE.
+    pub operation: Operation,
+    /// The ConfigMap's namespace: the namespace whose rollouts it steers.
+    pub namespace: &'a str,
+    /// Who is asking.
+    pub user: &'a UserInfo,
+    /// What the ConfigMap as it would be stored says.
+    pub object: StrategyRead,
+    /// What the stored ConfigMap says, on UPDATE.
+    pub old_object: Option<StrategyRead>,
+}
+
+impl StrategyWrite<'_> {
+    /// The stored ConfigMap's strategy, on UPDATE only.
+    fn old(&self) -> Option<&StrategyRead> {
+        match self.operation {
+            Operation::Update | Operation::Delete => self.old_object.as_ref(),
+            Operation::Create => None,
+        }
+    }
+
+    /// Whether the stored ConfigMap already made the namespace skip
+    /// draining (then the write changes nothing that matters: ratcheting).
+    fn already_skips_draining(&self) -> bool {
+        self.old().is_some_and(StrategyRead::skips_draining)
+    }
+}
+
+/// A `/validate` judgement of a namespace-level ConfigMap up to the
+/// permission check: finish it with [`StrategyValidation::finish`].
+#[derive(Debug)]
+pub struct StrategyValidation<'a> {
+    policy: &'a Policy,
+    write: StrategyWrite<'a>,
+    finding: Option<Finding>,
+    /// Rule 24 applies: the strategy becomes one that skips draining.
+    gated: bool,
+}
+
+/// Judges a write of a ConfigMap for `/validate`, short of the permission.
+pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyValidation<'a> {
+    let violation = match &write.object {
+        StrategyRead::DataMalformed(found) => {
+            Some(Violation::StrategyDataMalformed { found: *found })
+        }
+        StrategyRead::Unknown(text) => Some(Violation::StrategyInvalid {
+            value: format!("\"{text}\""),
+            not_string: "",
+        }),
+        StrategyRead::NotString(json) => Some(Violation::StrategyInvalid {
+            value: json.clone(),
+            not_string: ", not a string",
+        }),
+        _ => None,
+    };
+    let finding = violation.map(|violation| Finding {
+        violation,
+        unchanged: write.old() == Some(&write.object),
+    });
+    let gated = write.object.skips_draining() && !write.already_skips_draining();
+    StrategyValidation {
+        policy,
+        write,
+        finding,
+        gated,
+    }
+}
+
+impl StrategyValidation<'_> {
+    /// Who may make the namespace skip draining.
+    pub fn grant(&self) -> Grant<'_> {
+        self.policy.force_reapply.namespace_strategy.grant()
+    }
+
+    /// The permission, when it is settled without asking anyone: not
+    /// needed. `None`: ask (the static lists, then RBAC).
+    pub fn settled_permission(&self) -> Option<Permission> {
+        (!self.gated).then_some(Permission::NotNeeded)
+    }
+
+    /// Finishes the judgement with the requester's permission.
+    pub fn finish(self, permission: &Permission) -> Decision {
+        let mut decision = Decision::default();
+        let write = &self.write;
+        // Rule 8: a violation whose inputs are unchanged warns.
+        if let Some(finding) = self.finding {
+            if finding.unchanged {
+                decision.warnings.push(format!(
+                    "unchanged, so allowed: {}",
+                    finding.violation.summary()
+                ));
+            } else {
+                decision.denials.push(finding.violation);
+            }
+        }
+        decision.warnings.extend(notice(write));
+        if self.gated {
+            let user = write.user.username();
+            let outcome = match permission {
+                Permission::Granted(_) => Ok(()),
+                Permission::Refused(why) => Err(why.clone()),
+                Permission::NotNeeded | Permission::NotAsked => {
+                    Err("its permission was not checked".to_owned())
+                }
+            }
+            .map_err(|refused| Violation::NamespaceStrategyDenied {
+                user: user.to_owned(),
+                namespace: write.namespace.to_owned(),
+                shown: write.object.shown(),
+                refused,
+            });
+            record_gate(
+                &mut decision,
+                self.policy.mode,
+                Gate::NamespaceStrategy,
+                user,
+                permission,
+                outcome,
+            );
+        }
+        // Rule 10: warn mode denies nothing.
+        if self.policy.mode == Mode::Warn {
+            for violation in std::mem::take(&mut decision.denials) {
+                decision
+                    .warnings
+                    .push(format!("warn mode, would deny: {}", violation.summary()));
+            }
+        }
+        decision
+    }
+}
+
+/// What the requester should know about a ConfigMap that is allowed: a
+/// strategy that skips draining, kept as it was (ratcheting); a ConfigMap
+/// Numaplane ignores; a namespace left to Numaplane's default.
+fn notice(write: &StrategyWrite<'_>) -> Option<String> {
+    match &write.object {
+        StrategyRead::Strategy { .. }
+            if write.object.skips_draining() && write.already_skips_draining() =>
+        {
+            Some(format!(
+                "unchanged, so allowed: upgradeStrategy {} makes every rollout in \"{}\" upgrade without draining",
+                write.object.shown(),
+                write.namespace
+            ))
+        }
+        StrategyRead::NoData => Some(
+            "this namespace-level ConfigMap has no data: Numaplane ignores it and logs an error"
+                .to_owned(),
+        ),
+        StrategyRead::Unset => Some(
+            "no data.upgradeStrategy: Numaplane uses its cluster-wide default strategy here"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}

@@ -1,0 +1,211 @@
+//! Rules 23 and 24 on Numaplane's namespace-level ConfigMap: the strategy
+//! read as Numaplane reads it, the permission a strategy that skips
+//! draining needs, ratcheting, warn mode and the messages.
+
+use serde_json::{Value, json};
+
+use super::fixtures::{admin, alice, built_in, policy, warn_mode};
+use super::runner::{Named, run_table};
+use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
+use crate::namespace_config::StrategyRead;
+use crate::policy::Policy;
+use crate::policy::rules::namespace_strategy::validate;
+use crate::policy::rules::{Decision, Gate, GateResult, Operation, Rule, StrategyWrite};
+use crate::policy::user::UserInfo;
+use crate::rollout::PipelineRollout;
+
+/// A ConfigMap labelled as the namespace's configuration, with `data`.
+fn config(data: Value) -> Value {
+    json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}, "data": data})
+}
+
+fn strategy(value: &str) -> Value {
+    config(json!({"upgradeStrategy": value}))
+}
+
+fn unlabelled(value: &str) -> Value {
+    json!({"metadata": {"labels": {"app": "x"}}, "data": {"upgradeStrategy": value}})
+}
+
+fn read(object: &Value) -> StrategyRead {
+    StrategyRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
+}
+
+/// Judges a write with the static lists as the only source of permission.
+fn judged(policy: &Policy, user: &UserInfo, old: Option<&Value>, new: &Value) -> Decision {
+    let write = StrategyWrite {
+        operation: if old.is_some() {
+            Operation::Update
+        } else {
+            Operation::Create
+        },
+        namespace: "team-a",
+        user,
+        object: read(new),
+        old_object: old.map(read),
+    };
+    let validation = validate(policy, write);
+    let permission = validation
+        .settled_permission()
+        .unwrap_or_else(|| validation.grant().static_permission(user));
+    validation.finish(&permission)
+}
+
+struct Case {
+    name: &'static str,
+    policy: Policy,
+    user: UserInfo,
+    old: Option<Value>,
+    new: Value,
+    /// The rules that deny, by number.
+    denied_by: Vec<u8>,
+    /// A text every denial message or warning contains ("" for none).
+    says: &'static str,
+    gate: Option<GateResult>,
+}
+
+impl Named for Case {
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
+fn case(name: &'static str, old: Option<Value>, new: Value) -> Case {
+    Case {
+        name,
+        policy: built_in(),
+        user: alice(),
+        old,
+        new,
+        denied_by: Vec::new(),
+        says: "",
+        gate: None,
+    }
+}
+
+impl Case {
+    fn denied(mut self, rule: Rule, says: &'static str) -> Self {
+        self.denied_by = vec![rule.number()];
+        self.says = says;
+        if rule == Rule::NamespaceStrategy {
+            self.gate = Some(GateResult::Denied);
+        }
+        self
+    }
+    fn says(mut self, says: &'static str) -> Self {
+        self.says = says;
+        self
+    }
+    fn gate(mut self, result: GateResult) -> Self {
+        self.gate = Some(result);
+        self
+    }
+    fn by(mut self, user: UserInfo) -> Self {
+        self.user = user;
+        self
+    }
+    fn under(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+#[test]
+fn namespace_strategy_table() {
+    let listed = policy("forceReapply:\n  namespaceStrategy: {users: [alice], groups: []}\n");
+    let cases = [
+        case("progressive is allowed", None, strategy("progressive")),
+        case("pause-and-drain is allowed", None, strategy("pause-and-drain")),
+        case("no-strategy needs permission", None, strategy("no-strategy")).denied(
+            Rule::NamespaceStrategy,
+            "may not set data.upgradeStrategy to \"no-strategy\" in namespace \"team-a\"",
+        ),
+        case("empty reads as no-strategy", None, strategy("")).denied(
+            Rule::NamespaceStrategy,
+            "empty or blank (Numaplane reads it as \"no-strategy\")",
+        ),
+        case("blank reads as no-strategy", None, strategy("  ")).denied(
+            Rule::NamespaceStrategy,
+            "forceReapply.namespaceStrategy",
+        ),
+        case("an unknown value lists the three", None, strategy("drain")).denied(
+            Rule::NamespaceStrategyValue,
+            "\"drain\", which Numaplane does not accept: it ignores the ConfigMap and only logs an error its operators see; write one of \"progressive\", \"pause-and-drain\" or \"no-strategy\"",
+        ),
+        case("a padded value is unknown", None, strategy(" progressive")).denied(
+            Rule::NamespaceStrategyValue,
+            "\" progressive\"",
+        ),
+        case("a number is not a string", None, config(json!({"upgradeStrategy": 7})))
+            .denied(Rule::NamespaceStrategyValue, "data.upgradeStrategy is 7, not a string"),
+        case("data not an object", None, json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}, "data": "x"}))
+            .denied(Rule::NamespaceStrategyValue, "data is a string, not an object"),
+        case("no data is allowed, with a warning", None, json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}}))
+            .says("has no data: Numaplane ignores it"),
+        case("no upgradeStrategy is allowed, with a warning", None, config(json!({"other": "x"})))
+            .says("cluster-wide default"),
+        case("another label value is not judged", None, json!({"metadata": {"labels": {CONFIG_LABEL: "usde-config"}}, "data": {"upgradeStrategy": "no-strategy"}})),
+        case("an unlabelled ConfigMap is not judged", None, unlabelled("no-strategy")),
+        case("a listed user may", None, strategy("no-strategy"))
+            .under(listed.clone())
+            .gate(GateResult::Allowed),
+        case("system:masters may (forceReapply's groups by default)", None, strategy("no-strategy"))
+            .by(admin())
+            .gate(GateResult::Allowed),
+        case("the listed user is not forceReapply's", None, strategy("no-strategy"))
+            .under(listed)
+            .by(admin())
+            .denied(Rule::NamespaceStrategy, "not in forceReapply.namespaceStrategy.users"),
+        case("changing to no-strategy", Some(strategy("progressive")), strategy("no-strategy"))
+            .denied(Rule::NamespaceStrategy, "every rollout there would then upgrade by plain apply"),
+        case("adding the label with no-strategy", Some(unlabelled("no-strategy")), strategy("no-strategy"))
+            .denied(Rule::NamespaceStrategy, "no pause and no drain"),
+        case("from an invalid value to no-strategy", Some(strategy("x")), strategy("no-strategy"))
+            .denied(Rule::NamespaceStrategy, "may not set"),
+        case("no-strategy unchanged is allowed, with a warning", Some(strategy("no-strategy")), strategy("no-strategy"))
+            .says("unchanged, so allowed: upgradeStrategy \"no-strategy\" makes every rollout in \"team-a\" upgrade without draining"),
+        case("no-strategy to blank changes nothing that matters", Some(strategy("no-strategy")), strategy(""))
+            .says("unchanged, so allowed"),
+        case("an unknown value unchanged warns", Some(strategy("drain")), strategy("drain"))
+            .says("unchanged, so allowed: upgradeStrategy \"drain\" is ignored by Numaplane"),
+        case("an unknown value changed is denied", Some(strategy("drain")), strategy("drains"))
+            .denied(Rule::NamespaceStrategyValue, "\"drains\""),
+        case("back from no-strategy is allowed", Some(strategy("no-strategy")), strategy("pause-and-drain")),
+        case("removing the label is allowed", Some(strategy("pause-and-drain")), unlabelled("no-strategy")),
+        case("warn mode denies nothing", None, strategy("no-strategy"))
+            .under(warn_mode())
+            .says("warn mode, would deny: alice may not make the namespace upgrade without draining")
+            .gate(GateResult::WouldDeny),
+        case("warn mode, an unknown value", None, strategy("x"))
+            .under(warn_mode())
+            .says("warn mode, would deny: upgradeStrategy \"x\" is ignored by Numaplane"),
+    ];
+    run_table("namespace strategy", &cases, |c, found| {
+        let decision = judged(&c.policy, &c.user, c.old.as_ref(), &c.new);
+        let denied_by: Vec<u8> = decision.denials.iter().map(|v| v.rule().number()).collect();
+        found.equal("denied by", denied_by, c.denied_by.clone());
+        let text = format!(
+            "{} | {}",
+            decision.denial_message().unwrap_or_default(),
+            decision.warnings.join(" | ")
+        );
+        found.check(text.contains(c.says), || {
+            format!("{text:?} lacks {:?}", c.says)
+        });
+        if c.says.is_empty() {
+            found.equal("warnings", decision.warnings.clone(), Vec::new());
+        }
+        let gate = decision
+            .gates
+            .iter()
+            .find(|(g, _)| *g == Gate::NamespaceStrategy)
+            .map(|(_, r)| *r);
+        found.equal("gate", gate, c.gate);
+        found.equal(
+            "audit annotation",
+            decision.audit.contains_key("namespace-strategy"),
+            c.gate.is_some(),
+        );
+        found.check(decision.events.is_empty(), || "an Event".to_owned());
+    });
+}
