@@ -5,12 +5,14 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+mod timeouts;
+
+use self::timeouts::{Section, TimeoutFile, parse_section, render_section};
 use super::checks;
-use super::duration::{DefaultSpec, Seconds};
+use super::duration::Seconds;
 use super::error::PolicyError;
 use super::model::{
-    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules, Numaplane,
-    Policy, RbacPolicy, TimeoutRules,
+    DeleteUndrained, ForcePromote, ForceReapply, Mode, Numaplane, Policy, RbacPolicy,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -23,7 +25,9 @@ struct PolicyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<ModeSpec>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    drain_timeout: Option<DrainTimeoutFile>,
+    drain_timeout: Option<TimeoutFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deletion_timeout: Option<TimeoutFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     force_reapply: Option<ForceReapplyFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -63,42 +67,6 @@ enum ModeSpec {
     #[default]
     Enforce,
     Warn,
-}
-
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DrainTimeoutFile {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<DefaultSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_timeout_seconds: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allow_no_timeout: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default_recycle_scale_factor: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespaces: Option<Vec<NamespaceFile>>,
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct NamespaceFile {
-    #[serde(rename = "match")]
-    patterns: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<DefaultSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allow_no_timeout: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min_pause_age: Option<Seconds>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -186,48 +154,13 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
         ModeSpec::Warn => Mode::Warn,
         ModeSpec::Enforce => Mode::Enforce,
     };
-    let rules = TimeoutRules {
-        default: pick_or(
-            &mut problems,
-            dt.default,
-            base_dt.default,
-            "drainTimeout.default",
-        )
-        .0,
-        allow_no_timeout: pick_or(
-            &mut problems,
-            dt.allow_no_timeout,
-            base_dt.allow_no_timeout,
-            "drainTimeout.allowNoTimeout",
-        ),
-        min: pick_or(
-            &mut problems,
-            dt.min.map(|s| s.0),
-            base_dt.min.map(|s| s.0),
-            "drainTimeout.min",
-        ),
-        max: pick_or(
-            &mut problems,
-            dt.max.map(|s| s.0),
-            base_dt.max.map(|s| s.0),
-            "drainTimeout.max",
-        ),
-    };
-    let namespaces = dt
-        .namespaces
-        .unwrap_or_default()
-        .into_iter()
-        .map(|ns| NamespaceRules {
-            patterns: ns.patterns,
-            rules: TimeoutRules {
-                default: ns.default.map_or(rules.default, |d| d.0),
-                allow_no_timeout: ns.allow_no_timeout.unwrap_or(rules.allow_no_timeout),
-                min: ns.min.map_or(rules.min, |s| s.0),
-                max: ns.max.map_or(rules.max, |s| s.0),
-            },
-            min_pause_age_seconds: ns.min_pause_age.map(|s| s.0),
-        })
-        .collect();
+    let drain_timeout = parse_section(&mut problems, Section::Pause, dt, base_dt);
+    let deletion_timeout = parse_section(
+        &mut problems,
+        Section::Deletion,
+        given.deletion_timeout.unwrap_or_default(),
+        base.deletion_timeout.unwrap_or_default(),
+    );
     let rbac = fr.rbac.map(|r| RbacPolicy {
         verb: pick_or(
             &mut problems,
@@ -279,22 +212,8 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
     };
     let policy = Policy {
         mode,
-        drain_timeout: DrainTimeout {
-            rules,
-            no_timeout_seconds: pick_or(
-                &mut problems,
-                dt.no_timeout_seconds,
-                base_dt.no_timeout_seconds,
-                "drainTimeout.noTimeoutSeconds",
-            ),
-            default_recycle_scale_factor: pick_or(
-                &mut problems,
-                dt.default_recycle_scale_factor,
-                base_dt.default_recycle_scale_factor,
-                "drainTimeout.defaultRecycleScaleFactor",
-            ),
-            namespaces,
-        },
+        drain_timeout,
+        deletion_timeout,
         force_reapply: ForceReapply {
             users,
             groups,
@@ -372,34 +291,14 @@ fn pick_or<T: Default>(
 
 /// The policy in the file's schema, every key spelled out.
 fn to_file(policy: &Policy) -> PolicyFile {
-    let dt = &policy.drain_timeout;
     let fr = &policy.force_reapply;
     PolicyFile {
         mode: Some(match policy.mode {
             Mode::Enforce => ModeSpec::Enforce,
             Mode::Warn => ModeSpec::Warn,
         }),
-        drain_timeout: Some(DrainTimeoutFile {
-            default: Some(DefaultSpec(dt.rules.default)),
-            no_timeout_seconds: Some(dt.no_timeout_seconds),
-            allow_no_timeout: Some(dt.rules.allow_no_timeout),
-            min: Some(Seconds(dt.rules.min)),
-            max: Some(Seconds(dt.rules.max)),
-            default_recycle_scale_factor: Some(dt.default_recycle_scale_factor),
-            namespaces: Some(
-                dt.namespaces
-                    .iter()
-                    .map(|ns| NamespaceFile {
-                        patterns: ns.patterns.clone(),
-                        default: Some(DefaultSpec(ns.rules.default)),
-                        allow_no_timeout: Some(ns.rules.allow_no_timeout),
-                        min: Some(Seconds(ns.rules.min)),
-                        max: Some(Seconds(ns.rules.max)),
-                        min_pause_age: ns.min_pause_age_seconds.map(Seconds),
-                    })
-                    .collect(),
-            ),
-        }),
+        drain_timeout: Some(render_section(Section::Pause, &policy.drain_timeout)),
+        deletion_timeout: Some(render_section(Section::Deletion, &policy.deletion_timeout)),
         force_reapply: Some(ForceReapplyFile {
             users: Some(fr.users.iter().cloned().collect()),
             groups: Some(fr.groups.iter().cloned().collect()),

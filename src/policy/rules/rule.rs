@@ -49,11 +49,19 @@ pub enum Rule {
     /// template and maps holding them are objects). Named, like rule 13,
     /// for the child template.
     Bookkeeping,
+    /// 16: the deletion timeout (`deletionGracePeriodSeconds`, or the
+    /// deprecated `deleteGracePeriodSeconds`) is a JSON integer (and can be
+    /// reached), on a PipelineRollout and on a child Pipeline.
+    DeletionTimeoutInteger = 16,
+    /// 17: the deletion timeout is in the namespace's `deletionTimeout` range.
+    DeletionTimeoutRange = 17,
+    /// 18: the deletion timeout fits Numaflow's clock.
+    DeletionTimeoutOverflow = 18,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 16] = [
+    pub const ALL: [Rule; 19] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -70,6 +78,9 @@ impl Rule {
         Rule::ForcePromoteLabel,
         Rule::DeleteUndrained,
         Rule::Bookkeeping,
+        Rule::DeletionTimeoutInteger,
+        Rule::DeletionTimeoutRange,
+        Rule::DeletionTimeoutOverflow,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -98,6 +109,9 @@ impl Rule {
             Self::ForcePromoteLabel => "template-force-promote",
             Self::DeleteUndrained => "template-delete-undrained",
             Self::Bookkeeping => "template-bookkeeping",
+            Self::DeletionTimeoutInteger => "deletion-timeout-integer",
+            Self::DeletionTimeoutRange => "deletion-timeout-range",
+            Self::DeletionTimeoutOverflow => "deletion-timeout-overflow",
         }
     }
 
@@ -117,6 +131,9 @@ impl Rule {
                 | Self::ForcePromoteLabel
                 | Self::DeleteUndrained
                 | Self::Bookkeeping
+                | Self::DeletionTimeoutInteger
+                | Self::DeletionTimeoutRange
+                | Self::DeletionTimeoutOverflow
         )
     }
 
@@ -151,6 +168,6 @@ mod tests {
     #[test]
     fn the_rules_that_deny_are_the_denial_metrics_series() {
         let numbers: Vec<u8> = Rule::denying().map(Rule::number).collect();
-        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15]);
+        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18]);
     }
 }
