@@ -109,7 +109,7 @@ pub fn judge(
         }),
         (TimeoutSlot::Unset { .. }, TimeoutSlot::Set(_)) => {
             out.warnings.push(format!(
-                "{} is deprecated: rename it {} (the same timeout, which Numaflow reads first)",
+                "{} is deprecated: rename it {} (Numaflow reads that first)",
                 deprecated_field.name(),
                 field.name()
             ));

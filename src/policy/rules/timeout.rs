@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::decision::Finding;
 use super::rollout_write::RolloutWrite;
-use super::timeout_field::TimeoutField;
+use super::timeout_field::{Drain, TimeoutField};
 use super::violation::{Violation, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, Scope};
@@ -145,14 +145,16 @@ pub fn check_timeout(
     let mut found = Vec::new();
     let rules = scope.rules;
     let no_timeout = i128::from(dt.no_timeout_seconds);
+    let scope_text = match field.drain {
+        Drain::Pause => scope.to_string(),
+        Drain::Deletion => format!("{} in {scope}", field.section()),
+    };
     if seconds < i128::from(rules.min) {
         found.push(Violation::TimeoutTooShort {
             field,
             value: seconds,
             min: rules.min,
-            min_text: format_seconds(rules.min),
-            scope: scope.to_string(),
-            zero: if seconds < 1 { field.zero_effect() } else { "" },
+            scope: scope_text.clone(),
             fix: allowed_values(scope, dt),
         });
     } else if seconds > i128::from(rules.max) && seconds < no_timeout {
@@ -161,7 +163,7 @@ pub fn check_timeout(
             value: seconds,
             max: rules.max,
             max_text: format_seconds(rules.max),
-            scope: scope.to_string(),
+            scope: scope_text.clone(),
             fix: allowed_values(scope, dt),
         });
     } else if seconds >= no_timeout && !rules.allow_no_timeout {
@@ -169,7 +171,7 @@ pub fn check_timeout(
             field,
             value: seconds,
             no_timeout: dt.no_timeout_seconds,
-            scope: scope.to_string(),
+            scope: scope_text.clone(),
             fix: allowed_values(scope, dt),
         });
     }

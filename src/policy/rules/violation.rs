@@ -51,7 +51,9 @@ pub enum Violation {
     },
     /// Rules 3 and 17: below 1 or below the minimum.
     #[error(
-        "{field} is {value}, below the minimum of {min} ({min_text}) set by {scope}{zero}: {fix}"
+        "{field} is {value}, below the minimum of {min} ({}) set by {scope}{}: {fix}",
+        format_seconds(*min),
+        if *value < 1 { field.zero_effect() } else { "" }
     )]
     TimeoutTooShort {
         /// The timeout.
@@ -60,12 +62,8 @@ pub enum Violation {
         value: i128,
         /// The minimum in force.
         min: u64,
-        /// The minimum as a duration.
-        min_text: String,
         /// Which scope.
         scope: String,
-        /// Extra words for 0 and negative values.
-        zero: &'static str,
         /// The allowed values.
         fix: String,
     },

@@ -10,6 +10,7 @@ mod validate_case;
 
 mod bookkeeping_and_templates;
 mod defaulting;
+mod deletion_timeouts;
 mod force;
 mod force_promote;
 mod force_promote_reset;
