@@ -2,7 +2,9 @@
 //! MonoVertexRollouts and ISBServiceRollouts, generated from the keys in
 //! [`crate::kinds`]: the API server sends a write of one of these only when
 //! it sets, changes or removes one of the keys rules 13 to 15 judge (or,
-//! for a rollout, turns on `spec.strategy.progressive.forcePromote`). The
+//! for a rollout, turns on `spec.strategy.progressive.forcePromote`; for a
+//! Pipeline written by anyone but the Numaplane controller, sets or changes
+//! a drain timeout of its `spec.lifecycle`). The
 //! Numaplane controller writes children constantly; its ordinary writes
 //! never reach the webhook. `cargo xtask generate` writes these
 //! expressions into `manifests/base/webhooks.yaml` and the chart's
@@ -94,6 +96,43 @@ fn force_promote_on(root: &str) -> String {
     )
 }
 
+/// The Numaplane controller's username in the built-in policy
+/// (`numaplane.controllerAccount`). The chart writes its
+/// `policy.numaplane.controllerAccount` in its place when that is set.
+pub const CONTROLLER_ACCOUNT: &str = "system:serviceaccount:numaplane-system:numaplane-sa";
+
+/// The drain timeouts of a Pipeline's `spec.lifecycle` that Numaflow reads.
+pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
+    "pauseGracePeriodSeconds",
+    "deletionGracePeriodSeconds",
+    "deleteGracePeriodSeconds",
+];
+
+/// Whether a write of a Pipeline by anyone but the Numaplane controller
+/// carries (CREATE) or changes (UPDATE) one of its lifecycle timeouts. The
+/// values are integers (Numaflow's CRD says so), so presence and value are
+/// compared apart, and no `null` meets an integer.
+fn lifecycle_written(operation_create: bool) -> String {
+    let has = |root: &str, key: &str| guard(root, &["spec", "lifecycle", key]);
+    let per_key: Vec<String> = LIFECYCLE_TIMEOUTS
+        .iter()
+        .map(|key| {
+            if operation_create {
+                format!("({})", has("object", key))
+            } else {
+                let (new, old) = (has("object", key), has("oldObject", key));
+                format!(
+                    "(({new}) != ({old}) || (({new}) && object.spec.lifecycle.{key} != oldObject.spec.lifecycle.{key}))"
+                )
+            }
+        })
+        .collect();
+    format!(
+        "(request.resource.resource == 'pipelines' && request.userInfo.username != '{CONTROLLER_ACCOUNT}' && ({}))",
+        per_key.join(" || ")
+    )
+}
+
 /// The matchCondition expression for writes of `kind`: true when the
 /// write touches what the rules judge. `None` for a PipelineRollout.
 pub fn expression(kind: Kind) -> Option<String> {
@@ -118,7 +157,10 @@ pub fn expression(kind: Kind) -> Option<String> {
         changed(&labels, &label_keys),
         changed(&annotations, &annotation_keys),
     ];
-    if !kind.is_child() {
+    if kind.is_child() {
+        on_create.push(lifecycle_written(true));
+        on_update.push(lifecycle_written(false));
+    } else {
         on_create.push(force_promote_on("object"));
         on_update.push(format!(
             "({} && !{})",
@@ -155,6 +197,11 @@ mod tests {
                 assert!(text.contains(&format!("'{key}'")), "{kind:?}: {key}");
             }
             assert_eq!(text.contains("forcePromote"), !kind.is_child(), "{kind:?}");
+            assert_eq!(
+                text.contains("deletionGracePeriodSeconds"),
+                kind.is_child(),
+                "{kind:?}"
+            );
         }
         assert_eq!(expression(Kind::PipelineRollout), None);
     }
@@ -180,13 +227,22 @@ mod evaluated {
     use super::*;
 
     fn matches(kind: Kind, operation: &str, object: Value, old: Value) -> bool {
+        matches_by(kind, operation, object, old, "alice")
+    }
+
+    fn matches_by(kind: Kind, operation: &str, object: Value, old: Value, user: &str) -> bool {
         let text = expression(kind).expect("an expression");
         let program = cel::Program::compile(&text).expect("compiles");
         let mut context = cel::Context::default();
         let value = |v: Value| cel::to_value(v).expect("a CEL value");
         context.add_variable_from_value("object", value(object));
         context.add_variable_from_value("oldObject", value(old));
-        context.add_variable_from_value("request", value(json!({"operation": operation})));
+        context.add_variable_from_value(
+            "request",
+            value(json!({"operation": operation,
+                "resource": {"resource": kind.resource()},
+                "userInfo": {"username": user}})),
+        );
         match program.execute(&context).expect("evaluates") {
             cel::Value::Bool(b) => b,
             other => panic!("not a bool: {other:?}"),
@@ -270,6 +326,93 @@ mod evaluated {
         ));
         let bare = json!({"metadata": {"name": "p"}, "spec": {}});
         assert!(!matches(Kind::Pipeline, "UPDATE", bare.clone(), bare));
+    }
+
+    #[test]
+    fn a_pipeline_lifecycle_write_is_sent_unless_the_controller_makes_it() {
+        let state = json!({UPGRADE: "promoted"});
+        let with = |lifecycle: Value| {
+            let mut o = child(state.clone(), json!({}));
+            o["spec"] = json!({"lifecycle": lifecycle});
+            o
+        };
+        let crd = || json!({"pauseGracePeriodSeconds": 30, "deletionGracePeriodSeconds": 30, "deleteGracePeriodSeconds": 30, "desiredPhase": "Running"});
+        let stored = with(crd());
+        let edit = |key: &str, v: Value| {
+            let mut l = crd();
+            l[key] = v;
+            with(l)
+        };
+        let cases = [
+            (
+                "pause changed",
+                edit("pauseGracePeriodSeconds", json!(0)),
+                true,
+            ),
+            (
+                "deletion changed",
+                edit("deletionGracePeriodSeconds", json!(0)),
+                true,
+            ),
+            (
+                "deprecated changed",
+                edit("deleteGracePeriodSeconds", json!(5)),
+                true,
+            ),
+            (
+                "desiredPhase only",
+                edit("desiredPhase", json!("Paused")),
+                false,
+            ),
+            ("no change", stored.clone(), false),
+            (
+                "pause removed",
+                with(json!({"deletionGracePeriodSeconds": 30, "deleteGracePeriodSeconds": 30})),
+                true,
+            ),
+        ];
+        for (name, object, want) in cases {
+            assert_eq!(
+                matches(Kind::Pipeline, "UPDATE", object.clone(), stored.clone()),
+                want,
+                "{name}"
+            );
+            assert!(
+                !matches_by(
+                    Kind::Pipeline,
+                    "UPDATE",
+                    object,
+                    stored.clone(),
+                    CONTROLLER_ACCOUNT
+                ),
+                "{name}, by the controller"
+            );
+        }
+        // A MonoVertex's lifecycle is not sent.
+        assert!(!matches(
+            Kind::MonoVertex,
+            "UPDATE",
+            edit("pauseGracePeriodSeconds", json!(0)),
+            stored.clone()
+        ));
+        // A CREATE by a user carries the CRD's defaults: sent; by the
+        // controller: not (with no Numaplane key on it).
+        let plain = json!({"metadata": {"name": "p"}, "spec": {"lifecycle": crd()}});
+        assert!(matches(
+            Kind::Pipeline,
+            "CREATE",
+            plain.clone(),
+            Value::Null
+        ));
+        assert!(!matches_by(
+            Kind::Pipeline,
+            "CREATE",
+            plain,
+            Value::Null,
+            CONTROLLER_ACCOUNT
+        ));
+        let bare = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert!(!matches(Kind::Pipeline, "CREATE", bare, Value::Null));
     }
 
     #[test]
