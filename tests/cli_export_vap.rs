@@ -316,7 +316,9 @@ fn the_command_prints_writes_and_refuses() {
     assert_eq!(code, 0, "the built-in policy has no minPauseAge");
     assert!(
         stderr.contains("--strict: left to the webhook, whatever the policy: MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices and InterStepBufferServices")
-            && stderr.contains("rules 13 to 15"),
+            && stderr.contains("rules 13 to 15")
+            && stderr.contains("rules 16 to 18 on PipelineRollouts: the deletion timeout")
+            && stderr.contains("a child Pipeline's own lifecycle"),
         "--strict names what the export leaves out: {stderr}"
     );
 

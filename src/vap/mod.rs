@@ -50,7 +50,8 @@ pub struct Export {
     /// fails on these): today a `minPauseAge` above 0.
     pub inexpressible: Vec<String>,
     /// What the export leaves to the webhook by design, whatever the
-    /// policy: the kinds other than PipelineRollout and rules 13 to 15
+    /// policy: the kinds other than PipelineRollout, rules 13 to 15, the
+    /// deletion timeout (rules 16 to 18) and a child Pipeline's lifecycle
     /// (`--strict` names these and still succeeds).
     pub left_out: Vec<String>,
     /// What each validation checks, in order (the comment block lists them).
@@ -174,13 +175,15 @@ pub fn left_out() -> Vec<String> {
     vec![
         "MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices and InterStepBufferServices: this policy matches PipelineRollouts only; keep the webhook's validate-children, validate-monovertexrollouts and validate-isbservicerollouts webhooks for them".to_owned(),
         "rules 13 to 15 on PipelineRollouts: the force-promote label and marked-for-deletion in spec.pipeline.metadata, and Numaplane's bookkeeping keys there".to_owned(),
+        "rules 16 to 18 on PipelineRollouts: the deletion timeout (spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds, or the deprecated deleteGracePeriodSeconds) against deletionTimeout, and the warnings about the field Numaflow does not read".to_owned(),
+        "a child Pipeline's own lifecycle (spec.lifecycle's pauseGracePeriodSeconds, deletionGracePeriodSeconds, deleteGracePeriodSeconds, rules 2 to 4 and 16 to 18): the validate-children webhook judges it".to_owned(),
     ]
 }
 
 fn not_covered(policy: &Policy) -> Vec<String> {
     let mut lines = left_out();
     lines.extend([
-        "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
+        "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout, and deletionTimeout.default where it sets no deletion timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
     ]);
     if policy.force_reapply.one_shot {
         lines.push("the one-shot reset (forceReapply.oneShot): /mutate and the sweeper set allow-data-loss back to \"false\" once the pause is over".to_owned());
