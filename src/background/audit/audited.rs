@@ -94,6 +94,9 @@ pub const PIPELINE_ROLLOUT_RULES: &[Rule] = &[
     Rule::ForcePromoteLabel,
     Rule::DeleteUndrained,
     Rule::Bookkeeping,
+    Rule::DeletionTimeoutInteger,
+    Rule::DeletionTimeoutRange,
+    Rule::DeletionTimeoutOverflow,
 ];
 
 /// The rules a MonoVertexRollout's or an ISBServiceRollout's results are
