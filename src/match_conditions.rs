@@ -4,8 +4,10 @@
 //! it sets, changes or removes one of the keys rules 13 to 15 judge, or a
 //! child's `pause-timestamp` is set or changed by anyone but Numaflow's
 //! controller (rule 19), or an owned child is deleted by anyone but
-//! Numaplane's controller and Kubernetes' own deleters (rule 20); for a
-//! rollout, when it turns on `spec.strategy.progressive.forcePromote`. The
+//! Numaplane's controller and Kubernetes' own deleters (rule 20), or a
+//! Pipeline's `spec.lifecycle` drain timeout is set or changed by anyone but
+//! Numaplane's controller (rules 2 to 4 and 16 to 18); for a rollout, when
+//! it turns on `spec.strategy.progressive.forcePromote`. The
 //! Numaplane controller writes children constantly; its ordinary writes
 //! never reach the webhook. `cargo xtask generate` writes these
 //! expressions into `manifests/base/webhooks.yaml` and the chart's
@@ -135,6 +137,43 @@ fn pause_timestamp_written(update: bool) -> String {
     format!("(request.userInfo.username != '{NUMAFLOW_CONTROLLER}' && {written})")
 }
 
+/// The Numaplane controller's username in the built-in policy
+/// (`numaplane.controllerAccount`). The chart writes its
+/// `policy.numaplane.controllerAccount` in its place when that is set.
+pub const CONTROLLER_ACCOUNT: &str = NUMAPLANE_CONTROLLER;
+
+/// The drain timeouts of a Pipeline's `spec.lifecycle` that Numaflow reads.
+pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
+    "pauseGracePeriodSeconds",
+    "deletionGracePeriodSeconds",
+    "deleteGracePeriodSeconds",
+];
+
+/// Whether a write of a Pipeline by anyone but the Numaplane controller
+/// carries (CREATE) or changes (UPDATE) one of its lifecycle timeouts. The
+/// values are integers (Numaflow's CRD says so), so presence and value are
+/// compared apart, and no `null` meets an integer.
+fn lifecycle_written(operation_create: bool) -> String {
+    let has = |root: &str, key: &str| guard(root, &["spec", "lifecycle", key]);
+    let per_key: Vec<String> = LIFECYCLE_TIMEOUTS
+        .iter()
+        .map(|key| {
+            if operation_create {
+                format!("({})", has("object", key))
+            } else {
+                let (new, old) = (has("object", key), has("oldObject", key));
+                format!(
+                    "(({new}) != ({old}) || (({new}) && object.spec.lifecycle.{key} != oldObject.spec.lifecycle.{key}))"
+                )
+            }
+        })
+        .collect();
+    format!(
+        "(request.resource.resource == 'pipelines' && request.userInfo.username != '{CONTROLLER_ACCOUNT}' && ({}))",
+        per_key.join(" || ")
+    )
+}
+
 /// The matchCondition expression for writes of `kind`: true when the
 /// write touches what the rules judge. `None` for a PipelineRollout.
 pub fn expression(kind: Kind) -> Option<String> {
@@ -162,6 +201,8 @@ pub fn expression(kind: Kind) -> Option<String> {
     if kind.is_child() {
         on_create.push(pause_timestamp_written(false));
         on_update.push(pause_timestamp_written(true));
+        on_create.push(lifecycle_written(true));
+        on_update.push(lifecycle_written(false));
     } else {
         on_create.push(force_promote_on("object"));
         on_update.push(format!(
@@ -206,6 +247,11 @@ mod tests {
                 assert!(text.contains(&format!("'{key}'")), "{kind:?}: {key}");
             }
             assert_eq!(text.contains("forcePromote"), !kind.is_child(), "{kind:?}");
+            assert_eq!(
+                text.contains("deletionGracePeriodSeconds"),
+                kind.is_child(),
+                "{kind:?}"
+            );
         }
         assert_eq!(expression(Kind::PipelineRollout), None);
     }
@@ -243,7 +289,9 @@ mod evaluated {
         context.add_variable_from_value("oldObject", value(old));
         context.add_variable_from_value(
             "request",
-            value(json!({"operation": operation, "userInfo": {"username": user}})),
+            value(json!({"operation": operation,
+                "resource": {"resource": kind.resource()},
+                "userInfo": {"username": user}})),
         );
         match program.execute(&context).expect("evaluates") {
             cel::Value::Bool(b) => b,
@@ -328,6 +376,93 @@ mod evaluated {
         ));
         let bare = json!({"metadata": {"name": "p"}, "spec": {}});
         assert!(!matches(Kind::Pipeline, "UPDATE", bare.clone(), bare));
+    }
+
+    #[test]
+    fn a_pipeline_lifecycle_write_is_sent_unless_the_controller_makes_it() {
+        let state = json!({UPGRADE: "promoted"});
+        let with = |lifecycle: Value| {
+            let mut o = child(state.clone(), json!({}));
+            o["spec"] = json!({"lifecycle": lifecycle});
+            o
+        };
+        let crd = || json!({"pauseGracePeriodSeconds": 30, "deletionGracePeriodSeconds": 30, "deleteGracePeriodSeconds": 30, "desiredPhase": "Running"});
+        let stored = with(crd());
+        let edit = |key: &str, v: Value| {
+            let mut l = crd();
+            l[key] = v;
+            with(l)
+        };
+        let cases = [
+            (
+                "pause changed",
+                edit("pauseGracePeriodSeconds", json!(0)),
+                true,
+            ),
+            (
+                "deletion changed",
+                edit("deletionGracePeriodSeconds", json!(0)),
+                true,
+            ),
+            (
+                "deprecated changed",
+                edit("deleteGracePeriodSeconds", json!(5)),
+                true,
+            ),
+            (
+                "desiredPhase only",
+                edit("desiredPhase", json!("Paused")),
+                false,
+            ),
+            ("no change", stored.clone(), false),
+            (
+                "pause removed",
+                with(json!({"deletionGracePeriodSeconds": 30, "deleteGracePeriodSeconds": 30})),
+                true,
+            ),
+        ];
+        for (name, object, want) in cases {
+            assert_eq!(
+                matches(Kind::Pipeline, "UPDATE", object.clone(), stored.clone()),
+                want,
+                "{name}"
+            );
+            assert!(
+                !matches_as(
+                    Kind::Pipeline,
+                    "UPDATE",
+                    CONTROLLER_ACCOUNT,
+                    object,
+                    stored.clone()
+                ),
+                "{name}, by the controller"
+            );
+        }
+        // A MonoVertex's lifecycle is not sent.
+        assert!(!matches(
+            Kind::MonoVertex,
+            "UPDATE",
+            edit("pauseGracePeriodSeconds", json!(0)),
+            stored.clone()
+        ));
+        // A CREATE by a user carries the CRD's defaults: sent; by the
+        // controller: not (with no Numaplane key on it).
+        let plain = json!({"metadata": {"name": "p"}, "spec": {"lifecycle": crd()}});
+        assert!(matches(
+            Kind::Pipeline,
+            "CREATE",
+            plain.clone(),
+            Value::Null
+        ));
+        assert!(!matches_as(
+            Kind::Pipeline,
+            "CREATE",
+            CONTROLLER_ACCOUNT,
+            plain,
+            Value::Null
+        ));
+        let bare = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert!(!matches(Kind::Pipeline, "CREATE", bare, Value::Null));
     }
 
     #[test]

@@ -7,9 +7,13 @@
 
 mod drain;
 mod keys;
+mod lifecycle;
 
 pub use drain::{DeletionTimeout, NUMAFLOW_DELETION_SECONDS};
 pub use keys::{Keys, Map, TemplateMeta};
+pub use lifecycle::{LifecycleKey, TimeoutSlot};
+
+use self::lifecycle::Lifecycle;
 
 use std::borrow::Cow;
 
@@ -173,6 +177,9 @@ struct Spec {
     strategy: Obj<Strategy>,
     #[serde(default)]
     riders: List<Obj<drain::Rider>>,
+    /// A child Pipeline's own lifecycle (`spec.lifecycle`).
+    #[serde(default)]
+    lifecycle: Obj<Lifecycle>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -187,16 +194,6 @@ struct Pipeline {
 struct PipelineSpec {
     #[serde(default)]
     lifecycle: Obj<Lifecycle>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-struct Lifecycle {
-    #[serde(default, rename = "pauseGracePeriodSeconds")]
-    pause_grace_period_seconds: Option<Value>,
-    #[serde(default, rename = "deletionGracePeriodSeconds")]
-    deletion_grace_period_seconds: Option<Value>,
-    #[serde(default, rename = "deleteGracePeriodSeconds")]
-    delete_grace_period_seconds: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -327,47 +324,6 @@ fn read_time(text: &Text, path: &'static str) -> PauseStart {
     }
 }
 
-/// Where the drain timeout stands in an object.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TimeoutSlot<'a> {
-    /// Set to a value other than `null` (not necessarily a valid one).
-    Set(&'a Value),
-    /// Absent or `null`. `depth` is the index in [`TIMEOUT_PATH`] of the
-    /// first key that is absent or `null`: the mutating webhook must create
-    /// the objects from there on.
-    Unset {
-        /// Index of the first missing key in [`TIMEOUT_PATH`].
-        depth: usize,
-    },
-    /// A value on the way is not an object, so no timeout can be read or set.
-    Blocked {
-        /// The dotted path of the value that is not an object.
-        path: &'static str,
-        /// What was found there instead.
-        found: JsonKind,
-    },
-}
-
-/// The dotted paths of the objects on the way to the timeout.
-const LEVEL_PATHS: [&str; 4] = [
-    "spec",
-    "spec.pipeline",
-    "spec.pipeline.spec",
-    "spec.pipeline.spec.lifecycle",
-];
-
-/// Steps one level down: the object, or the slot that says why not.
-fn step<T>(obj: &Obj<T>, level: usize) -> Result<&T, TimeoutSlot<'static>> {
-    match obj {
-        Obj::Present(t) => Ok(t),
-        Obj::Missing | Obj::Null => Err(TimeoutSlot::Unset { depth: level }),
-        Obj::Wrong(found) => Err(TimeoutSlot::Blocked {
-            path: LEVEL_PATHS[level],
-            found: *found,
-        }),
-    }
-}
-
 impl PipelineRollout {
     /// The object's `data`, as the namespace-level configuration reads it
     /// (a ConfigMap's; missing on every rollout).
@@ -398,21 +354,6 @@ impl PipelineRollout {
             progressive.force_promote = None;
         }
         object
-    }
-
-    /// Where the drain timeout `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds` stands.
-    pub fn timeout(&self) -> TimeoutSlot<'_> {
-        let lookup = || -> Result<TimeoutSlot<'_>, TimeoutSlot<'_>> {
-            let spec = step(&self.spec, 0)?;
-            let pipeline = step(&spec.pipeline, 1)?;
-            let pipeline_spec = step(&pipeline.spec, 2)?;
-            let lifecycle = step(&pipeline_spec.lifecycle, 3)?;
-            Ok(match &lifecycle.pause_grace_period_seconds {
-                Some(v) if !v.is_null() => TimeoutSlot::Set(v),
-                _ => TimeoutSlot::Unset { depth: 4 },
-            })
-        };
-        lookup().unwrap_or_else(|slot| slot)
     }
 
     fn strategy(&self) -> Option<&Strategy> {

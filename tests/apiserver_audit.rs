@@ -217,6 +217,9 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         "template-force-promote",
         "template-delete-undrained",
         "template-bookkeeping",
+        "deletion-timeout-integer",
+        "deletion-timeout-range",
+        "deletion-timeout-overflow",
     ] {
         assert_eq!(
             result_of(&old, "good", rule).map(|r| r.0).as_deref(),
@@ -254,12 +257,12 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
     // One result per rollout and rule, a summary that adds up, no owner.
     assert_eq!(
         old["results"].as_array().map(Vec::len),
-        Some(4 * 10),
+        Some(4 * 13),
         "{old:#}"
     );
     assert_eq!(
         old["summary"],
-        json!({"pass": 34, "fail": 3, "warn": 0, "error": 1, "skip": 2}),
+        json!({"pass": 43, "fail": 3, "warn": 0, "error": 1, "skip": 5}),
         "{old:#}"
     );
     assert!(old["metadata"].get("ownerReferences").is_none(), "{old:#}");
@@ -361,7 +364,7 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         "the broken watch is counted: {text}"
     );
     let late = wait_for_result(cluster, LATE, "after", "drain-timeout-range", "pass");
-    assert_eq!(late["summary"]["pass"], 10, "{late:#}");
+    assert_eq!(late["summary"]["pass"], 13, "{late:#}");
 }
 
 #[test]

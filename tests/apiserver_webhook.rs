@@ -146,9 +146,13 @@ fn scenario_1_create_without_a_timeout_gets_the_policy_default() {
         .expect_success("alice creates a rollout without a timeout");
     let got = stored(&alice, "e2e-defaults", "no-timeout");
     assert_eq!(timeout_of(&got), &json!(NO_TIMEOUT_SECONDS), "{got}");
-    // Nothing else changed: the pipeline spec is what alice sent, plus the timeout.
+    // Nothing else changed: the pipeline spec is what alice sent, plus the
+    // timeouts (the deletion timeout's default is deletionTimeout's 30 s).
     let mut expected = sent["spec"]["pipeline"]["spec"].clone();
-    expected["lifecycle"] = json!({"pauseGracePeriodSeconds": NO_TIMEOUT_SECONDS});
+    expected["lifecycle"] = json!({
+        "pauseGracePeriodSeconds": NO_TIMEOUT_SECONDS,
+        "deletionGracePeriodSeconds": 30,
+    });
     assert_eq!(got["spec"]["pipeline"]["spec"], expected);
 
     // An empty lifecycle in a namespace the override matches: its default.

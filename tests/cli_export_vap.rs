@@ -332,6 +332,8 @@ fn the_command_prints_writes_and_refuses() {
         stderr.contains("--strict: left to the webhook, whatever the policy: MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices, InterStepBufferServices and Numaplane's namespace-level ConfigMaps (rules 23 and 24)")
             && stderr.contains("validate-namespace-config")
             && stderr.contains("rules 13 to 15")
+            && stderr.contains("rules 16 to 18 on PipelineRollouts: the deletion timeout")
+            && stderr.contains("a child Pipeline's own lifecycle")
             && stderr.contains("rules 19 to 21"),
         "--strict names what the export leaves out: {stderr}"
     );

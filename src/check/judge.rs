@@ -369,10 +369,12 @@ mod tests {
         use crate::rollout::{FORCE_PROMOTE_FIELD, SCALE_FACTOR_FIELD};
         let field = |v: Violation| v.field();
         let not_integer = Violation::TimeoutNotInteger {
+            field: crate::policy::rules::TimeoutField::ROLLOUT_PAUSE,
             value: "\"1h\"".into(),
         };
         assert_eq!(field(not_integer).as_deref(), Some(TIMEOUT_FIELD));
         let unreachable = Violation::TimeoutUnreachable {
+            field: crate::policy::rules::TimeoutField::ROLLOUT_PAUSE,
             path: "spec.pipeline",
             found: JsonKind::String,
         };

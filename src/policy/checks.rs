@@ -2,8 +2,11 @@
 //! between its keys, each reported with the key it names.
 
 use super::duration::format_seconds;
-use super::model::{DefaultTimeout, MAX_NO_TIMEOUT_SECONDS, Policy, Scope, TimeoutRules};
-use super::rules::check_timeout;
+use super::model::{
+    DefaultTimeout, DrainTimeout, MAX_CLOCK_SECONDS, MAX_NO_TIMEOUT_SECONDS, Policy, Scope,
+    TimeoutRules,
+};
+use super::rules::{Drain, Overflow, TimeoutField, check_timeout};
 
 /// The start-up checks: impossible values and contradictions.
 /// The longest minimum pause age a policy may ask for.
@@ -44,40 +47,18 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         }
     }
     let dt = &policy.drain_timeout;
-    let no_timeout = dt.no_timeout_seconds;
-    if no_timeout > MAX_NO_TIMEOUT_SECONDS {
-        problems.push(format!(
-            "drainTimeout.noTimeoutSeconds {no_timeout} is above {MAX_NO_TIMEOUT_SECONDS}: \
-             multiplied by the largest recycle multiplier (100) it overflows Numaflow's clock"
-        ));
-    }
     let s = dt.default_recycle_scale_factor;
     if !(1..=100).contains(&s) {
         problems.push(format!(
             "drainTimeout.defaultRecycleScaleFactor {s} must be a percent from 1 to 100"
         ));
     }
-    check_scope("drainTimeout", &dt.rules, policy, problems);
-    for (i, ns) in dt.namespaces.iter().enumerate() {
-        let key = format!("drainTimeout.namespaces[{i}]");
-        if ns.patterns.is_empty() {
-            problems.push(format!(
-                "{key}.match is empty; list namespace names or patterns"
-            ));
-        }
-        for p in &ns.patterns {
-            let valid = !p.is_empty()
-                && p.len() <= 63
-                && p.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '*');
-            if !valid {
-                problems.push(format!(
-                    "{key}.match: \"{p}\" is not a namespace name or pattern (lowercase letters, digits, '-', and '*' as a wildcard)"
-                ));
-            }
-        }
-        check_scope(&key, &ns.rules, policy, problems);
-    }
+    check_section(TimeoutField::ROLLOUT_PAUSE, dt, problems);
+    check_section(
+        TimeoutField::ROLLOUT_DELETION,
+        &policy.deletion_timeout,
+        problems,
+    );
     if let Some(rbac) = &policy.force_reapply.rbac {
         let verb_ok = !rbac.verb.is_empty()
             && rbac
@@ -107,10 +88,17 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         "forceReapply.minPauseAge".to_owned(),
         policy.force_reapply.min_pause_age_seconds,
     ))
-    .chain(dt.namespaces.iter().enumerate().filter_map(|(i, ns)| {
-        ns.min_pause_age_seconds
-            .map(|s| (format!("drainTimeout.namespaces[{i}].minPauseAge"), s))
-    }));
+    .chain(
+        policy
+            .drain_timeout
+            .namespaces
+            .iter()
+            .enumerate()
+            .filter_map(|(i, ns)| {
+                ns.min_pause_age_seconds
+                    .map(|s| (format!("drainTimeout.namespaces[{i}].minPauseAge"), s))
+            }),
+    );
     for (key, seconds) in ages {
         if seconds > MAX_MIN_PAUSE_AGE_SECONDS {
             problems.push(format!(
@@ -146,12 +134,60 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
     }
 }
 
-fn check_scope(key: &str, rules: &TimeoutRules, policy: &Policy, problems: &mut Vec<String>) {
-    let dt = &policy.drain_timeout;
+/// The checks of one drain-timeout section (`drainTimeout` or
+/// `deletionTimeout`), named by the field it judges.
+fn check_section(field: TimeoutField, dt: &DrainTimeout, problems: &mut Vec<String>) {
+    let section = field.section();
+    let no_timeout = dt.no_timeout_seconds;
+    match field.drain {
+        Drain::Pause if no_timeout > MAX_NO_TIMEOUT_SECONDS => problems.push(format!(
+            "{section}.noTimeoutSeconds {no_timeout} is above {MAX_NO_TIMEOUT_SECONDS}: \
+             multiplied by the largest recycle multiplier (100) it overflows Numaflow's clock"
+        )),
+        Drain::Deletion if no_timeout > MAX_CLOCK_SECONDS => problems.push(format!(
+            "{section}.noTimeoutSeconds {no_timeout} is above {MAX_CLOCK_SECONDS}: it overflows Numaflow's clock"
+        )),
+        _ => {}
+    }
+    check_scope(section, field, &dt.rules, dt, problems);
+    for (i, ns) in dt.namespaces.iter().enumerate() {
+        let key = format!("{section}.namespaces[{i}]");
+        if ns.patterns.is_empty() {
+            problems.push(format!(
+                "{key}.match is empty; list namespace names or patterns"
+            ));
+        }
+        for p in &ns.patterns {
+            let valid = !p.is_empty()
+                && p.len() <= 63
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '*');
+            if !valid {
+                problems.push(format!(
+                    "{key}.match: \"{p}\" is not a namespace name or pattern (lowercase letters, digits, '-', and '*' as a wildcard)"
+                ));
+            }
+        }
+        check_scope(&key, field, &ns.rules, dt, problems);
+    }
+}
+
+fn check_scope(
+    key: &str,
+    field: TimeoutField,
+    rules: &TimeoutRules,
+    dt: &DrainTimeout,
+    problems: &mut Vec<String>,
+) {
+    let section = field.section();
     let (min, max) = (rules.min, rules.max);
     if min < 1 {
         problems.push(format!(
-            "{key}.min must be at least 1s (0 or less ends a pause at once, without draining)"
+            "{key}.min must be at least 1s (0 or less ends a {} at once, without draining)",
+            match field.drain {
+                Drain::Pause => "pause",
+                Drain::Deletion => "deletion's drain",
+            }
         ));
     }
     if min > max {
@@ -163,7 +199,7 @@ fn check_scope(key: &str, rules: &TimeoutRules, policy: &Policy, problems: &mut 
     }
     if dt.no_timeout_seconds <= max {
         problems.push(format!(
-            "drainTimeout.noTimeoutSeconds ({}) must be above {key}.max ({max}), or a timeout within policy would mean \"no timeout\"",
+            "{section}.noTimeoutSeconds ({}) must be above {key}.max ({max}), or a timeout within policy would mean \"no timeout\"",
             dt.no_timeout_seconds
         ));
     }
@@ -179,13 +215,11 @@ fn check_scope(key: &str, rules: &TimeoutRules, policy: &Policy, problems: &mut 
                 rules,
                 matched: None,
             };
-            if let Some(v) = check_timeout(
-                i128::from(seconds),
-                &scope,
-                dt,
-                Some(dt.default_recycle_scale_factor),
-            )
-            .first()
+            let overflow = match field.drain {
+                Drain::Pause => Overflow::Recycle(dt.default_recycle_scale_factor),
+                Drain::Deletion => Overflow::Clock,
+            };
+            if let Some(v) = check_timeout(i128::from(seconds), field, &scope, dt, overflow).first()
             {
                 problems.push(format!(
                     "{key}.default ({seconds}) would be denied by the same policy: {}",

@@ -5,12 +5,15 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+mod timeouts;
+
+use self::timeouts::{Section, TimeoutFile, parse_section, render_section};
 use super::checks;
-use super::duration::{DefaultSpec, Seconds};
+use super::duration::Seconds;
 use super::error::PolicyError;
 use super::model::{
-    DeleteUndrained, DrainTimeout, ForcePromote, ForceReapply, Mode, NamespaceRules,
-    NamespaceStrategy, Numaflow, Numaplane, Policy, RbacPolicy, TimeoutRules,
+    DeleteUndrained, ForcePromote, ForceReapply, Mode, NamespaceStrategy, Numaflow, Numaplane,
+    Policy, RbacPolicy,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -23,7 +26,9 @@ struct PolicyFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<ModeSpec>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    drain_timeout: Option<DrainTimeoutFile>,
+    drain_timeout: Option<TimeoutFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deletion_timeout: Option<TimeoutFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     force_reapply: Option<ForceReapplyFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -82,42 +87,6 @@ enum ModeSpec {
     #[default]
     Enforce,
     Warn,
-}
-
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DrainTimeoutFile {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<DefaultSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_timeout_seconds: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allow_no_timeout: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default_recycle_scale_factor: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespaces: Option<Vec<NamespaceFile>>,
-}
-
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct NamespaceFile {
-    #[serde(rename = "match")]
-    patterns: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<DefaultSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allow_no_timeout: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min_pause_age: Option<Seconds>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -213,48 +182,13 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
         ModeSpec::Warn => Mode::Warn,
         ModeSpec::Enforce => Mode::Enforce,
     };
-    let rules = TimeoutRules {
-        default: pick_or(
-            &mut problems,
-            dt.default,
-            base_dt.default,
-            "drainTimeout.default",
-        )
-        .0,
-        allow_no_timeout: pick_or(
-            &mut problems,
-            dt.allow_no_timeout,
-            base_dt.allow_no_timeout,
-            "drainTimeout.allowNoTimeout",
-        ),
-        min: pick_or(
-            &mut problems,
-            dt.min.map(|s| s.0),
-            base_dt.min.map(|s| s.0),
-            "drainTimeout.min",
-        ),
-        max: pick_or(
-            &mut problems,
-            dt.max.map(|s| s.0),
-            base_dt.max.map(|s| s.0),
-            "drainTimeout.max",
-        ),
-    };
-    let namespaces = dt
-        .namespaces
-        .unwrap_or_default()
-        .into_iter()
-        .map(|ns| NamespaceRules {
-            patterns: ns.patterns,
-            rules: TimeoutRules {
-                default: ns.default.map_or(rules.default, |d| d.0),
-                allow_no_timeout: ns.allow_no_timeout.unwrap_or(rules.allow_no_timeout),
-                min: ns.min.map_or(rules.min, |s| s.0),
-                max: ns.max.map_or(rules.max, |s| s.0),
-            },
-            min_pause_age_seconds: ns.min_pause_age.map(|s| s.0),
-        })
-        .collect();
+    let drain_timeout = parse_section(&mut problems, Section::Pause, dt, base_dt);
+    let deletion_timeout = parse_section(
+        &mut problems,
+        Section::Deletion,
+        given.deletion_timeout.unwrap_or_default(),
+        base.deletion_timeout.unwrap_or_default(),
+    );
     let rbac = fr.rbac.map(|r| RbacPolicy {
         verb: pick_or(
             &mut problems,
@@ -322,22 +256,8 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
         namespace_strategy_of(ns_strategy, (&users, &groups), rbac.as_ref(), &mut problems);
     let policy = Policy {
         mode,
-        drain_timeout: DrainTimeout {
-            rules,
-            no_timeout_seconds: pick_or(
-                &mut problems,
-                dt.no_timeout_seconds,
-                base_dt.no_timeout_seconds,
-                "drainTimeout.noTimeoutSeconds",
-            ),
-            default_recycle_scale_factor: pick_or(
-                &mut problems,
-                dt.default_recycle_scale_factor,
-                base_dt.default_recycle_scale_factor,
-                "drainTimeout.defaultRecycleScaleFactor",
-            ),
-            namespaces,
-        },
+        drain_timeout,
+        deletion_timeout,
         force_reapply: ForceReapply {
             users,
             groups,
@@ -424,34 +344,14 @@ fn pick_or<T: Default>(
 
 /// The policy in the file's schema, every key spelled out.
 fn to_file(policy: &Policy) -> PolicyFile {
-    let dt = &policy.drain_timeout;
     let fr = &policy.force_reapply;
     PolicyFile {
         mode: Some(match policy.mode {
             Mode::Enforce => ModeSpec::Enforce,
             Mode::Warn => ModeSpec::Warn,
         }),
-        drain_timeout: Some(DrainTimeoutFile {
-            default: Some(DefaultSpec(dt.rules.default)),
-            no_timeout_seconds: Some(dt.no_timeout_seconds),
-            allow_no_timeout: Some(dt.rules.allow_no_timeout),
-            min: Some(Seconds(dt.rules.min)),
-            max: Some(Seconds(dt.rules.max)),
-            default_recycle_scale_factor: Some(dt.default_recycle_scale_factor),
-            namespaces: Some(
-                dt.namespaces
-                    .iter()
-                    .map(|ns| NamespaceFile {
-                        patterns: ns.patterns.clone(),
-                        default: Some(DefaultSpec(ns.rules.default)),
-                        allow_no_timeout: Some(ns.rules.allow_no_timeout),
-                        min: Some(Seconds(ns.rules.min)),
-                        max: Some(Seconds(ns.rules.max)),
-                        min_pause_age: ns.min_pause_age_seconds.map(Seconds),
-                    })
-                    .collect(),
-            ),
-        }),
+        drain_timeout: Some(render_section(Section::Pause, &policy.drain_timeout)),
+        deletion_timeout: Some(render_section(Section::Deletion, &policy.deletion_timeout)),
         force_reapply: Some(ForceReapplyFile {
             users: Some(fr.users.iter().cloned().collect()),
             groups: Some(fr.groups.iter().cloned().collect()),
@@ -566,347 +466,4 @@ impl Policy {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::model::DefaultTimeout;
-
-    fn problems(yaml: &str) -> String {
-        match Policy::from_yaml(yaml) {
-            Ok(p) => panic!("expected an error for {yaml:?}, got {p:?}"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn built_in_text_sets_every_key() {
-        let (raw, optional) = built_in_files().expect("built-in parses");
-        let rbac = optional
-            .force_reapply
-            .and_then(|f| f.rbac)
-            .expect("rbac defaults");
-        assert!(rbac.verb.is_some() && rbac.cache_ttl.is_some() && rbac.timeout.is_some());
-        assert!(
-            raw.force_reapply.as_ref().is_some_and(|f| f.rbac.is_none()),
-            "RBAC is off"
-        );
-        let dt = raw.drain_timeout.expect("drainTimeout");
-        let fr = raw.force_reapply.expect("forceReapply");
-        assert!(raw.mode.is_some());
-        assert!(dt.default.is_some() && dt.no_timeout_seconds.is_some());
-        assert!(dt.allow_no_timeout.is_some() && dt.min.is_some() && dt.max.is_some());
-        assert!(dt.default_recycle_scale_factor.is_some() && dt.namespaces.is_some());
-        assert!(fr.users.is_some() && fr.groups.is_some());
-        assert!(fr.require_pausing.is_some() && fr.gate_force_promote.is_some());
-        assert!(fr.one_shot.is_some() && fr.min_pause_age.is_some());
-    }
-
-    #[test]
-    fn namespace_strategy_defaults_to_the_force_reapply_lists() {
-        let p = Policy::built_in();
-        let ns = &p.force_reapply.namespace_strategy;
-        assert_eq!(
-            (&ns.users, &ns.groups, &ns.rbac),
-            (&p.force_reapply.users, &p.force_reapply.groups, &None)
-        );
-        let p = Policy::from_yaml(
-            "forceReapply:\n  groups: [sre]\n  rbac: {verb: force-reapply}\n  namespaceStrategy: {users: [bob], rbacVerb: namespace-strategy}\n",
-        )
-        .expect("valid");
-        let ns = &p.force_reapply.namespace_strategy;
-        assert_eq!(ns.users.iter().collect::<Vec<_>>(), ["bob"]);
-        assert_eq!(ns.groups.iter().collect::<Vec<_>>(), ["sre"]);
-        assert_eq!(
-            ns.rbac.as_ref().map(|r| r.verb.as_str()),
-            Some("namespace-strategy")
-        );
-        assert_eq!(ns.grant().key, "forceReapply.namespaceStrategy");
-        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
-        for (yaml, want) in [
-            (
-                "forceReapply:\n  namespaceStrategy: {rbacVerb: x}\n",
-                "forceReapply.namespaceStrategy.rbacVerb is set but forceReapply.rbac is not",
-            ),
-            (
-                "forceReapply:\n  rbac: {verb: a}\n  namespaceStrategy: {rbacVerb: \"a b\"}\n",
-                "forceReapply.namespaceStrategy.rbacVerb \"a b\" is not a verb",
-            ),
-            (
-                "forceReapply:\n  namespaceStrategy: {groups: [\" \"]}\n",
-                "forceReapply.namespaceStrategy.groups has an empty name",
-            ),
-        ] {
-            assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
-        }
-    }
-
-    #[test]
-    fn delete_undrained_defaults_to_the_force_reapply_lists() {
-        let p = Policy::built_in();
-        let du = &p.force_reapply.delete_undrained;
-        assert_eq!(
-            (&du.users, &du.groups, &du.rbac),
-            (&p.force_reapply.users, &p.force_reapply.groups, &None)
-        );
-        assert_eq!(
-            p.numaplane.controller_account,
-            "system:serviceaccount:numaplane-system:numaplane-sa"
-        );
-        let p = Policy::from_yaml(
-            "forceReapply:\n  groups: [sre]\n  rbac: {verb: force-reapply}\n  deleteUndrained: {users: [bob], rbacVerb: delete-undrained}\nnumaplane: {controllerAccount: ctl}\n",
-        )
-        .expect("valid");
-        let du = &p.force_reapply.delete_undrained;
-        assert_eq!(du.users.iter().collect::<Vec<_>>(), ["bob"]);
-        assert_eq!(du.groups.iter().collect::<Vec<_>>(), ["sre"]);
-        let rbac = du.rbac.as_ref().expect("rbac");
-        assert_eq!(
-            (rbac.verb.as_str(), rbac.timeout_seconds),
-            ("delete-undrained", 2)
-        );
-        assert_eq!(p.numaplane.controller_account, "ctl");
-        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
-        for (yaml, want) in [
-            (
-                "forceReapply:\n  deleteUndrained: {rbacVerb: x}\n",
-                "rbacVerb is set but forceReapply.rbac is not",
-            ),
-            ("forceReapply:\n  deleteUndrained: {user: [x]}\n", "user"),
-            (
-                "numaplane: {controllerAccount: \"\"}\n",
-                "numaplane.controllerAccount is empty",
-            ),
-        ] {
-            assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
-        }
-    }
-
-    #[test]
-    fn the_deleters_the_rollout_gate_and_numaflows_account() {
-        let p = Policy::built_in();
-        let du = &p.force_reapply.delete_undrained;
-        assert_eq!(
-            du.system_deleters.iter().collect::<Vec<_>>(),
-            crate::kinds::SYSTEM_DELETERS
-        );
-        assert!(!du.gate_rollout_deletes);
-        assert_eq!(
-            p.numaflow.controller_account,
-            crate::kinds::NUMAFLOW_CONTROLLER
-        );
-        let p = Policy::from_yaml(
-            "forceReapply:\n  deleteUndrained: {systemDeleters: [gc], gateRolloutDeletes: true}\nnumaflow: {controllerAccount: nf}\n",
-        )
-        .expect("valid");
-        let du = &p.force_reapply.delete_undrained;
-        assert_eq!(du.system_deleters.iter().collect::<Vec<_>>(), ["gc"]);
-        assert!(du.gate_rollout_deletes);
-        // The lists still default to forceReapply's.
-        assert_eq!(du.users, p.force_reapply.users);
-        assert_eq!(p.numaflow.controller_account, "nf");
-        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
-        let yaml = "numaflow: {controllerAccount: \" \"}\n";
-        assert!(
-            problems(yaml).contains("numaflow.controllerAccount is empty"),
-            "{}",
-            problems(yaml)
-        );
-    }
-
-    #[test]
-    fn durations_in_every_accepted_form() {
-        let p = Policy::from_yaml("drainTimeout:\n  min: 45\n  max: 1h30m\n").expect("valid");
-        assert_eq!(
-            (p.drain_timeout.rules.min, p.drain_timeout.rules.max),
-            (45, 5400)
-        );
-    }
-
-    #[test]
-    fn empty_file_is_the_built_in_policy() {
-        assert_eq!(Policy::from_yaml("").expect("empty"), Policy::built_in());
-        assert_eq!(
-            Policy::from_yaml("# nothing\n").expect("comments"),
-            Policy::built_in()
-        );
-    }
-
-    #[test]
-    fn json_is_accepted() {
-        let p = Policy::from_yaml(r#"{"mode": "warn", "drainTimeout": {"max": "2h"}}"#)
-            .expect("json policy");
-        assert_eq!(p.mode, Mode::Warn);
-        assert_eq!(p.drain_timeout.rules.max, 7200);
-    }
-
-    #[test]
-    fn start_up_errors_are_precise() {
-        let cases = [
-            ("mode: strict\n", "strict"),
-            ("drainTimeout:\n  maxx: 1h\n", "maxx"),
-            ("forceReapply:\n  user: [a]\n", "user"),
-            (
-                "drainTimeout:\n  min: 2h\n  max: 1h\n",
-                "drainTimeout.min (2h) is above drainTimeout.max (1h)",
-            ),
-            (
-                "drainTimeout:\n  noTimeoutSeconds: 3600\n",
-                "must be above drainTimeout.max",
-            ),
-            (
-                "drainTimeout:\n  noTimeoutSeconds: 92233721\n",
-                "92233721 is above 92233720",
-            ),
-            (
-                "drainTimeout:\n  allowNoTimeout: false\n",
-                "default is none (no timeout) but drainTimeout.allowNoTimeout is false",
-            ),
-            (
-                "drainTimeout:\n  default: 10s\n",
-                "drainTimeout.default (10) would be denied",
-            ),
-            (
-                "drainTimeout:\n  default: 2h\n",
-                "drainTimeout.default (7200) would be denied",
-            ),
-            ("drainTimeout:\n  min: 0\n", "min must be at least 1s"),
-            ("drainTimeout:\n  min: -5\n", "negative"),
-            ("drainTimeout:\n  max: soon\n", "\"soon\" is not a duration"),
-            (
-                "drainTimeout:\n  defaultRecycleScaleFactor: 0\n",
-                "from 1 to 100",
-            ),
-            (
-                "drainTimeout:\n  defaultRecycleScaleFactor: 101\n",
-                "from 1 to 100",
-            ),
-            (
-                "drainTimeout:\n  namespaces:\n  - match: [pay]\n    allowNoTimeout: false\n",
-                "drainTimeout.namespaces[0].default is none",
-            ),
-            (
-                "drainTimeout:\n  namespaces:\n  - match: [pay]\n    maxx: 1h\n",
-                "maxx",
-            ),
-            (
-                "drainTimeout:\n  namespaces:\n  - match: []\n    max: 2h\n",
-                "match is empty",
-            ),
-            (
-                "drainTimeout:\n  namespaces:\n  - match: [\"Pay_1\"]\n",
-                "not a namespace name",
-            ),
-            (
-                "forceReapply:\n  users: [\"\"]\n",
-                "forceReapply.users has an empty name",
-            ),
-            ("mode: [\n", "invalid policy"),
-        ];
-        for (yaml, want) in cases {
-            let got = problems(yaml);
-            assert!(got.contains(want), "{yaml:?}: {got:?} lacks {want:?}");
-        }
-    }
-
-    #[test]
-    fn default_seconds_at_or_above_no_timeout_need_allow_no_timeout() {
-        let yaml = "drainTimeout:\n  default: 40000000\n  allowNoTimeout: false\n";
-        assert!(problems(yaml).contains("no timeout"));
-        let ok = Policy::from_yaml("drainTimeout:\n  default: 40000000\n").expect("allowed");
-        assert_eq!(
-            ok.drain_timeout.rules.default,
-            DefaultTimeout::Seconds(40_000_000)
-        );
-    }
-
-    #[test]
-    fn rbac_settings() {
-        let p = Policy::from_yaml("forceReapply:\n  rbac: {verb: force-reapply}\n").expect("valid");
-        let rbac = p.force_reapply.rbac.clone().expect("rbac");
-        assert_eq!(
-            (
-                rbac.verb.as_str(),
-                rbac.cache_ttl_seconds,
-                rbac.timeout_seconds
-            ),
-            ("force-reapply", 10, 2)
-        );
-        assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
-        let p =
-            Policy::from_yaml("forceReapply:\n  rbac: {verb: approve, cacheTTL: 0, timeout: 1s}\n")
-                .expect("valid");
-        assert_eq!(
-            p.force_reapply
-                .rbac
-                .map(|r| (r.cache_ttl_seconds, r.timeout_seconds)),
-            Some((0, 1))
-        );
-        assert!(Policy::built_in().force_reapply.rbac.is_none());
-        for (yaml, want) in [
-            (
-                "forceReapply:\n  rbac: {verb: \"force reapply\"}\n",
-                "is not a verb",
-            ),
-            ("forceReapply:\n  rbac: {timeout: 30s}\n", "from 1s to 10s"),
-            ("forceReapply:\n  rbac: {cacheTTL: 1h}\n", "above 5m"),
-            ("forceReapply:\n  rbac: {verbs: [x]}\n", "verbs"),
-        ] {
-            assert!(problems(yaml).contains(want), "{yaml}: {}", problems(yaml));
-        }
-    }
-
-    #[test]
-    fn rendering_round_trips() {
-        let p = Policy::from_yaml(
-            "mode: warn\ndrainTimeout:\n  default: 5m\n  max: 1h30m\n  namespaces:\n  - match: [\"pay-*\"]\n    allowNoTimeout: false\nforceReapply:\n  users: [a, \"b:c\"]\n",
-        )
-        .expect("valid");
-        let text = p.to_yaml();
-        assert_eq!(
-            Policy::from_yaml(&text).expect("rendered text parses"),
-            p,
-            "{text}"
-        );
-        assert_eq!(
-            Policy::from_yaml(&Policy::built_in().to_yaml()).expect("built-in renders"),
-            Policy::built_in()
-        );
-    }
-
-    #[test]
-    fn built_in_policy_has_the_documented_values() {
-        let p = Policy::built_in();
-        assert_eq!(p.mode, Mode::Enforce);
-        assert_eq!(p.drain_timeout.rules.default, DefaultTimeout::NoTimeout);
-        assert_eq!(p.drain_timeout.no_timeout_seconds, 31_536_000);
-        assert!(p.drain_timeout.rules.allow_no_timeout);
-        assert_eq!(p.drain_timeout.rules.min, 30);
-        assert_eq!(p.drain_timeout.rules.max, 3600);
-        assert_eq!(p.drain_timeout.default_recycle_scale_factor, 50);
-        assert!(p.drain_timeout.namespaces.is_empty());
-        assert!(
-            p.force_reapply
-                .users
-                .contains("system:serviceaccount:argocd:argocd-server")
-        );
-        assert!(p.force_reapply.groups.contains("system:masters"));
-        assert!(p.force_reapply.require_pausing);
-        assert!(p.force_reapply.gate_force_promote);
-    }
-
-    #[test]
-    fn first_matching_override_wins() {
-        let p = Policy::from_yaml(
-            "drainTimeout:\n  namespaces:\n  - match: [\"pay-*\", ledger]\n    max: 2h\n  - match: [\"*\"]\n    default: 5m\n    allowNoTimeout: false\n",
-        )
-        .expect("valid policy");
-        let scope = p.drain_timeout.scope("pay-eu");
-        assert_eq!(scope.matched, Some("pay-*"));
-        assert_eq!(scope.rules.max, 7200);
-        assert_eq!(scope.rules.min, 30, "keys not given come from above");
-        assert_eq!(p.drain_timeout.scope("ledger").rules.max, 7200);
-        let other = p.drain_timeout.scope("team-a");
-        assert_eq!(other.matched, Some("*"));
-        assert_eq!(other.rules.default, DefaultTimeout::Seconds(300));
-        assert!(!other.rules.allow_no_timeout);
-    }
-}
+mod tests;

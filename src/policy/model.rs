@@ -69,14 +69,18 @@ pub struct NamespaceRules {
     pub min_pause_age_seconds: Option<u64>,
 }
 
-/// The drain-timeout part of the policy.
+/// One drain-timeout section of the policy: `drainTimeout` (the pause
+/// timeout) or `deletionTimeout` (the deletion timeout), which share keys,
+/// checks and rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainTimeout {
     /// Cluster-wide rules.
     pub rules: TimeoutRules,
     /// The value that stands for "no timeout"; values at or above it mean no timeout.
     pub no_timeout_seconds: u64,
-    /// The recycle scale factor (percent) assumed when a rollout sets none.
+    /// The recycle scale factor (percent) assumed when a rollout sets none;
+    /// 100 (a multiplier of 1) for the deletion timeout, which Numaplane
+    /// does not multiply.
     pub default_recycle_scale_factor: u64,
     /// Overrides, first match wins.
     pub namespaces: Vec<NamespaceRules>,
@@ -315,8 +319,10 @@ pub struct RbacPolicy {
 pub struct Policy {
     /// enforce or warn.
     pub mode: Mode,
-    /// Drain-timeout rules.
+    /// The pause timeout's rules (`drainTimeout`).
     pub drain_timeout: DrainTimeout,
+    /// The deletion timeout's rules (`deletionTimeout`).
+    pub deletion_timeout: DrainTimeout,
     /// Forced re-apply rules.
     pub force_reapply: ForceReapply,
     /// What happens to a forcePromote left on.

@@ -4,9 +4,8 @@
 //! assessment.
 
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::PipelineRollout;
+use super::{LifecycleKey, PipelineRollout, TimeoutSlot};
 use crate::lenient::{Obj, Text};
 
 /// Numaflow's deletion timeout when a Pipeline sets none (Numaflow v1.8,
@@ -81,34 +80,19 @@ impl PipelineRollout {
     /// next read the Pipeline's `metadata.deletionGracePeriodSeconds`,
     /// which Numaplane never sets.)
     pub fn deletion_timeout(&self) -> DeletionTimeout {
-        let lifecycle = self
-            .spec
-            .get()
-            .and_then(|s| s.pipeline.get())
-            .and_then(|p| p.spec.get())
-            .and_then(|s| s.lifecycle.get());
         let fields = [
-            (
-                DELETION_FIELD,
-                lifecycle.and_then(|l| l.deletion_grace_period_seconds.as_ref()),
-            ),
-            (
-                DEPRECATED_DELETION_FIELD,
-                lifecycle.and_then(|l| l.delete_grace_period_seconds.as_ref()),
-            ),
+            (DELETION_FIELD, LifecycleKey::Deletion),
+            (DEPRECATED_DELETION_FIELD, LifecycleKey::DeprecatedDeletion),
         ];
-        for (path, value) in fields {
-            match value {
-                None | Some(Value::Null) => continue,
-                Some(value) => {
-                    return match value.as_i64() {
-                        Some(seconds) => DeletionTimeout::Set { path, seconds },
-                        None => DeletionTimeout::Unreadable {
-                            path,
-                            value: value.to_string().chars().take(20).collect(),
-                        },
-                    };
-                }
+        for (path, key) in fields {
+            if let TimeoutSlot::Set(value) = self.lifecycle_timeout(key) {
+                return match value.as_i64() {
+                    Some(seconds) => DeletionTimeout::Set { path, seconds },
+                    None => DeletionTimeout::Unreadable {
+                        path,
+                        value: value.to_string().chars().take(20).collect(),
+                    },
+                };
             }
         }
         DeletionTimeout::Default

@@ -50,8 +50,9 @@ pub struct Export {
     /// fails on these): today a `minPauseAge` above 0.
     pub inexpressible: Vec<String>,
     /// What the export leaves to the webhook by design, whatever the
-    /// policy: the kinds other than PipelineRollout, rules 13 to 15 and
-    /// 19 to 21 (`--strict` names these and still succeeds).
+    /// policy: the kinds other than PipelineRollout, rules 13 to 15, the
+    /// deletion timeout (rules 16 to 18), a child Pipeline's lifecycle and
+    /// rules 19 to 21 (`--strict` names these and still succeeds).
     pub left_out: Vec<String>,
     /// What each validation checks, in order (the comment block lists them).
     pub validations: Vec<&'static str>,
@@ -175,6 +176,8 @@ pub fn left_out() -> Vec<String> {
     vec![
         "MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices, InterStepBufferServices and Numaplane's namespace-level ConfigMaps (rules 23 and 24): this policy matches PipelineRollouts only; keep the webhook's validate-children, validate-monovertexrollouts, validate-isbservicerollouts and validate-namespace-config webhooks for them".to_owned(),
         "rules 13 to 15 on PipelineRollouts: the force-promote label and marked-for-deletion in spec.pipeline.metadata, and Numaplane's bookkeeping keys there".to_owned(),
+        "rules 16 to 18 on PipelineRollouts: the deletion timeout (spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds, or the deprecated deleteGracePeriodSeconds) against deletionTimeout, and the warnings about the field Numaflow does not read".to_owned(),
+        "a child Pipeline's own lifecycle (spec.lifecycle's pauseGracePeriodSeconds, deletionGracePeriodSeconds, deleteGracePeriodSeconds, rules 2 to 4 and 16 to 18): the validate-children webhook judges it".to_owned(),
         "rules 19 to 21: pause-timestamp (on Pipelines and in spec.pipeline.metadata), and every DELETE (a rollout's child, and a PipelineRollout's warning and forceReapply.deleteUndrained.gateRolloutDeletes): this policy matches CREATE and UPDATE only; keep the webhooks' DELETE rules".to_owned(),
     ]
 }
@@ -182,7 +185,7 @@ pub fn left_out() -> Vec<String> {
 fn not_covered(policy: &Policy) -> Vec<String> {
     let mut lines = left_out();
     lines.extend([
-        "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
+        "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout, and deletionTimeout.default where it sets no deletion timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
     ]);
     if policy.force_reapply.one_shot {
         lines.push("the one-shot reset (forceReapply.oneShot): /mutate and the sweeper set allow-data-loss back to \"false\" once the pause is over".to_owned());

@@ -14,6 +14,15 @@ pub const TIMEOUT_PATH: [&str; 5] = [
     "pauseGracePeriodSeconds",
 ];
 
+/// Where the deletion timeout lives.
+pub const DELETION_TIMEOUT_PATH: [&str; 5] = [
+    "spec",
+    "pipeline",
+    "spec",
+    "lifecycle",
+    "deletionGracePeriodSeconds",
+];
+
 /// The object that holds the drain timeout.
 pub const LIFECYCLE_PATH: [&str; 4] = ["spec", "pipeline", "spec", "lifecycle"];
 
@@ -87,6 +96,11 @@ impl PipelineRolloutDoc {
     /// The drain timeout, `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
     pub fn with_timeout(self, value: impl Into<Value>) -> Self {
         self.with_field(&TIMEOUT_PATH, value)
+    }
+
+    /// The deletion timeout, `spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds`.
+    pub fn with_deletion_timeout(self, value: impl Into<Value>) -> Self {
+        self.with_field(&DELETION_TIMEOUT_PATH, value)
     }
 
     /// `spec.pipeline.spec.lifecycle` itself.

@@ -142,6 +142,9 @@ pub const PIPELINE_ROLLOUT_RULES: &[Rule] = &[
     Rule::ForcePromoteLabel,
     Rule::DeleteUndrained,
     Rule::Bookkeeping,
+    Rule::DeletionTimeoutInteger,
+    Rule::DeletionTimeoutRange,
+    Rule::DeletionTimeoutOverflow,
     Rule::HpaRider,
 ];
 

@@ -299,14 +299,22 @@ impl Judge<'_> {
                     .unwrap_or_else(|| result(rule, Status::Pass, None)),
                 Rule::DeleteUndrained => template_deletion_state(view, kind)
                     .unwrap_or_else(|| result(rule, Status::Pass, None)),
-                Rule::TimeoutRange | Rule::TimeoutOverflow if unreachable => result(
-                    rule,
-                    Status::Skip,
-                    Some(format!(
-                        "the drain timeout cannot be read (see {})",
-                        Rule::TimeoutInteger.name()
-                    )),
-                ),
+                Rule::TimeoutRange
+                | Rule::TimeoutOverflow
+                | Rule::DeletionTimeoutInteger
+                | Rule::DeletionTimeoutRange
+                | Rule::DeletionTimeoutOverflow
+                    if unreachable =>
+                {
+                    result(
+                        rule,
+                        Status::Skip,
+                        Some(format!(
+                            "the drain timeout cannot be read (see {})",
+                            Rule::TimeoutInteger.name()
+                        )),
+                    )
+                }
                 _ => result(rule, Status::Pass, None),
             };
             results.push(result);

@@ -1,7 +1,9 @@
 //! The admission rules, as pure functions of the policy and the write they
 //! judge ([`RolloutWrite`]).
 //!
-//! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
+//! Each concern returns its findings: [`timeout`] (rules 2 to 4),
+//! [`deletion_timeout`] (rules 16 to 18), [`child_lifecycle`] (a child
+//! Pipeline's own timeouts, by rules 2 to 4 and 16 to 18), [`force`]
 //! (rules 5 to 7 and 11), [`force_promote_reset`] (rule 12),
 //! [`numaplane_keys`] (rules 13 to 15, on children and rollouts' child
 //! templates), [`pause_timestamp`] (rule 19), [`deletes`] (rules 20 and
@@ -16,9 +18,11 @@
 //! [`Rule`] numbers and names every rule, for violations, metrics, the
 //! audit's reports and docs/rules.md.
 
+pub mod child_lifecycle;
 pub mod decision;
 pub mod defaulting;
 pub mod deletes;
+pub mod deletion_timeout;
 pub mod force;
 pub mod force_promote_reset;
 pub mod namespace_strategy;
@@ -29,6 +33,7 @@ pub mod rollout_write;
 pub mod rule;
 pub mod stale_force_reset;
 pub mod timeout;
+pub mod timeout_field;
 pub mod violation;
 
 pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
@@ -38,7 +43,8 @@ pub use namespace_strategy::{StrategyValidation, StrategyWrite};
 pub use numaplane_keys::KeyGates;
 pub use rollout_write::{Operation, RolloutWrite};
 pub use rule::Rule;
-pub use timeout::check_timeout;
+pub use timeout::{Overflow, check_timeout};
+pub use timeout_field::{Drain, TimeoutField};
 pub use violation::{NotActable, NotPausing, PauseAgeProblem, Violation};
 
 use super::model::{Grant, Mode, Policy};
@@ -54,6 +60,9 @@ pub struct Validation<'a> {
     gates: ForceGates,
     keys: KeyGates,
     deletes: DeleteGates,
+    /// Warnings that need no permission: the deprecated or ignored
+    /// deletion timeout.
+    notes: Vec<String>,
 }
 
 /// The requester's permissions, one per grant the gates read.
@@ -80,12 +89,20 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
             gates,
             keys: KeyGates::default(),
             deletes,
+            notes: Vec::new(),
         };
     }
     let mut findings: Vec<Finding> = force::metadata_finding(&write).into_iter().collect();
+    let mut notes = Vec::new();
     if write.is_pipeline_rollout() {
         findings.extend(timeout::findings(&policy.drain_timeout, &write));
+        let deletion = deletion_timeout::rollout_findings(&policy.deletion_timeout, &write);
+        findings.extend(deletion.findings);
+        notes.extend(deletion.warnings);
     }
+    let child = child_lifecycle::findings(policy, &write);
+    findings.extend(child.findings);
+    notes.extend(child.warnings);
     findings.extend(force::annotation_finding(&write));
     findings.extend(numaplane_keys::findings(policy, &write));
     findings.extend(pause_timestamp::finding(policy, &write));
@@ -97,6 +114,7 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
         gates,
         keys,
         deletes,
+        notes,
     }
 }
 
@@ -167,7 +185,10 @@ impl Validation<'_> {
     /// ones, or the answers of whoever was asked).
     pub fn finish(self, permissions: &Permissions) -> Decision {
         let permission = &permissions.force;
-        let mut decision = Decision::default();
+        let mut decision = Decision {
+            warnings: self.notes,
+            ..Decision::default()
+        };
         // Rule 8: a violation whose inputs are unchanged warns.
         for finding in self.findings {
             if finding.unchanged {

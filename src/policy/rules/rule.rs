@@ -50,6 +50,14 @@ pub enum Rule {
     /// template and maps holding them are objects). Named, like rule 13,
     /// for the child template.
     Bookkeeping,
+    /// 16: the deletion timeout (`deletionGracePeriodSeconds`, or the
+    /// deprecated `deleteGracePeriodSeconds`) is a JSON integer (and can be
+    /// reached), on a PipelineRollout and on a child Pipeline.
+    DeletionTimeoutInteger = 16,
+    /// 17: the deletion timeout is in the namespace's `deletionTimeout` range.
+    DeletionTimeoutRange = 17,
+    /// 18: the deletion timeout fits Numaflow's clock.
+    DeletionTimeoutOverflow = 18,
     /// 19: `numaflow.numaproj.io/pause-timestamp` is set or changed by
     /// Numaflow's controller only (and never in a rollout's child template).
     PauseTimestamp = 19,
@@ -72,7 +80,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 22] = [
+    pub const ALL: [Rule; 25] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -89,6 +97,9 @@ impl Rule {
         Rule::ForcePromoteLabel,
         Rule::DeleteUndrained,
         Rule::Bookkeeping,
+        Rule::DeletionTimeoutInteger,
+        Rule::DeletionTimeoutRange,
+        Rule::DeletionTimeoutOverflow,
         Rule::PauseTimestamp,
         Rule::DeleteChild,
         Rule::DeleteRollout,
@@ -123,6 +134,9 @@ impl Rule {
             Self::ForcePromoteLabel => "template-force-promote",
             Self::DeleteUndrained => "template-delete-undrained",
             Self::Bookkeeping => "template-bookkeeping",
+            Self::DeletionTimeoutInteger => "deletion-timeout-integer",
+            Self::DeletionTimeoutRange => "deletion-timeout-range",
+            Self::DeletionTimeoutOverflow => "deletion-timeout-overflow",
             Self::PauseTimestamp => "pause-timestamp",
             Self::DeleteChild => "delete-child",
             Self::DeleteRollout => "delete-rollout",
@@ -148,6 +162,9 @@ impl Rule {
                 | Self::ForcePromoteLabel
                 | Self::DeleteUndrained
                 | Self::Bookkeeping
+                | Self::DeletionTimeoutInteger
+                | Self::DeletionTimeoutRange
+                | Self::DeletionTimeoutOverflow
                 | Self::PauseTimestamp
                 | Self::DeleteChild
                 | Self::DeleteRollout
@@ -197,7 +214,9 @@ mod tests {
         let numbers: Vec<u8> = Rule::denying().map(Rule::number).collect();
         assert_eq!(
             numbers,
-            [0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 19, 20, 21, 23, 24]
+            [
+                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24
+            ]
         );
     }
 }

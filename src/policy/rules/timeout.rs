@@ -1,14 +1,29 @@
-//! Rules 2 to 4: the drain timeout is an integer within the scope's range,
-//! and the recycle path's multiplier does not overflow Numaflow's clock.
+//! Rules 2 to 4 (the pause timeout) and, through the same checks, rules 16
+//! to 18 (the deletion timeout): a drain timeout is an integer within the
+//! scope's range and does not overflow Numaflow's clock (for the pause
+//! timeout of a rollout, after the recycle path's multiplier).
 
 use serde_json::Value;
 
 use super::decision::Finding;
 use super::rollout_write::RolloutWrite;
+use super::timeout_field::{Drain, TimeoutField};
 use super::violation::{Violation, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, Scope};
 use crate::rollout::{PipelineRollout, TimeoutSlot};
+
+/// How the overflow rule (4 or 18) reads a timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// Multiplied by Numaplane's recycle path, with this scale factor
+    /// (percent, 1 to 100): a rollout's pause timeout.
+    Recycle(u64),
+    /// As it is: Numaflow reads it straight.
+    Clock,
+    /// Not checked (the scale factor is itself invalid, which is reported).
+    Skip,
+}
 
 /// The findings of rules 2 to 4 for one request, each with whether its
 /// inputs are unchanged from the stored object.
@@ -16,7 +31,6 @@ pub fn findings(dt: &DrainTimeout, write: &RolloutWrite<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
     let object = write.object;
     let old = write.old();
-    let scope = dt.scope(write.namespace);
     let timeout = object.timeout();
     let timeout_unchanged = old.is_some_and(|o| o.timeout() == timeout);
     let scale = scale_factor(object, dt);
@@ -27,38 +41,69 @@ pub fn findings(dt: &DrainTimeout, write: &RolloutWrite<'_>) -> Vec<Finding> {
             .unwrap_or_else(|| Value::from(dt.default_recycle_scale_factor))
     };
     let scale_unchanged = old.is_some_and(|o| effective_scale(o) == effective_scale(object));
-    let mut push = |violation, unchanged| {
-        found.push(Finding {
-            violation,
-            unchanged,
-        })
-    };
     if let Err(v) = &scale {
-        push(v.clone(), scale_unchanged);
+        found.push(Finding {
+            violation: v.clone(),
+            unchanged: scale_unchanged,
+        });
     }
-    match timeout {
-        TimeoutSlot::Unset { .. } => {}
-        TimeoutSlot::Blocked { path, found: kind } => push(
-            Violation::TimeoutUnreachable { path, found: kind },
-            timeout_unchanged,
-        ),
-        TimeoutSlot::Set(value) => match integer(value) {
-            None => push(
-                Violation::TimeoutNotInteger { value: show(value) },
-                timeout_unchanged,
-            ),
-            Some(seconds) => {
-                for v in check_timeout(seconds, &scope, dt, scale.as_ref().ok().copied()) {
-                    let unchanged = match v {
-                        Violation::TimeoutOverflows { .. } => timeout_unchanged && scale_unchanged,
-                        _ => timeout_unchanged,
-                    };
-                    push(v, unchanged);
-                }
-            }
-        },
+    let overflow = scale
+        .as_ref()
+        .map_or(Overflow::Skip, |s| Overflow::Recycle(*s));
+    let judged = JudgedSlot {
+        field: TimeoutField::ROLLOUT_PAUSE,
+        slot: &timeout,
+        unchanged: timeout_unchanged,
+    };
+    for mut finding in judged.findings(dt, write.namespace, overflow) {
+        if matches!(finding.violation, Violation::TimeoutOverflows { .. }) {
+            finding.unchanged &= scale_unchanged;
+        }
+        found.push(finding);
     }
     found
+}
+
+/// One drain-timeout field as a write leaves it: where it stands, and
+/// whether the stored object has it the same.
+#[derive(Debug, Clone, Copy)]
+pub struct JudgedSlot<'s, 'v> {
+    /// The field.
+    pub field: TimeoutField,
+    /// Where it stands in the object.
+    pub slot: &'s TimeoutSlot<'v>,
+    /// Whether the stored object has the same (rule 8).
+    pub unchanged: bool,
+}
+
+impl JudgedSlot<'_, '_> {
+    /// The integer, range and overflow findings for this field in
+    /// `namespace`, under `dt`'s rules.
+    pub fn findings(&self, dt: &DrainTimeout, namespace: &str, overflow: Overflow) -> Vec<Finding> {
+        let field = self.field;
+        let violations = match self.slot {
+            TimeoutSlot::Unset { .. } => Vec::new(),
+            TimeoutSlot::Blocked { path, found } => vec![Violation::TimeoutUnreachable {
+                field,
+                path,
+                found: *found,
+            }],
+            TimeoutSlot::Set(value) => match integer(value) {
+                None => vec![Violation::TimeoutNotInteger {
+                    field,
+                    value: show(value),
+                }],
+                Some(seconds) => check_timeout(seconds, field, &dt.scope(namespace), dt, overflow),
+            },
+        };
+        violations
+            .into_iter()
+            .map(|violation| Finding {
+                violation,
+                unchanged: self.unchanged,
+            })
+            .collect()
+    }
 }
 
 /// The allowed values of a scope, as advice.
@@ -88,56 +133,67 @@ fn scale_factor(object: &PipelineRollout, dt: &DrainTimeout) -> Result<u64, Viol
     }
 }
 
-/// Rules 3 and 4 for a timeout of `seconds`, with recycle scale factor
-/// `scale_factor` (percent, 1 to 100; `None` skips the overflow check).
+/// The range and overflow rules (3 and 4, or 17 and 18) for `field` set to
+/// `seconds`, under `scope`.
 pub fn check_timeout(
     seconds: i128,
+    field: TimeoutField,
     scope: &Scope<'_>,
     dt: &DrainTimeout,
-    scale_factor: Option<u64>,
+    overflow: Overflow,
 ) -> Vec<Violation> {
     let mut found = Vec::new();
     let rules = scope.rules;
     let no_timeout = i128::from(dt.no_timeout_seconds);
+    let scope_text = match field.drain {
+        Drain::Pause => scope.to_string(),
+        Drain::Deletion => format!("{} in {scope}", field.section()),
+    };
     if seconds < i128::from(rules.min) {
         found.push(Violation::TimeoutTooShort {
+            field,
             value: seconds,
             min: rules.min,
-            min_text: format_seconds(rules.min),
-            scope: scope.to_string(),
-            zero: if seconds < 1 {
-                " (0 or less ends the pause at once, without draining)"
-            } else {
-                ""
-            },
+            scope: scope_text.clone(),
             fix: allowed_values(scope, dt),
         });
     } else if seconds > i128::from(rules.max) && seconds < no_timeout {
         found.push(Violation::TimeoutTooLong {
+            field,
             value: seconds,
             max: rules.max,
             max_text: format_seconds(rules.max),
-            scope: scope.to_string(),
+            scope: scope_text.clone(),
             fix: allowed_values(scope, dt),
         });
     } else if seconds >= no_timeout && !rules.allow_no_timeout {
         found.push(Violation::NoTimeoutNotAllowed {
+            field,
             value: seconds,
             no_timeout: dt.no_timeout_seconds,
-            scope: scope.to_string(),
+            scope: scope_text.clone(),
             fix: allowed_values(scope, dt),
         });
     }
-    if let Some(s) = scale_factor.filter(|s| *s >= 1) {
-        let multiplier = 100u64.div_ceil(s);
-        if seconds * i128::from(multiplier) > i128::from(MAX_CLOCK_SECONDS) {
-            found.push(Violation::TimeoutOverflows {
+    match overflow {
+        Overflow::Recycle(s) if s >= 1 => {
+            let multiplier = 100u64.div_ceil(s);
+            if seconds * i128::from(multiplier) > i128::from(MAX_CLOCK_SECONDS) {
+                found.push(Violation::TimeoutOverflows {
+                    value: seconds,
+                    multiplier,
+                    scale_factor: s,
+                    largest: MAX_CLOCK_SECONDS / multiplier,
+                });
+            }
+        }
+        Overflow::Clock if seconds > i128::from(MAX_CLOCK_SECONDS) => {
+            found.push(Violation::ClockOverflow {
+                field,
                 value: seconds,
-                multiplier,
-                scale_factor: s,
-                largest: MAX_CLOCK_SECONDS / multiplier,
             });
         }
+        _ => {}
     }
     found
 }

@@ -6,6 +6,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::rule::Rule;
+use super::timeout_field::TimeoutField;
 use crate::kinds::{
     FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, PAUSE_TIMESTAMP, UPGRADE_STATE, UPGRADE_STRATEGY_KEY,
 };
@@ -29,45 +30,50 @@ pub enum NotPausing {
 pub enum Violation {
     /// An object on the way to the timeout is not an object.
     #[error(
-        "{path} is {found}, not an object, so {TIMEOUT_FIELD} cannot be read or set: make {path} an object as the PipelineRollout CRD describes"
+        "{path} is {found}, not an object, so {field} cannot be read or set: make {path} an object as the {} CRD describes",
+        crd_of(*field)
     )]
     TimeoutUnreachable {
+        /// The timeout that cannot be reached.
+        field: TimeoutField,
         /// The dotted path of the bad value.
         path: &'static str,
         /// What it is.
         found: JsonKind,
     },
-    /// Rule 2: the timeout is not a JSON integer.
+    /// Rules 2 and 16: the timeout is not a JSON integer.
     #[error(
-        "{TIMEOUT_FIELD} is {value}, which is not an integer number of seconds: write an integer, e.g. 3600 for 1h"
+        "{field} is {value}, which is not an integer number of seconds: write an integer, e.g. 3600 for 1h"
     )]
     TimeoutNotInteger {
+        /// The timeout.
+        field: TimeoutField,
         /// The value as JSON.
         value: String,
     },
-    /// Rule 3: below 1 or below the minimum.
+    /// Rules 3 and 17: below 1 or below the minimum.
     #[error(
-        "{TIMEOUT_FIELD} is {value}, below the minimum of {min} ({min_text}) set by {scope}{zero}: {fix}"
+        "{field} is {value}, below the minimum of {min} ({}) set by {scope}{}: {fix}",
+        format_seconds(*min),
+        if *value < 1 { field.zero_effect() } else { "" }
     )]
     TimeoutTooShort {
+        /// The timeout.
+        field: TimeoutField,
         /// The value.
         value: i128,
         /// The minimum in force.
         min: u64,
-        /// The minimum as a duration.
-        min_text: String,
         /// Which scope.
         scope: String,
-        /// Extra words for 0 and negative values.
-        zero: &'static str,
         /// The allowed values.
         fix: String,
     },
-    /// Rule 3: above the maximum but not "no timeout".
-    #[error(
-        "{TIMEOUT_FIELD} is {value}, above the maximum of {max} ({max_text}) set by {scope}: {fix}"
-    )]
+    /// Rules 3 and 17: above the maximum but not "no timeout".
+    #[error("{field} is {value}, above the maximum of {max} ({max_text}) set by {scope}: {fix}")]
     TimeoutTooLong {
+        /// The timeout.
+        field: TimeoutField,
         /// The value.
         value: i128,
         /// The maximum in force.
@@ -79,11 +85,13 @@ pub enum Violation {
         /// The allowed values.
         fix: String,
     },
-    /// Rule 3: "no timeout" where it is not allowed.
+    /// Rules 3 and 17: "no timeout" where it is not allowed.
     #[error(
-        "{TIMEOUT_FIELD} is {value}, which means no timeout (at or above {no_timeout}), and {scope} does not allow no timeout: {fix}"
+        "{field} is {value}, which means no timeout (at or above {no_timeout}), and {scope} does not allow no timeout: {fix}"
     )]
     NoTimeoutNotAllowed {
+        /// The timeout.
+        field: TimeoutField,
         /// The value.
         value: i128,
         /// noTimeoutSeconds.
@@ -106,6 +114,18 @@ pub enum Violation {
         scale_factor: u64,
         /// The largest value that does not overflow.
         largest: u64,
+    },
+    /// Rules 4 and 18: the timeout, as Numaflow reads it (no multiplier),
+    /// overflows its clock.
+    #[error(
+        "{field} is {value}; Numaflow counts it in Go's time.Duration, which overflows above {MAX_CLOCK_SECONDS} seconds: set at most {MAX_CLOCK_SECONDS}, or the {} policy's no-timeout value if it allows one",
+        field.section()
+    )]
+    ClockOverflow {
+        /// The timeout.
+        field: TimeoutField,
+        /// The value.
+        value: i128,
     },
     /// Rule 4: the scale factor is not an integer percent from 1 to 100.
     #[error(
@@ -383,6 +403,15 @@ impl fmt::Display for PauseAgeProblem {
     }
 }
 
+/// The CRD that describes the object holding `field`.
+fn crd_of(field: TimeoutField) -> &'static str {
+    if field.path.starts_with("spec.pipeline.") {
+        "PipelineRollout"
+    } else {
+        "Pipeline"
+    }
+}
+
 fn gate_reasons(refused: Option<&str>, state: Option<&NotActable>, action: &str) -> String {
     let mut reasons = Vec::new();
     if let Some(why) = refused {
@@ -433,12 +462,13 @@ impl Violation {
     /// The rule this violation breaks (docs/rules.md).
     pub fn rule(&self) -> Rule {
         match self {
-            Self::TimeoutUnreachable { .. } | Self::TimeoutNotInteger { .. } => {
-                Rule::TimeoutInteger
+            Self::TimeoutUnreachable { field, .. } | Self::TimeoutNotInteger { field, .. } => {
+                field.rules()[0]
             }
-            Self::TimeoutTooShort { .. }
-            | Self::TimeoutTooLong { .. }
-            | Self::NoTimeoutNotAllowed { .. } => Rule::TimeoutRange,
+            Self::TimeoutTooShort { field, .. }
+            | Self::TimeoutTooLong { field, .. }
+            | Self::NoTimeoutNotAllowed { field, .. } => field.rules()[1],
+            Self::ClockOverflow { field, .. } => field.rules()[2],
             Self::TimeoutOverflows { .. } | Self::ScaleFactorInvalid { .. } => {
                 Rule::TimeoutOverflow
             }
@@ -466,20 +496,36 @@ impl Violation {
     /// A one-line summary for warnings (kubectl shows them; kept short).
     pub fn summary(&self) -> String {
         match self {
-            Self::TimeoutUnreachable { path, found } => {
-                format!("{path} is {found}, not an object: no drain timeout can be set")
+            Self::TimeoutUnreachable { path, found, field } => {
+                format!(
+                    "{path} is {found}, not an object: no {} can be set",
+                    field.name()
+                )
             }
-            Self::TimeoutNotInteger { value } => {
-                format!("{SHORT_TIMEOUT} {value} is not an integer number of seconds")
+            Self::TimeoutNotInteger { value, field } => {
+                format!(
+                    "{} {value} is not an integer number of seconds",
+                    field.name()
+                )
             }
-            Self::TimeoutTooShort { value, min, .. } => {
-                format!("{SHORT_TIMEOUT} {value} is below the minimum {min}")
+            Self::TimeoutTooShort {
+                value, min, field, ..
+            } => {
+                format!("{} {value} is below the minimum {min}", field.name())
             }
-            Self::TimeoutTooLong { value, max, .. } => {
-                format!("{SHORT_TIMEOUT} {value} is above the maximum {max}")
+            Self::TimeoutTooLong {
+                value, max, field, ..
+            } => {
+                format!("{} {value} is above the maximum {max}", field.name())
             }
-            Self::NoTimeoutNotAllowed { value, .. } => {
-                format!("{SHORT_TIMEOUT} {value} means no timeout, which is not allowed here")
+            Self::NoTimeoutNotAllowed { value, field, .. } => {
+                format!(
+                    "{} {value} means no timeout, which is not allowed here",
+                    field.name()
+                )
+            }
+            Self::ClockOverflow { value, field } => {
+                format!("{} {value} overflows Numaflow's clock", field.name())
             }
             Self::TimeoutOverflows {
                 value, multiplier, ..
@@ -550,6 +596,11 @@ impl Violation {
             Self::TimeoutUnreachable { path, .. } | Self::MetadataMalformed { path, .. } => {
                 Some((*path).to_owned())
             }
+            Self::TimeoutNotInteger { field, .. }
+            | Self::TimeoutTooShort { field, .. }
+            | Self::TimeoutTooLong { field, .. }
+            | Self::NoTimeoutNotAllowed { field, .. }
+            | Self::ClockOverflow { field, .. } => Some(field.path.to_owned()),
             Self::ScaleFactorInvalid { .. } => Some(SCALE_FACTOR_FIELD.to_owned()),
             Self::TemplateMalformed { path, .. } => Some(path.clone()),
             Self::ForcePromoteLabelValue { path, .. }

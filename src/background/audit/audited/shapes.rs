@@ -109,7 +109,11 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
                         "spec",
                         Shape::Fields(&[(
                             "lifecycle",
-                            Shape::Fields(&[("pauseGracePeriodSeconds", Shape::Leaf)]),
+                            Shape::Fields(&[
+                                ("pauseGracePeriodSeconds", Shape::Leaf),
+                                ("deletionGracePeriodSeconds", Shape::Leaf),
+                                ("deleteGracePeriodSeconds", Shape::Leaf),
+                            ]),
                         )]),
                     ),
                     ("metadata", TEMPLATE_META),

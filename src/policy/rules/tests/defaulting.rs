@@ -12,6 +12,7 @@ use super::runner::{Mismatches, Named, run_table};
 use super::validate_case::{check_warnings_short, create, run};
 use crate::policy::Policy;
 use crate::policy::rules::{Decision, Operation, RolloutWrite, mutate};
+use crate::rollout::{LifecycleKey, TimeoutSlot};
 
 /// One `/mutate` case.
 pub(super) struct MutateCase {
@@ -241,33 +242,47 @@ fn check_mutate(case: &MutateCase, m: &mut Mismatches) -> bool {
             });
         }
     }
-    let Some(want) = case.want else {
+    let deletion = deletion_default(case);
+    if case.want.is_none() && deletion.is_none() {
         m.check(d.patch.is_empty(), || {
             format!("unexpected patch {:?}", d.patch)
         });
         m.equal("defaulted", d.defaulted, None);
         m.check(d.audit.is_empty(), || format!("audit: {:?}", d.audit));
         return false;
-    };
+    }
     let patch = json_patch::Patch(d.patch.clone());
     m.check(!patch.0.is_empty(), || "no patch".to_owned());
-    m.equal("defaulted", d.defaulted, Some(want));
-    let audit = d.audit.get("drain-timeout-default").map(String::as_str);
-    m.check(
-        audit.is_some_and(|a| a.starts_with(&format!("{want} ("))),
-        || format!("audit {audit:?}"),
-    );
+    m.equal("defaulted", d.defaulted, case.want);
+    for (key, seconds) in [
+        ("drain-timeout-default", case.want),
+        ("deletion-timeout-default", deletion),
+    ] {
+        let audit = d.audit.get(key).map(String::as_str);
+        match seconds {
+            Some(want) => m.check(
+                audit.is_some_and(|a| a.starts_with(&format!("{want} ("))),
+                || format!("audit {key} {audit:?}"),
+            ),
+            None => m.equal(key, audit, None),
+        }
+    }
     let mut patched = case.object.clone();
     if let Err(e) = json_patch::patch(&mut patched, &patch.0) {
         m.check(false, || format!("the patch {patch:?} does not apply: {e}"));
         return false;
     }
-    // T is the namespace's default ...
-    let pointer = format!("/{}", TIMEOUT_PATH.join("/"));
-    m.equal("T", patched.pointer(&pointer), Some(&json!(want)));
-    // ... and everything else is unchanged.
+    // T (and the deletion timeout) are the namespace's defaults ...
     let mut expected = case.object.clone();
-    set_field(&mut expected, &TIMEOUT_PATH, json!(want));
+    if let Some(want) = case.want {
+        let pointer = format!("/{}", TIMEOUT_PATH.join("/"));
+        m.equal("T", patched.pointer(&pointer), Some(&json!(want)));
+        set_field(&mut expected, &TIMEOUT_PATH, json!(want));
+    }
+    if let Some(seconds) = deletion {
+        set_field(&mut expected, &DELETION_PATH, json!(seconds));
+    }
+    // ... and everything else is unchanged.
     m.check(patched == expected, || {
         format!("patch {patch:?} changes more: {patched:#}")
     });
@@ -289,6 +304,9 @@ fn check_mutate(case: &MutateCase, m: &mut Mismatches) -> bool {
     });
     m.equal("defaulted again", again.defaulted, None);
     // The default passes /validate in the same namespace.
+    if case.want.is_none() {
+        return true;
+    }
     let checked = run(&create(
         &format!("{}, validated", case.name),
         PipelineRolloutDoc::from_json(patched),
@@ -299,6 +317,27 @@ fn check_mutate(case: &MutateCase, m: &mut Mismatches) -> bool {
         format!("the default is denied: {:?}", checked.denial_message())
     });
     true
+}
+
+/// Where the deletion timeout lives in a PipelineRollout.
+const DELETION_PATH: [&str; 5] = [
+    "spec",
+    "pipeline",
+    "spec",
+    "lifecycle",
+    "deletionGracePeriodSeconds",
+];
+
+/// The deletion timeout `/mutate` must write for a case: the scope's
+/// `deletionTimeout.default` when neither deletion field is set and the
+/// lifecycle can hold it.
+fn deletion_default(case: &MutateCase) -> Option<u64> {
+    let object = parse(&case.object);
+    let unset = |key| matches!(object.lifecycle_timeout(key), TimeoutSlot::Unset { .. });
+    (unset(LifecycleKey::Deletion) && unset(LifecycleKey::DeprecatedDeletion)).then(|| {
+        let dt = &case.policy.deletion_timeout;
+        dt.default_seconds(dt.scope(case.ns).rules.default)
+    })
 }
 
 /// A case of [`mutate_patch_paths`]: the object and the path of the one
@@ -355,12 +394,23 @@ fn mutate_patch_paths() {
             want: None,
             warn: None,
         });
-        m.equal("number of operations", d.patch.len(), 1);
-        match d.patch.first() {
-            Some(PatchOperation::Add(add)) => {
-                m.equal("path", add.path.to_string().as_str(), case.path)
-            }
-            other => m.check(false, || format!("not an add: {other:?}")),
-        }
+        // The pause timeout's add creates the objects on the way; the
+        // deletion timeout's then finds the lifecycle in place.
+        let paths: Vec<String> = d
+            .patch
+            .iter()
+            .map(|op| match op {
+                PatchOperation::Add(add) => add.path.to_string(),
+                other => format!("not an add: {other:?}"),
+            })
+            .collect();
+        m.equal(
+            "paths",
+            paths,
+            vec![
+                case.path.to_owned(),
+                "/spec/pipeline/spec/lifecycle/deletionGracePeriodSeconds".to_owned(),
+            ],
+        );
     });
 }

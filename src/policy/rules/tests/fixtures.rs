@@ -80,13 +80,15 @@ pub(super) fn forcers() -> Vec<(&'static str, UserInfo, bool)> {
     ]
 }
 
-/// A PipelineRollout with a valid timeout (600 s), the allow-data-loss
+/// A PipelineRollout with valid timeouts (pause 600 s, deletion 30 s), the allow-data-loss
 /// annotation (if given) and the status (if given).
 pub(super) fn rollout_with(
     allow_data_loss: Option<&str>,
     status: Option<Value>,
 ) -> PipelineRolloutDoc {
-    let mut doc = pipeline_rollout().with_timeout(600);
+    let mut doc = pipeline_rollout()
+        .with_timeout(600)
+        .with_deletion_timeout(30);
     if let Some(value) = allow_data_loss {
         doc = doc.with_allow_data_loss(value);
     }

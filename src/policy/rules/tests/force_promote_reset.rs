@@ -47,7 +47,10 @@ fn progressive(in_progress: bool, child: &str) -> Value {
 
 /// A rollout with forcePromote `on`, the record `record` and `status`.
 fn rollout(on: bool, record: Option<&str>, status: Option<Value>) -> Value {
-    let mut doc = pipeline_rollout().with_timeout(600).with_force_promote(on);
+    let mut doc = pipeline_rollout()
+        .with_timeout(600)
+        .with_deletion_timeout(30)
+        .with_force_promote(on);
     if let Some(record) = record {
         doc = doc.with_field(&["metadata", "annotations", FORCE_PROMOTE_FOR], record);
     }

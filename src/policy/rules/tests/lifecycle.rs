@@ -251,6 +251,7 @@ fn a_refused_create_asks_for_no_event_and_an_allowed_promotion_does() {
     let old = rollout(None, None);
     let promoted = pipeline_rollout()
         .with_timeout(600)
+        .with_deletion_timeout(30)
         .with_force_promote(true)
         .into_json();
     let d = validated(&p, "default", &argocd_server(), Some(&old), &promoted);
@@ -423,7 +424,7 @@ fn check_reset(case: &ResetCase, m: &mut Mismatches) {
 #[test]
 fn a_reset_and_a_default_make_one_patch_of_two_operations() {
     let old = pipeline_rollout()
-        .with_lifecycle(json!({}))
+        .with_lifecycle(json!({"deletionGracePeriodSeconds": 30}))
         .with_allow_data_loss("true")
         .into_json();
     let new = old.clone();

@@ -11,6 +11,7 @@ mod validate_case;
 mod bookkeeping_and_templates;
 mod defaulting;
 mod deletes;
+mod deletion_timeouts;
 mod force;
 mod force_promote;
 mod force_promote_reset;

@@ -1,0 +1,134 @@
+//! Rules 16 to 18: the deletion timeout, how long Numaflow drains a
+//! Pipeline being deleted before it deletes the buffers, is an integer
+//! within the namespace's `deletionTimeout` range that fits Numaflow's
+//! clock. Numaflow reads `lifecycle.deletionGracePeriodSeconds`, else the
+//! deprecated `lifecycle.deleteGracePeriodSeconds`, else 30 s
+//! (`GetTerminationGracePeriodSeconds`): the field it reads is judged, and
+//! the other one warns.
+
+use super::decision::Finding;
+use super::rollout_write::RolloutWrite;
+use super::timeout::{JudgedSlot, Overflow};
+use super::timeout_field::TimeoutField;
+use super::violation::show;
+use crate::policy::model::DrainTimeout;
+use crate::rollout::{LifecycleKey, PipelineRollout, TimeoutSlot};
+
+/// What the deletion rules found: findings (judged by rule 8 and warn mode
+/// like every other), and warnings about the field Numaflow does not read.
+#[derive(Debug, Default)]
+pub struct DeletionFindings {
+    /// Violations of rules 16 to 18.
+    pub findings: Vec<Finding>,
+    /// Warnings: the deprecated field in use, or ignored.
+    pub warnings: Vec<String>,
+}
+
+/// Where the two deletion fields of one object are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// A PipelineRollout's `spec.pipeline.spec.lifecycle`.
+    Rollout,
+    /// A child Pipeline's own `spec.lifecycle`.
+    Child,
+}
+
+impl Holder {
+    /// The deletion field and its deprecated name, as paths.
+    pub const fn fields(self) -> (TimeoutField, TimeoutField) {
+        match self {
+            Self::Rollout => (
+                TimeoutField::ROLLOUT_DELETION,
+                TimeoutField::ROLLOUT_DEPRECATED_DELETION,
+            ),
+            Self::Child => (
+                TimeoutField::CHILD_DELETION,
+                TimeoutField::CHILD_DEPRECATED_DELETION,
+            ),
+        }
+    }
+
+    /// Where `key` stands in `object`.
+    pub fn slot(self, object: &PipelineRollout, key: LifecycleKey) -> TimeoutSlot<'_> {
+        match self {
+            Self::Rollout => object.lifecycle_timeout(key),
+            Self::Child => object.child_lifecycle_timeout(key),
+        }
+    }
+}
+
+/// Rules 16 to 18 for the deletion timeout of a PipelineRollout write.
+/// A lifecycle that is not an object is reported once, by rule 2 (the
+/// pause timeout behind it cannot be read either).
+pub fn rollout_findings(dt: &DrainTimeout, write: &RolloutWrite<'_>) -> DeletionFindings {
+    judge(dt, write, Holder::Rollout, true)
+}
+
+/// Rules 16 to 18 for the deletion timeout of `holder` in `write`.
+/// `warn_ignored_always`: warn that the deprecated field is ignored
+/// whenever both differ; otherwise only when the write changes the
+/// deprecated one (Numaflow's Pipeline CRD defaults both to 30 on a child,
+/// so a child carries both).
+pub fn judge(
+    dt: &DrainTimeout,
+    write: &RolloutWrite<'_>,
+    holder: Holder,
+    warn_ignored_always: bool,
+) -> DeletionFindings {
+    let mut out = DeletionFindings::default();
+    let (field, deprecated_field) = holder.fields();
+    let current = holder.slot(write.object, LifecycleKey::Deletion);
+    let deprecated = holder.slot(write.object, LifecycleKey::DeprecatedDeletion);
+    let old = write.old();
+    let stored = |key| old.map(|o| holder.slot(o, key));
+    let old_current = stored(LifecycleKey::Deletion);
+    let old_deprecated = stored(LifecycleKey::DeprecatedDeletion);
+    let judged = match (&current, &deprecated) {
+        (TimeoutSlot::Blocked { .. }, _) => None,
+        (TimeoutSlot::Set(value), TimeoutSlot::Set(old_name)) => {
+            let deprecated_changed = old_deprecated.as_ref() != Some(&deprecated);
+            if value != old_name && (warn_ignored_always || deprecated_changed) {
+                out.warnings.push(format!(
+                    "{} {} is ignored: Numaflow uses {} {}; remove it",
+                    deprecated_field.name(),
+                    show(old_name),
+                    field.name(),
+                    show(value)
+                ));
+            }
+            Some(JudgedSlot {
+                field,
+                slot: &current,
+                unchanged: old_current.as_ref() == Some(&current),
+            })
+        }
+        (TimeoutSlot::Set(_), _) => Some(JudgedSlot {
+            field,
+            slot: &current,
+            unchanged: old_current.as_ref() == Some(&current),
+        }),
+        (TimeoutSlot::Unset { .. }, TimeoutSlot::Set(_)) => {
+            out.warnings.push(format!(
+                "{} is deprecated: rename it {} (Numaflow reads that first)",
+                deprecated_field.name(),
+                field.name()
+            ));
+            // The value Numaflow reads is the deprecated one as long as the
+            // new one stays unset.
+            let unchanged = old_deprecated.as_ref() == Some(&deprecated)
+                && old_current
+                    .as_ref()
+                    .is_some_and(|s| matches!(s, TimeoutSlot::Unset { .. }));
+            Some(JudgedSlot {
+                field: deprecated_field,
+                slot: &deprecated,
+                unchanged,
+            })
+        }
+        _ => None,
+    };
+    if let Some(judged) = judged {
+        out.findings = judged.findings(dt, write.namespace, Overflow::Clock);
+    }
+    out
+}

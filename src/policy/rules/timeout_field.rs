@@ -1,0 +1,107 @@
+//! Which drain timeout a finding is about: where it is written (a
+//! PipelineRollout's embedded pipeline spec, or a child Pipeline's own
+//! spec), and which drain it bounds (the pause: rules 2 to 4; the
+//! deletion: rules 16 to 18).
+
+use std::fmt;
+
+use super::rule::Rule;
+
+/// The drain a timeout bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// The pause: `pauseGracePeriodSeconds`, judged by `drainTimeout`.
+    Pause,
+    /// The deletion: `deletionGracePeriodSeconds` (or the deprecated
+    /// `deleteGracePeriodSeconds`), judged by `deletionTimeout`.
+    Deletion,
+}
+
+/// One drain-timeout field: its dotted path as users write it and the
+/// drain it bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutField {
+    /// The dotted path, e.g. `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
+    pub path: &'static str,
+    /// The drain it bounds.
+    pub drain: Drain,
+}
+
+impl TimeoutField {
+    /// A PipelineRollout's pause timeout.
+    pub const ROLLOUT_PAUSE: Self = Self {
+        path: "spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds",
+        drain: Drain::Pause,
+    };
+    /// A PipelineRollout's deletion timeout.
+    pub const ROLLOUT_DELETION: Self = Self {
+        path: "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds",
+        drain: Drain::Deletion,
+    };
+    /// A PipelineRollout's deprecated deletion timeout.
+    pub const ROLLOUT_DEPRECATED_DELETION: Self = Self {
+        path: "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds",
+        drain: Drain::Deletion,
+    };
+    /// A child Pipeline's pause timeout.
+    pub const CHILD_PAUSE: Self = Self {
+        path: "spec.lifecycle.pauseGracePeriodSeconds",
+        drain: Drain::Pause,
+    };
+    /// A child Pipeline's deletion timeout.
+    pub const CHILD_DELETION: Self = Self {
+        path: "spec.lifecycle.deletionGracePeriodSeconds",
+        drain: Drain::Deletion,
+    };
+    /// A child Pipeline's deprecated deletion timeout.
+    pub const CHILD_DEPRECATED_DELETION: Self = Self {
+        path: "spec.lifecycle.deleteGracePeriodSeconds",
+        drain: Drain::Deletion,
+    };
+
+    /// The field's own name (the last part of its path), for short warnings.
+    pub fn name(self) -> &'static str {
+        self.path.rsplit('.').next().unwrap_or(self.path)
+    }
+
+    /// The rules that judge this field: integer, range, overflow.
+    pub const fn rules(self) -> [Rule; 3] {
+        match self.drain {
+            Drain::Pause => [
+                Rule::TimeoutInteger,
+                Rule::TimeoutRange,
+                Rule::TimeoutOverflow,
+            ],
+            Drain::Deletion => [
+                Rule::DeletionTimeoutInteger,
+                Rule::DeletionTimeoutRange,
+                Rule::DeletionTimeoutOverflow,
+            ],
+        }
+    }
+
+    /// What a value of 0 or less does, for messages.
+    pub const fn zero_effect(self) -> &'static str {
+        match self.drain {
+            Drain::Pause => " (0 or less ends the pause at once, without draining)",
+            Drain::Deletion => {
+                " (0 or less deletes the Pipeline's buffers at once, dropping unconsumed messages)"
+            }
+        }
+    }
+
+    /// The policy section that judges this field.
+    pub const fn section(self) -> &'static str {
+        match self.drain {
+            Drain::Pause => "drainTimeout",
+            Drain::Deletion => "deletionTimeout",
+        }
+    }
+}
+
+/// The dotted path.
+impl fmt::Display for TimeoutField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.path)
+    }
+}
