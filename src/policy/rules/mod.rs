@@ -2,7 +2,7 @@
 //! judge ([`RolloutWrite`]).
 //!
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4), [`force`]
-//! (rules 5 to 7 and 11), [`force_promote_reset`] (rule 12),
+//! (rules 5 to 7 and 11), [`force_promote_reset`] (rules 12 and 25),
 //! [`numaplane_keys`] (rules 13 to 15, on children and rollouts' child
 //! templates); for `/mutate`,
 //! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
@@ -30,7 +30,7 @@ pub use numaplane_keys::KeyGates;
 pub use rollout_write::{Operation, RolloutWrite};
 pub use rule::Rule;
 pub use timeout::check_timeout;
-pub use violation::{NotActable, NotPausing, PauseAgeProblem, Violation};
+pub use violation::{NotActable, NotPausing, PauseAgeProblem, RecordProblem, Violation};
 
 use super::model::{Grant, Mode, Policy};
 use super::user::Permission;
@@ -63,6 +63,7 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
         findings.extend(timeout::findings(&policy.drain_timeout, &write));
     }
     findings.extend(force::annotation_finding(&write));
+    findings.extend(force_promote_reset::record_finding(policy, &write));
     findings.extend(numaplane_keys::findings(policy, &write));
     let gates = ForceGates::of(policy, &write);
     let keys = KeyGates::of(policy, &write);

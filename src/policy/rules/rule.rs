@@ -49,11 +49,14 @@ pub enum Rule {
     /// template and maps holding them are objects). Named, like rule 13,
     /// for the child template.
     Bookkeeping,
+    /// 25: the one-shot forcePromote's record annotation is the webhook's
+    /// own: written only by `/mutate`.
+    ForcePromoteRecord = 25,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 16] = [
+    pub const ALL: [Rule; 17] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -70,6 +73,7 @@ impl Rule {
         Rule::ForcePromoteLabel,
         Rule::DeleteUndrained,
         Rule::Bookkeeping,
+        Rule::ForcePromoteRecord,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -98,6 +102,7 @@ impl Rule {
             Self::ForcePromoteLabel => "template-force-promote",
             Self::DeleteUndrained => "template-delete-undrained",
             Self::Bookkeeping => "template-bookkeeping",
+            Self::ForcePromoteRecord => "force-promote-record",
         }
     }
 
@@ -117,6 +122,7 @@ impl Rule {
                 | Self::ForcePromoteLabel
                 | Self::DeleteUndrained
                 | Self::Bookkeeping
+                | Self::ForcePromoteRecord
         )
     }
 
@@ -151,6 +157,6 @@ mod tests {
     #[test]
     fn the_rules_that_deny_are_the_denial_metrics_series() {
         let numbers: Vec<u8> = Rule::denying().map(Rule::number).collect();
-        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15]);
+        assert_eq!(numbers, [0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 25]);
     }
 }

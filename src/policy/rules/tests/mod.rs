@@ -12,6 +12,7 @@ mod bookkeeping_and_templates;
 mod defaulting;
 mod force;
 mod force_promote;
+mod force_promote_record;
 mod force_promote_reset;
 mod lifecycle;
 mod messages;

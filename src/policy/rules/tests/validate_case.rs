@@ -28,6 +28,7 @@ pub(super) enum ViolationKind {
     PromoteLabel,
     Undrained,
     Bookkeeping,
+    Record,
 }
 
 /// The kind of `v`.
@@ -50,6 +51,7 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::ForcePromoteLabelDenied { .. } => PromoteLabel,
         Violation::DeleteUndrainedDenied { .. } => Undrained,
         Violation::BookkeepingChanged { .. } => Bookkeeping,
+        Violation::ForcePromoteRecordWritten { .. } => Record,
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }
