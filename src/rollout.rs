@@ -337,15 +337,20 @@ impl PipelineRollout {
     }
 
     /// This object without its stored forces: `allow-data-loss` when it is
-    /// "true", and `spec.strategy.progressive.forcePromote`. The audit
+    /// "true", and `spec.strategy.progressive.forcePromote` with the
+    /// one-shot record of it ([`FORCE_PROMOTE_FOR`]). The audit
     /// judges those by state, and the rest as a CREATE would be judged.
     pub fn without_stored_forces(&self) -> Self {
         let mut object = self.clone();
-        if object.forces_reapply()
-            && let Obj::Present(metadata) = &mut object.metadata
+        let reapply = object.forces_reapply();
+        if let Obj::Present(metadata) = &mut object.metadata
             && let Obj::Present(annotations) = &mut metadata.annotations
         {
-            annotations.remove(ALLOW_DATA_LOSS);
+            if reapply {
+                annotations.remove(ALLOW_DATA_LOSS);
+            }
+            // The one-shot record belongs to the stored forcePromote.
+            annotations.remove(FORCE_PROMOTE_FOR);
         }
         if let Obj::Present(spec) = &mut object.spec
             && let Obj::Present(strategy) = &mut spec.strategy

@@ -452,6 +452,36 @@ fn a_force_promote_is_reset_by_the_first_write_after_its_upgrade() {
     );
     assert_eq!(promote(&stored(&server, ns, "p")), json!(true));
 
+    // The record is the webhook's own (rule 25): alice cannot forge it to
+    // a value no reset reads, and a write that drops it gets it back.
+    let alice = cluster.kubectl(User::Alice);
+    let out = alice.merge_patch(
+        ROLLOUTS,
+        ns,
+        "p",
+        &json!({"metadata": {"annotations": {record: "never:"}}}),
+        &[],
+    );
+    assert!(
+        !out.success
+            && out.stderr.contains("\"never:\"")
+            && out.stderr.contains("leave the annotation out"),
+        "a forged record: {out}"
+    );
+    sync.merge_patch(
+        ROLLOUTS,
+        ns,
+        "p",
+        &json!({"metadata": {"annotations": {record: null}}}),
+        &[],
+    )
+    .expect_success("a sync that drops the record");
+    assert_eq!(
+        stored(&server, ns, "p")["metadata"]["annotations"][record],
+        "upgrade:p-1",
+        "the dropped record is put back"
+    );
+
     // The upgrade ends; the next write turns forcePromote off.
     set_status(cluster, ns, "p", progressive(false, "p-1"));
     let out = sync

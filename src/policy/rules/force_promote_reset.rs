@@ -10,14 +10,21 @@
 //! `after:CHILD` when none is). The reset comes on the first write after the
 //! stored status shows that upgrade over; a write that starts the next
 //! upgrade is such a write, so the next upgrade is assessed as usual.
+//!
+//! Rule 25: the record is the webhook's own. While forcePromote stays on,
+//! `/mutate` puts back a record a write drops (a `kubectl replace` or a
+//! GitOps sync of a manifest without it) and replaces one the write left
+//! as it was but that does not fit (left over, or unreadable); `/validate`
+//! refuses a record the write itself sets to anything but what `/mutate`
+//! writes, so a forged record cannot stop the reset.
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Value, json};
 
-use super::decision::{Decision, EventReason, ForceEvent};
+use super::decision::{Decision, EventReason, Finding, ForceEvent};
 use super::rollout_write::{Operation, RolloutWrite};
-use super::violation::cut;
+use super::violation::{RecordProblem, Violation, cut};
 use crate::policy::model::Policy;
 use crate::rollout::{FORCE_PROMOTE_FOR, FORCE_PROMOTE_PATH, PipelineRollout, ProgressiveUpgrade};
 
@@ -50,6 +57,75 @@ fn record(old: Option<&PipelineRollout>) -> String {
     }
 }
 
+/// The longest record kept: a child's name is a Kubernetes object name.
+const RECORD_CHARS: usize = 253 + "upgrade:".len();
+
+/// Whether `record` is one `/mutate` writes: `upgrade:CHILD` (CHILD not
+/// empty) or `after:` and a child's name, if any, in the characters of an
+/// object name.
+pub fn is_record(record: &str) -> bool {
+    let child = record
+        .strip_prefix("upgrade:")
+        .filter(|c| !c.is_empty())
+        .or_else(|| record.strip_prefix("after:"));
+    record.len() <= RECORD_CHARS
+        && child.is_some_and(|c| {
+            c.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        })
+}
+
+/// The stored record, when the stored forcePromote is on and its record
+/// readable: the one record a write that keeps forcePromote on carries.
+fn standing_record<'a>(write: &'a RolloutWrite<'_>) -> Option<&'a str> {
+    write
+        .old()
+        .filter(|old| old.force_promote())
+        .and_then(PipelineRollout::force_promote_for)
+        .filter(|r| is_record(r))
+}
+
+/// The record a write with forcePromote on carries: the standing one, or
+/// else the upgrade the stored status shows now.
+fn expected_record(write: &RolloutWrite<'_>) -> String {
+    standing_record(write).map_or_else(|| record(write.old()), str::to_owned)
+}
+
+/// Rule 25 for `/validate`: a record this write sets (to a value the
+/// stored object does not have) that is not the one `/mutate` writes.
+/// Dropping the record is never refused; `/mutate` puts it back while it
+/// is needed.
+pub fn record_finding(policy: &Policy, write: &RolloutWrite<'_>) -> Option<Finding> {
+    if !write.is_pipeline_rollout() {
+        return None;
+    }
+    let written = write.object.force_promote_for()?;
+    if write.old().and_then(PipelineRollout::force_promote_for) == Some(written) {
+        return None;
+    }
+    let why = if !is_record(written) {
+        RecordProblem::Unreadable
+    } else if !policy.force_promote.one_shot {
+        RecordProblem::OneShotOff
+    } else if !write.object.force_promote() {
+        // /mutate drops a record whose forcePromote is off.
+        RecordProblem::PromoteOff
+    } else {
+        let expected = expected_record(write);
+        if written == expected {
+            return None;
+        }
+        RecordProblem::NotThisOne(expected)
+    };
+    Some(Finding {
+        violation: Violation::ForcePromoteRecordWritten {
+            value: format!("\"{}\"", cut(written, 64)),
+            why,
+        },
+        unchanged: false,
+    })
+}
+
 /// Whether the upgrade `record` names is over, as the stored status shows.
 fn is_over(record: &str, now: ProgressiveUpgrade<'_>) -> bool {
     if let Some(child) = record.strip_prefix("upgrade:") {
@@ -78,13 +154,26 @@ pub fn reset_finished_force_promote(
     }
     let on = write.object.force_promote();
     let recorded = write.object.force_promote_for();
+    let stored = write.old().and_then(PipelineRollout::force_promote_for);
     match (on, recorded) {
         (false, Some(_)) => decision.patch.push(PatchOperation::Remove(RemoveOperation {
             path: record_path(),
         })),
         (false, None) => {}
+        // Left as stored but not this forcePromote's record (left over from
+        // before, or unreadable): replaced. One the write sets itself is
+        // left for /validate to refuse (rule 25).
+        (true, Some(r)) if Some(r) == stored && r != expected_record(write) => {
+            decision
+                .patch
+                .push(PatchOperation::Replace(ReplaceOperation {
+                    path: record_path(),
+                    value: Value::from(expected_record(write)),
+                }));
+        }
+        (true, Some(r)) if Some(r) != stored => {}
         (true, None) => {
-            let value = Value::from(record(write.old()));
+            let value = Value::from(expected_record(write));
             let op = if write.object.has_annotations() {
                 PatchOperation::Add(AddOperation {
                     path: record_path(),

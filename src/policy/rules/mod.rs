@@ -4,7 +4,7 @@
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4),
 //! [`deletion_timeout`] (rules 16 to 18), [`child_lifecycle`] (a child
 //! Pipeline's own timeouts, by rules 2 to 4 and 16 to 18), [`force`]
-//! (rules 5 to 7 and 11), [`force_promote_reset`] (rule 12),
+//! (rules 5 to 7 and 11), [`force_promote_reset`] (rules 12 and 25),
 //! [`numaplane_keys`] (rules 13 to 15, on children and rollouts' child
 //! templates), [`pause_timestamp`] (rule 19), [`deletes`] (rules 20 and
 //! 21, the only rules a DELETE meets), [`riders`] (rule 22) and
@@ -45,7 +45,7 @@ pub use rollout_write::{Operation, RolloutWrite};
 pub use rule::Rule;
 pub use timeout::{Overflow, check_timeout};
 pub use timeout_field::{Drain, TimeoutField};
-pub use violation::{NotActable, NotPausing, PauseAgeProblem, Violation};
+pub use violation::{NotActable, NotPausing, PauseAgeProblem, RecordProblem, Violation};
 
 use super::model::{Grant, Mode, Policy};
 use super::user::Permission;
@@ -104,6 +104,7 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
     findings.extend(child.findings);
     notes.extend(child.warnings);
     findings.extend(force::annotation_finding(&write));
+    findings.extend(force_promote_reset::record_finding(policy, &write));
     findings.extend(numaplane_keys::findings(policy, &write));
     findings.extend(pause_timestamp::finding(policy, &write));
     let keys = KeyGates::of(policy, &write);

@@ -76,11 +76,14 @@ pub enum Rule {
     /// 24: a namespace-level ConfigMap whose strategy skips draining
     /// (`no-strategy`, empty or blank) needs permission.
     NamespaceStrategy = 24,
+    /// 25: the one-shot forcePromote's record annotation is the webhook's
+    /// own: written only by `/mutate`.
+    ForcePromoteRecord = 25,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 25] = [
+    pub const ALL: [Rule; 26] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -106,6 +109,7 @@ impl Rule {
         Rule::HpaRider,
         Rule::NamespaceStrategyValue,
         Rule::NamespaceStrategy,
+        Rule::ForcePromoteRecord,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -143,6 +147,7 @@ impl Rule {
             Self::HpaRider => "hpa-rider",
             Self::NamespaceStrategyValue => "namespace-strategy-value",
             Self::NamespaceStrategy => "namespace-strategy",
+            Self::ForcePromoteRecord => "force-promote-record",
         }
     }
 
@@ -170,6 +175,7 @@ impl Rule {
                 | Self::DeleteRollout
                 | Self::NamespaceStrategyValue
                 | Self::NamespaceStrategy
+                | Self::ForcePromoteRecord
         )
     }
 
@@ -192,17 +198,10 @@ mod tests {
 
     #[test]
     fn the_rules_are_numbered_in_order_with_distinct_names() {
-        // Numbers are assigned by explicit discriminants; ALL lists them in
-        // increasing order, each once.
-        for pair in Rule::ALL.windows(2) {
-            assert!(
-                pair[0].number() < pair[1].number(),
-                "{} {}",
-                pair[0],
-                pair[1]
-            );
+        // ALL lists every number from 0, in order, each once.
+        for (i, rule) in Rule::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(rule.number()), i, "{rule}");
         }
-        assert_eq!(Rule::ALL[0].number(), 0);
         let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
         names.sort_unstable();
         names.dedup();
@@ -215,7 +214,7 @@ mod tests {
         assert_eq!(
             numbers,
             [
-                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24
+                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25
             ]
         );
     }

@@ -13,7 +13,9 @@ use crate::kinds::{
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
-use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, SCALE_FACTOR_FIELD, TIMEOUT_FIELD};
+use crate::rollout::{
+    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+};
 
 /// Why the pause condition of rule 6 is not met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +24,23 @@ pub enum NotPausing {
     NewObject,
     /// The stored status shows no pause in progress.
     Idle,
+}
+
+/// Why a value of the one-shot record is not one the webhook writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordProblem {
+    /// Not `upgrade:CHILD` or `after:CHILD`.
+    #[error("which is not a record the webhook writes (upgrade:CHILD or after:CHILD)")]
+    Unreadable,
+    /// `forcePromote.oneShot` is off: the webhook writes none.
+    #[error("but the policy's forcePromote.oneShot is off, so the webhook writes no record")]
+    OneShotOff,
+    /// forcePromote is off: the webhook drops the record.
+    #[error("but forcePromote is off, so the webhook keeps no record")]
+    PromoteOff,
+    /// A record of another upgrade than the one this forcePromote is for.
+    #[error("while the webhook's record for this forcePromote is \"{0}\"")]
+    NotThisOne(String),
 }
 
 /// One broken rule. The `Display` text is the full message a denial shows:
@@ -201,6 +220,16 @@ pub enum Violation {
         refused: String,
     },
     /// The request cannot be judged (no object, no resource, ...): the
+    /// Rule 25: the one-shot record is the webhook's own.
+    #[error(
+        "metadata.annotations[\"{FORCE_PROMOTE_FOR}\"] is {value}, {why}: it is the webhook's own record of the upgrade a forcePromote was set for, written only by its mutating webhook, so that forcePromote.oneShot resets it when that upgrade is over; leave the annotation out of your change (the webhook keeps it)"
+    )]
+    ForcePromoteRecordWritten {
+        /// The value written, quoted and cut short.
+        value: String,
+        /// Why it is not the webhook's record.
+        why: RecordProblem,
+    },
     /// validating webhook denies it, saying what is missing.
     #[error("{0}")]
     Unjudgeable(String),
@@ -489,6 +518,7 @@ impl Violation {
                 Rule::NamespaceStrategyValue
             }
             Self::NamespaceStrategyDenied { .. } => Rule::NamespaceStrategy,
+            Self::ForcePromoteRecordWritten { .. } => Rule::ForcePromoteRecord,
             Self::Unjudgeable(_) => Rule::Judgeable,
         }
     }
@@ -584,6 +614,9 @@ impl Violation {
                     short(user)
                 )
             }
+            Self::ForcePromoteRecordWritten { .. } => {
+                "force-promote-for is the webhook's own record: leave it out".to_owned()
+            }
             Self::Unjudgeable(message) => format!("cannot be judged: {}", cut(message, 80)),
         }
     }
@@ -626,6 +659,9 @@ impl Violation {
                     Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]"))
                 }
                 Rule::ForcePromote => Some(FORCE_PROMOTE_FIELD.to_owned()),
+                Rule::ForcePromoteRecord => {
+                    Some(format!("metadata.annotations[\"{FORCE_PROMOTE_FOR}\"]"))
+                }
                 _ => None,
             },
         }

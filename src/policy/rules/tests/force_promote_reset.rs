@@ -146,9 +146,33 @@ fn cases() -> Vec<ResetCase> {
             Resets,
         ),
         case(
-            "kept on, a record it cannot read",
+            "kept on, a stored record it cannot read: replaced by the upgrade now",
             Some(rollout(true, Some("junk"), after("p-2"))),
             rollout(true, Some("junk"), after("p-2")),
+            Records("after:p-2"),
+        ),
+        case(
+            "kept on, the write drops the record: put back",
+            Some(rollout(true, Some("upgrade:p-1"), during("p-1"))),
+            rollout(true, None, during("p-1")),
+            Records("upgrade:p-1"),
+        ),
+        case(
+            "turned on, a record left over from before: replaced",
+            Some(rollout(false, Some("upgrade:p-0"), after("p-1"))),
+            rollout(true, Some("upgrade:p-0"), after("p-1")),
+            Records("after:p-1"),
+        ),
+        case(
+            "turned on with a record the write sets: left for /validate to refuse",
+            Some(rollout(false, None, after("p-1"))),
+            rollout(true, Some("never:"), after("p-1")),
+            Nothing,
+        ),
+        case(
+            "kept on, the write changes the record: left for /validate to refuse",
+            Some(rollout(true, Some("upgrade:p-1"), during("p-1"))),
+            rollout(true, Some("upgrade:p-9"), during("p-1")),
             Nothing,
         ),
         case(

@@ -14,6 +14,7 @@ mod deletes;
 mod deletion_timeouts;
 mod force;
 mod force_promote;
+mod force_promote_record;
 mod force_promote_reset;
 mod lifecycle;
 mod messages;

@@ -32,6 +32,7 @@ pub(super) enum ViolationKind {
     PauseTimestamp,
     DeleteChild,
     DeleteRollout,
+    Record,
 }
 
 /// The kind of `v`.
@@ -63,6 +64,7 @@ fn kind_of(v: &Violation) -> ViolationKind {
         | Violation::NamespaceStrategyDenied { .. } => {
             panic!("rollout writes never break the namespace-strategy rules: {v}")
         }
+        Violation::ForcePromoteRecordWritten { .. } => Record,
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }
 }
