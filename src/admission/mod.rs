@@ -10,6 +10,7 @@
 //! build the [`Input`] themselves and call [`decide`].
 
 mod decide;
+mod json_out;
 mod request;
 mod response;
 

@@ -51,7 +51,9 @@ pub fn init_logging(cli: &Cli) -> LoggingGuard {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Plain text, on a terminal too: the build leaves out
+        // tracing-subscriber's colours (see Cargo.toml).
+        .with_ansi(false)
         .with_writer(writer);
     match cli.log_format {
         LogFormat::Text => builder.init(),

@@ -11,9 +11,10 @@
 //! reservation its body is not read: hyper reads no further on HTTP/1.1, and
 //! HTTP/2 flow control stops the client after the stream window. If the
 //! request deadline (the API server's `?timeout=`) comes first, it gets a 503
-//! with a one-line reason. Once reserved, the body is read into one buffer
-//! of its announced size, so the handler holds one copy, and the reservation
-//! is released when the answer is ready.
+//! with a one-line reason. Once reserved, the body is read ([`super::body`]):
+//! kept as it came when it came in one frame, else copied into one buffer
+//! of its announced size, so the handler holds one copy, and the
+//! reservation is released when the answer is ready.
 //!
 //! Small bodies (up to [`SMALL_BODY_BYTES`]) do not queue behind large ones:
 //! large bodies may take at most three quarters of the budget, waiting
@@ -33,6 +34,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Shared;
+use super::body::{self, ReadError};
 use super::deadline::{DEFAULT_DEADLINE, Deadline};
 use super::plain_text;
 use crate::metrics::budget::BudgetMetrics;
@@ -260,47 +262,6 @@ impl Drop for Reservation {
     }
 }
 
-/// Why a reserved body could not be read.
-#[derive(Debug, thiserror::Error)]
-enum ReadError {
-    /// Longer than the largest body accepted.
-    #[error("request body is larger than the {MAX_BODY_BYTES}-byte limit")]
-    TooLarge,
-    /// Longer than its reservation (its Content-Length).
-    #[error("request body is longer than its Content-Length")]
-    LongerThanAnnounced,
-    /// The connection failed or the client gave up.
-    #[error("cannot read the request body: {0}")]
-    Failed(axum::Error),
-}
-
-/// Reads `body` into one buffer, within `reservation`.
-async fn read_body(mut body: Body, reservation: &Reservation) -> Result<Bytes, ReadError> {
-    let announced = body
-        .size_hint()
-        .exact()
-        .and_then(|n| usize::try_from(n).ok());
-    let mut buffer = Vec::with_capacity(announced.unwrap_or(0).min(reservation.bytes()));
-    while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx))
-        .await
-        .transpose()
-        .map_err(ReadError::Failed)?
-    {
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers
-        };
-        if buffer.len() + data.len() > reservation.bytes() {
-            return Err(if announced.is_some() {
-                ReadError::LongerThanAnnounced
-            } else {
-                ReadError::TooLarge
-            });
-        }
-        buffer.extend_from_slice(&data);
-    }
-    Ok(Bytes::from(buffer))
-}
-
 /// Reads and drops what is left of an HTTP/1.1 body answered unread, for at
 /// most [`DRAIN_TIMEOUT`] and [`MAX_BODY_BYTES`], so that the connection is
 /// not closed under the answer (a reset could destroy it before the client
@@ -379,9 +340,9 @@ pub async fn admit(State(shared): State<Arc<Shared>>, request: Request, next: Ne
         );
         return refuse(metrics, "body_budget", parts.version, body, &message);
     };
-    let bytes = match read_body(body, &reservation).await {
+    let bytes = match body::read(body, reservation.bytes(), MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
-        Err(e @ ReadError::TooLarge) => {
+        Err(e @ ReadError::TooLarge { .. }) => {
             return plain_text::response(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string());
         }
         Err(e) => {
