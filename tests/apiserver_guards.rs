@@ -1,6 +1,6 @@
 //! The guards of the base install, through a real kube-apiserver with no
-//! webhook running: the namespaces the webhooks skip refuse PipelineRollouts
-//! and forces, the webhook's own account may change nothing but a reset of
+//! webhook running: the namespaces the webhooks skip refuse the six kinds
+//! the webhooks judge and their forces, the webhook's own account may change nothing but a reset of
 //! `allow-data-loss` to "false", and the audit's RBAC reaches no
 //! PolicyReport but the webhook's own.
 //!
@@ -21,11 +21,21 @@ const SKIPPED_POLICY: &str = "manifests/base/skipped-namespaces-policy.yaml";
 const OWN_ACCOUNT_POLICY: &str = "manifests/base/own-account-policy.yaml";
 const ALLOW_ROLLOUTS: &str = "manifests/components/rollouts-in-skipped-namespaces";
 
-/// A cluster with the Numaplane CRD and the other components' RBAC.
+/// The other kinds the webhooks judge, whose CRDs the guards meet too.
+const OTHER_CRDS: [&str; 2] = [
+    "tests/fixtures/numaflow/numaflow.numaproj.io_pipelines.yaml",
+    "tests/fixtures/numaplane/numaplane.numaproj.io_monovertexrollouts.yaml",
+];
+
+/// A cluster with the Numaplane CRDs, Numaflow's Pipeline CRD and the other
+/// components' RBAC.
 fn cluster() -> Option<Cluster> {
     let assets = require(&test_name(), Assets::find())?;
     let cluster = Cluster::start(&assets).expect("start the API server");
     cluster.install_crd(&repo_root().join(CRD)).expect("CRD");
+    for crd in OTHER_CRDS {
+        cluster.install_crd(&repo_root().join(crd)).expect("CRD");
+    }
     grant_components(&cluster).expect("RBAC of the other components");
     Some(cluster)
 }
@@ -134,9 +144,26 @@ fn the_skipped_namespaces_refuse_rollouts_and_forces_without_a_webhook() {
             &format!("PipelineRollouts are not admitted in namespace \"{namespace}\""),
         );
     }
+    let out = admin.create(&pipeline("kube-system", "child"), &[]);
+    assert_refused_by(
+        &out,
+        policy,
+        "Pipelines are not admitted in namespace \"kube-system\"",
+    );
     admin
         .create(&rollout("e2e-guarded", "p", Some(json!(60))), &[])
         .expect_success("a namespace the webhooks guard is not this policy's");
+}
+
+/// A Pipeline a rollout owns, as Numaplane makes it.
+fn pipeline(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": name, "namespace": namespace,
+            "labels": {"numaplane.numaproj.io/parent-rollout-name": "p"}},
+        "spec": {},
+    })
 }
 
 #[test]
@@ -200,6 +227,55 @@ fn with_rollouts_allowed_there_a_force_is_still_refused() {
             )
             .expect_success("turning a force off");
     }
+    // The children and the other rollouts: their forces are refused too.
+    admin
+        .create(&pipeline("kube-system", "child"), &[])
+        .expect_success("with the component, a child is admitted");
+    for (what, change) in [
+        (
+            "marked-for-deletion",
+            json!({"metadata": {"annotations": {"numaplane.numaproj.io/marked-for-deletion": "true"}}}),
+        ),
+        (
+            "pause-timestamp",
+            json!({"metadata": {"annotations": {"numaflow.numaproj.io/pause-timestamp": "2020-01-01T00:00:00Z"}}}),
+        ),
+        (
+            "the force-promote label",
+            json!({"metadata": {"labels": {"numaplane.numaproj.io/force-promote": "true"}}}),
+        ),
+    ] {
+        let out = admin.merge_patch(
+            "pipelines.numaflow.numaproj.io",
+            "kube-system",
+            "child",
+            &change,
+            &[],
+        );
+        assert_refused_by(&out, policy, "may not be set or changed in namespace");
+        let _ = what;
+    }
+    let mvr = json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": "m", "namespace": "kube-system"},
+        "spec": {"monoVertex": {"spec": {}}},
+    });
+    admin
+        .create(&mvr, &[])
+        .expect_success("with the component, a MonoVertexRollout is admitted");
+    let out = admin.merge_patch(
+        "monovertexrollouts.numaplane.numaproj.io",
+        "kube-system",
+        "m",
+        &json!({"spec": {"strategy": {"progressive": {"forcePromote": true}}}}),
+        &[],
+    );
+    assert_refused_by(
+        &out,
+        policy,
+        "move the MonoVertexRollout to a namespace the webhook guards",
+    );
     admin
         .merge_patch(
             ROLLOUTS,
