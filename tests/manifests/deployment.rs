@@ -210,3 +210,26 @@ pub(crate) fn memory_limit_holds_the_body_budget(r: &Rendering) {
 fn the_memory_limit_holds_the_body_budget_and_80_mib_more() {
     on_every_rendering(memory_limit_holds_the_body_budget);
 }
+
+/// glibc returns the audit's large buffers to the system: the allocator's
+/// mmap threshold is fixed, not raised after the first large free
+/// (docs/performance.md, the audit of what tenants store).
+pub(crate) fn allocator_returns_large_buffers(r: &Rendering) {
+    let container = pod(&r.install).container;
+    let threshold = container
+        .env
+        .iter()
+        .flatten()
+        .find(|v| v.name == "MALLOC_MMAP_THRESHOLD_")
+        .and_then(|v| v.value.clone());
+    assert_eq!(
+        threshold.as_deref(),
+        Some("131072"),
+        "MALLOC_MMAP_THRESHOLD_ fixes glibc's threshold at 128 KiB"
+    );
+}
+
+#[test]
+fn the_allocator_returns_the_audits_large_buffers() {
+    on_every_rendering(allocator_returns_large_buffers);
+}

@@ -28,8 +28,9 @@ mod webhooks;
 
 use crate::certificates::ca_comes_from_cert_manager_or_gen_certs;
 use crate::deployment::{
-    args_are_flags_serve_has, deployment_selects_at_least_two_replicas,
-    memory_limit_holds_the_body_budget, ports_are_the_listen_ports, probes_ask_the_admin_server,
+    allocator_returns_large_buffers, args_are_flags_serve_has,
+    deployment_selects_at_least_two_replicas, memory_limit_holds_the_body_budget,
+    ports_are_the_listen_ports, probes_ask_the_admin_server,
     resources_request_and_limit_memory_only, termination_outlasts_the_shutdown,
 };
 use crate::network::{network_policy_opens_the_ports, service_targets_the_container_ports};
@@ -70,7 +71,7 @@ pub(crate) fn holds_every_invariant(r: &Rendering) {
 }
 
 /// The invariants, in the order they are read.
-const INVARIANTS: [fn(&Rendering); 21] = [
+const INVARIANTS: [fn(&Rendering); 22] = [
     namespace_is_restricted,
     deployment_selects_at_least_two_replicas,
     args_are_flags_serve_has,
@@ -79,6 +80,7 @@ const INVARIANTS: [fn(&Rendering); 21] = [
     termination_outlasts_the_shutdown,
     resources_request_and_limit_memory_only,
     memory_limit_holds_the_body_budget,
+    allocator_returns_large_buffers,
     security_context_is_restricted,
     pods_spread_over_nodes_and_zones,
     disruption_budget_keeps_one_pod,
