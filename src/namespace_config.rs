@@ -11,30 +11,11 @@
 //! kinds ([`crate::rollout::PipelineRollout`], which keeps Numaplane's labels
 //! and this `data`), so a ConfigMap costs one pass like any other object.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES};
 use crate::lenient::{JsonKind, Obj};
-use crate::rollout::PipelineRollout;
-
-/// The `data` of a ConfigMap, as far as the namespace-level configuration
-/// reads it: the one key Numaplane takes from it.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct ConfigData {
-    #[serde(default, rename = "upgradeStrategy")]
-    upgrade_strategy: Option<Value>,
-}
-
-impl ConfigData {
-    /// `data` holding `upgradeStrategy: value` (the audit builds it from a
-    /// stored ConfigMap, whose values are strings).
-    pub fn with_strategy(value: Option<&str>) -> Self {
-        Self {
-            upgrade_strategy: value.map(|v| Value::String(v.to_owned())),
-        }
-    }
-}
+use crate::rollout::{ConfigData, PipelineRollout};
 
 /// What a ConfigMap says about its namespace's upgrade strategy, read as
 /// Numaplane reads it.
@@ -83,7 +64,7 @@ impl StrategyRead {
             Obj::Wrong(kind) => return Self::DataMalformed(*kind),
             Obj::Present(data) => data,
         };
-        let value = match &data.upgrade_strategy {
+        let value = match data.upgrade_strategy() {
             None | Some(Value::Null) => return Self::Unset,
             Some(Value::String(text)) => text,
             Some(other) => return Self::NotString(cut(&other.to_string(), 40)),

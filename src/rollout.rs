@@ -5,10 +5,12 @@
 //! other rollouts and the children): their labels, annotations, owner and
 //! the metadata a rollout copies onto its children ([`keys`]).
 
+mod config_data;
 mod drain;
 mod keys;
 mod lifecycle;
 
+pub use config_data::ConfigData;
 pub use drain::{DeletionTimeout, NUMAFLOW_DELETION_SECONDS};
 pub use keys::{Keys, Map, TemplateMeta};
 pub use lifecycle::{LifecycleKey, TimeoutSlot};
@@ -80,7 +82,7 @@ pub struct PipelineRollout {
     /// A ConfigMap's `data`, read for Numaplane's namespace-level
     /// configuration only (no rollout has a top-level `data`).
     #[serde(default)]
-    data: Obj<crate::namespace_config::ConfigData>,
+    data: Obj<ConfigData>,
 }
 
 /// A stored PipelineRollout as a watch delivers it: the typed metadata
@@ -327,7 +329,7 @@ fn read_time(text: &Text, path: &'static str) -> PauseStart {
 impl PipelineRollout {
     /// The object's `data`, as the namespace-level configuration reads it
     /// (a ConfigMap's; missing on every rollout).
-    pub fn config_data(&self) -> &Obj<crate::namespace_config::ConfigData> {
+    pub fn config_data(&self) -> &Obj<ConfigData> {
         &self.data
     }
 
