@@ -94,18 +94,25 @@ impl Api {
             "application/json"
         };
         let bytes = body.map(Value::to_string).unwrap_or_default().into_bytes();
-        let request = Request::builder()
-            .method(method.clone())
-            .uri(path)
-            .header("content-type", content_type)
-            .header("accept", "application/json")
-            .body(kube::client::Body::from(bytes))
-            .map_err(|e| format!("{method} {path}: {e}"))?;
-        let response = self
-            .client(user)?
-            .send(request)
-            .await
-            .map_err(|e| format!("{method} {path} as {}: {e}", user.name()))?;
+        let request = || {
+            Request::builder()
+                .method(method.clone())
+                .uri(path)
+                .header("content-type", content_type)
+                .header("accept", "application/json")
+                .body(kube::client::Body::from(bytes.clone()))
+                .map_err(|e| format!("{method} {path}: {e}"))
+        };
+        let client = self.client(user)?;
+        // A pooled connection the API server closed as the request went out
+        // fails it with hyper's SendRequest error, with no answer: send it
+        // once more, on a new connection. Any answer, or any other error,
+        // is final.
+        let response = match client.send(request()?).await {
+            Err(e) if e.to_string().contains("SendRequest") => client.send(request()?).await,
+            other => other,
+        }
+        .map_err(|e| format!("{method} {path} as {}: {e}", user.name()))?;
         let status = response.status().as_u16();
         let warnings = response
             .headers()
