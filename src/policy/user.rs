@@ -82,6 +82,30 @@ pub enum Permission {
     Refused(String),
 }
 
+/// Why a permission does not allow a gated change, as a denial says it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotPermitted {
+    /// Refused, with the reason the requester can act on.
+    #[error("{0}")]
+    Refused(String),
+    /// Never asked for, so not given.
+    #[error("its permission was not checked")]
+    NotChecked,
+}
+
+impl Permission {
+    /// The permission as the outcome of a gate with no state condition
+    /// (rules 20, 21 and 24): granted, or why not; one that was not asked
+    /// does not allow the change.
+    pub fn outcome(&self) -> Result<(), NotPermitted> {
+        match self {
+            Self::Granted(_) => Ok(()),
+            Self::Refused(why) => Err(NotPermitted::Refused(why.clone())),
+            Self::NotAsked | Self::NotNeeded => Err(NotPermitted::NotChecked),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

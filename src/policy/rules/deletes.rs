@@ -132,8 +132,9 @@ impl DeleteGates {
             );
         }
         if let Some(parent) = &self.child_of {
-            let outcome =
-                permission_outcome(undrained).map_err(|refused| Violation::ChildDeleteDenied {
+            let outcome = undrained
+                .outcome()
+                .map_err(|refused| Violation::ChildDeleteDenied {
                     user: user.to_owned(),
                     kind: kind.kind(),
                     rollout: kind.rollout().kind(),
@@ -159,13 +160,14 @@ impl DeleteGates {
         if let Some(timeout) = &self.rollout {
             let what = format!("deleted this PipelineRollout (its Pipelines drained {timeout})");
             if self.rollout_gated {
-                let outcome = permission_outcome(undrained).map_err(|refused| {
-                    Violation::RolloutDeleteDenied {
-                        user: user.to_owned(),
-                        timeout: timeout.clone(),
-                        refused,
-                    }
-                });
+                let outcome =
+                    undrained
+                        .outcome()
+                        .map_err(|refused| Violation::RolloutDeleteDenied {
+                            user: user.to_owned(),
+                            timeout: timeout.clone(),
+                            refused,
+                        });
                 gate(
                     decision,
                     policy.mode,
@@ -176,24 +178,12 @@ impl DeleteGates {
                     outcome,
                 );
             }
-            let refused = self.rollout_gated && permission_outcome(undrained).is_err();
+            let refused = self.rollout_gated && undrained.outcome().is_err();
             if !refused || policy.mode == Mode::Warn {
                 decision.warnings.push(format!(
                     "its Pipelines are deleted too, each drained {timeout}, then undrained data is lost"
                 ));
             }
-        }
-    }
-}
-
-/// A gate's outcome from the permission alone (rules 20 and 21 have no
-/// state condition): the refusal's reason when refused.
-fn permission_outcome(permission: &Permission) -> Result<(), String> {
-    match permission {
-        Permission::Granted(_) => Ok(()),
-        Permission::Refused(why) => Err(why.clone()),
-        Permission::NotAsked | Permission::NotNeeded => {
-            Err("its permission was not checked".to_owned())
         }
     }
 }

@@ -118,19 +118,15 @@ impl StrategyValidation<'_> {
         decision.warnings.extend(notice(write));
         if self.gated {
             let user = write.user.username();
-            let outcome = match permission {
-                Permission::Granted(_) => Ok(()),
-                Permission::Refused(why) => Err(why.clone()),
-                Permission::NotNeeded | Permission::NotAsked => {
-                    Err("its permission was not checked".to_owned())
-                }
-            }
-            .map_err(|refused| Violation::NamespaceStrategyDenied {
-                user: user.to_owned(),
-                namespace: write.namespace.to_owned(),
-                shown: write.object.shown(),
-                refused,
-            });
+            let outcome =
+                permission
+                    .outcome()
+                    .map_err(|refused| Violation::NamespaceStrategyDenied {
+                        user: user.to_owned(),
+                        namespace: write.namespace.to_owned(),
+                        shown: write.object.shown(),
+                        refused,
+                    });
             record_gate(
                 &mut decision,
                 self.policy.mode,

@@ -13,6 +13,7 @@ use crate::kinds::{
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
+use crate::policy::user::NotPermitted;
 use crate::rollout::{
     ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
 };
@@ -217,7 +218,7 @@ pub enum Violation {
         /// The value as written (`"no-strategy"`, or empty or blank).
         shown: String,
         /// Why the requester lacks permission.
-        refused: String,
+        refused: NotPermitted,
     },
     /// The request cannot be judged (no object, no resource, ...): the
     /// Rule 25: the one-shot record is the webhook's own.
@@ -335,7 +336,7 @@ pub enum Violation {
         /// The owning rollout's name.
         parent: String,
         /// Why the requester lacks permission.
-        refused: String,
+        refused: NotPermitted,
     },
     /// Rule 21: with gateRolloutDeletes, deleting a PipelineRollout needs
     /// the deleteUndrained permission.
@@ -348,7 +349,7 @@ pub enum Violation {
         /// The Pipeline's deletion timeout, in words.
         timeout: String,
         /// Why the requester lacks permission.
-        refused: String,
+        refused: NotPermitted,
     },
     /// Rule 7: turning on forcePromote needs permission.
     #[error(
