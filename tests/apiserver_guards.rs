@@ -252,8 +252,8 @@ fn with_rollouts_allowed_there_a_force_is_still_refused() {
             &change,
             &[],
         );
+        assert!(!out.success, "{what} was let through: {out}");
         assert_refused_by(&out, policy, "may not be set or changed in namespace");
-        let _ = what;
     }
     let mvr = json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",

@@ -160,17 +160,8 @@ pub fn reset_finished_force_promote(
             path: record_path(),
         })),
         (false, None) => {}
-        // Left as stored but not this forcePromote's record (left over from
-        // before, or unreadable): replaced. One the write sets itself is
-        // left for /validate to refuse (rule 25).
-        (true, Some(r)) if Some(r) == stored && r != expected_record(write) => {
-            decision
-                .patch
-                .push(PatchOperation::Replace(ReplaceOperation {
-                    path: record_path(),
-                    value: Value::from(expected_record(write)),
-                }));
-        }
+        // A record the write sets itself is left for /validate to refuse
+        // (rule 25).
         (true, Some(r)) if Some(r) != stored => {}
         (true, None) => {
             let value = Value::from(expected_record(write));
@@ -188,6 +179,18 @@ pub fn reset_finished_force_promote(
             decision.patch.push(op);
         }
         (true, Some(record)) => {
+            // Left as stored but not this forcePromote's record (left over
+            // from before, or unreadable): replaced.
+            let expected = expected_record(write);
+            if record != expected {
+                decision
+                    .patch
+                    .push(PatchOperation::Replace(ReplaceOperation {
+                        path: record_path(),
+                        value: Value::from(expected),
+                    }));
+                return;
+            }
             let over = write.operation == Operation::Update
                 && write.old().is_some_and(|old| {
                     old.force_promote() && is_over(record, old.progressive_upgrade())
