@@ -230,7 +230,19 @@ def fmt_range(values, f):
     return f"{f(med(values))} ({f(min(values))}–{f(max(values))})"
 
 
-SERVERS = ["webhook", "webhook-quiet", "constant", "parse-all"]
+SERVERS = ["webhook", "webhook-quiet", "floor", "constant", "parse-all"]
+REFERENCES = ("floor", "constant", "parse-all")
+
+# What each body name of load.sh stands for.
+LABELS = {
+    "validate": "/validate 07 denied",
+    "allowed": "/validate 01 allowed",
+    "mutate": "/mutate 07",
+}
+
+
+def label(endpoint):
+    return LABELS.get(endpoint, "/" + endpoint)
 
 
 def report(directory):
@@ -243,7 +255,7 @@ def report(directory):
     w(f"Machine: {meta['cpu']}, {meta['nproc']} CPUs, {meta['mem']}, kernel {meta['kernel']}. "
       f"Load average before: {meta['loadavg_before']}; after: {meta.get('loadavg_after', '?')}. "
       f"Source: {meta['git']}. oha {meta['oha']}. {meta['rounds']} rounds × {meta['duration']} per cell, "
-      f"interleaved (each cell runs the three servers back to back). Medians across rounds; "
+      f"interleaved (each cell runs the servers back to back). Medians across rounds; "
       f"(min–max) in brackets. Latencies in ms. "
       + (f"The first {meta['warmup']} s of every run (oha's start-up, the TLS handshakes) are "
          f"left out of req/s and the percentiles; errors count the whole run.\n"
@@ -266,7 +278,7 @@ def report(directory):
             rs = by_server.get(server, [])
             if not rs:
                 continue
-            w(f"| /{endpoint} | {load} | {server} | "
+            w(f"| {label(endpoint)} | {load} | {server} | "
               f"{fmt_range([r['rps'] for r in rs], lambda v: f'{v:,.0f}')} | "
               f"{fmt_range([r['p50'] for r in rs], fmt_ms)} | "
               f"{fmt_range([r['p99'] for r in rs], fmt_ms)} | "
@@ -276,20 +288,23 @@ def report(directory):
     w("")
     w("Ratios of medians (ours / reference). Throughput: higher is better for us; "
       "latency: lower is better.\n")
-    w("| endpoint | load | req/s ÷ constant | req/s ÷ parse-all | p50 ÷ constant | p50 ÷ parse-all "
-      "| p99 ÷ constant | p99 ÷ parse-all | CPU/req ÷ constant | CPU/req ÷ parse-all |")
-    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    present = [ref for ref in REFERENCES
+                if any(ref in by_server for by_server in groups.values())]
+    heads = [f"{name} ÷ {ref}" for name in ("req/s", "p50", "p99", "CPU/req") for ref in present]
+    w("| endpoint | load | " + " | ".join(heads) + " |")
+    w("|---|---|" + "---:|" * len(heads))
     for (endpoint, load), by_server in groups.items():
         def m(server, field):
             return med([r[field] for r in by_server.get(server, []) if field in r])
         cells = []
         for field in ("rps", "p50", "p99", "cpu_us"):
-            for ref in ("constant", "parse-all"):
+            for ref in present:
                 denom = m(ref, field)
                 ok = denom and denom == denom
                 cells.append(f"{m('webhook', field) / denom:.2f}" if ok else "–")
-        w(f"| /{endpoint} | {load} | " + " | ".join(cells) + " |")
+        w(f"| {label(endpoint)} | {load} | " + " | ".join(cells) + " |")
     w("")
+    targets(w, runs, groups)
 
     pretty = {}
     for r in runs:
@@ -367,6 +382,58 @@ def report(directory):
           f"anonymous {med(anon):.1f} MiB and file-backed (the binary's code, libc) "
           f"{med(file_backed):.1f} MiB.\n")
     print("\n".join(out))
+
+
+def targets(w, runs, groups):
+    """The speed targets: the webhook's figures beside the floor's and
+    parse-everything's, from the same run."""
+    def m(endpoint, load, server, field):
+        return med([r[field] for r in groups.get((endpoint, load), {}).get(server, [])
+                    if field in r])
+
+    def ratio(a, b):
+        return f"{a / b:.2f}x" if a == a and b == b and b else "–"
+
+    rows = []
+    for endpoint, name in (("validate", "denied"), ("allowed", "allowed")):
+        wh, fl = m(endpoint, "c1", "webhook", "p50"), m(endpoint, "c1", "floor", "p50")
+        if wh == wh:
+            rows.append((f"{name} review, c1 p50 ÷ floor", f"{ratio(wh, fl)} ({wh:.3f} ms)", "<= 1.25x"))
+    for endpoint, name in (("validate", "denied"), ("allowed", "allowed")):
+        wh = m(endpoint, "c8", "webhook", "rps")
+        fl, pa = m(endpoint, "c8", "floor", "rps"), m(endpoint, "c8", "parse-all", "rps")
+        if wh == wh:
+            share = f", {wh / fl:.0%} of the floor" if fl == fl and fl else ""
+            rows.append((f"{name} review, c8 req/s", f"{wh:,.0f}{share}",
+                         ">= 2.5x parse-all" if name == "denied" else "(follows)"))
+    wh, pa = m("validate", "c1", "webhook", "p50"), m("validate", "c1", "parse-all", "p50")
+    if wh == wh:
+        rows.append(("c1 p50 ÷ parse-all (denied)", f"{ratio(wh, pa)} ({wh:.3f} vs {pa:.3f} ms)",
+                     "<= 0.5x"))
+    wh, pa = m("validate", "c8", "webhook", "rps"), m("validate", "c8", "parse-all", "rps")
+    if wh == wh:
+        rows.append(("c8 req/s ÷ parse-all (denied)", ratio(wh, pa), ">= 2.5x"))
+    big = [r for r in runs if r["kind"] == "scale" and r["server"] == "webhook"
+           and r.get("size") == "1MiB"]
+    if big:
+        rows.append(("1 MiB UPDATE (2 MiB compact body) p99, c1",
+                     f"{med([r['p99'] for r in big]):.2f} ms", "< 3 ms"))
+    rss = [r for r in runs if r["kind"] == "rss" and r["server"] == "webhook"]
+    if rss:
+        rows.append(("RSS after the c64 run from a fresh start",
+                     f"{med([r['rss_after_kib'] for r in rss]) / 1024:.1f} MiB", "<= 12 MiB"))
+    if not rows:
+        return
+    w("### The speed targets\n")
+    w("| figure | this run | target |")
+    w("|---|---|---|")
+    for row in rows:
+        w("| " + " | ".join(row) + " |")
+    w("")
+    ref = [r for r in runs if r["kind"] == "rss" and r["server"] != "webhook"]
+    if ref:
+        w("Resident memory after the same c64 run: " + ", ".join(
+            f"{r['server']} {r['rss_after_kib'] / 1024:.1f} MiB" for r in ref) + ".\n")
 
 
 def soak_report(directory):

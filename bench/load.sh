@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Load benchmark of the webhook against two reference servers on the same
-# TLS/HTTP stack (bench/src/bin/reference_server.rs). See BENCHMARKS.md.
+# Load benchmark of the webhook against three reference servers
+# (bench/src/bin/reference_server.rs): the bare tokio + hyper + rustls floor,
+# and a constant and a parse-everything handler on the webhook's own
+# TLS/HTTP stack. See BENCHMARKS.md.
 #
 #   bench/load.sh          full run: matrix (3 rounds x 10 s per cell), scale, start-to-ready
 #   bench/load.sh smoke    the same, shortened: under a minute once built
@@ -8,17 +10,21 @@
 #
 # Every knob is an environment variable (defaults for the full run):
 #   ROUNDS=3 DURATION=10s CONCURRENCY="1 8 64" RATE=1000 (empty: no fixed-rate run) RATE_CONNECTIONS=8
-#   ENDPOINTS="validate mutate" SERVERS="webhook constant parse-all"
+#   ENDPOINTS="validate allowed mutate" SERVERS="webhook floor constant parse-all"
+#     (validate: fixture 07, alice's denied force, on /validate; allowed: fixture
+#     01, an allowed create, on /validate; mutate: fixture 07 on /mutate)
 #     (SERVERS may also name webhook-quiet: the same binary with LOG_LEVEL=warn, so
 #     without the per-request decision log line, to measure what that line costs)
 #   PRETTY_LOADS="c1 c64" (/validate with the pretty-printed fixture; empty: none)
 #   SCALE=1 SCALE_SIZES="64KiB:65536 1MiB:1048576" SCALE_DURATION=$DURATION
 #   STARTS=10 SOAK_SECS=600 SOAK_CONCURRENCY=64 RSS_INTERVAL=10 SETTLE=1
+#   RSS_SECS=20 (each server's resident memory after that long at c64 on
+#     /validate, after the matrix; 0: no such run)
 #   WARMUP=1 (seconds left out at the start of every run; 0 keeps whole runs)
 #   LOG_LEVEL=info WEBHOOK_LOG=/dev/null MAX_LOAD=1.0 MAX_WAIT=600
 #   OUT=target/bench-results/<time>-<mode>
 # Ports (loopback only): WEBHOOK_PORT=18443 ADMIN_PORT=18080 CONSTANT_PORT=18444
-#   PARSE_ALL_PORT=18445 QUIET_PORT=18446 QUIET_ADMIN_PORT=18081
+#   PARSE_ALL_PORT=18445 QUIET_PORT=18446 QUIET_ADMIN_PORT=18081 FLOOR_PORT=18447
 #   START_PORT=18453 START_ADMIN_PORT=18090
 #
 # Bodies are compact JSON, as a kube-apiserver sends them (bench/bench.py
@@ -31,22 +37,23 @@ MODE=${1:-full}
 case "$MODE" in
 full | smoke | soak) ;;
 *)
-    sed -n '2,26p' "$0"
+    sed -n '2,32p' "$0"
     exit 2
     ;;
 esac
 
 if [ "$MODE" = smoke ]; then
     : "${ROUNDS:=1}" "${DURATION:=1s}" "${STARTS:=3}" "${SETTLE:=0}" "${MAX_WAIT:=0}" "${WARMUP:=0.2}"
-    : "${CONCURRENCY:=1 64}" "${PRETTY_LOADS=c1}"
+    : "${CONCURRENCY:=1 64}" "${PRETTY_LOADS=c1}" "${RSS_SECS:=2}"
 fi
 if [ "$MODE" = soak ]; then
     : "${SOAK_SECS:=600}"
 fi
 : "${ROUNDS:=3}" "${DURATION:=10s}" "${CONCURRENCY:=1 8 64}" "${RATE=1000}" "${RATE_CONNECTIONS:=8}"
-: "${ENDPOINTS:=validate mutate}" "${SERVERS:=webhook constant parse-all}" "${PRETTY_LOADS=c1 c64}"
+: "${ENDPOINTS:=validate allowed mutate}" "${SERVERS:=webhook floor constant parse-all}" "${PRETTY_LOADS=c1 c64}"
 : "${SCALE:=1}" "${SCALE_SIZES:=64KiB:65536 1MiB:1048576}" "${SCALE_DURATION:=$DURATION}"
 : "${STARTS:=10}" "${SOAK_SECS:=600}" "${SOAK_CONCURRENCY:=64}" "${RSS_INTERVAL:=10}" "${SETTLE:=1}"
+: "${RSS_SECS:=20}" "${FLOOR_PORT:=18447}"
 : "${WARMUP:=1}" "${LOG_LEVEL:=info}" "${WEBHOOK_LOG:=/dev/null}" "${MAX_LOAD:=1.0}" "${MAX_WAIT:=600}"
 : "${WEBHOOK_PORT:=18443}" "${ADMIN_PORT:=18080}" "${CONSTANT_PORT:=18444}" "${PARSE_ALL_PORT:=18445}"
 : "${QUIET_PORT:=18446}" "${QUIET_ADMIN_PORT:=18081}" "${START_PORT:=18453}" "${START_ADMIN_PORT:=18090}"
@@ -56,11 +63,14 @@ export LOG_LEVEL
 FIXTURES=tests/fixtures/admission
 declare -A FIXTURE=(
     [validate]=$FIXTURES/07-allow-data-loss-true-kubectl-annotate-alice-validate.json
+    [allowed]=$FIXTURES/01-create-kubectl-apply-validate.json
     [mutate]=$FIXTURES/07-allow-data-loss-true-kubectl-annotate-alice-mutate.json
 )
+# The path each body is posted to.
+declare -A ROUTE=([validate]=validate [allowed]=validate [mutate]=mutate)
 declare -A BODY=() # the compact bodies, written into $OUT
 declare -A PORT=([webhook]=$WEBHOOK_PORT [webhook-quiet]=$QUIET_PORT [constant]=$CONSTANT_PORT
-    [parse-all]=$PARSE_ALL_PORT)
+    [parse-all]=$PARSE_ALL_PORT [floor]=$FLOOR_PORT)
 declare -A PID=()
 WEBHOOK=target/release/pipelinerollout-webhook
 REFERENCE=target/release/reference_server
@@ -151,7 +161,7 @@ start_servers() {
             PID[webhook-quiet]=$!
             wait_ready "$QUIET_ADMIN_PORT"
             ;;
-        constant | parse-all)
+        floor | constant | parse-all)
             "$REFERENCE" --mode "$server" --listen "127.0.0.1:${PORT[$server]}" --certs "$CERTS" \
                 2>"$OUT/$server.log" &
             PID[$server]=$!
@@ -194,7 +204,7 @@ run_oha() {
     local pid=${PID[$server]} before after cpu_before cpu_after
     before=$(rss "$pid")
     cpu_before=$(cpu_ticks "$pid")
-    oha "${args[@]}" "https://127.0.0.1:${PORT[$server]}/$endpoint?timeout=10s" >/dev/null 2>&1
+    oha "${args[@]}" "https://127.0.0.1:${PORT[$server]}/${ROUTE[$endpoint]}?timeout=10s" >/dev/null 2>&1
     cpu_after=$(cpu_ticks "$pid")
     after=$(rss "$pid")
     if [ "$WARMUP" != 0 ]; then
@@ -295,7 +305,7 @@ fi
 start_servers
 for server in $SERVERS; do
     for endpoint in $ENDPOINTS; do
-        $PY check "https://127.0.0.1:${PORT[$server]}/$endpoint" "${BODY[$endpoint]}" "$CERTS/ca.crt"
+        $PY check "https://127.0.0.1:${PORT[$server]}/${ROUTE[$endpoint]}" "${BODY[$endpoint]}" "$CERTS/ca.crt"
     done
 done
 sleep 1
@@ -322,6 +332,20 @@ for RUN_ROUND in $(seq 1 "$ROUNDS"); do
         done
     done
 done
+
+if [ "$RSS_SECS" != 0 ]; then
+    # From a fresh start, so the figure is what c64 alone leaves resident.
+    if [ -n "${PID[webhook]:-}" ]; then
+        set_meta webhook_rss_matrix_end_kib "$(rss "${PID[webhook]}")"
+    fi
+    stop_servers
+    start_servers
+    RUN_ROUND=1
+    log "resident memory after ${RSS_SECS} s at c64, each server freshly started"
+    for server in $SERVERS; do
+        run_oha rss "$server" validate "${BODY[validate]}" c64 "${RSS_SECS}s"
+    done
+fi
 
 if [ "$SCALE" = 1 ]; then
     for spec in $SCALE_SIZES; do

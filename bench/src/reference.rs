@@ -4,6 +4,9 @@
 //! - [`Mode::Constant`] reads the body and answers every POST with the same
 //!   small AdmissionReview. The transport floor: no webhook on this stack can
 //!   be faster.
+//! - [`Mode::Floor`] is not on this stack: a bare tokio + hyper + rustls
+//!   server ([`crate::floor`]) with the same answer, which shows what the
+//!   webhook's own stack (accept loop, timeouts, router) costs.
 //! - [`Mode::ParseAll`] parses the whole body into `serde_json::Value` and
 //!   echoes `request.uid` in an allowed AdmissionReview. What a naive webhook
 //!   pays.
@@ -25,6 +28,8 @@ pub enum Mode {
     Constant,
     /// Parse the whole body into `serde_json::Value`, echo `request.uid`.
     ParseAll,
+    /// The constant answer from a bare tokio + hyper + rustls server.
+    Floor,
 }
 
 /// The transport floor's answer: the shape of an allowed AdmissionReview.
@@ -83,7 +88,7 @@ async fn parse_all(body: Bytes) -> Response {
 /// The reference server's routes for `mode`, with the webhook's body limit.
 pub fn router(mode: Mode) -> Router {
     let app = match mode {
-        Mode::Constant => Router::new()
+        Mode::Constant | Mode::Floor => Router::new()
             .route("/validate", post(constant))
             .route("/mutate", post(constant))
             .fallback(constant),

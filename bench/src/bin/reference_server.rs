@@ -8,6 +8,9 @@
 //! - `constant`: reads the body and answers every POST with the same small
 //!   AdmissionReview. The transport floor: no webhook on this stack can be
 //!   faster.
+//! - `floor`: the same answer from a bare tokio + hyper + rustls server
+//!   (HTTP/1.1 only, no timeouts, no connection limit, no router): what TLS
+//!   and HTTP cost before the webhook's stack adds anything.
 //! - `parse-all`: parses the whole body into `serde_json::Value` and echoes
 //!   `request.uid` in an allowed AdmissionReview. What a naive webhook pays.
 //!
@@ -98,6 +101,12 @@ fn main() -> ExitCode {
             "reference_server: {:?} serving on https://{}",
             args.mode, args.listen
         );
+        if args.mode == Mode::Floor {
+            let mut config = (*loaded.config).clone();
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            bench::floor::serve(listener, Arc::new(config)).await;
+            return ExitCode::SUCCESS;
+        }
         serve_connections(
             listener,
             Arc::new(TlsState::new(loaded.config)),

@@ -1,9 +1,10 @@
 //! One full HTTPS request in process: the webhook's router (or the constant
-//! reference server, the transport floor) behind `serve_connections` and
-//! rustls on loopback, and a hyper + rustls client keeping one HTTP/1.1
-//! connection alive, both on one current-thread tokio runtime. The count is
-//! the client's and the server's work together; the floor scenarios carry
-//! the same client, the same bodies and the same stack.
+//! reference server) behind `serve_connections` and rustls on loopback, or
+//! the bare tokio + hyper + rustls floor (`bench::floor`), and a hyper +
+//! rustls client keeping one HTTP/1.1 connection alive, all on one
+//! current-thread tokio runtime. The count is the client's and the server's
+//! work together; the constant and floor scenarios carry the same client
+//! and the same bodies, so their differences are the server's.
 
 use std::future::pending;
 use std::sync::Arc;
@@ -36,7 +37,10 @@ enum Server {
     /// The webhook's routes with the built-in policy, static lists and no
     /// API server (no RBAC, no Events), as `serve` runs without a cluster.
     Webhook,
-    /// The constant AdmissionReview of `reference_server --mode constant`.
+    /// The constant AdmissionReview of `reference_server --mode constant`,
+    /// on the webhook's stack.
+    Constant,
+    /// The same answer from the bare server of `reference_server --mode floor`.
     Floor,
 }
 
@@ -104,22 +108,32 @@ impl Https {
         let (tls_state, ca_pem) = tls_material(scenario)?;
         let connector = connector(&ca_pem)?;
         let app = match server {
-            Server::Webhook => webhook::router(Arc::new(Shared::new(Policy::built_in()))),
-            Server::Floor => reference::router(Mode::Constant),
+            Server::Webhook => Some(webhook::router(Arc::new(Shared::new(Policy::built_in())))),
+            Server::Constant => Some(reference::router(Mode::Constant)),
+            Server::Floor => None,
         };
         let sender = runtime.block_on(async move {
             let listener = TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| failed("bind")(&e))?;
             let addr = listener.local_addr().map_err(|e| failed("address")(&e))?;
-            tokio::spawn(serve_connections(
-                listener,
-                Arc::new(tls_state),
-                app,
-                ConnectionOptions::new(1024),
-                Duration::from_secs(1),
-                pending::<()>(),
-            ));
+            match app {
+                Some(app) => {
+                    tokio::spawn(serve_connections(
+                        listener,
+                        Arc::new(tls_state),
+                        app,
+                        ConnectionOptions::new(1024),
+                        Duration::from_secs(1),
+                        pending::<()>(),
+                    ));
+                }
+                None => {
+                    let mut config = (*tls_state.current()).clone();
+                    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                    tokio::spawn(bench::floor::serve(listener, Arc::new(config)));
+                }
+            }
             let tcp = TcpStream::connect(addr)
                 .await
                 .map_err(|e| failed("connect")(&e))?;
@@ -176,7 +190,7 @@ async fn request(
     Ok(collected.to_bytes())
 }
 
-/// Checks that the webhook answered `allowed` (the floor always allows).
+/// Checks that the webhook answered `allowed` (the references always allow).
 fn check(
     scenario: &'static str,
     server: Server,
@@ -191,7 +205,7 @@ fn check(
         .and_then(|v| v.as_bool());
     let expected = match server {
         Server::Webhook => allowed,
-        Server::Floor => true,
+        Server::Constant | Server::Floor => true,
     };
     if answered == Some(expected) {
         Ok(())
@@ -214,8 +228,8 @@ impl Scenario for Https {
     }
 }
 
-/// The in-process HTTPS scenarios: the webhook and the floor, each on the
-/// allowed and the denied compact body.
+/// The in-process HTTPS scenarios: the webhook, the constant server on its
+/// stack and the bare floor, each on the allowed and the denied compact body.
 pub fn scenarios() -> Vec<Entry> {
     vec![
         Entry {
@@ -227,6 +241,16 @@ pub fn scenarios() -> Vec<Entry> {
             name: "https-07-denied-compact",
             iterations: 200,
             build: |s| Https::build(s, Server::Webhook, DENIED, false),
+        },
+        Entry {
+            name: "constant-01-compact",
+            iterations: 200,
+            build: |s| Https::build(s, Server::Constant, ALLOWED, true),
+        },
+        Entry {
+            name: "constant-07-compact",
+            iterations: 200,
+            build: |s| Https::build(s, Server::Constant, DENIED, true),
         },
         Entry {
             name: "floor-01-compact",
