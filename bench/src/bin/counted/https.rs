@@ -29,6 +29,7 @@ use tokio::runtime::Runtime;
 use tokio_rustls::TlsConnector;
 
 use crate::decision::{ALLOWED, DENIED, Encoding, fixture};
+use crate::kinds;
 use crate::{CountedError, Entry, Scenario};
 
 /// Which server answers.
@@ -100,7 +101,17 @@ impl Https {
         fixture_name: &str,
         allowed: bool,
     ) -> Result<Box<dyn Scenario>, CountedError> {
-        let body = Bytes::from(fixture(fixture_name, Encoding::Compact)?);
+        let body = fixture(fixture_name, Encoding::Compact)?;
+        Self::build_with(scenario, server, body, allowed)
+    }
+
+    fn build_with(
+        scenario: &'static str,
+        server: Server,
+        body: Vec<u8>,
+        allowed: bool,
+    ) -> Result<Box<dyn Scenario>, CountedError> {
+        let body = Bytes::from(body);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -229,7 +240,8 @@ impl Scenario for Https {
 }
 
 /// The in-process HTTPS scenarios: the webhook, the constant server on its
-/// stack and the bare floor, each on the allowed and the denied compact body.
+/// stack and the bare floor, each on the allowed and the denied compact body,
+/// and the webhook on a child Pipeline's and a namespace ConfigMap's.
 pub fn scenarios() -> Vec<Entry> {
     vec![
         Entry {
@@ -241,6 +253,16 @@ pub fn scenarios() -> Vec<Entry> {
             name: "https-07-denied-compact",
             iterations: 200,
             build: |s| Https::build(s, Server::Webhook, DENIED, false),
+        },
+        Entry {
+            name: "https-child-pipeline-compact",
+            iterations: 200,
+            build: |s| Https::build_with(s, Server::Webhook, kinds::child_pipeline()?, true),
+        },
+        Entry {
+            name: "https-namespace-config-compact",
+            iterations: 200,
+            build: |s| Https::build_with(s, Server::Webhook, kinds::namespace_config()?, true),
         },
         Entry {
             name: "constant-01-compact",

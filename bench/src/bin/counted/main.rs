@@ -18,6 +18,7 @@
 
 mod decision;
 mod https;
+mod kinds;
 
 use std::hint::black_box;
 use std::process::ExitCode;
