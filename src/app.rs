@@ -323,6 +323,7 @@ mod tests {
     fn cert_options() -> CertOptions {
         CertOptions {
             secret: "tls".to_owned(),
+            ca_secret: "ca".to_owned(),
             secret_namespace: "ns".to_owned(),
             service: ServiceRef {
                 name: "hook".to_owned(),

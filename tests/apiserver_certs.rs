@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use apiserver_certs_support::{
-    CONFIGURATION, LEADER_ELECT, NAMESPACE, Proxy, SECRET, SERVICE, SelfManaged, ca_bundles,
-    metric, one_at_a_time, pem_blocks, ready, secret_data, webhook_bundles, within,
-    write_in_a_loop,
+    CA_SECRET, CONFIGURATION, LEADER_ELECT, NAMESPACE, Proxy, SECRET, SERVICE, SelfManaged,
+    ca_bundles, ca_secret_data, metric, one_at_a_time, pem_blocks, ready, secret_data,
+    webhook_bundles, within, write_in_a_loop,
 };
 use base64::Engine as _;
 use envtest::{Assets, Cluster, User, require};
@@ -37,12 +37,13 @@ fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotat
     let Some(assets) = require("certs rotation", Assets::find()) else {
         return;
     };
-    // Serving certificates live 6 s (renewed every 4 s), CAs 30 s (rotated
-    // from 20 s on), each CA rotation step waits 2 s. Both replicas run
+    // Serving certificates live 10 s (renewed at 5 s, propagation + 3 s
+    // before they end), CAs 30 s (rotated from 18 s on), each CA rotation
+    // step waits 2 s. Both replicas run
     // under leader election: the first to start holds the Lease and runs
     // the certificate controller.
     let flags = [
-        "--cert-validity=6s",
+        "--cert-validity=10s",
         "--ca-validity=30s",
         "--cert-propagation=2s",
         LEADER_ELECT,
@@ -317,12 +318,18 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
     env.wait_for_a_write("after-edit", Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("{e}"));
 
-    // A hand edit breaks the CA's key: a new CA, written into the caBundle.
+    // The serving Secret every replica mounts holds no CA key.
+    assert!(!secret_data(&env.cluster).contains_key("ca.key"));
+    // A hand edit breaks the CA's key: a new CA joins the caBundle beside
+    // the one the replica's certificate is from, which stays (the default
+    // propagation delay, 3 minutes, is longer than this test) so writes
+    // keep going through.
+    let old_ca = secret_data(&env.cluster)["ca.crt"].clone();
     admin
         .merge_patch(
             "secret",
             NAMESPACE,
-            SECRET,
+            CA_SECRET,
             &json!({"data": {"ca.key": garbage}}),
             &[],
         )
@@ -331,14 +338,19 @@ fn an_overwritten_ca_bundle_is_put_back_and_an_invalid_secret_is_replaced() {
         ca_bundles(&env.cluster) != original
     })
     .unwrap_or_else(|| panic!("no new CA within 5 s:\n{}", replica.webhook.log_tail(20)));
-    let new_ca = secret_data(&env.cluster)["ca.crt"].clone();
+    let new_ca = ca_secret_data(&env.cluster)["ca.crt"].clone();
+    assert_ne!(pem_blocks(&new_ca), pem_blocks(&old_ca));
     for bundle in ca_bundles(&env.cluster) {
-        assert_eq!(pem_blocks(&bundle), pem_blocks(&new_ca));
+        let blocks = pem_blocks(&bundle);
+        assert_eq!(blocks.len(), 2, "the old CA and the new: {bundle}");
+        assert!(
+            blocks.contains(&pem_blocks(&old_ca)[0]) && blocks.contains(&pem_blocks(&new_ca)[0])
+        );
     }
     let recovered = env
         .wait_for_a_write("after-new-ca", Duration::from_secs(15))
         .unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("writes went through again {recovered:?} after the CA was replaced");
+    eprintln!("writes went through {recovered:?} after the CA was replaced");
     assert_eq!(
         foreign_bundle(&env.cluster).as_deref(),
         Some(stranger.ca_pem.as_str()),
@@ -415,9 +427,9 @@ fn a_controller_restarted_in_the_middle_of_a_ca_rotation_finishes_it_and_no_writ
     let Some(assets) = require("certs leader change", Assets::find()) else {
         return;
     };
-    // CAs live 45 s (rotated from 30 s on), serving certificates 6 s.
+    // CAs live 45 s (rotated from 30 s on), serving certificates 10 s.
     let flags = [
-        "--cert-validity=6s",
+        "--cert-validity=10s",
         "--ca-validity=45s",
         "--cert-propagation=2s",
     ];
@@ -425,7 +437,7 @@ fn a_controller_restarted_in_the_middle_of_a_ca_rotation_finishes_it_and_no_writ
         .unwrap_or_else(|e| panic!("{e}"));
     // Writes go through the replica that stays up.
     env.route_to(1).unwrap_or_else(|e| panic!("{e}"));
-    let has = |cluster: &Cluster, key: &str| secret_data(cluster).contains_key(key);
+    let has = |cluster: &Cluster, key: &str| ca_secret_data(cluster).contains_key(key);
     let stop = AtomicBool::new(false);
     let cluster = &env.cluster;
     let (leader, _follower) = env.replicas.split_at_mut(1);
@@ -448,7 +460,7 @@ fn a_controller_restarted_in_the_middle_of_a_ca_rotation_finishes_it_and_no_writ
             std::thread::sleep(Duration::from_secs(1));
             leader.webhook.resume(cluster)?;
             within(Duration::from_secs(20), || {
-                let data = secret_data(cluster);
+                let data = ca_secret_data(cluster);
                 !data.contains_key("ca-previous.crt") && !data.contains_key("ca-next.crt")
             })
             .ok_or("the rotation did not complete within 20 s of the second restart")?;

@@ -263,10 +263,13 @@ pub struct CertArgs {
     /// With --manage-certs: run the certificate controller in this process (false: only serve the Secret's certificate and report trust, for a replica that does not lead).
     #[arg(long, env = "WEBHOOK_CERT_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
     pub cert_controller: bool,
-    /// The Secret the certificates are kept in.
+    /// The Secret the serving certificate, its key and its CA's certificate are kept in (what every replica mounts).
     #[arg(long, env = "WEBHOOK_CERT_SECRET", default_value = crate::background::certs::DEFAULT_SECRET)]
     pub cert_secret: String,
-    /// The Secret's namespace; without it, the webhook's own (POD_NAMESPACE), else pipelinerollout-webhook.
+    /// The Secret the CAs and their keys are kept in; no pod mounts it, the leader reads and writes it through the API.
+    #[arg(long, env = "WEBHOOK_CA_SECRET", default_value = crate::background::certs::DEFAULT_CA_SECRET)]
+    pub ca_secret: String,
+    /// The Secrets' namespace; without it, the webhook's own (POD_NAMESPACE), else pipelinerollout-webhook.
     #[arg(long, env = "WEBHOOK_CERT_SECRET_NAMESPACE")]
     pub cert_secret_namespace: Option<String>,
     /// The Service the serving certificate is for; only webhooks whose clientConfig.service names it get the caBundle.
@@ -299,7 +302,7 @@ pub struct CertArgs {
     /// How long a serving certificate is valid; it is renewed at two thirds of that.
     #[arg(long, env = "WEBHOOK_CERT_VALIDITY", default_value = "4weeks", value_parser = humantime::parse_duration)]
     pub cert_validity: Duration,
-    /// How long a Secret change takes to reach every replica (the kubelet's sync of the volume) and every API server; each step of a CA rotation waits this long.
+    /// How long a Secret change takes to reach every replica (the kubelet's sync of the volume, about a minute) and every API server; each step of a CA rotation waits this long, and every certificate is renewed at least this long (and 3s) before it expires.
     #[arg(long, env = "WEBHOOK_CERT_PROPAGATION", default_value = "3m", value_parser = humantime::parse_duration)]
     pub cert_propagation: Duration,
 }
@@ -315,11 +318,9 @@ pub enum CertArgsError {
         /// Its value.
         value: String,
     },
-    /// The serving certificate would outlive its CA.
-    #[error(
-        "--cert-validity must be shorter than --ca-validity (a serving certificate never outlives its CA)"
-    )]
-    CertOutlivesCa,
+    /// The lifetimes cannot be kept to with the propagation delay.
+    #[error(transparent)]
+    Lifetimes(#[from] crate::background::certs::schedule::LifetimeError),
 }
 
 impl CertArgs {
@@ -341,9 +342,11 @@ impl CertArgs {
                 });
             }
         }
-        if self.cert_validity >= self.ca_validity {
-            return Err(CertArgsError::CertOutlivesCa);
-        }
+        crate::background::certs::schedule::check_lifetimes(
+            self.cert_validity,
+            self.ca_validity,
+            self.cert_propagation,
+        )?;
         let namespace = self
             .cert_secret_namespace
             .clone()
@@ -351,6 +354,7 @@ impl CertArgs {
             .unwrap_or_else(|| "pipelinerollout-webhook".to_owned());
         Ok(CertOptions {
             secret: self.cert_secret.clone(),
+            ca_secret: self.ca_secret.clone(),
             service: ServiceRef {
                 name: self.cert_service.clone(),
                 namespace: self
@@ -632,13 +636,14 @@ mod tests {
                 other => panic!("not serve: {other:?}"),
             }
         };
+        use crate::background::certs::schedule::LifetimeError;
         // (flags, POD_NAMESPACE, the Secret's and the Service's namespace or the error)
         type Case<'a> = (
             &'a [&'a str],
             Option<&'a str>,
             Result<(&'a str, &'a str), CertArgsError>,
         );
-        let cases: [Case<'_>; 5] = [
+        let cases: [Case<'_>; 7] = [
             (&[], Some("hooks"), Ok(("hooks", "hooks"))),
             (
                 &[],
@@ -661,7 +666,28 @@ mod tests {
             (
                 &["--cert-validity=1y", "--ca-validity=1y"],
                 None,
-                Err(CertArgsError::CertOutlivesCa),
+                Err(LifetimeError::CertOutlivesCa.into()),
+            ),
+            // The review's combination with the default propagation (3m).
+            (
+                &["--cert-validity=30s", "--ca-validity=75s"],
+                None,
+                Err(LifetimeError::CertTooShort {
+                    cert: "30s".into(),
+                    propagation: "3m".into(),
+                    margin: "3s".into(),
+                    least: "6m 6s".into(),
+                }
+                .into()),
+            ),
+            (
+                &[
+                    "--cert-validity=30s",
+                    "--ca-validity=75s",
+                    "--cert-propagation=10s",
+                ],
+                None,
+                Ok(("pipelinerollout-webhook", "pipelinerollout-webhook")),
             ),
         ];
         for (flags, own, want) in cases {

@@ -26,6 +26,8 @@ pub const OVERLAY: &str = "manifests/overlays/self-managed";
 pub const NAMESPACE: &str = "pipelinerollout-webhook";
 pub const SERVICE: &str = "pipelinerollout-webhook";
 pub const SECRET: &str = "pipelinerollout-webhook-tls";
+/// The CA Secret (no replica mounts it).
+pub const CA_SECRET: &str = "pipelinerollout-webhook-ca";
 pub const CONFIGURATION: &str = "pipelinerollout-webhook";
 /// The flag that puts the certificate controller under the Lease.
 pub const LEADER_ELECT: &str = "--leader-elect=true";
@@ -291,11 +293,20 @@ pub fn webhook_bundles(cluster: &Cluster) -> Vec<(String, String)> {
     bundles
 }
 
-/// The Secret's data, decoded.
+/// The serving Secret's data, decoded.
 pub fn secret_data(cluster: &Cluster) -> std::collections::BTreeMap<String, String> {
+    named_secret_data(cluster, SECRET)
+}
+
+/// The CA Secret's data, decoded.
+pub fn ca_secret_data(cluster: &Cluster) -> std::collections::BTreeMap<String, String> {
+    named_secret_data(cluster, CA_SECRET)
+}
+
+fn named_secret_data(cluster: &Cluster, name: &str) -> std::collections::BTreeMap<String, String> {
     let secret = cluster
         .kubectl(User::Admin)
-        .get("secret", NAMESPACE, SECRET)
+        .get("secret", NAMESPACE, name)
         .expect("the webhook wrote its Secret");
     secret["data"]
         .as_object()

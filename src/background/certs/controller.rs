@@ -4,17 +4,15 @@
 //! the next rotation is due. A failed call is retried with backoff; what
 //! the replicas serve meanwhile is the last Secret written.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
@@ -24,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::CertOptions;
 use super::bundle::{self, ConfigurationType, Configurations};
-use super::material::{self, Stored};
+use super::checks;
+use super::material;
 use super::plan::{self, Change, Reason};
+use super::secrets::{self, WRITE_BURST, WRITE_WINDOW, WriteLimit};
 use crate::background::backoff::Backoff;
 use crate::metrics::certificates::{CertEvent, CertMetrics};
 
@@ -90,6 +90,12 @@ pub async fn run(
             metrics.clone(),
         )),
         tokio::spawn(watch(
+            secrets.clone(),
+            options.ca_secret.clone(),
+            tx.clone(),
+            metrics.clone(),
+        )),
+        tokio::spawn(watch(
             Api::<ValidatingWebhookConfiguration>::all(client.clone()),
             options.validating.clone(),
             tx.clone(),
@@ -104,16 +110,18 @@ pub async fn run(
     ];
     tracing::info!(
         secret = %format!("{}/{}", options.secret_namespace, options.secret),
+        ca_secret = %format!("{}/{}", options.secret_namespace, options.ca_secret),
         service = %options.server_name(),
         validating = %options.validating,
         mutating = %options.mutating,
         "certificate controller started"
     );
     let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
+    let mut limit = WriteLimit::default();
     loop {
         let pass = tokio::select! {
             () = stop.cancelled() => break,
-            pass = pass(&secrets, &configurations, &options, &metrics) => pass,
+            pass = pass(&secrets, &configurations, &options, &metrics, &mut limit) => pass,
         };
         let wait = match pass {
             Ok(wait) => {
@@ -165,36 +173,28 @@ where
     }
 }
 
-fn stored(secret: &Secret) -> Stored {
-    Stored {
-        data: secret
-            .data
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.0.clone()))
-            .collect(),
-        retire_after: secret
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(material::RETIRE_AFTER))
-            .cloned(),
-    }
-}
-
-/// One pass: read, plan, write what changed; the wait until the next.
+/// One pass: read, plan, write what changed (the CA Secret, then the
+/// caBundle, then the serving Secret, so that no replica is handed a
+/// certificate from a CA the caBundle lacks); the wait until the next.
 async fn pass(
     secrets: &Api<Secret>,
     configurations: &Configurations,
     options: &CertOptions,
     metrics: &CertMetrics,
+    limit: &mut WriteLimit,
 ) -> Result<Duration, PassError> {
-    let secret_name = format!("{}/{}", options.secret_namespace, options.secret);
-    let secret_err = |source| PassError::Secret {
-        name: secret_name.clone(),
-        source,
+    let secret_err = |name: &str| {
+        let name = format!("{}/{name}", options.secret_namespace);
+        move |source| PassError::Secret { name, source }
     };
-    let existing = secrets.get_opt(&options.secret).await.map_err(secret_err)?;
+    let existing_ca = secrets
+        .get_opt(&options.ca_secret)
+        .await
+        .map_err(secret_err(&options.ca_secret))?;
+    let existing = secrets
+        .get_opt(&options.secret)
+        .await
+        .map_err(secret_err(&options.secret))?;
     let mut read = Vec::with_capacity(2);
     for kind in ConfigurationType::BOTH {
         read.push(
@@ -209,7 +209,8 @@ async fn pass(
     }
     let now = OffsetDateTime::now_utc();
     let plan = plan::plan(
-        existing.as_ref().map(stored).as_ref(),
+        existing_ca.as_ref().map(secrets::stored).as_ref(),
+        existing.as_ref().map(secrets::served).as_ref(),
         now,
         &options.settings(),
         |cas| {
@@ -217,21 +218,34 @@ async fn pass(
                 .all(|c| c.ours.iter().all(|w| bundle::carries(&w.ca_bundle, cas)))
         },
     )?;
-    if !plan.changes.is_empty() {
-        let secret = to_secret(existing.as_ref(), options, &plan.material);
-        match existing {
-            Some(_) => secrets
-                .replace(&options.secret, &PostParams::default(), &secret)
-                .await
-                .map_err(secret_err)?,
-            None => secrets
-                .create(&PostParams::default(), &secret)
-                .await
-                .map_err(secret_err)?,
-        };
-        for change in &plan.changes {
-            report(change, metrics, &secret_name, &plan.material);
+    if plan.write_ca || plan.write_serving {
+        let wait = limit.wait(Instant::now());
+        if !wait.is_zero() {
+            metrics.record_cert(CertEvent::Error("rate"));
+            tracing::warn!(
+                writes = WRITE_BURST, window = ?WRITE_WINDOW, retry_in = ?wait,
+                "certificate Secrets written too often: the next write waits (is something rewriting them?)"
+            );
+            return Ok(wait);
         }
+    }
+    let secret_name = format!("{}/{}", options.secret_namespace, options.ca_secret);
+    if plan.write_ca {
+        let secret = secrets::object(
+            existing_ca.as_ref(),
+            &options.ca_secret,
+            options,
+            "Opaque",
+            plan.material.ca_data(),
+            plan.material.annotation(),
+        );
+        write(secrets, existing_ca.is_some(), &options.ca_secret, &secret)
+            .await
+            .map_err(secret_err(&options.ca_secret))?;
+        limit.record(Instant::now());
+    }
+    for change in &plan.changes {
+        report(change, metrics, &secret_name, &plan.material);
     }
     let ca_bundle = plan.material.bundle();
     for (kind, configuration) in ConfigurationType::BOTH.into_iter().zip(&read) {
@@ -252,59 +266,52 @@ async fn pass(
             );
         }
     }
+    if plan.write_serving
+        && let Some(data) = plan.material.serving_data()
+    {
+        let secret = secrets::object(
+            existing.as_ref(),
+            &options.secret,
+            options,
+            "kubernetes.io/tls",
+            data,
+            None,
+        );
+        write(secrets, existing.is_some(), &options.secret, &secret)
+            .await
+            .map_err(secret_err(&options.secret))?;
+        limit.record(Instant::now());
+    }
     let wait = (plan.wake_at - OffsetDateTime::now_utc())
         .clamp(time::Duration::milliseconds(200), time::Duration::hours(1));
     Ok(Duration::try_from(wait).unwrap_or(Duration::from_secs(1)))
 }
 
-/// The Secret holding `material`: `existing`'s metadata and type kept,
-/// its data and the rotation annotation replaced.
-fn to_secret(
-    existing: Option<&Secret>,
-    options: &CertOptions,
-    material: &material::Material,
-) -> Secret {
-    let mut metadata = existing.map_or_else(
-        || ObjectMeta {
-            name: Some(options.secret.clone()),
-            namespace: Some(options.secret_namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                "app.kubernetes.io/name".to_owned(),
-                "pipelinerollout-webhook".to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        |s| s.metadata.clone(),
-    );
-    metadata.managed_fields = None;
-    let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
-    match material.annotation() {
-        Some(after) => {
-            annotations.insert(material::RETIRE_AFTER.to_owned(), after);
-        }
-        None => {
-            annotations.remove(material::RETIRE_AFTER);
-        }
+/// Replaces the Secret `name` (carrying the resourceVersion it was read
+/// with) or creates it.
+async fn write(
+    secrets: &Api<Secret>,
+    exists: bool,
+    name: &str,
+    secret: &Secret,
+) -> Result<(), kube::Error> {
+    if exists {
+        secrets
+            .replace(name, &PostParams::default(), secret)
+            .await?;
+    } else {
+        secrets.create(&PostParams::default(), secret).await?;
     }
-    Secret {
-        metadata,
-        type_: existing
-            .and_then(|s| s.type_.clone())
-            .or_else(|| Some("kubernetes.io/tls".to_owned())),
-        data: Some(
-            material
-                .data()
-                .into_iter()
-                .map(|(k, v)| (k, ByteString(v.into_bytes())))
-                .collect(),
-        ),
-        ..Secret::default()
-    }
+    Ok(())
 }
 
 fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &material::Material) {
-    let ca_not_after = material::not_after(&now.ca.cert_pem).map(|t| t.to_string());
-    let serving_not_after = material::not_after(&now.serving.cert_pem).map(|t| t.to_string());
+    let not_after = |pem: &str| checks::validity(pem).map(|v| v.not_after.to_string());
+    let ca_not_after = not_after(&now.ca.cert_pem);
+    let serving_not_after = now
+        .serving
+        .as_ref()
+        .and_then(|s| not_after(&s.pair.cert_pem));
     match change {
         Change::CaIssued(reason) => {
             metrics.record_cert(CertEvent::Issued {
@@ -348,8 +355,11 @@ fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &material::
             metrics.record_cert(CertEvent::Rotation("completed"));
             tracing::info!(%secret, "CA rotation: the previous CA left the caBundle");
         }
+        Change::RetireCapped(by) => {
+            tracing::warn!(%secret, retire_after = %by, "the retired CA's time to leave the caBundle was later than one propagation delay after the serving certificate left it (not a CA this webhook retired?): it leaves earlier");
+        }
         Change::Dropped(why) => {
-            tracing::warn!(%secret, %why, "an unusable CA rotation entry in the Secret was dropped");
+            tracing::warn!(%secret, %why, "a CA rotation entry that is unusable or not the webhook's was dropped");
         }
     }
 }

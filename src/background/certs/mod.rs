@@ -2,41 +2,52 @@
 //! webhook keeps its own CA and serving certificate in a Secret and its CA
 //! in the caBundle of its own webhooks.
 //!
-//! - [`controller::run`] (one replica, the leader) keeps the Secret: it
-//!   creates it when absent, renews the serving certificate at two thirds
-//!   of its life or when its names no longer match the Service, rotates the
-//!   CA in three steps ([`plan`]), replaces what a hand edit made invalid,
-//!   and writes the caBundle ([`bundle`]), putting it back when someone
-//!   else overwrites it (it watches the Secret and both configurations).
+//! - [`controller::run`] (one replica, the leader) keeps two Secrets
+//!   ([`material`]): the CA Secret, which holds the CA keys and which no
+//!   pod mounts (the leader reads and writes it through the API), and the
+//!   serving Secret every replica mounts. It creates them when absent,
+//!   renews the serving certificate ([`schedule`]) or when its names no
+//!   longer match the Service, rotates the CA in three steps ([`plan`]),
+//!   replaces what a hand edit made invalid or foreign ([`checks`]), and
+//!   writes the caBundle ([`bundle`]), putting it back when someone else
+//!   overwrites it (it watches both Secrets and both configurations).
 //! - [`readiness::run`] (every replica) reports whether the certificate
 //!   this replica serves is trusted by the caBundle of every webhook that
 //!   calls the Service, which `/readyz` waits for.
 //!
 //! Both count what they do in [`crate::metrics::certificates`].
+//! [`secrets`] bounds how often the Secrets are written.
 //!
 //! Every replica serves the Secret's files as the kubelet updates them
 //! (the server's hot reload); nothing here touches files.
 
 pub mod bundle;
+pub mod checks;
 pub mod controller;
 pub mod material;
 pub mod plan;
 pub mod readiness;
+pub mod schedule;
+pub mod secrets;
 pub mod trust;
 
 use std::time::Duration;
 
 pub use self::bundle::ServiceRef;
 
-/// The default name of the Secret.
+/// The default name of the serving Secret (every replica mounts it).
 pub const DEFAULT_SECRET: &str = "pipelinerollout-webhook-tls";
+/// The default name of the CA Secret (no pod mounts it).
+pub const DEFAULT_CA_SECRET: &str = "pipelinerollout-webhook-ca";
 
 /// What the certificates are for and where they are kept.
 #[derive(Debug, Clone)]
 pub struct CertOptions {
-    /// The Secret's name.
+    /// The serving Secret's name.
     pub secret: String,
-    /// The Secret's namespace (the webhook's own).
+    /// The CA Secret's name.
+    pub ca_secret: String,
+    /// The Secrets' namespace (the webhook's own).
     pub secret_namespace: String,
     /// The Service the serving certificate is for, and whose webhooks get
     /// the caBundle.

@@ -1,35 +1,45 @@
-//! What the certificate Secret should hold next, and why: the rotation
-//! schedule and the CA rotation's phases as a pure function of what it
-//! holds now, the time, and whether the webhook configurations carry the
-//! caBundle.
+//! What the two certificate Secrets should hold next, and why: the CA
+//! rotation's phases as a pure function of what they hold now, the time,
+//! and which CAs the webhook configurations' caBundles carry.
 //!
-//! CA rotation, in three steps that never leave the API server without
-//! trust in what is served:
-//! 1. at two thirds of the CA's life a new CA joins the Secret
+//! Two rules keep the API server's trust in what every replica serves:
+//! a serving certificate from a CA is written only once every webhook's
+//! caBundle carries that CA, and a CA leaves the caBundle only one
+//! propagation delay after the serving certificate stopped being its.
+//!
+//! CA rotation, in three steps:
+//! 1. when due ([`schedule::rotate_ca_at`]) a new CA joins the CA Secret
 //!    (`ca-next.*`) and the caBundle (both CAs);
 //! 2. once every webhook carries both, and the propagation delay has passed
 //!    since step 1, the serving certificate is re-issued by the new CA,
 //!    which becomes `ca.*`; the old one stays in the caBundle
-//!    (`ca-previous.crt`) until the propagation delay has passed again, so
-//!    that every replica serves the new certificate first;
-//! 3. then the old CA leaves the Secret and the caBundle.
+//!    (`ca-previous.crt`) for one more propagation delay, so that every
+//!    replica serves the new certificate first;
+//! 3. then the old CA leaves the CA Secret and the caBundle.
+//!
+//! A CA that is missing or not the webhook's (a deleted or edited CA
+//! Secret) is replaced by a new one the same way: the CA the replicas'
+//! certificate is from (the serving Secret's `ca.crt`) stays in the
+//! caBundle beside the new CA until every replica serves a certificate
+//! from the new CA.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::material::{self, CheckError, Material, SecretError, ServingProblem, Stored};
+use super::checks::{self, CertInfo, CheckError, For};
+use super::material::{
+    self, Material, Previous, SecretError, Served, Serving, ServingProblem, Stored,
+};
+use super::schedule::{self, BACKDATE, signed};
 use crate::pki::{self, CertError, PemPair, Validity};
-
-/// How far back certificates are valid from, so that a clock a little
-/// behind still accepts them. Not part of a certificate's life for the
-/// rotation schedule.
-pub const BACKDATE: Duration = Duration::from_secs(300);
 
 /// What the certificates are made for and how long they live.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The serving certificate's common name.
+    /// The serving certificate's common name, the name the API server
+    /// checks (`NAME.NAMESPACE.svc`).
     pub common_name: String,
     /// Its DNS names.
     pub names: Vec<String>,
@@ -37,8 +47,17 @@ pub struct Settings {
     pub ca_validity: Duration,
     /// How long a serving certificate is valid (never beyond its CA).
     pub cert_validity: Duration,
-    /// How long a change of CA takes to reach every replica and API server.
+    /// How long a change takes to reach every replica and API server.
     pub propagation: Duration,
+}
+
+impl Settings {
+    fn target(&self) -> For<'_> {
+        For {
+            names: &self.names,
+            server_name: &self.common_name,
+        }
+    }
 }
 
 /// Why no plan could be made.
@@ -55,15 +74,15 @@ pub enum PlanError {
 /// Why a certificate was issued.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
-    /// The Secret did not exist, or the CA was replaced.
+    /// Nothing existed yet.
     Initial,
-    /// Two thirds of its life had passed.
+    /// It was due.
     Due,
     /// Its names were not the Service's.
     Names,
-    /// The stored one was unusable.
+    /// The stored one was missing or unusable.
     Invalid(SecretError),
-    /// The CA rotation switched to the new CA.
+    /// The serving certificate moved to the CA that signs now.
     CaSwitch,
 }
 
@@ -89,70 +108,82 @@ pub enum Change {
     ServingIssued(Reason),
     /// CA rotation step 1: a new CA joins the caBundle.
     RotationStarted,
-    /// Step 2: the serving certificate is signed by the new CA.
+    /// Step 2: the signing CA is the new one.
     RotationSwitched,
     /// Step 3: the old CA leaves the caBundle.
     RotationCompleted,
-    /// An unusable rotation entry was dropped.
+    /// A retired CA's time to leave was later than the rules allow.
+    RetireCapped(OffsetDateTime),
+    /// An unusable or foreign rotation entry was dropped.
     Dropped(SecretError),
 }
 
-/// The Secret's next contents.
+/// The Secrets' next contents.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// What it should hold.
+    /// What they should hold.
     pub material: Material,
-    /// What changed (empty: nothing to write).
+    /// What changed.
     pub changes: Vec<Change>,
+    /// Whether the CA Secret must be written.
+    pub write_ca: bool,
+    /// Whether the serving Secret must be written.
+    pub write_serving: bool,
     /// When to look again at the latest.
     pub wake_at: OffsetDateTime,
 }
 
-fn std_to_time(d: Duration) -> time::Duration {
-    time::Duration::try_from(d).unwrap_or(time::Duration::MAX)
-}
-
-/// When a certificate valid from `not_before` to `not_after` is due: two
-/// thirds into its life (not counting [`BACKDATE`]).
-pub fn renew_at(not_before: OffsetDateTime, not_after: OffsetDateTime) -> OffsetDateTime {
-    let start = (not_before + std_to_time(BACKDATE)).min(not_after);
-    start + (not_after - start) * 2 / 3
-}
-
-fn validity(now: OffsetDateTime, life: Duration, cap: Option<OffsetDateTime>) -> Validity {
-    let not_after = now + std_to_time(life);
-    Validity {
-        not_before: now - std_to_time(BACKDATE),
-        not_after: cap.map_or(not_after, |cap| not_after.min(cap)),
-    }
-}
-
 fn new_ca(settings: &Settings, now: OffsetDateTime) -> Result<PemPair, CertError> {
     let name = format!("pipelinerollout-webhook {}", settings.common_name);
-    pki::issue_ca(&name, validity(now, settings.ca_validity, None))
+    pki::issue_ca(
+        &name,
+        Validity {
+            not_before: now - signed(BACKDATE),
+            not_after: now + signed(settings.ca_validity),
+        },
+    )
 }
 
-/// Plans the Secret's next contents from `stored` (`None`: no Secret) at
-/// `now`. `carried(cas)` says whether every webhook the caBundle belongs
-/// in carries all of `cas` (PEM).
+fn issued(info: &CertInfo) -> OffsetDateTime {
+    schedule::issued(info.not_before, info.not_after)
+}
+
+fn renew_at(info: &CertInfo, settings: &Settings) -> OffsetDateTime {
+    schedule::renew_at(info.not_before, info.not_after, settings.propagation)
+}
+
+fn differs(stored: &BTreeMap<String, Vec<u8>>, planned: &BTreeMap<String, String>) -> bool {
+    stored.len() != planned.len()
+        || planned
+            .iter()
+            .any(|(k, v)| stored.get(k).map(Vec::as_slice) != Some(v.as_bytes()))
+}
+
+/// Plans the Secrets' next contents from the CA Secret `ca_secret` and
+/// the serving Secret `served` (`None`: absent) at `now`. `carried(cas)`
+/// says whether every webhook the caBundle belongs in carries all of
+/// `cas` (PEM).
 pub fn plan(
-    stored: Option<&Stored>,
+    ca_secret: Option<&Stored>,
+    served: Option<&Served>,
     now: OffsetDateTime,
     settings: &Settings,
     carried: impl Fn(&[&str]) -> bool,
 ) -> Result<Plan, PlanError> {
-    let absent = stored.is_none();
+    let target = settings.target();
+    let propagation = signed(settings.propagation);
+    let initial = ca_secret.is_none() && served.is_none();
     let empty = Stored::default();
-    let stored = stored.unwrap_or(&empty);
+    let stored = ca_secret.unwrap_or(&empty);
     let mut changes = Vec::new();
-    let propagation = std_to_time(settings.propagation);
+    let mut wake_at = now + time::Duration::hours(1);
 
-    let (mut ca, mut ca_info, ca_replaced) = match stored.ca(now) {
+    let (mut ca, mut ca_info, replaced) = match stored.ca(target, now) {
         Ok((ca, info)) => (ca, info, false),
         Err(why) => {
             let ca = new_ca(settings, now)?;
-            let info = material::check_ca(&ca, now)?;
-            changes.push(Change::CaIssued(if absent {
+            let info = checks::check_ca(&ca, target, now)?;
+            changes.push(Change::CaIssued(if initial {
                 Reason::Initial
             } else {
                 Reason::Invalid(why)
@@ -160,105 +191,220 @@ pub fn plan(
             (ca, info, true)
         }
     };
-    let mut next = match (ca_replaced, stored.next_ca(now)) {
-        (true, _) | (_, None) => None,
-        (false, Some(Ok(next))) => Some(next),
-        (false, Some(Err(why))) => {
-            changes.push(Change::Dropped(why));
-            None
+    let mut next = None;
+    let mut previous = None;
+    if !replaced {
+        next = match stored.next_ca(target, now) {
+            None => None,
+            Some(Ok(next)) => Some(next),
+            Some(Err(why)) => {
+                changes.push(Change::Dropped(why));
+                None
+            }
+        };
+        previous = match stored.previous_ca() {
+            None => None,
+            Some(Ok(previous)) => Some(previous),
+            Some(Err(why)) => {
+                changes.push(Change::Dropped(why));
+                None
+            }
+        };
+        if next.is_some() && previous.is_some() {
+            changes.push(Change::Dropped(SecretError::TwoRotations));
+            previous = None;
         }
-    };
-    let mut previous = match (ca_replaced, stored.previous_ca()) {
-        (true, _) | (_, None) => None,
-        (false, Some(Ok(previous))) => Some(previous),
-        (false, Some(Err(why))) => {
-            changes.push(Change::Dropped(why));
-            None
-        }
-    };
-    if next.is_some() && previous.is_some() {
-        changes.push(Change::Dropped(SecretError::TwoRotations));
-        previous = None;
+    }
+    if next.is_none() && previous.is_none() {
+        // The CA the replicas' certificate is from, when it is not the
+        // signing one (the CA Secret was deleted or edited), stays trusted
+        // until they serve one from the signing CA.
+        previous = served
+            .and_then(|s| material::serving_ca(s, target, now))
+            .filter(|(pem, _)| *pem != ca.cert_pem)
+            .map(|(pem, info)| {
+                let retire_after = now + propagation * 2;
+                (
+                    Previous {
+                        cert_pem: pem,
+                        retire_after,
+                    },
+                    info,
+                )
+            });
     }
 
-    let mut wake_at = now + time::Duration::hours(1);
-    let mut switched = false;
-    if let Some(candidate) = next.take() {
-        let next_info = material::check_ca(&candidate, now)?;
-        let switch_at = next_info.not_before + std_to_time(BACKDATE) + propagation;
+    if let Some((candidate, info)) = next.take() {
+        let switch_at = issued(&info) + propagation;
         if now >= switch_at && carried(&[&ca.cert_pem, &candidate.cert_pem]) {
-            previous = Some((ca.cert_pem.clone(), now + propagation));
-            ca = candidate;
-            ca_info = next_info;
-            switched = true;
+            let retire_after = now + propagation;
+            previous = Some((
+                Previous {
+                    cert_pem: ca.cert_pem,
+                    retire_after,
+                },
+                ca_info,
+            ));
+            (ca, ca_info) = (candidate, info);
             changes.push(Change::RotationSwitched);
         } else {
             wake_at = wake_at.min(switch_at.max(now + time::Duration::seconds(1)));
-            next = Some(candidate);
+            next = Some((candidate, info));
         }
-    } else if let Some((_, after)) = &previous {
-        if now >= *after {
-            previous = None;
-            changes.push(Change::RotationCompleted);
-        } else {
-            wake_at = wake_at.min(*after);
-        }
-    } else {
-        let due = renew_at(ca_info.not_before, ca_info.not_after);
+    } else if previous.is_none() {
+        let due =
+            schedule::rotate_ca_at(ca_info.not_before, ca_info.not_after, settings.propagation);
         if now >= due {
             let candidate = new_ca(settings, now)?;
-            let next_info = material::check_ca(&candidate, now)?;
-            wake_at = wake_at.min(next_info.not_before + std_to_time(BACKDATE) + propagation);
-            next = Some(candidate);
+            let info = checks::check_ca(&candidate, target, now)?;
+            wake_at = wake_at.min(issued(&info) + propagation);
+            next = Some((candidate, info));
             changes.push(Change::RotationStarted);
         } else {
             wake_at = wake_at.min(due);
         }
     }
 
-    // The stored serving certificate, kept while it is valid, for the
-    // Service's names, signed by the signing CA and not yet due.
-    let kept = if switched || ca_replaced {
-        Err(if switched {
-            Reason::CaSwitch
-        } else {
-            Reason::Initial
-        })
-    } else {
-        match stored.serving(&ca, &settings.names, now) {
-            Ok((pair, info)) if now < renew_at(info.not_before, info.not_after) => {
-                wake_at = wake_at.min(renew_at(info.not_before, info.not_after));
-                Ok(pair)
-            }
-            Ok(_) => Err(Reason::Due),
-            Err(ServingProblem::Names(_)) => Err(Reason::Names),
-            Err(ServingProblem::Invalid(_)) if absent => Err(Reason::Initial),
-            Err(ServingProblem::Invalid(why)) => Err(Reason::Invalid(why)),
+    // The serving certificate: kept while it is valid, for the Service's
+    // names and not yet due, from the signing CA or (until the signing CA
+    // has reached every API server) from the CA being retired.
+    let ca_carried = carried(&[&ca.cert_pem]);
+    let ca_settled = ca_carried && now >= issued(&ca_info) + propagation;
+    let under = |ca_pem: &str| served.map(|s| material::serving(s, ca_pem, target, now));
+    let kept = match under(&ca.cert_pem) {
+        Some(Ok((pair, info))) if now < renew_at(&info, settings) => {
+            wake_at = wake_at.min(renew_at(&info, settings));
+            let ca_pem = ca.cert_pem.clone();
+            Ok(Serving { pair, ca_pem })
         }
+        Some(Ok(_)) => Err(Reason::Due),
+        Some(Err(ServingProblem::Names(_))) => Err(Reason::Names),
+        Some(Err(ServingProblem::Invalid(why))) => {
+            let from_previous = previous
+                .as_ref()
+                .and_then(|(p, _)| under(&p.cert_pem).map(|r| (p.cert_pem.clone(), r)));
+            match from_previous {
+                Some((ca_pem, Ok((pair, info))))
+                    if !ca_settled && now < renew_at(&info, settings) =>
+                {
+                    wake_at = wake_at.min(renew_at(&info, settings)).min(
+                        (issued(&ca_info) + propagation).max(now + time::Duration::seconds(1)),
+                    );
+                    Ok(Serving { pair, ca_pem })
+                }
+                Some((_, Ok(_))) => Err(Reason::CaSwitch),
+                _ if initial => Err(Reason::Initial),
+                _ => Err(Reason::Invalid(why)),
+            }
+        }
+        // No serving Secret (a new install, or deleted).
+        None => Err(Reason::Initial),
     };
     let serving = match kept {
-        Ok(pair) => pair,
-        Err(reason) => {
-            let validity = validity(now, settings.cert_validity, Some(ca_info.not_after));
+        Ok(serving) => Some(serving),
+        Err(reason) if ca_carried => {
+            let not_after = schedule::leaf_not_after(
+                now,
+                settings.cert_validity,
+                ca_info.not_after,
+                settings.propagation,
+            );
+            let validity = Validity {
+                not_before: now - signed(BACKDATE),
+                not_after,
+            };
             let pair = pki::issue_serving(&ca, &settings.common_name, &settings.names, validity)?;
-            wake_at = wake_at.min(renew_at(validity.not_before, validity.not_after));
+            let info = CertInfo {
+                not_before: validity.not_before,
+                not_after,
+            };
+            wake_at = wake_at.min(renew_at(&info, settings).max(now + time::Duration::seconds(1)));
+            if reason == Reason::CaSwitch
+                && let Some((p, _)) = previous.as_mut()
+            {
+                p.retire_after = now + propagation;
+            }
             changes.push(Change::ServingIssued(reason));
-            pair
+            let ca_pem = ca.cert_pem.clone();
+            Some(Serving { pair, ca_pem })
+        }
+        // Not until every caBundle carries the CA (this pass writes it).
+        Err(_) => {
+            wake_at = wake_at.min(now + time::Duration::seconds(1));
+            None
         }
     };
-    let (previous_ca, retire_previous_after) = match previous {
-        Some((pem, after)) => (Some(pem), Some(after)),
-        None => (None, None),
+
+    // The CA being retired leaves once every replica serves a certificate
+    // of the signing CA, one propagation delay after it was issued.
+    let previous_ca = match previous {
+        Some((p, _)) if p.cert_pem == ca.cert_pem => None,
+        Some((p, info)) => retire(
+            p,
+            &info,
+            serving.as_ref(),
+            now,
+            settings,
+            &mut changes,
+            &mut wake_at,
+        ),
+        None => None,
     };
+    let material = Material {
+        ca,
+        next_ca: next.map(|(pair, _)| pair),
+        previous_ca,
+        serving,
+    };
+    let write_ca = ca_secret.is_none_or(|s| {
+        differs(&s.data, &material.ca_data()) || s.retire_after != material.annotation()
+    });
+    let write_serving = material
+        .serving_data()
+        .is_some_and(|data| served.is_none_or(|s| differs(s, &data)));
     Ok(Plan {
-        material: Material {
-            ca,
-            serving,
-            next_ca: next,
-            previous_ca,
-            retire_previous_after,
-        },
+        material,
         changes,
+        write_ca,
+        write_serving,
         wake_at,
     })
+}
+
+fn retire(
+    mut previous: Previous,
+    info: &CertInfo,
+    serving: Option<&Serving>,
+    now: OffsetDateTime,
+    settings: &Settings,
+    changes: &mut Vec<Change>,
+    wake_at: &mut OffsetDateTime,
+) -> Option<Previous> {
+    let serving_issued = match serving {
+        // The replicas serve its certificate, or none is written yet.
+        None => return Some(previous),
+        Some(s) if s.ca_pem == previous.cert_pem => return Some(previous),
+        Some(s) => checks::validity(&s.pair.cert_pem).map_or(now, |v| issued(&v)),
+    };
+    let by = schedule::retire_by(
+        previous.retire_after,
+        info.not_after,
+        serving_issued,
+        settings.propagation,
+    );
+    let capped = previous.retire_after > by + time::Duration::seconds(1);
+    if now >= by {
+        changes.push(if capped {
+            Change::Dropped(SecretError::Outstays(by))
+        } else {
+            Change::RotationCompleted
+        });
+        return None;
+    }
+    if capped {
+        changes.push(Change::RetireCapped(by));
+        previous.retire_after = by;
+    }
+    *wake_at = (*wake_at).min(by);
+    Some(previous)
 }

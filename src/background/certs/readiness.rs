@@ -1,8 +1,11 @@
 //! Readiness under `--manage-certs`, in every replica: is the certificate
 //! this replica serves trusted by the caBundle of every webhook that calls
-//! the Service? It reads the two webhook configurations by name every few
-//! seconds; while the API server cannot be reached it keeps its last
-//! verdict and retries with backoff.
+//! the Service, and still for [`super::schedule::MARGIN`] from now? A
+//! replica whose certificate expired, or is seconds from it (its new one
+//! has not reached the volume), is not ready, so the Service sends the API
+//! server to the others. It reads the two webhook configurations by name
+//! every few seconds; while the API server cannot be reached it keeps its
+//! last verdict and retries with backoff.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +14,7 @@ use rustls_pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 
 use super::bundle::{Configuration, Configurations};
-use super::{CertOptions, trust};
+use super::{CertOptions, schedule, trust};
 use crate::background::backoff::Backoff;
 
 /// How often the configurations are read.
@@ -92,8 +95,8 @@ pub async fn run<S: ServedCertificate>(
         let wait = match configurations.read_both().await {
             Ok(both) => {
                 backoff.reset();
-                let now =
-                    u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp()).unwrap_or(0);
+                let soon = time::OffsetDateTime::now_utc() + schedule::signed(schedule::MARGIN);
+                let now = u64::try_from(soon.unix_timestamp()).unwrap_or(0);
                 let verdict = judge(&both, &served.served_chain(), &name, now);
                 served.set_trusted(verdict.is_ok());
                 if last.as_ref() != Some(&verdict) {

@@ -1,6 +1,7 @@
-//! The rotation schedule, the CA rotation's phases, hand-edited Secrets,
-//! the caBundle's targets and the readiness verdict, as tables of cases
-//! on simulated time.
+//! The schedule, the CA rotation's phases, hand-edited and deleted
+//! Secrets, the caBundle's targets and the readiness verdict, as tables of
+//! cases on simulated time, and a simulated cluster ([`World`]) in which
+//! replicas serve what the Secret held a propagation delay ago.
 
 use std::time::Duration;
 
@@ -9,12 +10,18 @@ use k8s_openapi::api::admissionregistration::v1::{ServiceReference, WebhookClien
 use time::OffsetDateTime;
 
 use super::bundle::{self, Configuration, OurWebhook, ServiceRef};
-use super::material::{self, Material, Stored};
+use super::material::{self, Material, Served, Stored};
 use super::plan::{self, Change, Plan, Reason, Settings};
 use super::{readiness, trust};
 
 mod messages;
+mod schedule;
+mod world;
 
+use world::World;
+
+/// Serving certificates of 30 s, CAs of 75 s, a propagation delay of 10 s:
+/// the end-to-end test's lifetimes.
 fn settings() -> Settings {
     Settings {
         common_name: "hook.ns.svc".to_owned(),
@@ -24,9 +31,9 @@ fn settings() -> Settings {
             "hook.ns.svc".into(),
             "hook.ns.svc.cluster.local".into(),
         ],
-        ca_validity: Duration::from_secs(30),
-        cert_validity: Duration::from_secs(6),
-        propagation: Duration::from_secs(2),
+        ca_validity: Duration::from_secs(75),
+        cert_validity: Duration::from_secs(30),
+        propagation: Duration::from_secs(10),
     }
 }
 
@@ -38,10 +45,15 @@ fn at(secs: i64) -> OffsetDateTime {
     t0() + time::Duration::seconds(secs)
 }
 
+fn unix(t: OffsetDateTime) -> u64 {
+    u64::try_from(t.unix_timestamp()).expect("unix")
+}
+
+/// The CA Secret of `material`, as read back.
 fn stored(material: &Material) -> Stored {
     Stored {
         data: material
-            .data()
+            .ca_data()
             .into_iter()
             .map(|(k, v)| (k, v.into_bytes()))
             .collect(),
@@ -49,201 +61,277 @@ fn stored(material: &Material) -> Stored {
     }
 }
 
-fn run(from: Option<&Material>, now: OffsetDateTime, carried: bool) -> Plan {
-    plan::plan(from.map(stored).as_ref(), now, &settings(), |_| carried).expect("plan")
+/// The serving Secret of `material`, as read back.
+fn served(material: &Material) -> Served {
+    material
+        .serving_data()
+        .expect("a serving certificate")
+        .into_iter()
+        .map(|(k, v)| (k, v.into_bytes()))
+        .collect()
+}
+
+/// A fresh install, settled: both Secrets written, the caBundle carried.
+fn settled() -> Material {
+    let mut world = World::new(settings());
+    world.run_until(at(1));
+    world.material()
+}
+
+/// One plan over `material`'s Secrets at `now`, the caBundle carried.
+fn replan(material: &Material, now: OffsetDateTime) -> Plan {
+    let (s, d) = (stored(material), served(material));
+    plan::plan(Some(&s), Some(&d), now, &settings(), |_| true).expect("plan")
 }
 
 /// The DER of each certificate `material` serves, as readiness reads them.
 fn served_chain(material: &Material) -> Vec<Vec<u8>> {
-    trust::pem_certificates(material.serving.cert_pem.as_bytes())
+    let pem = &material.serving.as_ref().expect("serving").pair.cert_pem;
+    trust::pem_certificates(pem.as_bytes())
         .iter()
         .map(|c| c.as_ref().to_vec())
         .collect()
 }
 
-/// The caBundle trusts the serving certificate for the Service's name.
-fn assert_trusted(material: &Material, now: OffsetDateTime, what: &str) {
-    let chain = trust::pem_certificates(material.serving.cert_pem.as_bytes());
-    let unix = u64::try_from(now.unix_timestamp()).expect("unix");
-    if let Err(why) = trust::verify(material.bundle().as_bytes(), &chain, "hook.ns.svc", unix) {
-        panic!("{what}: {why}");
-    }
-}
-
 #[test]
-fn a_missing_secret_gets_a_ca_and_a_serving_certificate_that_then_stay() {
-    let first = run(None, t0(), true);
-    assert_eq!(
-        first.changes,
-        [
-            Change::CaIssued(Reason::Initial),
-            Change::ServingIssued(Reason::Initial)
-        ]
+fn a_fresh_install_writes_the_ca_and_the_ca_bundle_first_then_the_serving_certificate() {
+    let first = plan::plan(None, None, t0(), &settings(), |_| false).expect("plan");
+    assert_eq!(first.changes, [Change::CaIssued(Reason::Initial)]);
+    assert!(
+        first.write_ca && !first.write_serving,
+        "no leaf before the caBundle"
     );
     assert_eq!(first.material.bundle_cas().len(), 1);
-    assert_trusted(&first.material, t0(), "fresh");
-    let again = run(Some(&first.material), at(1), true);
-    assert!(again.changes.is_empty(), "{:?}", again.changes);
-    assert_eq!(again.material, first.material);
-    assert!(again.wake_at <= at(4), "wakes for the renewal at 2/3 of 6s");
+    let s = stored(&first.material);
+    let second = plan::plan(Some(&s), None, at(1), &settings(), |_| true).expect("plan");
+    assert_eq!(second.changes, [Change::ServingIssued(Reason::Initial)]);
+    assert!(!second.write_ca && second.write_serving);
+    let serving = second.material.serving.as_ref().expect("serving");
+    assert_eq!(
+        serving.ca_pem, first.material.ca.cert_pem,
+        "ca.crt is its CA"
+    );
+    assert_eq!(
+        trust::pem_certificates(serving.ca_pem.as_bytes()).len(),
+        1,
+        "ca.crt is one certificate"
+    );
+    let again = replan(&second.material, at(2));
+    assert!(again.changes.is_empty() && !again.write_ca && !again.write_serving);
+    assert!(
+        !second.material.ca_data().contains_key(material::TLS_KEY)
+            && !second
+                .material
+                .serving_data()
+                .expect("data")
+                .contains_key(material::CA_KEY),
+        "the CA key is in the CA Secret only, the serving key in the serving Secret only"
+    );
 }
 
 #[test]
-fn the_serving_certificate_is_renewed_at_two_thirds_of_its_life_under_the_same_ca() {
-    let first = run(None, t0(), true).material;
-    let cases = [(3, false), (4, true), (5, true)];
-    for (secs, renewed) in cases {
-        let next = run(Some(&first), at(secs), true);
-        assert_eq!(
-            next.changes == [Change::ServingIssued(Reason::Due)],
-            renewed,
-            "at {secs}s: {:?}",
-            next.changes
-        );
-        assert_eq!(next.material.ca, first.ca, "the CA stays");
-        assert_trusted(&next.material, at(secs), "renewed");
-    }
-}
-
-#[test]
-fn hand_edits_are_replaced_keeping_the_ca_when_it_is_usable() {
-    let first = run(None, t0(), true).material;
-    let edit = |key: &str, value: &str| {
-        let mut s = stored(&first);
-        s.data.insert(key.to_owned(), value.as_bytes().to_vec());
-        s
+fn which_cas_are_kept_and_which_are_replaced() {
+    let first = settled();
+    let other = World::settled_material(settings());
+    let constrained = world::name_constrained_ca();
+    let both = format!("{}{}", first.ca.cert_pem, other.ca.cert_pem);
+    let far = material::rfc3339(at(10_000_000)).expect("time");
+    // (what, the edit, whether the signing CA is replaced, the CAs of the
+    // caBundle after: how many, and whether the stranger's is among them)
+    type Edit = Box<dyn Fn(&mut Stored)>;
+    let put = |key: &'static str, value: String| -> Edit {
+        Box::new(move |s: &mut Stored| {
+            s.data.insert(key.to_owned(), value.clone().into_bytes());
+        })
     };
-    let other = run(None, t0(), true).material;
-    let cases = [
-        (edit(material::TLS_CERT, "garbage"), false),
-        (edit(material::TLS_KEY, &other.serving.key_pem), false),
-        (edit(material::TLS_CERT, &other.serving.cert_pem), false),
-        (edit(material::CA_KEY, &other.ca.key_pem), true),
-        (edit(material::CA_CERT, "not pem"), true),
-        (edit(material::CA_CERT, &first.serving.cert_pem), true),
+    let cases: Vec<(&str, Edit, bool, usize)> = vec![
+        ("untouched", Box::new(|_| {}), false, 1),
+        (
+            "a second CA appended to ca.crt",
+            put(material::CA_CERT, both),
+            true,
+            2,
+        ),
+        (
+            "another CA without its key",
+            put(material::CA_CERT, other.ca.cert_pem.clone()),
+            true,
+            2,
+        ),
+        (
+            "another CA with its key (an operator's CA)",
+            Box::new({
+                let other = other.clone();
+                move |s: &mut Stored| {
+                    s.data.insert(
+                        material::CA_CERT.into(),
+                        other.ca.cert_pem.clone().into_bytes(),
+                    );
+                    s.data.insert(
+                        material::CA_KEY.into(),
+                        other.ca.key_pem.clone().into_bytes(),
+                    );
+                }
+            }),
+            false,
+            2,
+        ),
+        (
+            "a CA whose name constraints exclude the Service, with its key",
+            Box::new(move |s: &mut Stored| {
+                s.data.insert(
+                    material::CA_CERT.into(),
+                    constrained.cert_pem.clone().into_bytes(),
+                );
+                s.data.insert(
+                    material::CA_KEY.into(),
+                    constrained.key_pem.clone().into_bytes(),
+                );
+            }),
+            true,
+            2,
+        ),
+        (
+            "a foreign ca-previous.crt retiring in 115 days",
+            Box::new({
+                let other = other.clone();
+                move |s: &mut Stored| {
+                    s.data.insert(
+                        material::PREVIOUS_CA_CERT.into(),
+                        other.ca.cert_pem.clone().into_bytes(),
+                    );
+                    s.retire_after = Some(far.clone());
+                }
+            }),
+            false,
+            1,
+        ),
     ];
-    for (i, (stored, ca_replaced)) in cases.into_iter().enumerate() {
-        let next = plan::plan(Some(&stored), at(1), &settings(), |_| true).expect("plan");
-        let want_first = if ca_replaced {
-            matches!(
-                next.changes.first(),
-                Some(Change::CaIssued(Reason::Invalid(_)))
-            )
-        } else {
-            matches!(
-                next.changes.as_slice(),
-                [Change::ServingIssued(Reason::Invalid(_))]
-            )
-        };
-        assert!(want_first, "case {i}: {:?}", next.changes);
-        assert_eq!(next.material.ca == first.ca, !ca_replaced, "case {i}");
-        assert_trusted(&next.material, at(1), &format!("case {i}"));
+    for (what, edit, replaced, cas) in cases {
+        let mut s = stored(&first);
+        edit(&mut s);
+        let d = served(&first);
+        // 15 s in: past one propagation delay since the serving certificate
+        // was issued, before it is due.
+        let next = plan::plan(Some(&s), Some(&d), at(15), &settings(), |_| true).expect("plan");
+        let is_replaced = matches!(
+            next.changes.first(),
+            Some(Change::CaIssued(Reason::Invalid(_)))
+        );
+        assert_eq!(is_replaced, replaced, "{what}: {:?}", next.changes);
+        let bundle = next.material.bundle_cas();
+        assert_eq!(bundle.len(), cas, "{what}: the caBundle's CAs");
+        if replaced {
+            assert_eq!(
+                bundle[0], first.ca.cert_pem,
+                "{what}: the CA the replicas serve from stays"
+            );
+        }
+        assert!(
+            !next.material.bundle().contains(other.ca.cert_pem.trim()) || what.contains("operator"),
+            "{what}: the stranger's CA is never injected"
+        );
+        for pem in bundle {
+            assert_eq!(
+                trust::pem_certificates(pem.as_bytes()).len(),
+                1,
+                "{what}: one per entry"
+            );
+        }
     }
+}
+
+#[test]
+fn a_ca_that_cannot_serve_the_service_is_replaced_once_and_then_stays() {
+    let mut world = World::new(settings());
+    world.run_until(at(1));
+    let constrained = world::name_constrained_ca();
+    world.edit_ca(|s| {
+        s.data.insert(
+            material::CA_CERT.into(),
+            constrained.cert_pem.clone().into_bytes(),
+        );
+        s.data.insert(
+            material::CA_KEY.into(),
+            constrained.key_pem.clone().into_bytes(),
+        );
+    });
+    let before = world.writes;
+    world.run_until(at(11));
+    // Replaced (CA Secret), the caBundle gains the new CA, then one
+    // propagation delay later the serving certificate switches (serving
+    // Secret); nothing else in 10 s of passes every 200 ms.
+    assert!(
+        world.writes - before <= 3,
+        "{} writes",
+        world.writes - before
+    );
+    assert_ne!(world.material().ca.cert_pem, constrained.cert_pem);
+}
+
+#[test]
+fn through_rotations_deletions_and_foreign_cas_the_ca_bundle_always_trusts_what_every_replica_serves()
+ {
+    let mut world = World::new(settings());
+    world.run_until(at(1));
+    let stranger = World::settled_material(settings());
+    // Three minutes of 30 s certificates and 75 s CAs, with a pass every
+    // 200 ms, replicas 9.5 s and 5 s behind the Secret, and at 40 s the
+    // serving Secret deleted, at 80 s the CA Secret deleted, at 120 s the
+    // CA Secret edited to a stranger's CA.
+    for (until, event) in [(40, 0), (80, 1), (120, 2), (180, 3)] {
+        world.run_until(at(until));
+        match event {
+            0 => world.delete_serving(),
+            1 => world.delete_ca(),
+            2 => world.edit_ca(|s| {
+                s.data.insert(
+                    material::CA_CERT.into(),
+                    stranger.ca.cert_pem.clone().into_bytes(),
+                );
+            }),
+            _ => {}
+        }
+    }
+    assert!(world.failures.is_empty(), "{:#?}", world.failures);
+    let m = &world.metrics;
+    assert!(m.ca_rotations >= 2, "CA rotations: {m:?}");
+    assert!(m.serving_renewals >= 4, "serving renewals: {m:?}");
+    assert!(
+        world.writes < 60,
+        "{} Secret writes in 3 minutes",
+        world.writes
+    );
+    assert!(
+        !world
+            .material()
+            .bundle()
+            .contains(stranger.ca.cert_pem.trim())
+    );
 }
 
 #[test]
 fn a_serving_certificate_for_other_names_is_reissued() {
-    let first = run(None, t0(), true).material;
+    let first = settled();
     let mut moved = settings();
     moved.names = vec!["other.ns.svc".into()];
     moved.common_name = "other.ns.svc".into();
-    let next = plan::plan(Some(&stored(&first)), at(1), &moved, |_| true).expect("plan");
+    let (s, d) = (stored(&first), served(&first));
+    let next = plan::plan(Some(&s), Some(&d), at(2), &moved, |_| true).expect("plan");
     assert_eq!(next.changes, [Change::ServingIssued(Reason::Names)]);
 }
 
 #[test]
-fn a_ca_rotation_walks_three_steps_and_every_step_is_trusted() {
-    let mut material = run(None, t0(), true).material;
-    let old_ca = material.ca.cert_pem.clone();
-    // Renew the serving certificate along the way, as the controller would.
-    for secs in [4, 8, 12, 16] {
-        material = run(Some(&material), at(secs), true).material;
-    }
-    // 2/3 of 30s: a new CA joins the bundle; the serving one is unchanged.
-    let started = run(Some(&material), at(20), false);
-    assert!(
-        started.changes.contains(&Change::RotationStarted),
-        "{:?}",
-        started.changes
-    );
-    assert_eq!(started.material.bundle_cas().len(), 2);
-    assert_eq!(started.material.ca.cert_pem, old_ca, "still signing");
-    assert_trusted(&started.material, at(20), "started");
-    let material = started.material;
-    // Not carried by the webhooks yet: no switch, whatever the time.
-    let waiting = run(Some(&material), at(23), false);
-    assert!(!waiting.changes.contains(&Change::RotationSwitched));
-    // Carried, but the propagation delay (2s) has not passed.
-    let early = run(Some(&material), at(21), true);
-    assert!(!early.changes.contains(&Change::RotationSwitched));
-    // Carried and delayed enough: the serving certificate switches.
-    let switched = run(Some(&material), at(23), true);
-    assert!(
-        switched.changes.contains(&Change::RotationSwitched),
-        "{:?}",
-        switched.changes
-    );
-    assert!(
-        switched
-            .changes
-            .contains(&Change::ServingIssued(Reason::CaSwitch))
-    );
-    assert_ne!(switched.material.ca.cert_pem, old_ca);
-    assert_eq!(
-        switched.material.previous_ca.as_deref(),
-        Some(old_ca.as_str())
-    );
-    assert_eq!(
-        switched.material.bundle_cas().len(),
-        2,
-        "old CA still trusted"
-    );
-    assert_trusted(&switched.material, at(23), "switched");
-    let material = switched.material;
-    // A new leader reading the Secret mid-rotation continues: the retire
-    // time is in the Secret.
-    let too_soon = run(Some(&material), at(24), true);
-    assert!(!too_soon.changes.contains(&Change::RotationCompleted));
-    assert_eq!(too_soon.material.bundle_cas().len(), 2);
-    let done = run(Some(&material), at(25), true);
-    assert!(
-        done.changes.contains(&Change::RotationCompleted),
-        "{:?}",
-        done.changes
-    );
-    assert_eq!(
-        done.material.bundle_cas(),
-        [done.material.ca.cert_pem.as_str()]
-    );
-    assert!(!done.material.bundle().contains(old_ca.trim()));
-    assert_trusted(&done.material, at(25), "completed");
-}
-
-#[test]
-fn an_unusable_next_ca_is_dropped_and_the_rotation_begins_again() {
-    let first = run(None, t0(), true).material;
-    let started = run(Some(&first), at(20), false).material;
-    let mut s = stored(&started);
-    s.data
-        .insert(material::NEXT_CA_KEY.to_owned(), b"garbage".to_vec());
-    let next = plan::plan(Some(&s), at(21), &settings(), |_| false).expect("plan");
-    assert!(
-        matches!(next.changes.first(), Some(Change::Dropped(_))),
-        "{:?}",
-        next.changes
-    );
-    assert!(next.changes.contains(&Change::RotationStarted));
-    assert_eq!(next.material.bundle_cas().len(), 2);
-}
-
-#[test]
-fn the_serving_certificate_never_outlives_its_ca() {
-    let first = run(None, t0(), true).material;
-    // 28s: past the start of the rotation; the CA ends at 30s.
-    let late = run(Some(&first), at(28), false).material;
-    let chain = trust::pem_certificates(late.serving.cert_pem.as_bytes());
-    let (_, cert) = x509_parser::parse_x509_certificate(chain[0].as_ref()).expect("x509");
-    assert!(cert.validity().not_after.timestamp() <= at(30).unix_timestamp());
+fn the_serving_certificate_ends_a_propagation_delay_before_its_ca() {
+    let first = settled();
+    // 45 s: the CA (75 s) is rotated from 39 s on; its leaves end by 65 s.
+    let mut s = stored(&first);
+    s.data.remove(material::NEXT_CA_CERT);
+    let d = Served::new();
+    let next = plan::plan(Some(&s), Some(&d), at(45), &settings(), |_| true).expect("plan");
+    let leaf = next.material.serving.expect("serving").pair.cert_pem;
+    let info = super::checks::validity(&leaf).expect("validity");
+    assert!(info.not_after <= at(65), "{}", info.not_after);
 }
 
 fn client_config(service: Option<(&str, &str)>, bundle: &str) -> WebhookClientConfig {
@@ -267,7 +355,7 @@ fn only_webhooks_that_call_the_service_get_the_bundle_and_only_when_stale() {
         name: "hook".into(),
         namespace: "ns".into(),
     };
-    let material = run(None, t0(), true).material;
+    let material = settled();
     let bundle = material.bundle();
     let configs = [
         ("ours-current", client_config(Some(("ns", "hook")), &bundle)),
@@ -305,8 +393,8 @@ fn only_webhooks_that_call_the_service_get_the_bundle_and_only_when_stale() {
 
 #[test]
 fn readiness_needs_every_webhook_of_the_service_to_trust_the_served_certificate() {
-    let material = run(None, t0(), true).material;
-    let stranger = run(None, t0(), true).material;
+    let material = settled();
+    let stranger = World::settled_material(settings());
     let chain = served_chain(&material);
     let hook = |bundle: &str| OurWebhook {
         name: "w".into(),
@@ -316,7 +404,6 @@ fn readiness_needs_every_webhook_of_the_service_to_trust_the_served_certificate(
         exists: true,
         ours: hooks,
     };
-    let now = u64::try_from(at(1).unix_timestamp()).expect("unix");
     let both = format!("{}{}", stranger.bundle(), material.bundle());
     let cases = [
         (
@@ -342,15 +429,14 @@ fn readiness_needs_every_webhook_of_the_service_to_trust_the_served_certificate(
         ("no webhook calls the Service", vec![config(vec![])], false),
     ];
     for (name, configs, want) in cases {
-        let got = readiness::judge(&configs, &chain, "hook.ns.svc", now);
+        let got = readiness::judge(&configs, &chain, "hook.ns.svc", unix(at(2)));
         assert_eq!(got.is_ok(), want, "{name}: {got:?}");
     }
-    let later = u64::try_from(at(10).unix_timestamp()).expect("unix");
     let expired = readiness::judge(
         &[config(vec![hook(&material.bundle())])],
         &chain,
         "hook.ns.svc",
-        later,
+        unix(at(40)),
     );
     assert!(expired.is_err(), "an expired certificate is not trusted");
 }
