@@ -100,7 +100,10 @@ fn replica(env: &Installation, lease: &str, index: usize, kubeconfig: Option<Pat
 /// `exec`, so the replica's pid is the script's.
 fn skewed_binary(env: &Installation, offset_secs: i64) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
-    let path = env.cluster.dir().join(format!("webhook-clock-{offset_secs}.sh"));
+    let path = env
+        .cluster
+        .dir()
+        .join(format!("webhook-clock-{offset_secs}.sh"));
     let script = format!(
         "#!/bin/sh\nPIPELINEROLLOUT_WEBHOOK_TEST_LEASE_CLOCK_OFFSET={offset_secs} exec {} \"$@\"\n",
         env!("CARGO_BIN_EXE_pipelinerollout-webhook")
@@ -541,7 +544,10 @@ fn a_holder_whose_clock_is_hours_off_keeps_the_lease_while_it_renews() {
     let _one = serial();
     let cluster = &env.cluster;
     const HOURS_3: i64 = 3 * 3600;
-    for (lease, offset) in [("leader-clock-behind", -HOURS_3), ("leader-clock-ahead", HOURS_3)] {
+    for (lease, offset) in [
+        ("leader-clock-behind", -HOURS_3),
+        ("leader-clock-ahead", HOURS_3),
+    ] {
         let holder_binary = skewed_binary(env, offset);
         let mut replicas = vec![replica_of(env, &holder_binary, lease, 0, None)];
         assert_eq!(one_leader(&replicas, Duration::from_secs(15)), 0, "{lease}");
@@ -561,17 +567,27 @@ fn a_holder_whose_clock_is_hours_off_keeps_the_lease_while_it_renews() {
                 "{lease}: the candidate took over from a holder that renews; logs:\n{}",
                 logs(&replicas)
             );
-            assert!(leads(&replicas[0]), "{lease}: the holder stopped; logs:\n{}", logs(&replicas));
+            assert!(
+                leads(&replicas[0]),
+                "{lease}: the holder stopped; logs:\n{}",
+                logs(&replicas)
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[0])), "{lease}");
+        assert_eq!(
+            holder(cluster, lease),
+            Some(identity_of(&replicas[0])),
+            "{lease}"
+        );
         assert_eq!(transitions(&replicas[1], "acquired"), 0.0, "{lease}");
 
         // Once the holder dies, the candidate takes over a Lease duration
         // after it last saw the Lease change, whatever renewTime says.
         replicas[0].signal("KILL").expect("SIGKILL");
         let killed = Instant::now();
-        replicas[0].wait_exit(Duration::from_secs(5)).expect("killed");
+        replicas[0]
+            .wait_exit(Duration::from_secs(5))
+            .expect("killed");
         while !leads(&replicas[1]) {
             assert!(
                 killed.elapsed() < DURATION + RETRY_PERIOD * 3,
@@ -581,12 +597,18 @@ fn a_holder_whose_clock_is_hours_off_keeps_the_lease_while_it_renews() {
             std::thread::sleep(Duration::from_millis(50));
         }
         let took_over = killed.elapsed();
-        eprintln!("{lease}: holder {offset}s off; the candidate took over {took_over:?} after its SIGKILL");
+        eprintln!(
+            "{lease}: holder {offset}s off; the candidate took over {took_over:?} after its SIGKILL"
+        );
         assert!(
             took_over >= DURATION - RETRY_PERIOD,
             "{lease}: took over {took_over:?} after the kill, before the Lease could expire"
         );
-        assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[1])), "{lease}");
+        assert_eq!(
+            holder(cluster, lease),
+            Some(identity_of(&replicas[1])),
+            "{lease}"
+        );
     }
 }
 

@@ -76,7 +76,11 @@ pub(super) async fn sleep_until(at: Option<Instant>) {
 /// `renewTime`): for people reading it, never for the election. `offset`
 /// shifts it, so that tests can run a replica whose clock is wrong.
 fn wall_now(offset: SignedDuration) -> MicroTime {
-    MicroTime(Timestamp::now().checked_add(offset).unwrap_or_else(|_| Timestamp::now()))
+    MicroTime(
+        Timestamp::now()
+            .checked_add(offset)
+            .unwrap_or_else(|_| Timestamp::now()),
+    )
 }
 
 /// One replica's part in the election.
@@ -134,7 +138,8 @@ impl Election {
 
     /// Starts the next call when its time has come.
     pub(super) fn call_now(&mut self) {
-        let (api, options, observed) = (self.api.clone(), self.options.clone(), self.observed.take());
+        let (api, options, observed) =
+            (self.api.clone(), self.options.clone(), self.observed.take());
         let offset = self.clock_offset;
         self.call = Call::Calling(Box::pin(async move {
             attempt(&api, &options, offset, observed).await
@@ -163,7 +168,9 @@ impl Election {
             Outcome::Lost => {
                 if self.holds() {
                     self.metrics.record_lease_error();
-                    tracing::warn!("the Lease changed between reading and renewing it; reading it again");
+                    tracing::warn!(
+                        "the Lease changed between reading and renewing it; reading it again"
+                    );
                 }
                 Instant::now() + retry
             }
@@ -275,7 +282,11 @@ async fn attempt(
         "leaseDurationSeconds": options.duration_seconds(),
     });
     if took {
-        let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions).unwrap_or(0);
+        let transitions = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_transitions)
+            .unwrap_or(0);
         spec["acquireTime"] = json!(now);
         spec["leaseTransitions"] = json!(transitions.saturating_add(1));
     }
@@ -288,8 +299,18 @@ async fn attempt(
         ..PatchParams::default()
     };
     let sent = Instant::now();
-    match api.patch(&options.name, &params, &Patch::Merge(&patch)).await {
-        Ok(lease) => (Some(seen), Outcome::Held { sent, took, lease: Box::new(lease) }),
+    match api
+        .patch(&options.name, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(lease) => (
+            Some(seen),
+            Outcome::Held {
+                sent,
+                took,
+                lease: Box::new(lease),
+            },
+        ),
         Err(e) if is_status(&e, 409) => (Some(seen), Outcome::Lost),
         Err(e) => (Some(seen), Outcome::Failed(e)),
     }
@@ -318,7 +339,11 @@ async fn create(api: &Api<Lease>, options: &LeaseOptions, offset: SignedDuration
     };
     let sent = Instant::now();
     match api.create(&params, &lease).await {
-        Ok(lease) => Outcome::Held { sent, took: true, lease: Box::new(lease) },
+        Ok(lease) => Outcome::Held {
+            sent,
+            took: true,
+            lease: Box::new(lease),
+        },
         Err(e) if is_status(&e, 409) => Outcome::Lost,
         Err(e) => Outcome::Failed(e),
     }

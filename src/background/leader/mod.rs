@@ -94,7 +94,10 @@ fn clock_offset() -> k8s_openapi::jiff::SignedDuration {
 /// The timeout is per request, not a read timeout on the connection, which
 /// would also close idle pooled connections and fail the request handed
 /// one just then.
-fn lease_client(mut config: kube::Config, options: &LeaseOptions) -> Result<kube::Client, kube::Error> {
+fn lease_client(
+    mut config: kube::Config,
+    options: &LeaseOptions,
+) -> Result<kube::Client, kube::Error> {
     config.connect_timeout = Some(options.retry_period);
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&tower::timeout::TimeoutLayer::new(options.retry_period))
@@ -156,7 +159,9 @@ pub async fn run_elected(
     };
     loop {
         election.follow_standing(&controllers).await;
-        let check = election.valid_until().filter(|_| election.leading.is_some());
+        let check = election
+            .valid_until()
+            .filter(|_| election.leading.is_some());
         let holds = election.holds();
         tokio::select! {
             biased;

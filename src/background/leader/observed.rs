@@ -75,7 +75,12 @@ pub enum Decision {
 impl Observed {
     /// What this replica knows once it reads `version` at `now`: the time
     /// it was first seen is kept while the version is the one seen before.
-    pub fn read(previous: Option<Self>, version: Version, duration: Duration, now: Instant) -> Self {
+    pub fn read(
+        previous: Option<Self>,
+        version: Version,
+        duration: Duration,
+        now: Instant,
+    ) -> Self {
         let since = match previous {
             Some(p) if p.version == version => p.since,
             _ => now,
@@ -138,7 +143,12 @@ mod tests {
         let secs = |s: u64| t0 + Duration::from_secs(s);
         let mut seen = None;
         for &(s, holder, renew, rv) in reads {
-            seen = Some(Observed::read(seen, version(holder, renew, rv), DURATION, secs(s)));
+            seen = Some(Observed::read(
+                seen,
+                version(holder, renew, rv),
+                DURATION,
+                secs(s),
+            ));
         }
         let seen = seen.expect("at least one read");
         match seen.decide("me", secs(at)) {
@@ -146,7 +156,11 @@ mod tests {
             Decision::Renew => "renew",
             Decision::Follow { holder, until } => {
                 assert_eq!(Some(holder), seen.version.holder);
-                assert_eq!(until, seen.since + DURATION, "expires a duration after the change");
+                assert_eq!(
+                    until,
+                    seen.since + DURATION,
+                    "expires a duration after the change"
+                );
                 "follow"
             }
         }
@@ -158,8 +172,17 @@ mod tests {
         // holder's clock far behind or ahead), or right on it: none changes
         // the judgement, only how long the Lease stayed the same on ours.
         let now = k8s_openapi::jiff::Timestamp::now();
-        let off = |hours: i64| (now + k8s_openapi::jiff::SignedDuration::from_hours(hours)).to_string();
-        let renew_times = [off(0), off(-3), off(3), off(-24), off(24), off(-200_000), off(200_000)];
+        let off =
+            |hours: i64| (now + k8s_openapi::jiff::SignedDuration::from_hours(hours)).to_string();
+        let renew_times = [
+            off(0),
+            off(-3),
+            off(3),
+            off(-24),
+            off(24),
+            off(-200_000),
+            off(200_000),
+        ];
         for renew in &renew_times {
             let renew = renew.as_str();
             let cases: [(&[(u64, &str, &str, &str)], u64, &str); 7] = [
@@ -171,13 +194,29 @@ mod tests {
                 (&[(0, "other", renew, "1")], 15, "take"),
                 (&[(0, "other", renew, "1")], 3600, "take"),
                 // Renewed (a new resourceVersion) at 10: counted from 10.
-                (&[(0, "other", renew, "1"), (10, "other", renew, "2")], 24, "follow"),
-                (&[(0, "other", renew, "1"), (10, "other", renew, "2")], 25, "take"),
+                (
+                    &[(0, "other", renew, "1"), (10, "other", renew, "2")],
+                    24,
+                    "follow",
+                ),
+                (
+                    &[(0, "other", renew, "1"), (10, "other", renew, "2")],
+                    25,
+                    "take",
+                ),
                 // Read again unchanged: still counted from the first read.
-                (&[(0, "other", renew, "1"), (10, "other", renew, "1")], 15, "take"),
+                (
+                    &[(0, "other", renew, "1"), (10, "other", renew, "1")],
+                    15,
+                    "take",
+                ),
             ];
             for (reads, at, want) in cases {
-                assert_eq!(decide_after(reads, at), want, "renewTime {renew}, reads {reads:?}, at {at}s");
+                assert_eq!(
+                    decide_after(reads, at),
+                    want,
+                    "renewTime {renew}, reads {reads:?}, at {at}s"
+                );
             }
         }
     }
@@ -203,7 +242,11 @@ mod tests {
     fn a_free_lease_is_taken_at_once_and_our_own_is_renewed() {
         assert_eq!(decide_after(&[(0, "", "t", "1")], 0), "take");
         assert_eq!(decide_after(&[(0, "me", "t", "1")], 0), "renew");
-        assert_eq!(decide_after(&[(0, "me", "t", "1")], 3600), "renew", "ours, however old");
+        assert_eq!(
+            decide_after(&[(0, "me", "t", "1")], 3600),
+            "renew",
+            "ours, however old"
+        );
     }
 
     #[test]
@@ -216,7 +259,10 @@ mod tests {
             }),
             ..Lease::default()
         };
-        assert_eq!(stated_duration(&lease(Some(4))), Some(Duration::from_secs(4)));
+        assert_eq!(
+            stated_duration(&lease(Some(4))),
+            Some(Duration::from_secs(4))
+        );
         for bad in [None, Some(0), Some(-3)] {
             assert_eq!(stated_duration(&lease(bad)), None, "{bad:?}");
         }
