@@ -135,10 +135,13 @@ mod tests {
         }
     }
 
+    /// One read: seconds after t0, holder, renewTime, resourceVersion.
+    type Read<'a> = (u64, &'a str, &'a str, &'a str);
+
     /// Reads versions one after the other, each `(seconds after t0,
     /// holder, renewTime, resourceVersion)`, and decides at `at` seconds:
     /// "take", "renew" or "follow".
-    fn decide_after(reads: &[(u64, &str, &str, &str)], at: u64) -> &'static str {
+    fn decide_after(reads: &[Read<'_>], at: u64) -> &'static str {
         let t0 = Instant::now();
         let secs = |s: u64| t0 + Duration::from_secs(s);
         let mut seen = None;
@@ -185,7 +188,7 @@ mod tests {
         ];
         for renew in &renew_times {
             let renew = renew.as_str();
-            let cases: [(&[(u64, &str, &str, &str)], u64, &str); 7] = [
+            let cases: [(&[Read<'_>], u64, &str); 7] = [
                 // Seen once, just now.
                 (&[(0, "other", renew, "1")], 0, "follow"),
                 // Unchanged for less than the duration.
