@@ -401,3 +401,68 @@ fn without_the_policy_report_crd_the_audit_runs_with_reports_off() {
     }
     assert!(!log.contains("404 page not found"), "{log}");
 }
+
+#[test]
+fn a_report_write_from_a_stale_view_is_refused_counted_and_read_again() {
+    // What a deposed leader's late write is: a write over the version of a
+    // report it read or wrote before another writer (the new leader) wrote
+    // it. Here the other writer is an admin's edit.
+    let Some(env) = start(true) else { return };
+    let cluster = &env.cluster;
+    let admin = cluster.kubectl(User::Admin);
+    wait_for_result(cluster, OLD, "too-long", "drain-timeout-range", "fail");
+    let conflicts = "pipelinerollout_webhook_audit_report_writes_total{result=\"conflict\"}";
+    let counted = |text: &str| metric(text, conflicts).unwrap_or(0.0);
+    assert_eq!(counted(&metrics(env.webhook.admin_addr())), 0.0);
+    admin
+        .merge_patch(
+            REPORTS,
+            OLD,
+            REPORT,
+            &json!({"metadata": {"labels": {"e2e-written-by": "another-replica"}}}),
+            &[],
+        )
+        .expect_success("another writer writes the report");
+    // A change makes the webhook write the report again, over the version
+    // it wrote before the other writer.
+    admin
+        .create(&rollout(OLD, "after-the-edit", Some(json!(600))), &[])
+        .expect_success("create after-the-edit");
+    wait_for(
+        "the stale write is refused and counted",
+        Duration::from_secs(30),
+        || (counted(&metrics(env.webhook.admin_addr())) >= 1.0).then_some(()),
+    );
+    let log = env.webhook.log_tail(10_000);
+    assert!(
+        log.contains(
+            "PolicyReport not written: it changed since this replica last read or wrote it"
+        ),
+        "the refusal is logged:\n{log}"
+    );
+    // It read the report again and wrote over the version stored now: the
+    // other writer's label is kept, and the new rollout is reported.
+    let after = wait_for_result(
+        cluster,
+        OLD,
+        "after-the-edit",
+        "drain-timeout-range",
+        "pass",
+    );
+    assert_eq!(
+        after["metadata"]["labels"]["e2e-written-by"], "another-replica",
+        "{after:#}"
+    );
+    assert_eq!(
+        result_of(&after, "too-long", "drain-timeout-range")
+            .map(|r| r.0)
+            .as_deref(),
+        Some("fail")
+    );
+    let text = metrics(env.webhook.admin_addr());
+    assert_eq!(
+        counted(&text),
+        1.0,
+        "one refusal, then a write over the fresh version: {text}"
+    );
+}

@@ -35,7 +35,14 @@ const NAMESPACE: &str = "pipelinerollout-webhook";
 /// The Lease the base install's Role names.
 const DEFAULT_LEASE: &str = "pipelinerollout-webhook";
 /// Leases of their own for the other tests (granted by this file's Role).
-const TEST_LEASES: [&str; 4] = ["leader-kill", "leader-term", "leader-cut", "leader-gone"];
+const TEST_LEASES: [&str; 6] = [
+    "leader-kill",
+    "leader-term",
+    "leader-cut",
+    "leader-gone",
+    "leader-clock-behind",
+    "leader-clock-ahead",
+];
 
 static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -84,6 +91,36 @@ fn serial() -> MutexGuard<'static, ()> {
 /// Starts replica `index` of the election for `lease`, reaching the API
 /// server through `kubeconfig` (default: directly).
 fn replica(env: &Installation, lease: &str, index: usize, kubeconfig: Option<PathBuf>) -> Webhook {
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_pipelinerollout-webhook"));
+    replica_of(env, &binary, lease, index, kubeconfig)
+}
+
+/// A script that runs the webhook with its wall clock `offset_secs` off in
+/// what it writes into the Lease (`PIPELINEROLLOUT_WEBHOOK_TEST_LEASE_CLOCK_OFFSET`);
+/// `exec`, so the replica's pid is the script's.
+fn skewed_binary(env: &Installation, offset_secs: i64) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = env
+        .cluster
+        .dir()
+        .join(format!("webhook-clock-{offset_secs}.sh"));
+    let script = format!(
+        "#!/bin/sh\nPIPELINEROLLOUT_WEBHOOK_TEST_LEASE_CLOCK_OFFSET={offset_secs} exec {} \"$@\"\n",
+        env!("CARGO_BIN_EXE_pipelinerollout-webhook")
+    );
+    std::fs::write(&path, script).expect("write the script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// [`replica`], running `binary`.
+fn replica_of(
+    env: &Installation,
+    binary: &Path,
+    lease: &str,
+    index: usize,
+    kubeconfig: Option<PathBuf>,
+) -> Webhook {
     let secs = |d: Duration| format!("{}s", d.as_secs());
     let args = [
         "--leader-elect".to_owned(),
@@ -98,7 +135,7 @@ fn replica(env: &Installation, lease: &str, index: usize, kubeconfig: Option<Pat
     Webhook::start(
         &env.cluster,
         WebhookOptions {
-            binary: env!("CARGO_BIN_EXE_pipelinerollout-webhook").into(),
+            binary: binary.to_owned(),
             name: format!("{lease}-{index}"),
             policy: env.cluster.dir().join("policy.yaml"),
             extra_args: args.to_vec(),
@@ -481,6 +518,98 @@ fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() {
         1.0,
         "it did not lead again"
     );
+}
+
+/// How far the Lease's `renewTime` is from this machine's clock, in
+/// seconds (positive: ahead).
+fn renew_time_offset(cluster: &Cluster, lease: &str) -> i64 {
+    let object = cluster
+        .kubectl(User::Admin)
+        .get("lease", NAMESPACE, lease)
+        .expect("the Lease");
+    let renew: k8s_openapi::jiff::Timestamp = object["spec"]["renewTime"]
+        .as_str()
+        .expect("renewTime")
+        .parse()
+        .expect("an RFC 3339 time");
+    (renew - k8s_openapi::jiff::Timestamp::now())
+        .total(k8s_openapi::jiff::Unit::Second)
+        .expect("seconds")
+        .round() as i64
+}
+
+#[test]
+fn a_holder_whose_clock_is_hours_off_keeps_the_lease_while_it_renews() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    const HOURS_3: i64 = 3 * 3600;
+    for (lease, offset) in [
+        ("leader-clock-behind", -HOURS_3),
+        ("leader-clock-ahead", HOURS_3),
+    ] {
+        let holder_binary = skewed_binary(env, offset);
+        let mut replicas = vec![replica_of(env, &holder_binary, lease, 0, None)];
+        assert_eq!(one_leader(&replicas, Duration::from_secs(15)), 0, "{lease}");
+        let skew = renew_time_offset(cluster, lease);
+        assert!(
+            (skew - offset).abs() < 60,
+            "{lease}: the holder writes renewTime {skew}s off this clock, asked {offset}s"
+        );
+        // A candidate with a right clock reads a renewTime three hours in
+        // the past (or future); judged by that, it would take the Lease at
+        // once (or never). It watches the Lease change instead.
+        replicas.push(replica(env, lease, 1, None));
+        let started = Instant::now();
+        while started.elapsed() < DURATION * 3 {
+            assert!(
+                !leads(&replicas[1]),
+                "{lease}: the candidate took over from a holder that renews; logs:\n{}",
+                logs(&replicas)
+            );
+            assert!(
+                leads(&replicas[0]),
+                "{lease}: the holder stopped; logs:\n{}",
+                logs(&replicas)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            holder(cluster, lease),
+            Some(identity_of(&replicas[0])),
+            "{lease}"
+        );
+        assert_eq!(transitions(&replicas[1], "acquired"), 0.0, "{lease}");
+
+        // Once the holder dies, the candidate takes over a Lease duration
+        // after it last saw the Lease change, whatever renewTime says.
+        replicas[0].signal("KILL").expect("SIGKILL");
+        let killed = Instant::now();
+        replicas[0]
+            .wait_exit(Duration::from_secs(5))
+            .expect("killed");
+        while !leads(&replicas[1]) {
+            assert!(
+                killed.elapsed() < DURATION + RETRY_PERIOD * 3,
+                "{lease}: no take-over; logs:\n{}",
+                logs(&replicas)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let took_over = killed.elapsed();
+        eprintln!(
+            "{lease}: holder {offset}s off; the candidate took over {took_over:?} after its SIGKILL"
+        );
+        assert!(
+            took_over >= DURATION - RETRY_PERIOD,
+            "{lease}: took over {took_over:?} after the kill, before the Lease could expire"
+        );
+        assert_eq!(
+            holder(cluster, lease),
+            Some(identity_of(&replicas[1])),
+            "{lease}"
+        );
+    }
 }
 
 #[test]

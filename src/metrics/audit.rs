@@ -24,6 +24,11 @@ pub enum WriteOutcome {
     Deleted,
     /// Refused or failed; retried with backoff.
     Failed,
+    /// Refused because the report changed since this replica last read or
+    /// wrote it (its `resourceVersion` precondition failed): another
+    /// replica wrote it, or someone edited it. Read again, retried with
+    /// backoff.
+    Conflict,
 }
 
 impl WriteOutcome {
@@ -33,6 +38,7 @@ impl WriteOutcome {
             Self::Written => "written",
             Self::Deleted => "deleted",
             Self::Failed => "failed",
+            Self::Conflict => "conflict",
         }
     }
 }
@@ -89,7 +95,7 @@ pub struct AuditMetrics {
     pub last_audit_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Objects judged by the last full audit.
     pub audited_objects: Gauge,
-    /// PolicyReport writes, by result (written, deleted, failed).
+    /// PolicyReport writes, by result (written, deleted, failed, conflict).
     pub report_writes: Family<ResultLabels, Counter>,
     /// Times the audit's watch failed and was restarted.
     pub watch_restarts: Counter,
@@ -144,7 +150,7 @@ impl AuditMetrics {
         );
         registry.register(
             "audit_report_writes",
-            "PolicyReport writes by the audit, by result (written, deleted, failed: retried with backoff)",
+            "PolicyReport writes by the audit, by result (written, deleted, failed: retried with backoff, conflict: changed since last read, read again and retried)",
             metrics.report_writes.clone(),
         );
         registry.register(

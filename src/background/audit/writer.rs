@@ -6,12 +6,22 @@
 //! refused write is counted and retried with backoff. Without the
 //! PolicyReport CRD nothing is written; the CRD is looked for again every
 //! minute.
+//!
+//! Every write of a report this replica knows to be stored carries the
+//! `resourceVersion` it last read or wrote as a precondition (in the
+//! applied body, and in a deletion's preconditions). A replica that lost
+//! the Lease while a write was on its way, or was paused past its renew
+//! deadline, writes from a stale view: the API server refuses it with 409
+//! once the new leader has written that report, so a late write never
+//! overwrites a newer one. A refused write is counted
+//! (`result="conflict"`), logged, the report read again and the write
+//! retried with backoff (a deposed leader's writer is stopped by then).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 use kube::core::{ApiResource, GroupVersionKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -80,14 +90,59 @@ fn api_resource() -> ApiResource {
     )
 }
 
+/// What the writer knows of one stored report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stored {
+    /// The hash of its content.
+    hash: u64,
+    /// Its `resourceVersion`: the precondition of the next write.
+    resource_version: Option<String>,
+}
+
+impl Stored {
+    fn of(report: &DynamicObject) -> Option<Self> {
+        let value = serde_json::to_value(report).ok()?;
+        Some(Self {
+            hash: report::content_hash(&value),
+            resource_version: report.metadata.resource_version.clone(),
+        })
+    }
+}
+
+/// `body` (a PolicyReport as JSON text) with `metadata.resourceVersion`
+/// set to `resource_version` when one is known: server-side apply then
+/// writes only over that version.
+fn with_precondition(
+    body: &str,
+    resource_version: Option<&str>,
+) -> serde_json::Result<serde_json::Value> {
+    let mut value: serde_json::Value = serde_json::from_str(body)?;
+    if let Some(rv) = resource_version
+        && let Some(object) = value.as_object_mut()
+    {
+        let metadata = object
+            .entry("metadata")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("resourceVersion".to_owned(), rv.into());
+        }
+    }
+    Ok(value)
+}
+
+/// Whether `e` is a failed precondition (409 Conflict).
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409)
+}
+
 /// What the writer knows of the reports stored.
 struct Writer {
     client: kube::Client,
     metrics: AuditMetrics,
     store: Arc<Mutex<Store>>,
     bucket: Bucket,
-    /// The content hash of each namespace's stored report.
-    stored: HashMap<String, u64>,
+    /// Each namespace's stored report, as last read or written.
+    stored: HashMap<String, Stored>,
     pending: BTreeMap<String, Pending>,
     /// Whether the CRD is there and the stored reports were read.
     on: bool,
@@ -206,11 +261,7 @@ impl Writer {
                     .items
                     .iter()
                     .filter(|r| r.metadata.name.as_deref() == Some(REPORT_NAME))
-                    .filter_map(|r| {
-                        let namespace = r.metadata.namespace.clone()?;
-                        let value = serde_json::to_value(r).ok()?;
-                        Some((namespace, report::content_hash(&value)))
-                    })
+                    .filter_map(|r| Some((r.metadata.namespace.clone()?, Stored::of(r)?)))
                     .collect();
                 if !self.on {
                     tracing::info!(
@@ -280,7 +331,7 @@ impl Writer {
             };
             let report = self.build(&namespace);
             let current = match &report.body {
-                Some(_) => self.stored.get(&namespace) == Some(&report.hash),
+                Some(_) => self.stored.get(&namespace).map(|s| s.hash) == Some(report.hash),
                 None => !self.stored.contains_key(&namespace),
             };
             if current {
@@ -289,24 +340,44 @@ impl Writer {
             if !self.bucket.acquire(stop).await {
                 return;
             }
-            match self.write(&report).await {
-                Ok(outcome) => {
+            let precondition = self
+                .stored
+                .get(&namespace)
+                .and_then(|s| s.resource_version.clone());
+            match self.write(&report, precondition.as_deref()).await {
+                Ok((outcome, resource_version)) => {
                     self.metrics.record_audit(AuditEvent::ReportWrite(outcome));
                     match outcome {
                         WriteOutcome::Deleted => {
                             self.stored.remove(&namespace);
                         }
                         _ => {
-                            self.stored.insert(namespace, report.hash);
+                            let stored = Stored {
+                                hash: report.hash,
+                                resource_version,
+                            };
+                            self.stored.insert(namespace, stored);
                         }
                     }
                 }
                 Err(e) => {
-                    self.metrics
-                        .record_audit(AuditEvent::ReportWrite(WriteOutcome::Failed));
+                    let conflict = is_conflict(&e);
+                    let outcome = if conflict {
+                        WriteOutcome::Conflict
+                    } else {
+                        WriteOutcome::Failed
+                    };
+                    self.metrics.record_audit(AuditEvent::ReportWrite(outcome));
                     let failures = pending.failures + 1;
                     let wait = pending.backoff.next_wait();
-                    tracing::warn!(%namespace, error = %e, attempt = failures, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
+                    if conflict {
+                        tracing::warn!(%namespace, resource_version = ?precondition, attempt = failures, retry_in = ?wait, "PolicyReport not written: it changed since this replica last read or wrote it (another replica wrote it, or someone edited it); reading it again, retrying with backoff");
+                        if self.bucket.acquire(stop).await {
+                            self.reread(&namespace).await;
+                        }
+                    } else {
+                        tracing::warn!(%namespace, error = %e, attempt = failures, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
+                    }
                     if let kube::Error::Api(status) = &e
                         && status.code == 404
                         && report.body.is_some()
@@ -328,20 +399,63 @@ impl Writer {
         }
     }
 
-    async fn write(&self, report: &Report) -> Result<WriteOutcome, kube::Error> {
+    /// Reads the report of `namespace` again after a conflict, so that the
+    /// retry writes over the version stored now.
+    async fn reread(&mut self, namespace: &str) {
+        match self.api(namespace).get_opt(REPORT_NAME).await {
+            Ok(Some(stored)) => match Stored::of(&stored) {
+                Some(stored) => {
+                    self.stored.insert(namespace.to_owned(), stored);
+                }
+                None => {
+                    self.stored.remove(namespace);
+                }
+            },
+            Ok(None) => {
+                self.stored.remove(namespace);
+            }
+            Err(e) => {
+                // Retried with the next write, which conflicts again.
+                tracing::warn!(%namespace, error = %e, "cannot read the PolicyReport again");
+            }
+        }
+    }
+
+    /// Writes `report` over the stored version `precondition` (none: the
+    /// report is not known to be stored); the outcome and the
+    /// `resourceVersion` written.
+    async fn write(
+        &self,
+        report: &Report,
+        precondition: Option<&str>,
+    ) -> Result<(WriteOutcome, Option<String>), kube::Error> {
         let api = self.api(&report.namespace);
         match &report.body {
             Some(body) => {
+                let body =
+                    with_precondition(body.get(), precondition).map_err(kube::Error::SerdeError)?;
                 let params = PatchParams::apply(FIELD_MANAGER).force();
-                api.patch(REPORT_NAME, &params, &Patch::Apply(&**body))
+                let written = api
+                    .patch(REPORT_NAME, &params, &Patch::Apply(&body))
                     .await?;
-                Ok(WriteOutcome::Written)
+                Ok((WriteOutcome::Written, written.metadata.resource_version))
             }
-            None => match api.delete(REPORT_NAME, &DeleteParams::default()).await {
-                Ok(_) => Ok(WriteOutcome::Deleted),
-                Err(kube::Error::Api(status)) if status.code == 404 => Ok(WriteOutcome::Deleted),
-                Err(e) => Err(e),
-            },
+            None => {
+                let params = DeleteParams {
+                    preconditions: precondition.map(|rv| Preconditions {
+                        resource_version: Some(rv.to_owned()),
+                        uid: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match api.delete(REPORT_NAME, &params).await {
+                    Ok(_) => Ok((WriteOutcome::Deleted, None)),
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        Ok((WriteOutcome::Deleted, None))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
         }
     }
 }
@@ -349,6 +463,25 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_precondition_is_the_resource_version_last_seen() {
+        let body = r#"{"apiVersion":"wgpolicyk8s.io/v1alpha2","kind":"PolicyReport","metadata":{"name":"r","namespace":"a"},"results":[]}"#;
+        let with = with_precondition(body, Some("42")).expect("JSON");
+        assert_eq!(with["metadata"]["resourceVersion"], "42");
+        assert_eq!(with["metadata"]["name"], "r", "the rest is kept");
+        assert_eq!(with["results"], serde_json::json!([]));
+        let without = with_precondition(body, None).expect("JSON");
+        assert_eq!(
+            without,
+            serde_json::from_str::<serde_json::Value>(body).expect("JSON")
+        );
+        assert!(
+            with_precondition(r#"{"kind":"PolicyReport"}"#, Some("7")).expect("JSON")["metadata"]["resourceVersion"]
+                == "7",
+            "a body without metadata gets it"
+        );
+    }
 
     #[test]
     fn backoff_doubles_up_to_a_minute() {

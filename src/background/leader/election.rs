@@ -1,61 +1,66 @@
-//! One replica's part in the election, step by step: its [`Standing`],
-//! the call about the Lease in flight, and the controllers while it
-//! leads. [`super::run_elected`] loops over it.
+//! One replica's part in the election, call by call: read the Lease, then
+//! renew it, take it or follow its holder ([`Observed::decide`]), each write
+//! a merge patch carrying the `resourceVersion` just read, so that of two
+//! replicas writing the same version only one succeeds. [`super::run_elected`]
+//! loops over it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder, LeaseManagerError};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 use super::controllers::{self, Controller, Started};
+use super::observed::{Decision, Observed, Version, stated_duration};
 use super::options::LeaseOptions;
-use super::renewals::LeaseWrites;
-use super::standing::{Answer, Next, Standing};
 use crate::metrics::leader::{LeaderMetrics, Transition};
 
 /// How long releasing the Lease on shutdown may take.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
-type ChangedFuture = Pin<Box<dyn Future<Output = kube_lease_manager::Result<bool>> + Send>>;
-type BuildFuture =
-    Pin<Box<dyn Future<Output = kube_lease_manager::Result<Box<LeaseManager>>> + Send>>;
+/// What one call about the Lease came to.
+#[derive(Debug)]
+pub(super) enum Outcome {
+    /// This replica wrote the Lease as its holder (`took`: it was not
+    /// before); `sent` is when the write was sent, `lease` what was stored.
+    Held {
+        sent: Instant,
+        took: bool,
+        lease: Box<Lease>,
+    },
+    /// Another replica holds it.
+    Following { holder: String },
+    /// Another replica wrote the Lease (or made it) between the read and
+    /// the write: read it again.
+    Lost,
+    /// The Lease does not exist and could not be made.
+    Failed(kube::Error),
+}
+
+type CallFuture = Pin<Box<dyn Future<Output = (Option<Observed>, Outcome)> + Send>>;
 
 /// The call about the Lease in flight, or the wait before the next one.
 pub(super) enum Call {
-    /// None: the next one is made at the top of the loop.
-    Idle,
-    /// Waiting a retry period after a failure.
-    RetryAt(Instant),
-    /// A manager being built.
-    Building(BuildFuture),
-    /// The manager renewing, or waiting for the holder to change.
-    Changing(ChangedFuture),
-}
-
-/// What a [`Call`] came to.
-pub(super) enum Done {
-    /// The retry period is over.
-    RetryOver,
-    /// A build answered.
-    Built(kube_lease_manager::Result<Box<LeaseManager>>),
-    /// A change answered.
-    Changed(kube_lease_manager::Result<bool>),
+    /// Waiting until the next call.
+    At(Instant),
+    /// A call in flight.
+    Calling(CallFuture),
 }
 
 impl Call {
-    /// Completes when the call answers or its retry wait is over; never
-    /// while idle.
-    pub(super) async fn done(&mut self) -> Done {
+    /// Completes when the call answers, or when the wait is over (with
+    /// `None`).
+    pub(super) async fn done(&mut self) -> Option<(Option<Observed>, Outcome)> {
         match self {
-            Call::Idle => std::future::pending().await,
-            Call::RetryAt(at) => {
+            Call::At(at) => {
                 tokio::time::sleep_until((*at).into()).await;
-                Done::RetryOver
+                None
             }
-            Call::Building(f) => Done::Built(f.await),
-            Call::Changing(f) => Done::Changed(f.await),
+            Call::Calling(f) => Some(f.await),
         }
     }
 }
@@ -67,28 +72,52 @@ pub(super) async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// One replica's part in the election: its standing, the call in flight,
-/// and the controllers while it leads.
+/// The wall-clock time written into the Lease (`acquireTime`,
+/// `renewTime`): for people reading it, never for the election. `offset`
+/// shifts it, so that tests can run a replica whose clock is wrong.
+fn wall_now(offset: SignedDuration) -> MicroTime {
+    MicroTime(
+        Timestamp::now()
+            .checked_add(offset)
+            .unwrap_or_else(|_| Timestamp::now()),
+    )
+}
+
+/// One replica's part in the election.
 pub(super) struct Election {
     pub(super) options: LeaseOptions,
-    pub(super) namespace: String,
-    /// The Lease client.
-    pub(super) client: kube::Client,
-    pub(super) writes: LeaseWrites,
+    pub(super) api: Api<Lease>,
     pub(super) metrics: LeaderMetrics,
-    pub(super) standing: Standing<Arc<LeaseManager>>,
+    /// The wall clock's offset in what this replica writes (tests only).
+    pub(super) clock_offset: SignedDuration,
+    /// The Lease as this replica last read it, and since when.
+    pub(super) observed: Option<Observed>,
+    /// The Lease as this replica last wrote it as its holder; `None` while
+    /// it does not hold it.
+    pub(super) held: Option<Lease>,
+    /// When the last successful write as holder was sent.
+    pub(super) renewed: Option<Instant>,
     pub(super) call: Call,
     pub(super) leading: Option<Started>,
 }
 
 impl Election {
+    /// Whether this replica holds the Lease by its last call.
+    pub(super) fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Until when the controllers may run: the renew deadline after the
+    /// last successful write as holder.
+    pub(super) fn valid_until(&self) -> Option<Instant> {
+        let renewed = self.renewed.filter(|_| self.holds())?;
+        Some(renewed + self.options.renew_deadline)
+    }
+
     /// Starts the controllers when this replica has come to lead, stops
     /// them when it no longer does.
     pub(super) async fn follow_standing(&mut self, controllers: &[Controller]) {
-        let fresh = self
-            .writes
-            .fresh(Instant::now(), self.options.renew_deadline);
-        let leads = self.standing.leads(fresh);
+        let leads = self.valid_until().is_some_and(|t| Instant::now() < t);
         if leads && self.leading.is_none() {
             self.leading = Some(controllers::start(controllers));
             self.metrics.set_leading(true);
@@ -98,110 +127,93 @@ impl Election {
             stopping.stop().await;
             self.metrics.set_leading(false);
             self.metrics.record_transition(Transition::Lost);
-            let why = if self.standing.holds() {
+            let why = if self.holds() {
                 "no renewal of the Lease succeeded within the renew deadline"
             } else {
-                "the Lease is held by another replica"
+                "the Lease is held by another replica, or was deleted"
             };
             tracing::warn!(identity = %self.options.identity, "this replica no longer leads ({why}): background controllers stopped");
         }
     }
 
-    /// Makes the next call about the Lease when none is in flight: a
-    /// candidate builds a manager, anyone else asks it for a change.
-    pub(super) fn next_call(&mut self) {
-        if !matches!(self.call, Call::Idle) {
-            return;
-        }
-        self.call = match self.standing.manager() {
-            None => {
-                let (client, namespace, options) = (
-                    self.client.clone(),
-                    self.namespace.clone(),
-                    self.options.clone(),
-                );
-                Call::Building(Box::pin(async move {
-                    new_manager(client, &namespace, &options)
-                        .await
-                        .map(Box::new)
-                }))
-            }
-            Some(m) => {
-                let m = Arc::clone(m);
-                Call::Changing(Box::pin(async move { m.changed().await }))
-            }
-        };
+    /// Starts the next call when its time has come.
+    pub(super) fn call_now(&mut self) {
+        let (api, options, observed) =
+            (self.api.clone(), self.options.clone(), self.observed.take());
+        let offset = self.clock_offset;
+        self.call = Call::Calling(Box::pin(async move {
+            attempt(&api, &options, offset, observed).await
+        }));
     }
 
-    /// When to look at the standing again. While leading: at the renew
-    /// deadline. Holding the Lease without a fresh renewal: each retry
-    /// period, to start again once a renewal succeeds.
-    pub(super) fn check_at(&self) -> Option<Instant> {
-        let deadline = self.options.renew_deadline;
-        if self.leading.is_some() {
-            self.writes.valid_until(deadline)
-        } else if self.standing.holds() {
-            Some(Instant::now() + self.options.retry_period)
-        } else {
-            None
-        }
-    }
-
-    /// Takes in what the call came to.
-    pub(super) fn answered(&mut self, done: Done) {
-        let answer = match done {
-            Done::RetryOver => {
-                self.call = Call::Idle;
-                return;
+    /// Takes in what a call came to, and schedules the next one.
+    pub(super) fn answered(&mut self, observed: Option<Observed>, outcome: Outcome) {
+        self.observed = observed;
+        let retry = self.options.retry_period;
+        let next = match outcome {
+            Outcome::Held { sent, took, lease } => {
+                if took {
+                    tracing::info!(identity = %self.options.identity, "took the Lease");
+                }
+                self.held = Some(*lease);
+                self.renewed = Some(sent);
+                sent + retry
             }
-            Done::Built(Ok(m)) => Answer::Built(Arc::from(m)),
-            Done::Built(Err(e)) => {
+            Outcome::Following { holder } => {
+                if self.held.take().is_some() {
+                    tracing::warn!(%holder, "the Lease is held by another replica");
+                }
+                Instant::now() + retry
+            }
+            Outcome::Lost => {
+                if self.holds() {
+                    self.metrics.record_lease_error();
+                    tracing::warn!(
+                        "the Lease changed between reading and renewing it; reading it again"
+                    );
+                }
+                Instant::now() + retry
+            }
+            Outcome::Failed(e) => {
                 self.metrics.record_lease_error();
-                tracing::warn!(error = %e, "cannot read or create the Lease; trying again");
-                Answer::Failed { gone: false }
-            }
-            Done::Changed(Ok(holds)) => Answer::Holds(holds),
-            Done::Changed(Err(e)) => {
-                self.metrics.record_lease_error();
-                let gone = lease_is_gone(&e);
-                let holder = self.standing.holds() && !gone;
-                tracing::warn!(error = %e, holder, "a call about the Lease failed; trying again");
-                Answer::Failed { gone }
+                tracing::warn!(error = %e, holder = self.holds(), "a call about the Lease failed; trying again");
+                if let kube::Error::Api(status) = &e
+                    && status.code == 404
+                {
+                    self.held = None;
+                }
+                Instant::now() + retry
             }
         };
-        let standing = std::mem::replace(&mut self.standing, Standing::Candidate);
-        let (standing, next) = standing.answered(answer);
-        self.standing = standing;
-        self.call = match next {
-            Next::Now => Call::Idle,
-            Next::AfterRetry => Call::RetryAt(Instant::now() + self.options.retry_period),
-        };
+        self.call = Call::At(next);
     }
 
-    /// The watch says the Lease was released: campaign afresh.
+    /// The watch says the Lease was released: call at once.
     pub(super) fn released(&mut self) {
         tracing::debug!("the Lease was released: trying to take it");
-        let standing = std::mem::replace(&mut self.standing, Standing::Candidate);
-        self.standing = standing.released();
-        self.call = Call::Idle;
+        self.call = Call::At(Instant::now());
     }
 
-    /// The watch says the Lease was deleted: make it anew and campaign.
+    /// The watch says the Lease was deleted: whoever makes it anew may take
+    /// it at once, so a holder stops now; everyone calls at once.
     pub(super) fn deleted(&mut self) {
         tracing::warn!("the Lease was deleted: making it anew and trying to take it");
-        let standing = std::mem::replace(&mut self.standing, Standing::Candidate);
-        self.standing = standing.deleted();
-        self.call = Call::Idle;
+        self.held = None;
+        self.observed = None;
+        self.call = Call::At(Instant::now());
     }
 
-    /// Shutdown: the call in flight is dropped (releasing the manager's
-    /// state), the controllers stopped, then the Lease released.
+    /// Shutdown: the call in flight is dropped, the controllers stopped,
+    /// then the Lease released (a write of the version this replica last
+    /// wrote, so a Lease taken since is left alone).
     pub(super) async fn release(self) {
         let Election {
             call,
             leading,
-            standing,
+            held,
             metrics,
+            api,
+            options,
             ..
         } = self;
         drop(call);
@@ -210,11 +222,21 @@ impl Election {
             metrics.set_leading(false);
             metrics.record_transition(Transition::Released);
         }
-        let Standing::Holder(m) = standing else {
+        let Some(lease) = held else {
             return;
         };
-        match tokio::time::timeout(RELEASE_TIMEOUT, m.release()).await {
-            Ok(Ok(())) => tracing::info!("background controllers stopped; the Lease is released"),
+        let patch = json!({
+            "metadata": {"resourceVersion": lease.metadata.resource_version},
+            "spec": {"holderIdentity": null, "acquireTime": null, "renewTime": null},
+        });
+        let params = PatchParams {
+            field_manager: Some(options.field_manager()),
+            ..PatchParams::default()
+        };
+        let patch = Patch::Merge(&patch);
+        let write = api.patch(&options.name, &params, &patch);
+        match tokio::time::timeout(RELEASE_TIMEOUT, write).await {
+            Ok(Ok(_)) => tracing::info!("background controllers stopped; the Lease is released"),
             Ok(Err(e)) => {
                 metrics.record_lease_error();
                 tracing::warn!(error = %e, "cannot release the Lease: another replica takes over once it expires");
@@ -229,60 +251,100 @@ impl Election {
     }
 }
 
-/// Whether `error` says the Lease does not exist (read, or written: a
-/// renewal of a deleted Lease is a 404).
-fn lease_is_gone(error: &LeaseManagerError) -> bool {
-    match error {
-        LeaseManagerError::NonexistentLease(_) => true,
-        LeaseManagerError::KubeError(kube::Error::Api(status)) => status.code == 404,
-        _ => false,
-    }
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// A lease manager for `options`, making the Lease when it is missing.
-async fn new_manager(
-    client: kube::Client,
-    namespace: &str,
+/// One call: reads the Lease (making it, held by this replica, when it is
+/// missing), then renews it, takes it or follows its holder.
+async fn attempt(
+    api: &Api<Lease>,
     options: &LeaseOptions,
-) -> kube_lease_manager::Result<LeaseManager> {
-    LeaseManagerBuilder::new(client, &options.name)
-        .with_namespace(namespace)
-        .with_create_mode(LeaseCreateMode::AutoCreate)
-        .with_identity(&options.identity)
-        .with_field_manager(options.field_manager())
-        .with_duration(options.duration_seconds())
-        .with_grace(options.renew_ahead_seconds())
-        .build()
+    offset: SignedDuration,
+    observed: Option<Observed>,
+) -> (Option<Observed>, Outcome) {
+    let lease = match api.get_opt(&options.name).await {
+        Ok(Some(lease)) => lease,
+        Ok(None) => return (None, create(api, options, offset).await),
+        Err(e) => return (observed, Outcome::Failed(e)),
+    };
+    let duration = stated_duration(&lease).unwrap_or(options.duration);
+    let seen = Observed::read(observed, Version::of(&lease), duration, Instant::now());
+    let took = match seen.decide(&options.identity, Instant::now()) {
+        Decision::Follow { holder, .. } => return (Some(seen), Outcome::Following { holder }),
+        Decision::Renew => false,
+        Decision::Take => true,
+    };
+    let now = wall_now(offset);
+    let mut spec = json!({
+        "holderIdentity": options.identity,
+        "renewTime": now,
+        "leaseDurationSeconds": options.duration_seconds(),
+    });
+    if took {
+        let transitions = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_transitions)
+            .unwrap_or(0);
+        spec["acquireTime"] = json!(now);
+        spec["leaseTransitions"] = json!(transitions.saturating_add(1));
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": lease.metadata.resource_version},
+        "spec": spec,
+    });
+    let params = PatchParams {
+        field_manager: Some(options.field_manager()),
+        ..PatchParams::default()
+    };
+    let sent = Instant::now();
+    match api
+        .patch(&options.name, &params, &Patch::Merge(&patch))
         .await
+    {
+        Ok(lease) => (
+            Some(seen),
+            Outcome::Held {
+                sent,
+                took,
+                lease: Box::new(lease),
+            },
+        ),
+        Err(e) if is_status(&e, 409) => (Some(seen), Outcome::Lost),
+        Err(e) => (Some(seen), Outcome::Failed(e)),
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use kube::core::Status;
-
-    use super::*;
-
-    fn api(code: u16) -> LeaseManagerError {
-        LeaseManagerError::KubeError(kube::Error::Api(
-            Status {
-                code,
-                ..Status::default()
-            }
-            .boxed(),
-        ))
-    }
-
-    #[test]
-    fn only_a_missing_lease_counts_as_gone() {
-        assert!(lease_is_gone(&LeaseManagerError::NonexistentLease(
-            "l".into()
-        )));
-        assert!(lease_is_gone(&api(404)), "a renewal of a deleted Lease");
-        for code in [403, 409, 500, 503] {
-            assert!(!lease_is_gone(&api(code)), "{code} is retried");
-        }
-        assert!(!lease_is_gone(&LeaseManagerError::InconsistentState(
-            "x".into()
-        )));
+/// Makes the Lease, held by this replica.
+async fn create(api: &Api<Lease>, options: &LeaseOptions, offset: SignedDuration) -> Outcome {
+    let now = wall_now(offset);
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some(options.name.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(options.identity.clone()),
+            lease_duration_seconds: i32::try_from(options.duration_seconds()).ok(),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            lease_transitions: Some(0),
+            ..LeaseSpec::default()
+        }),
+    };
+    let params = PostParams {
+        field_manager: Some(options.field_manager()),
+        ..PostParams::default()
+    };
+    let sent = Instant::now();
+    match api.create(&params, &lease).await {
+        Ok(lease) => Outcome::Held {
+            sent,
+            took: true,
+            lease: Box::new(lease),
+        },
+        Err(e) if is_status(&e, 409) => Outcome::Lost,
+        Err(e) => Outcome::Failed(e),
     }
 }

@@ -4,44 +4,46 @@
 //! need the Lease (the stale-force sweeper, the audit, the certificate
 //! controller: whatever the composition root hands in) wait for it.
 //!
-//! kube-lease-manager takes, renews and releases the Lease (a server-side
-//! apply to take it, so two replicas cannot both take a free Lease). Three
-//! things are added around it:
-//! - **The renew deadline.** The crate tells when the holder changes, not
-//!   when a renewal succeeds. [`renewals`] watches the wire for successful
-//!   writes of the Lease; the controllers run only while the crate says
-//!   this replica holds the Lease *and* the last successful write is less
-//!   than the renew deadline old. Past that they are cancelled and waited
-//!   for (at most [`STOP_TIMEOUT`], then aborted), which is over before the
-//!   Lease can expire for the others (the deadline is shorter than the
-//!   Lease duration). The Lease client's requests time out after the retry
-//!   period, so a hung API server shows up as failures, retried every retry
-//!   period until a renewal succeeds or the deadline passes.
-//! - **Quick hand-over.** A replica waiting for the Lease sleeps until the
-//!   expiry it last read. A watch of the Lease wakes it as soon as the
-//!   holder releases it, so a leader that stops on SIGTERM is replaced
-//!   within a few round trips instead of a Lease duration.
+//! The election is client-go's, on kube's `Api<Lease>` ([`election`]):
+//! each replica reads the Lease every retry period and writes it with a
+//! merge patch carrying the `resourceVersion` it read, so of two replicas
+//! writing the same version only one succeeds. Around that:
+//! - **Expiry by this replica's own clock.** Another replica's Lease has
+//!   expired only when it has not changed for its duration as measured by
+//!   this replica's monotonic clock from when it saw it change
+//!   ([`observed`]); the holder's `renewTime` is written for people and
+//!   never compared with this replica's wall clock, so clock skew between
+//!   nodes cannot make two leaders.
+//! - **The renew deadline.** The controllers run only while the last
+//!   successful write as holder was *sent* less than the renew deadline
+//!   ago. Past that they are cancelled and waited for (at most
+//!   [`STOP_TIMEOUT`], then aborted), which is over before the Lease can
+//!   expire for the others: they count its duration from when they saw
+//!   that write, which is later than when it was sent, and the deadline is
+//!   shorter than the duration. The Lease client's requests time out after
+//!   the retry period, so a hung API server shows up as failures, retried
+//!   every retry period until a renewal succeeds or the deadline passes.
+//! - **Quick hand-over.** A watch of the Lease wakes a waiting replica as
+//!   soon as the holder releases it, so a leader that stops on SIGTERM is
+//!   replaced within a few round trips instead of a Lease duration.
 //! - **Shutdown.** On shutdown the leader stops its controllers first, then
-//!   releases the Lease.
+//!   releases the Lease (a write of the version it last wrote).
 //! - **A deleted Lease** (seen by the watch, or a renewal answered 404)
-//!   stops the leader at once; every replica then makes it anew and
-//!   campaigns.
-//!
-//! Where the replica stands is a state machine ([`standing`]): a
-//! candidate builds a lease manager, a follower waits for the holder to
-//! change, a holder leads while its renewals are fresh, and on shutdown
-//! the leader releases. The loop here makes the calls and feeds their
-//! answers to it.
+//!   stops the leader at once; every replica then makes it anew (the first
+//!   to make it holds it) and the others follow.
 //!
 //! With election off ([`run_unelected`]) the controllers run from start to
 //! shutdown, in every replica.
+//!
+//! Tests run a replica whose wall clock is off with the environment
+//! variable [`CLOCK_OFFSET_ENV`] (seconds, signed): it shifts only the
+//! times this replica writes into the Lease. `serve` has no flag for it.
 
 pub mod controllers;
 mod election;
+pub mod observed;
 mod options;
 mod released;
-mod renewals;
-pub mod standing;
 
 use std::sync::Arc;
 
@@ -54,8 +56,6 @@ use self::election::{Call, Election, sleep_until};
 pub use self::options::{
     DEFAULT_LEASE_NAME, LeaseOptions, LeaseOptionsError, identity, own_identity,
 };
-pub use self::renewals::{LeaseWrites, RecordWrites};
-use self::standing::Standing;
 use crate::metrics::leader::LeaderMetrics;
 
 /// Runs `controllers` from now until `shutdown` is cancelled, then stops
@@ -75,22 +75,32 @@ pub async fn run_unelected(
     metrics.set_leading(false);
 }
 
+/// The environment variable that shifts the wall-clock times this replica
+/// writes into the Lease by its value in seconds (e.g. `-10800`): for tests
+/// of replicas whose clocks disagree. Unset in any install.
+pub const CLOCK_OFFSET_ENV: &str = "PIPELINEROLLOUT_WEBHOOK_TEST_LEASE_CLOCK_OFFSET";
+
+/// The offset [`CLOCK_OFFSET_ENV`] asks for; zero when unset or unreadable.
+fn clock_offset() -> k8s_openapi::jiff::SignedDuration {
+    let seconds = std::env::var(CLOCK_OFFSET_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    k8s_openapi::jiff::SignedDuration::from_secs(seconds)
+}
+
 /// The Lease client: each request must be answered within the retry
-/// period (so a hung API server fails a renewal instead of stalling it),
-/// and successful writes of the Lease are recorded in `writes`. The
-/// timeout is per request, not a read timeout on the connection, which
+/// period (so a hung API server fails a renewal instead of stalling it).
+/// The timeout is per request, not a read timeout on the connection, which
 /// would also close idle pooled connections and fail the request handed
 /// one just then.
 fn lease_client(
     mut config: kube::Config,
-    namespace: &str,
     options: &LeaseOptions,
-    writes: LeaseWrites,
 ) -> Result<kube::Client, kube::Error> {
     config.connect_timeout = Some(options.retry_period);
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&tower::timeout::TimeoutLayer::new(options.retry_period))
-        .with_layer(&RecordWrites::new(namespace, &options.name, writes))
         .build())
 }
 
@@ -110,8 +120,7 @@ pub async fn run_elected(
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let writes = LeaseWrites::default();
-    let lease_client = match lease_client(config, &namespace, &options, writes.clone()) {
+    let lease_client = match lease_client(config, &options) {
         Ok(client) => client,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the Lease client: leader election and the background controllers are off");
@@ -133,28 +142,37 @@ pub async fn run_elected(
         (Arc::clone(&released), Arc::clone(&deleted)),
         shutdown.child_token(),
     ));
+    let clock_offset = clock_offset();
+    if !clock_offset.is_zero() {
+        tracing::warn!(offset = ?clock_offset, "{CLOCK_OFFSET_ENV} is set: the times written into the Lease are shifted (a test setting)");
+    }
     let mut election = Election {
+        api: Api::namespaced(lease_client, &namespace),
         options,
-        namespace,
-        client: lease_client,
-        writes,
         metrics,
-        standing: Standing::Candidate,
-        call: Call::Idle,
+        clock_offset,
+        observed: None,
+        held: None,
+        renewed: None,
+        call: Call::At(std::time::Instant::now()),
         leading: None,
     };
     loop {
         election.follow_standing(&controllers).await;
-        election.next_call();
-        let check = election.check_at();
-        let holds = election.standing.holds();
+        let check = election
+            .valid_until()
+            .filter(|_| election.leading.is_some());
+        let holds = election.holds();
         tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             () = sleep_until(check) => {}
             () = deleted.notified() => election.deleted(),
             () = released.notified(), if !holds => election.released(),
-            done = election.call.done() => election.answered(done),
+            done = election.call.done() => match done {
+                None => election.call_now(),
+                Some((observed, outcome)) => election.answered(observed, outcome),
+            },
         }
     }
     election.release().await;

@@ -125,19 +125,9 @@ impl LeaseOptions {
         self.duration.as_secs()
     }
 
-    /// How long before the Lease's expiry the leader renews it
-    /// (kube-lease-manager's "grace"): so that it renews every retry
-    /// period.
-    pub fn renew_ahead_seconds(&self) -> u64 {
-        self.duration
-            .saturating_sub(self.retry_period)
-            .as_secs()
-            .max(1)
-    }
-
-    /// This replica's field manager on the Lease: unique per identity (the
-    /// server-side apply that takes the Lease conflicts with another
-    /// holder's), and within the API server's 128 characters.
+    /// This replica's field manager on the Lease: unique per identity (so
+    /// `managedFields` tells the replicas' writes apart), and within the
+    /// API server's 128 characters.
     pub fn field_manager(&self) -> String {
         field_manager(&self.identity)
     }
@@ -275,10 +265,9 @@ mod tests {
     }
 
     #[test]
-    fn the_leader_renews_every_retry_period() {
+    fn the_lease_states_its_duration_in_seconds() {
         let o = options(secs(15), secs(10), secs(2)).expect("valid");
         assert_eq!(o.duration_seconds(), 15);
-        assert_eq!(o.renew_ahead_seconds(), 13, "renewed 2s after each renewal");
     }
 
     #[test]
