@@ -135,14 +135,6 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["get"]),
             vec![],
         ),
-        // An Event about a namespace-level ConfigMap (rule 24) is written
-        // only after a metadata GET finds it with the request's uid.
-        (
-            owned(&[""]),
-            owned(&["configmaps"]),
-            owned(&["get"]),
-            vec![],
-        ),
         (
             owned(&["numaplane.numaproj.io"]),
             rollouts.clone(),

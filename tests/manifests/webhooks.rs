@@ -321,10 +321,7 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
     let hook = all.iter().find(|w| w.name == name).expect("listed");
     assert_eq!(hook.client_config.service, validate.client_config.service);
     assert_eq!(hook.failure_policy.as_deref(), Some("Fail"), "{name}");
-    assert_eq!(
-        hook.side_effects, "NoneOnDryRun",
-        "{name}: it records Events, never for a dry run"
-    );
+    assert_eq!(hook.side_effects, "None", "{name}: it writes no Events");
     let conditions = hook.match_conditions.clone().unwrap_or_default();
     controller_kept_off(name, one(&conditions, "matchCondition"));
     assert_eq!(
