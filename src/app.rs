@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::logtext::Escaped;
 use crate::apiserver::{self, KubeClientError};
 use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::background::audit::{self, AuditContext, AuditOptions};
@@ -21,6 +20,7 @@ use crate::background::certs::{CertOptions, controller as cert_controller};
 use crate::background::leader::{self, Controller, LeaseOptions};
 use crate::background::sweeper::{self, SweeperContext};
 use crate::events::{EventQueue, KubeEvents};
+use crate::logtext::Escaped;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, PolicyError};
 use crate::server::budget::{Budget, BudgetError};
