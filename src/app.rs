@@ -20,6 +20,7 @@ use crate::background::certs::{CertOptions, controller as cert_controller};
 use crate::background::leader::{self, Controller, LeaseOptions};
 use crate::background::sweeper::{self, SweeperContext};
 use crate::events::{EventQueue, KubeEvents};
+use crate::logtext::Escaped;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, PolicyError};
 use crate::server::budget::{Budget, BudgetError};
@@ -105,6 +106,14 @@ impl App {
             options.max_inflight_requests,
         )?;
         let policy = Policy::from_file_or_built_in(options.policy_file.as_deref())?;
+        // A Numaplane or Numaflow under another account has every write of
+        // its own keys refused (rules 15 and 19): say which accounts are
+        // trusted, where the operator looks first.
+        tracing::warn!(
+            numaplane = %Escaped(&policy.numaplane.controller_account),
+            numaflow = %Escaped(&policy.numaflow.controller_account),
+            "trusted controller accounts: a write of Numaplane's bookkeeping keys by any other service account (rule 15), or of a Pipeline's pause-timestamp by anyone but numaflow (rule 19), is refused; if Numaplane or Numaflow runs as another account, set numaplane.controllerAccount or numaflow.controllerAccount in the policy"
+        );
         // RBAC needs an API server when the policy asks for it; otherwise
         // one is used if found, so a reloaded policy can turn RBAC on.
         let (api, authorizer) = match connect(options).await {

@@ -5,13 +5,17 @@
 //! child's `pause-timestamp` is set or changed by anyone but Numaflow's
 //! controller (rule 19), or an owned child is deleted by anyone but
 //! Numaplane's controller and Kubernetes' own deleters (rule 20), or a
-//! Pipeline's `spec.lifecycle` drain timeout is set or changed by anyone but
-//! Numaplane's controller (rules 2 to 4 and 16 to 18); for a rollout, when
-//! it turns on `spec.strategy.progressive.forcePromote`. The
-//! Numaplane controller writes children constantly; its ordinary writes
-//! never reach the webhook. `cargo xtask generate` writes these
-//! expressions into `manifests/base/webhooks.yaml` and the chart's
-//! `files/match-conditions.yaml`.
+//! Pipeline's `spec.lifecycle` drain timeout is set or changed (rules 2 to
+//! 4 and 16 to 18); for a rollout, when it turns on
+//! `spec.strategy.progressive.forcePromote`. The Numaplane controller
+//! writes children constantly: none of its writes reach the webhook but
+//! one of `pause-timestamp`, and a condition of its own
+//! ([`controller_exempt`]) keeps it off every other webhook. The accounts
+//! are the policy's ([`Accounts`]): `cargo xtask generate` writes the
+//! expressions, with placeholders for them, into the chart's
+//! `files/match-conditions.yaml`, and the chart writes its policy values
+//! (or the built-in ones) in their place, also into
+//! `manifests/base/webhooks.yaml`.
 
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
@@ -100,24 +104,84 @@ fn force_promote_on(root: &str) -> String {
     )
 }
 
+/// The accounts the expressions name: the policy's
+/// `numaplane.controllerAccount`, `numaflow.controllerAccount` and
+/// `forceReapply.deleteUndrained.systemDeleters`, whose writes (or
+/// deletes) are kept off the webhook, as the rules would allow them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accounts<'a> {
+    /// Numaplane's controller (`numaplane.controllerAccount`).
+    pub numaplane: &'a str,
+    /// Numaflow's controller (`numaflow.controllerAccount`).
+    pub numaflow: &'a str,
+    /// Kubernetes' own deleters of children
+    /// (`forceReapply.deleteUndrained.systemDeleters`).
+    pub system_deleters: &'a [&'a str],
+}
+
+impl Accounts<'static> {
+    /// The built-in policy's accounts.
+    pub const BUILT_IN: Self = Self {
+        numaplane: NUMAPLANE_CONTROLLER,
+        numaflow: NUMAFLOW_CONTROLLER,
+        system_deleters: &SYSTEM_DELETERS,
+    };
+
+    /// What the chart's copy of the expressions names instead, each
+    /// replaced (quoted: [`literal`]) by the policy value of the same name
+    /// when the chart renders: a literal `'@numaplane.controllerAccount@'`,
+    /// and the list `['@forceReapply.deleteUndrained.systemDeleters@']`
+    /// as a whole.
+    pub const PLACEHOLDERS: Self = Self {
+        numaplane: "@numaplane.controllerAccount@",
+        numaflow: "@numaflow.controllerAccount@",
+        system_deleters: &["@forceReapply.deleteUndrained.systemDeleters@"],
+    };
+}
+
+/// `text` as a CEL string literal: single-quoted, with `\` and `'` escaped.
+pub fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// The name of the matchCondition that keeps Numaplane's controller off a
+/// webhook.
+pub const CONTROLLER_CONDITION: &str = "not-numaplane-controller";
+
+/// The matchCondition expression that keeps Numaplane's controller off a
+/// webhook: one string comparison per request, so that an unreachable
+/// webhook (failurePolicy Fail) never stalls the controller's own writes.
+/// The chart puts it on every webhook but the children's, whose
+/// expression keeps the controller's writes of `pause-timestamp` (rule 19).
+pub fn controller_exempt(accounts: &Accounts<'_>) -> String {
+    format!(
+        "request.userInfo.username != {}",
+        literal(accounts.numaplane)
+    )
+}
+
 /// Whether a DELETE of a child is one rule 20 judges: the stored object
 /// (`oldObject`; `object` is null on DELETE and is never read) carries the
 /// parent-rollout-name label, and the deleter is neither Numaplane's
 /// controller nor one of Kubernetes' own deleters (their deletes never
 /// wait for the webhook).
-fn deleted_owned_child() -> String {
-    let exempt: Vec<&str> = std::iter::once(NUMAPLANE_CONTROLLER)
-        .chain(SYSTEM_DELETERS)
+fn deleted_owned_child(accounts: &Accounts<'_>) -> String {
+    let deleters: Vec<String> = accounts
+        .system_deleters
+        .iter()
+        .map(|a| literal(a))
         .collect();
     format!(
-        "!(request.userInfo.username in {}) && has(oldObject.metadata.labels) && '{PARENT_ROLLOUT}' in oldObject.metadata.labels",
-        list(&exempt)
+        "request.userInfo.username != {} && !(request.userInfo.username in [{}]) && has(oldObject.metadata.labels) && '{PARENT_ROLLOUT}' in oldObject.metadata.labels",
+        literal(accounts.numaplane),
+        deleters.join(", ")
     )
 }
 
 /// Whether a CREATE or UPDATE of a child sets or changes pause-timestamp
 /// (rule 19) as anyone but Numaflow's controller (removing it is allowed).
-fn pause_timestamp_written(update: bool) -> String {
+/// Numaplane's controller is judged too: it never writes the annotation.
+fn pause_timestamp_written(update: bool, accounts: &Accounts<'_>) -> String {
     let path = ["metadata", "annotations"];
     let new = format!(
         "({} && '{PAUSE_TIMESTAMP}' in object.metadata.annotations)",
@@ -134,13 +198,11 @@ fn pause_timestamp_written(update: bool) -> String {
     } else {
         new
     };
-    format!("(request.userInfo.username != '{NUMAFLOW_CONTROLLER}' && {written})")
+    format!(
+        "(request.userInfo.username != {} && {written})",
+        literal(accounts.numaflow)
+    )
 }
-
-/// The Numaplane controller's username in the built-in policy
-/// (`numaplane.controllerAccount`). The chart writes its
-/// `policy.numaplane.controllerAccount` in its place when that is set.
-pub const CONTROLLER_ACCOUNT: &str = NUMAPLANE_CONTROLLER;
 
 /// The drain timeouts of a Pipeline's `spec.lifecycle` that Numaflow reads.
 pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
@@ -149,8 +211,9 @@ pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
     "deleteGracePeriodSeconds",
 ];
 
-/// Whether a write of a Pipeline by anyone but the Numaplane controller
-/// carries (CREATE) or changes (UPDATE) one of its lifecycle timeouts. The
+/// Whether a write of a Pipeline carries (CREATE) or changes (UPDATE) one
+/// of its lifecycle timeouts (the child's expression leaves Numaplane's
+/// controller out). The
 /// values are integers (Numaflow's CRD says so), so presence and value are
 /// compared apart, and no `null` meets an integer.
 fn lifecycle_written(operation_create: bool) -> String {
@@ -169,14 +232,20 @@ fn lifecycle_written(operation_create: bool) -> String {
         })
         .collect();
     format!(
-        "(request.resource.resource == 'pipelines' && request.userInfo.username != '{CONTROLLER_ACCOUNT}' && ({}))",
+        "(request.resource.resource == 'pipelines' && ({}))",
         per_key.join(" || ")
     )
 }
 
-/// The matchCondition expression for writes of `kind`: true when the
-/// write touches what the rules judge. `None` for a PipelineRollout.
+/// The matchCondition expression for writes of `kind`, naming the
+/// built-in policy's accounts: true when the write touches what the rules
+/// judge. `None` for a PipelineRollout.
 pub fn expression(kind: Kind) -> Option<String> {
+    expression_for(kind, &Accounts::BUILT_IN)
+}
+
+/// [`expression`], naming `accounts`.
+pub fn expression_for(kind: Kind, accounts: &Accounts<'_>) -> Option<String> {
     let (labels, annotations): (Vec<&str>, Vec<&str>) = if kind.is_child() {
         (vec!["metadata", "labels"], vec!["metadata", "annotations"])
     } else {
@@ -198,30 +267,32 @@ pub fn expression(kind: Kind) -> Option<String> {
         changed(&labels, &label_keys),
         changed(&annotations, &annotation_keys),
     ];
-    if kind.is_child() {
-        on_create.push(pause_timestamp_written(false));
-        on_update.push(pause_timestamp_written(true));
-        on_create.push(lifecycle_written(true));
-        on_update.push(lifecycle_written(false));
-    } else {
+    if !kind.is_child() {
         on_create.push(force_promote_on("object"));
         on_update.push(format!(
             "({} && !{})",
             force_promote_on("object"),
             force_promote_on("oldObject")
         ));
+        // Numaplane's controller is kept off by a condition of its own.
+        return Some(format!(
+            "request.operation == 'CREATE' ? ({}) : ({})",
+            on_create.join(" || "),
+            on_update.join(" || ")
+        ));
     }
-    let written = format!(
-        "request.operation == 'CREATE' ? ({}) : ({})",
-        on_create.join(" || "),
-        on_update.join(" || ")
-    );
-    if !kind.is_child() {
-        return Some(written);
-    }
+    on_create.push(lifecycle_written(true));
+    on_update.push(lifecycle_written(false));
+    // Every write of Numaplane's controller is left out but one of
+    // pause-timestamp, which rule 19 refuses it too.
     Some(format!(
-        "request.operation == 'DELETE' ? ({}) : ({written})",
-        deleted_owned_child()
+        "request.operation == 'DELETE' ? ({}) : (request.operation == 'CREATE' ? ({} || (request.userInfo.username != {np} && ({}))) : ({} || (request.userInfo.username != {np} && ({}))))",
+        deleted_owned_child(accounts),
+        pause_timestamp_written(false, accounts),
+        on_create.join(" || "),
+        pause_timestamp_written(true, accounts),
+        on_update.join(" || "),
+        np = literal(accounts.numaplane),
     ))
 }
 
@@ -282,7 +353,17 @@ mod evaluated {
 
     fn matches_as(kind: Kind, operation: &str, user: &str, object: Value, old: Value) -> bool {
         let text = expression(kind).expect("an expression");
-        let program = cel::Program::compile(&text).expect("compiles");
+        evaluate(&text, kind, operation, user, (object, old))
+    }
+
+    fn evaluate(
+        text: &str,
+        kind: Kind,
+        operation: &str,
+        user: &str,
+        (object, old): (Value, Value),
+    ) -> bool {
+        let program = cel::Program::compile(text).expect("compiles");
         let mut context = cel::Context::default();
         let value = |v: Value| cel::to_value(v).expect("a CEL value");
         context.add_variable_from_value("object", value(object));
@@ -431,7 +512,7 @@ mod evaluated {
                 !matches_as(
                     Kind::Pipeline,
                     "UPDATE",
-                    CONTROLLER_ACCOUNT,
+                    NUMAPLANE_CONTROLLER,
                     object,
                     stored.clone()
                 ),
@@ -457,7 +538,7 @@ mod evaluated {
         assert!(!matches_as(
             Kind::Pipeline,
             "CREATE",
-            CONTROLLER_ACCOUNT,
+            NUMAPLANE_CONTROLLER,
             plain,
             Value::Null
         ));
@@ -636,6 +717,117 @@ mod evaluated {
             plain,
             Value::Null
         ));
+    }
+
+    #[test]
+    fn the_policys_accounts_are_the_ones_kept_off() {
+        let (numaplane, numaflow) = (
+            "system:serviceaccount:numaplane:numaplane-controller-manager",
+            "system:serviceaccount:numaflow:numaflow-controller",
+        );
+        let deleters = ["system:serviceaccount:ops:o'brien\\gc"];
+        let accounts = Accounts {
+            numaplane,
+            numaflow,
+            system_deleters: &deleters,
+        };
+        let text = expression_for(Kind::Pipeline, &accounts).expect("an expression");
+        let promoted = child(json!({UPGRADE: "promoted"}), json!({}));
+        let recyclable = child(json!({UPGRADE: "recyclable"}), json!({}));
+        let owned = child(json!({PARENT_ROLLOUT: "demo"}), json!({}));
+        let stamped = child(
+            json!({UPGRADE: "promoted"}),
+            json!({PAUSE_TIMESTAMP: "2026-01-01T00:00:00Z"}),
+        );
+        let relabel = || (recyclable.clone(), promoted.clone());
+        let cases = [
+            (
+                "the policy's Numaplane relabels",
+                numaplane,
+                "UPDATE",
+                relabel(),
+                false,
+            ),
+            (
+                "the built-in Numaplane relabels",
+                NUMAPLANE_CONTROLLER,
+                "UPDATE",
+                relabel(),
+                true,
+            ),
+            ("alice relabels", "alice", "UPDATE", relabel(), true),
+            (
+                "the policy's Numaplane stamps",
+                numaplane,
+                "UPDATE",
+                (stamped.clone(), promoted.clone()),
+                true,
+            ),
+            (
+                "the policy's Numaflow stamps",
+                numaflow,
+                "UPDATE",
+                (stamped.clone(), promoted.clone()),
+                false,
+            ),
+            (
+                "the built-in Numaflow stamps",
+                NUMAFLOW_CONTROLLER,
+                "UPDATE",
+                (stamped, promoted.clone()),
+                true,
+            ),
+            (
+                "the policy's deleter deletes",
+                deleters[0],
+                "DELETE",
+                (Value::Null, owned.clone()),
+                false,
+            ),
+            (
+                "the policy's Numaplane deletes",
+                numaplane,
+                "DELETE",
+                (Value::Null, owned.clone()),
+                false,
+            ),
+            (
+                "the built-in garbage collector deletes",
+                SYSTEM_DELETERS[0],
+                "DELETE",
+                (Value::Null, owned),
+                true,
+            ),
+        ];
+        for (name, user, operation, objects, want) in cases {
+            assert_eq!(
+                evaluate(&text, Kind::Pipeline, operation, user, objects),
+                want,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_controllers_own_condition_leaves_only_it_out() {
+        let accounts = Accounts {
+            numaplane: "system:serviceaccount:numaplane:numaplane-controller-manager",
+            ..Accounts::BUILT_IN
+        };
+        let text = controller_exempt(&accounts);
+        let sent = |user: &str| {
+            evaluate(
+                &text,
+                Kind::MonoVertexRollout,
+                "UPDATE",
+                user,
+                (json!({}), json!({})),
+            )
+        };
+        assert!(!sent(accounts.numaplane));
+        assert!(sent(NUMAPLANE_CONTROLLER));
+        assert!(sent("alice"));
+        assert_eq!(literal("a'b\\c"), "'a\\'b\\\\c'");
     }
 
     const UPGRADE: &str = crate::kinds::UPGRADE_STATE;

@@ -91,3 +91,21 @@ async fn request_fields_cannot_forge_a_log_line() {
         assert!(log.contains(&escaped), "{escaped:?} is not in\n{log}");
     }
 }
+
+#[tokio::test]
+async fn start_up_names_the_controller_accounts_the_policy_trusts() {
+    let binary = Binary::start_with(None, &["--log-format", "text"]).await;
+    let log = binary.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("trusted controller accounts"))
+        .unwrap_or_else(|| panic!("no line names the trusted accounts:\n{log}"));
+    assert!(line.contains("WARN"), "{line}");
+    for account in [
+        pipelinerollout_webhook::kinds::NUMAPLANE_CONTROLLER,
+        pipelinerollout_webhook::kinds::NUMAFLOW_CONTROLLER,
+    ] {
+        assert!(line.contains(account), "{line}");
+    }
+    assert!(line.contains("set numaplane.controllerAccount"), "{line}");
+}

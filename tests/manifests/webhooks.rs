@@ -163,6 +163,30 @@ pub(crate) fn webhook_configurations_match_the_server(r: &Rendering) {
     }
     check_common_of!(MUTATE_NAME, &["CREATE", "UPDATE"], mutate);
     check_common_of!(VALIDATE_NAME, &["CREATE", "DELETE", "UPDATE"], validate);
+    for (name, conditions) in [
+        (MUTATE_NAME, mutate.match_conditions.as_ref()),
+        (VALIDATE_NAME, validate.match_conditions.as_ref()),
+    ] {
+        let conditions = conditions.cloned().unwrap_or_default();
+        controller_kept_off(name, one(&conditions, "matchCondition"));
+    }
+}
+
+/// The condition that keeps the built-in policy's Numaplane controller off
+/// a webhook, as src/match_conditions.rs writes it.
+fn controller_kept_off(
+    name: &str,
+    condition: &k8s_openapi::api::admissionregistration::v1::MatchCondition,
+) {
+    use pipelinerollout_webhook::match_conditions::{
+        Accounts, CONTROLLER_CONDITION, controller_exempt,
+    };
+    assert_eq!(condition.name, CONTROLLER_CONDITION, "{name}");
+    assert_eq!(
+        condition.expression,
+        controller_exempt(&Accounts::BUILT_IN),
+        "{name}: run `cargo xtask generate`"
+    );
 }
 
 #[test]
@@ -257,7 +281,18 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
             .collect();
         assert_eq!(got, want, "{name}: the kinds it is for");
         let conditions = hook.match_conditions.clone().unwrap_or_default();
-        let condition = one(&conditions, "matchCondition");
+        // The children's own expression keeps Numaplane's controller off
+        // (but for pause-timestamp, rule 19); a rollout's has a condition
+        // of its own first.
+        let condition = if kinds.iter().all(|k| k.is_child()) {
+            one(&conditions, "matchCondition")
+        } else {
+            let [controller, condition] = conditions.as_slice() else {
+                panic!("{name}: two matchConditions, not {conditions:?}");
+            };
+            controller_kept_off(name, controller);
+            condition
+        };
         for kind in &kinds {
             assert_eq!(condition.name, match_conditions::name(*kind), "{name}");
             assert_eq!(
@@ -287,6 +322,8 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
     assert_eq!(hook.client_config.service, validate.client_config.service);
     assert_eq!(hook.failure_policy.as_deref(), Some("Fail"), "{name}");
     assert_eq!(hook.side_effects, "None", "{name}: it writes no Events");
+    let conditions = hook.match_conditions.clone().unwrap_or_default();
+    controller_kept_off(name, one(&conditions, "matchCondition"));
     assert_eq!(
         hook.namespace_selector, validate.namespace_selector,
         "{name}"
