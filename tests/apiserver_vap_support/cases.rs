@@ -190,7 +190,7 @@ impl Case {
     }
 
     /// Written by `account`, which admin impersonates.
-    pub fn as_account(mut self, account: Account) -> Self {
+    pub fn by_account(mut self, account: Account) -> Self {
         self.name = format!("{}, by {}", self.name, account.name);
         self.account = Some(account);
         self

@@ -296,7 +296,7 @@ fn pipelines() -> Vec<Case> {
     ] {
         cases.push(case.clone());
         cases.push(case.clone().by(User::NumaplaneController));
-        cases.push(case.as_account(NUMAFLOW));
+        cases.push(case.by_account(NUMAFLOW));
     }
     cases.push(update_of(
         PIPELINES,
@@ -334,7 +334,7 @@ fn deletes() -> Vec<Case> {
         cases.push(case().dry_run());
         cases.push(case().by(User::NumaplaneController));
         cases.push(case().by(User::ArgocdServer));
-        cases.push(case().as_account(GARBAGE_COLLECTOR));
+        cases.push(case().by_account(GARBAGE_COLLECTOR));
     }
     cases.push(delete_of(
         PIPELINES,
