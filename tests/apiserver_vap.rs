@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use apiserver_vap_support::cases::Case;
 use apiserver_vap_support::{
-    Api, Judged, check_scope, judge_all, prepare, prepare_scope, rollouts, tables, typecheck,
+    Api, Judged, check_scope, drains, judge_all, prepare, prepare_scope, rollouts, tables,
+    typecheck,
 };
 use envtest::{Assets, CRD, Cluster, User, repo_root, require};
 use hyper::Method;
@@ -46,10 +47,23 @@ forceReapply:
   gateForcePromote: false
 ";
 
+/// Numaflow's CRDs: the children the exported policies judge.
+const NUMAFLOW_CRDS: [&str; 3] = [
+    "tests/fixtures/numaflow/numaflow.numaproj.io_pipelines.yaml",
+    "tests/fixtures/numaflow/numaflow.numaproj.io_monovertices.yaml",
+    "tests/fixtures/numaflow/numaflow.numaproj.io_interstepbufferservices.yaml",
+];
+
 /// Warn mode, without the pause condition.
 const WARN_POLICY: &str = "mode: warn\nforceReapply:\n  requirePausing: false\n";
 
-const USERS: [User; 4] = [User::Admin, User::Alice, User::Carol, User::ArgocdServer];
+const USERS: [User; 5] = [
+    User::Admin,
+    User::Alice,
+    User::Carol,
+    User::ArgocdServer,
+    User::NumaplaneController,
+];
 
 struct Phase {
     label: &'static str,
@@ -65,7 +79,11 @@ fn phases() -> Vec<Phase> {
             label: "built-in",
             policy: Policy::built_in(),
             namespaces: vec!["vap-built-in"],
-            cases: tables::built_in("vap-built-in"),
+            cases: [
+                tables::built_in("vap-built-in"),
+                drains::built_in("vap-built-in"),
+            ]
+            .concat(),
         },
         Phase {
             label: "overrides-rbac",
@@ -95,6 +113,13 @@ fn rbac(namespaces: &[&str]) -> Vec<Value> {
         .iter()
         .map(|u| u.subject())
         .collect();
+    let mut children_subjects = subjects.clone();
+    children_subjects.push(User::NumaplaneController.subject());
+    for account in drains::ACCOUNTS {
+        children_subjects.push(
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": account.name}),
+        );
+    }
     let group = "numaplane.numaproj.io";
     let rbac = "rbac.authorization.k8s.io/v1";
     let mut objects: Vec<Value> = namespaces
@@ -109,6 +134,16 @@ fn rbac(namespaces: &[&str]) -> Vec<Value> {
         json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "vap-e2e-writer"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-writer"},
             "subjects": subjects}),
+        // Children and ConfigMaps, for the users and the impersonated
+        // accounts: what stops them is the policy, not RBAC.
+        json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": "vap-e2e-children"},
+            "rules": [{"apiGroups": ["numaflow.numaproj.io"],
+                "resources": ["pipelines", "monovertices", "interstepbufferservices"],
+                "verbs": ["get", "create", "update", "patch", "delete"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update", "patch", "delete"]}]}),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "vap-e2e-children"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-children"},
+            "subjects": children_subjects}),
         json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": "vap-e2e-force-reapply"},
             "rules": [{"apiGroups": [group], "resources": ["pipelinerollouts"], "verbs": ["force-reapply"]}]}),
         json!({"apiVersion": rbac, "kind": "RoleBinding",
@@ -134,6 +169,11 @@ fn the_exported_policy_decides_like_the_webhook_on_a_real_api_server() {
     cluster
         .install_crd(&repo_root().join(CRD))
         .expect("the CRD installs");
+    for crd in NUMAFLOW_CRDS {
+        cluster
+            .install_crd(&repo_root().join(crd))
+            .expect("Numaflow's CRDs install");
+    }
     cluster
         .start_controller_manager("validatingadmissionpolicy-status-controller")
         .expect("kube-controller-manager starts");
@@ -198,7 +238,22 @@ async fn type_check(api: &Api, phases: &[Phase]) -> Result<String, String> {
             )
         })
         .collect();
-    let policies: Vec<_> = exports.iter().map(|(l, e)| (*l, &e.policy)).collect();
+    let labels: Vec<(String, &vap::Exported)> = exports
+        .iter()
+        .flat_map(|(l, e)| {
+            e.policies.iter().map(move |p| {
+                let name = p.policy.metadata.name.clone().unwrap_or_default();
+                (
+                    format!("{l}{}", name.trim_start_matches(&format!("vap-e2e-{l}"))),
+                    p,
+                )
+            })
+        })
+        .collect();
+    let policies: Vec<_> = labels
+        .iter()
+        .map(|(l, p)| (l.as_str(), &p.policy))
+        .collect();
     let warnings = typecheck::check_all(api, &policies).await?;
     if !warnings.is_empty() {
         let lines: Vec<String> = warnings.iter().map(ToString::to_string).collect();
@@ -233,20 +288,28 @@ async fn run_phase(cluster: &Cluster, api: &Api, phase: &Phase) -> Result<Vec<Ju
     if !out.success {
         return Err(format!("cannot install the exported policy: {out}"));
     }
-    type_checked(api, &name).await?;
+    for exported in &export.policies {
+        type_checked(
+            api,
+            exported.policy.metadata.name.as_deref().unwrap_or_default(),
+        )
+        .await?;
+    }
     let warn = phase.policy.mode == pipelinerollout_webhook::policy::Mode::Warn;
     wait_for(api, &name, phase.namespaces[0], true, warn).await?;
     let judged = judge_all(api, prepared, &phase.policy).await?;
     if scope {
         check_scope(api, phase.namespaces[0], &phase.policy).await?;
     }
-    let out = admin.run(&[
-        "delete",
-        "validatingadmissionpolicybinding,validatingadmissionpolicy",
-        &name,
-    ]);
-    if !out.success {
-        return Err(format!("cannot remove the policy: {out}"));
+    for exported in &export.policies {
+        let out = admin.run(&[
+            "delete",
+            "validatingadmissionpolicybinding,validatingadmissionpolicy",
+            exported.policy.metadata.name.as_deref().unwrap_or_default(),
+        ]);
+        if !out.success {
+            return Err(format!("cannot remove the policy: {out}"));
+        }
     }
     wait_for(api, &name, phase.namespaces[0], false, warn).await?;
     Ok(judged)
@@ -300,7 +363,8 @@ async fn wait_for(api: &Api, name: &str, ns: &str, active: bool, warn: bool) -> 
 
 /// The summary line of a phase and its disagreements.
 fn compare(phase: &Phase, judged: &[Judged]) -> (String, Vec<String>) {
-    let by = format!("ValidatingAdmissionPolicy 'vap-e2e-{}'", phase.label);
+    // Any of the phase's policies: `vap-e2e-LABEL` and its suffixed ones.
+    let by = format!("ValidatingAdmissionPolicy 'vap-e2e-{}", phase.label);
     let warn = phase.policy.mode == pipelinerollout_webhook::policy::Mode::Warn;
     let (mut compared, mut denied, mut rejected, mut same_message) = (0, 0, 0, 0);
     let mut found = Vec::new();

@@ -1,16 +1,24 @@
-//! `export-vap`: the validation rules of a policy as a Kubernetes
-//! ValidatingAdmissionPolicy and its binding, for clusters that prefer
+//! `export-vap`: the validation rules of a policy as Kubernetes
+//! ValidatingAdmissionPolicies and their bindings, for clusters that prefer
 //! in-process admission (CEL) to a webhook. The policy's values are written
 //! into the expressions (no params resource), so the output is
 //! deterministic and reviewable. See docs/vap.md.
 //!
-//! [`variables`] and [`rules`] build the CEL (with [`cel`]'s pieces); this
-//! module wraps it
-//! in the Kubernetes objects, says what the export does not cover, and runs
-//! the command.
+//! Four policies, each with its binding: [`rules`] (PipelineRollouts, with
+//! [`variables`]), [`children`] (a Pipeline's own writes), [`deletes`] (an
+//! owned child's DELETE) and [`namespace_config`] (Numaplane's
+//! namespace-level ConfigMap) build the CEL, with [`cel`]'s pieces,
+//! [`check`]'s grants and [`timeout`]'s drain-timeout checks; this module
+//! wraps it in the Kubernetes objects and says what the export does not
+//! cover.
 
 pub mod cel;
+pub mod check;
+pub mod children;
+pub mod deletes;
+pub mod namespace_config;
 pub mod rules;
+pub mod timeout;
 pub mod variables;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -22,46 +30,158 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 
+use crate::kinds::{CONFIG_LABEL, CONFIGMAPS, Kind, NAMESPACE_CONFIG};
 use crate::policy::format_seconds;
 use crate::policy::model::{Mode, Policy};
+use check::Check;
+use variables::Var;
 
 /// The name the policy and its binding get unless `--name` says otherwise.
 pub const DEFAULT_NAME: &str = "pipelinerollout-policy";
 
 /// The namespaces the webhook configurations exclude
-/// (`manifests/base/webhooks.yaml`); the exported policy excludes the same.
+/// (`manifests/base/webhooks.yaml`); the exported policies exclude the same.
 pub const EXCLUDED_NAMESPACES: [&str; 2] = ["pipelinerollout-webhook", "kube-system"];
 
-/// The PipelineRollout version the policy matches. Not `*`: the type
-/// checker skips policies whose rules name `*` versions.
+/// The version the policies match. Not `*`: the type checker skips
+/// policies whose rules name `*` versions.
 pub const API_VERSION: &str = crate::rollout::VERSION;
 
-/// What `export-vap` produced for a policy.
+/// The suffixes of the policies after the first, by what they judge.
+pub const CHILDREN_SUFFIX: &str = "-pipelines";
+/// The child DELETE policy's suffix.
+pub const DELETES_SUFFIX: &str = "-child-deletes";
+/// The namespace-level ConfigMap policy's suffix.
+pub const NAMESPACE_CONFIG_SUFFIX: &str = "-namespace-config";
+
+/// One exported ValidatingAdmissionPolicy and its binding.
 #[derive(Debug, Clone)]
-pub struct Export {
+pub struct Exported {
+    /// What it judges, one line, for the comment block.
+    pub covers: &'static str,
     /// The ValidatingAdmissionPolicy.
     pub policy: ValidatingAdmissionPolicy,
     /// Its binding.
     pub binding: ValidatingAdmissionPolicyBinding,
-    /// What the exported policy does not do that the webhook does, one
+    /// What each validation checks, in order (the comment block lists them).
+    pub validations: Vec<&'static str>,
+}
+
+/// What `export-vap` produced for a policy.
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The policies, each with its binding: PipelineRollouts (named as
+    /// asked), then child Pipelines' writes, owned children's DELETEs and
+    /// Numaplane's namespace-level ConfigMaps (the name and a suffix).
+    pub policies: Vec<Exported>,
+    /// What the exported policies do not do that the webhook does, one
     /// line each (the comment block).
     pub not_covered: Vec<String>,
     /// Validations the policy asks for that CEL cannot express (`--strict`
-    /// fails on these): today a `minPauseAge` above 0.
+    /// fails on these): a `minPauseAge` above 0.
     pub inexpressible: Vec<String>,
     /// What the export leaves to the webhook by design, whatever the
-    /// policy: the kinds other than PipelineRollout, rules 13 to 15, the
-    /// deletion timeout (rules 16 to 18), a child Pipeline's lifecycle and
-    /// rules 19 to 21 (`--strict` names these and still succeeds).
+    /// policy (`--strict` names these and still succeeds): see [`left_out`].
     pub left_out: Vec<String>,
-    /// What each validation checks, in order (the comment block lists them).
-    pub validations: Vec<&'static str>,
+}
+
+impl Export {
+    /// The PipelineRollout policy (the first).
+    pub fn rollouts(&self) -> &Exported {
+        &self.policies[0]
+    }
+}
+
+/// What one policy matches.
+struct Match {
+    kinds: Vec<(&'static str, &'static str)>,
+    operations: &'static [&'static str],
+    object_selector: Option<LabelSelector>,
 }
 
 /// Exports `policy` under `name`.
 pub fn export(policy: &Policy, name: &str) -> Export {
     let built = rules::rules(policy);
-    let validations = built.checks.iter().map(|c| c.rule).collect();
+    let resource = |k: Kind| (k.group(), k.resource());
+    let create_update: &[&str] = &["CREATE", "UPDATE"];
+    let (child_vars, child_checks) = children::rules(policy);
+    let (delete_vars, delete_checks) = deletes::rules(policy);
+    let (config_vars, config_checks) = namespace_config::rules(policy);
+    let policies = vec![
+        wrap(
+            policy.mode,
+            name,
+            "PipelineRollouts, CREATE and UPDATE: rules 2 to 8, 16 to 18, and 19 in spec.pipeline.metadata",
+            &Match {
+                kinds: vec![resource(Kind::PipelineRollout)],
+                operations: create_update,
+                object_selector: None,
+            },
+            built.variables,
+            built.checks,
+        ),
+        wrap(
+            policy.mode,
+            &format!("{name}{CHILDREN_SUFFIX}"),
+            "Pipelines, CREATE and UPDATE: their own lifecycle (rules 2 to 4 and 16 to 18, by anyone but numaplane.controllerAccount) and pause-timestamp (rule 19)",
+            &Match {
+                kinds: vec![resource(Kind::Pipeline)],
+                operations: create_update,
+                object_selector: None,
+            },
+            child_vars,
+            child_checks,
+        ),
+        wrap(
+            policy.mode,
+            &format!("{name}{DELETES_SUFFIX}"),
+            "Pipelines, MonoVertices and InterStepBufferServices, DELETE: an owned child's deletion needs forceReapply.deleteUndrained (rule 20)",
+            &Match {
+                kinds: deletes::KINDS.iter().map(|k| resource(*k)).collect(),
+                operations: &["DELETE"],
+                object_selector: None,
+            },
+            delete_vars,
+            delete_checks,
+        ),
+        wrap(
+            policy.mode,
+            &format!("{name}{NAMESPACE_CONFIG_SUFFIX}"),
+            "Numaplane's namespace-level ConfigMaps, CREATE and UPDATE: data.upgradeStrategy (rules 23 and 24)",
+            &Match {
+                kinds: vec![("", CONFIGMAPS)],
+                operations: create_update,
+                object_selector: Some(LabelSelector {
+                    match_expressions: Some(vec![LabelSelectorRequirement {
+                        key: CONFIG_LABEL.to_owned(),
+                        operator: "In".to_owned(),
+                        values: Some(vec![NAMESPACE_CONFIG.to_owned()]),
+                    }]),
+                    ..LabelSelector::default()
+                }),
+            },
+            config_vars,
+            config_checks,
+        ),
+    ];
+    Export {
+        policies,
+        not_covered: not_covered(policy),
+        inexpressible: inexpressible(policy),
+        left_out: left_out(),
+    }
+}
+
+/// One policy and its binding.
+fn wrap(
+    mode: Mode,
+    name: &str,
+    covers: &'static str,
+    matches: &Match,
+    variables: Vec<Var>,
+    checks: Vec<Check>,
+) -> Exported {
+    let validations = checks.iter().map(|c| c.rule).collect();
     let meta = ObjectMeta {
         name: Some(name.to_owned()),
         labels: Some(
@@ -73,14 +193,20 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         ),
         ..ObjectMeta::default()
     };
-    let rule = NamedRuleWithOperations {
-        api_groups: Some(vec![crate::rollout::GROUP.to_owned()]),
-        api_versions: Some(vec![API_VERSION.to_owned()]),
-        operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
-        resources: Some(vec![crate::rollout::RESOURCE.to_owned()]),
-        scope: Some("Namespaced".to_owned()),
-        ..NamedRuleWithOperations::default()
-    };
+    let resource_rules = matches
+        .kinds
+        .iter()
+        .map(|(group, resource)| NamedRuleWithOperations {
+            api_groups: Some(vec![(*group).to_owned()]),
+            api_versions: Some(vec![
+                if group.is_empty() { "v1" } else { API_VERSION }.to_owned(),
+            ]),
+            operations: Some(matches.operations.iter().map(|o| (*o).to_owned()).collect()),
+            resources: Some(vec![(*resource).to_owned()]),
+            scope: Some("Namespaced".to_owned()),
+            ..NamedRuleWithOperations::default()
+        })
+        .collect();
     let namespace_selector = LabelSelector {
         match_expressions: Some(vec![LabelSelectorRequirement {
             key: "kubernetes.io/metadata.name".to_owned(),
@@ -94,12 +220,12 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         match_constraints: Some(MatchResources {
             match_policy: Some("Equivalent".to_owned()),
             namespace_selector: Some(namespace_selector),
-            resource_rules: Some(vec![rule]),
+            object_selector: matches.object_selector.clone(),
+            resource_rules: Some(resource_rules),
             ..MatchResources::default()
         }),
         variables: Some(
-            built
-                .variables
+            variables
                 .into_iter()
                 .map(|v| Variable {
                     name: v.name.to_owned(),
@@ -108,8 +234,7 @@ pub fn export(policy: &Policy, name: &str) -> Export {
                 .collect(),
         ),
         validations: Some(
-            built
-                .checks
+            checks
                 .into_iter()
                 .map(|c| Validation {
                     expression: c.expression,
@@ -122,11 +247,12 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         ),
         ..ValidatingAdmissionPolicySpec::default()
     };
-    let actions = match policy.mode {
+    let actions = match mode {
         Mode::Enforce => vec!["Deny".to_owned()],
         Mode::Warn => vec!["Warn".to_owned(), "Audit".to_owned()],
     };
-    Export {
+    Exported {
+        covers,
         policy: ValidatingAdmissionPolicy {
             metadata: meta.clone(),
             spec: Some(spec),
@@ -140,9 +266,6 @@ pub fn export(policy: &Policy, name: &str) -> Export {
                 ..ValidatingAdmissionPolicyBindingSpec::default()
             },
         },
-        not_covered: not_covered(policy),
-        inexpressible: inexpressible(policy),
-        left_out: left_out(),
         validations,
     }
 }
@@ -168,23 +291,21 @@ fn inexpressible(policy: &Policy) -> Vec<String> {
     found
 }
 
-/// What the export never covers: it matches PipelineRollouts only, and
-/// judges their drain timeout and the allow-data-loss and forcePromote
-/// switches (rules 2 to 7); the other kinds and Numaplane's namespace-level
-/// ConfigMap (rules 23 and 24) are left to the webhook.
+/// What the export never covers, whatever the policy: the kinds it does
+/// not match, and the rules on the kinds it matches that it leaves to the
+/// webhook.
 pub fn left_out() -> Vec<String> {
     vec![
-        "MonoVertexRollouts, ISBServiceRollouts, Pipelines, MonoVertices, InterStepBufferServices and Numaplane's namespace-level ConfigMaps (rules 23 and 24): this policy matches PipelineRollouts only; keep the webhook's validate-children, validate-monovertexrollouts, validate-isbservicerollouts and validate-namespace-config webhooks for them".to_owned(),
-        "rules 13 to 15 on PipelineRollouts: the force-promote label and marked-for-deletion in spec.pipeline.metadata, and Numaplane's bookkeeping keys there".to_owned(),
-        "rules 16 to 18 on PipelineRollouts: the deletion timeout (spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds, or the deprecated deleteGracePeriodSeconds) against deletionTimeout, and the warnings about the field Numaflow does not read".to_owned(),
-        "a child Pipeline's own lifecycle (spec.lifecycle's pauseGracePeriodSeconds, deletionGracePeriodSeconds, deleteGracePeriodSeconds, rules 2 to 4 and 16 to 18): the validate-children webhook judges it".to_owned(),
-        "rules 19 to 21: pause-timestamp (on Pipelines and in spec.pipeline.metadata), and every DELETE (a rollout's child, and a PipelineRollout's warning and forceReapply.deleteUndrained.gateRolloutDeletes): this policy matches CREATE and UPDATE only; keep the webhooks' DELETE rules".to_owned(),
+        "MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices: no exported policy matches them; keep the webhook's validate-monovertexrollouts, validate-isbservicerollouts and validate-children webhooks for them".to_owned(),
+        "rules 13 to 15: the force-promote label, marked-for-deletion and Numaplane's bookkeeping keys (in spec.pipeline.metadata and on the children): they need the rollout's or child's upgrade state and several gates' permissions; keep the webhooks for them".to_owned(),
+        "rule 21: a PipelineRollout's DELETE (the warning naming the deletion timeout its Pipelines are drained for, and forceReapply.deleteUndrained.gateRolloutDeletes): keep the validate webhook's DELETE rule".to_owned(),
     ]
 }
 
 fn not_covered(policy: &Policy) -> Vec<String> {
     let mut lines = left_out();
     lines.extend([
+        "warnings without a violation: the deprecated or ignored deleteGracePeriodSeconds (rules 16 to 18) and the notes on a namespace-level ConfigMap without data or upgradeStrategy (rule 23)".to_owned(),
         "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout, and deletionTimeout.default where it sets no deletion timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
     ]);
     if policy.force_reapply.one_shot {
@@ -224,24 +345,16 @@ pub struct RenderError {
 }
 
 impl Export {
-    /// The YAML: the comment block, then the policy and the binding as two
-    /// documents.
+    /// The YAML: the comment block, then each policy and its binding as
+    /// two documents.
     pub fn to_yaml(&self) -> Result<String, RenderError> {
-        let policy = serde_saphyr::to_string(&self.policy).map_err(|e| RenderError {
-            what: "the ValidatingAdmissionPolicy",
-            reason: e.to_string(),
-        })?;
-        let binding = serde_saphyr::to_string(&self.binding).map_err(|e| RenderError {
-            what: "the binding",
-            reason: e.to_string(),
-        })?;
         let mut out = String::new();
         out.push_str(&format!(
             "# Exported by `pipelinerollout-webhook export-vap` ({}): the validations of\n\
-             # /validate under the policy, as a ValidatingAdmissionPolicy and its binding\n\
-             # (see docs/vap.md). The policy's values are written into the expressions.\n\
-             # failurePolicy Fail: an expression that fails, or runs past the CEL cost\n\
-             # budget, refuses the request (as the webhook's configurations do when it is down).\n\
+             # the webhook's validating webhooks under the policy, as ValidatingAdmissionPolicies\n\
+             # and their bindings (see docs/vap.md). The policy's values are written into the\n\
+             # expressions. failurePolicy Fail: an expression that fails, or runs past the CEL\n\
+             # cost budget, refuses the request (as the webhook's configurations do when it is down).\n\
              #\n\
              # Not covered by this export (the webhook does these):\n",
             env!("CARGO_PKG_VERSION")
@@ -249,14 +362,30 @@ impl Export {
         for line in &self.not_covered {
             out.push_str(&format!("# - {line}\n"));
         }
-        out.push_str("#\n# The validations, in order (a denial shows the first that fails):\n");
-        for (i, rule) in self.validations.iter().enumerate() {
-            out.push_str(&format!("# {i:>2}. {rule}\n"));
+        for exported in &self.policies {
+            out.push_str(&format!(
+                "#\n# {}: {}.\n# Its validations, in order (a denial shows the first that fails):\n",
+                exported.policy.metadata.name.as_deref().unwrap_or_default(),
+                exported.covers
+            ));
+            for (i, rule) in exported.validations.iter().enumerate() {
+                out.push_str(&format!("# {i:>2}. {rule}\n"));
+            }
         }
-        out.push_str("---\n");
-        out.push_str(&policy);
-        out.push_str("---\n");
-        out.push_str(&binding);
+        for exported in &self.policies {
+            let policy = serde_saphyr::to_string(&exported.policy).map_err(|e| RenderError {
+                what: "a ValidatingAdmissionPolicy",
+                reason: e.to_string(),
+            })?;
+            let binding = serde_saphyr::to_string(&exported.binding).map_err(|e| RenderError {
+                what: "a binding",
+                reason: e.to_string(),
+            })?;
+            out.push_str("---\n");
+            out.push_str(&policy);
+            out.push_str("---\n");
+            out.push_str(&binding);
+        }
         Ok(out)
     }
 }

@@ -1,29 +1,56 @@
-//! The webhook's rules 2 to 8 as CEL: the variables they share, and one
-//! validation per kind of violation, in the order the webhook lists
-//! violations (so the first message the API server shows is the first one
-//! the webhook would list). The policy's values are written into the
-//! expressions.
+//! The PipelineRollout policy: the webhook's rules 2 to 8, 16 to 18 and
+//! rule 19's template half as CEL, one validation per kind of violation,
+//! in the order the webhook lists violations (so the first message the API
+//! server shows is the first one the webhook would list). The policy's
+//! values are written into the expressions.
 
 use super::cel;
+use super::check::{Check, Grantees, check};
+use super::timeout::{self, DELETION_SCOPE, Judged, Labels, Overflow, PAUSE_SCOPE};
 use super::variables::{self, Var};
-use crate::policy::format_seconds;
-use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, Policy, TimeoutRules};
+use crate::kinds::PAUSE_TIMESTAMP;
+use crate::policy::model::{DrainTimeout, Policy};
 use crate::rollout::{
     ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, GROUP, RESOURCE, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
 };
 
-/// One validation: the request is denied (or warned about) when
-/// `expression` is false.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
-    /// Which rule it expresses, for the comment block and tests.
-    pub rule: &'static str,
-    /// The CEL condition that must hold.
-    pub expression: String,
-    /// The static message (shown if `message_expression` fails).
-    pub message: String,
-    /// The CEL expression building the message.
-    pub message_expression: String,
+/// The labels of the pause timeout's checks (rules 2 to 4).
+const PAUSE_LABELS: Labels = Labels {
+    integer: "rule 2: the timeout is an integer",
+    min: "rule 3: at least min",
+    max: "rule 3: at most max, or no timeout",
+    no_timeout: "rule 3: no timeout only where allowed",
+    overflow: "rule 4: the timeout times the recycle multiplier fits Numaflow's clock",
+};
+
+/// The labels of the deletion timeout's checks (rules 16 to 18).
+pub const DELETION_LABELS: Labels = Labels {
+    integer: "rule 16: the deletion timeout is an integer",
+    min: "rule 17: the deletion timeout is at least min",
+    max: "rule 17: the deletion timeout is at most max, or no timeout",
+    no_timeout: "rule 17: the deletion timeout means no timeout only where allowed",
+    overflow: "rule 18: the deletion timeout fits Numaflow's clock",
+};
+
+/// The deletion timeout Numaflow reads (`variables.dJ`, see
+/// [`variables::deletion_vars`]) as rules 16 to 18 judge it, exempting
+/// requests for which `exempt` (CEL) holds.
+pub fn deletion<'a>(dt: &'a DrainTimeout, field_text: &'static str, exempt: &str) -> Judged<'a> {
+    Judged {
+        dt,
+        section: "deletionTimeout",
+        section_in_scope: true,
+        scope: DELETION_SCOPE,
+        field: "variables.dField".to_owned(),
+        field_text,
+        value: "dJ",
+        int: "dJInt",
+        same: "dSame",
+        exempt: exempt.to_owned(),
+        zero_effect: " (0 or less deletes the Pipeline's buffers at once, dropping unconsumed messages)",
+        overflow: Overflow::Clock,
+        labels: DELETION_LABELS,
+    }
 }
 
 /// Everything the exported policy evaluates.
@@ -42,64 +69,17 @@ pub fn rules(policy: &Policy) -> Rules {
         scale_check(policy.drain_timeout.default_recycle_scale_factor),
     ];
     checks.extend(timeout_checks(&policy.drain_timeout));
+    checks.extend(timeout::checks(&deletion(
+        &policy.deletion_timeout,
+        "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds (or the deprecated deleteGracePeriodSeconds)",
+        "false",
+    )));
     checks.push(annotation_check());
     checks.extend(force_checks(policy));
+    checks.push(template_pause_timestamp_check());
     Rules {
-        variables: variables::variables(&policy.drain_timeout),
+        variables: variables::variables(policy),
         checks,
-    }
-}
-
-/// `value(rules)` for the namespace's scope: a literal when every scope
-/// agrees, else a choice on `variables.scope`.
-fn scoped(dt: &DrainTimeout, value: impl Fn(&TimeoutRules) -> String) -> String {
-    let top = value(&dt.rules);
-    let per: Vec<String> = dt.namespaces.iter().map(|ns| value(&ns.rules)).collect();
-    if per.iter().all(|v| *v == top) {
-        return top;
-    }
-    // Only the overrides that differ from the top level need a branch.
-    per.iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, v)| **v != top)
-        .fold(top.clone(), |rest, (i, v)| {
-            format!("(variables.scope == {i} ? {v} : {rest})")
-        })
-}
-
-fn scope_name(dt: &DrainTimeout) -> &'static str {
-    if dt.namespaces.is_empty() {
-        "'the policy'"
-    } else {
-        "variables.scopeName"
-    }
-}
-
-/// The allowed values of a scope, as the webhook's advice words them.
-fn allowed_values(dt: &DrainTimeout) -> String {
-    let no_timeout = dt.no_timeout_seconds;
-    scoped(dt, |r| {
-        let (min, max) = (r.min, r.max);
-        cel::string(&if r.allow_no_timeout {
-            format!("set {min} to {max} seconds, or {no_timeout} (or more) for no timeout")
-        } else {
-            format!("set {min} to {max} seconds")
-        })
-    })
-}
-
-fn check(
-    rule: &'static str,
-    expression: String,
-    message: &str,
-    message_expression: String,
-) -> Check {
-    Check {
-        rule,
-        expression,
-        message: message.to_owned(),
-        message_expression,
     }
 }
 
@@ -128,102 +108,34 @@ fn scale_check(default: u64) -> Check {
 }
 
 fn timeout_checks(dt: &DrainTimeout) -> Vec<Check> {
-    let field = cel::string(&format!("{TIMEOUT_FIELD} is "));
-    let scope = scope_name(dt);
-    let fix = allowed_values(dt);
-    let no_timeout = dt.no_timeout_seconds;
-    let min = scoped(dt, |r| r.min.to_string());
-    let max = scoped(dt, |r| r.max.to_string());
-    let mut checks = vec![
-        check(
-            "rule 2: the objects on the way to the timeout are objects",
-            "variables.tBlock == '' || variables.oldTBlock == variables.tBlock".into(),
-            &format!(
-                "an object on the way to {TIMEOUT_FIELD} is not an object, so the timeout cannot be read or set: make it an object as the PipelineRollout CRD describes"
-            ),
-            format!(
-                "variables.tBlock + {} + variables.tBlock.split(' is ')[0] + ' an object as the PipelineRollout CRD describes'",
-                cel::string(&format!(
-                    ", not an object, so {TIMEOUT_FIELD} cannot be read or set: make "
-                ))
-            ),
-        ),
-        check(
-            "rule 2: the timeout is an integer",
-            "variables.t == null || variables.tInt != null || variables.tSame".into(),
-            &format!(
-                "{TIMEOUT_FIELD} is not an integer number of seconds: write an integer, e.g. 3600 for 1h"
-            ),
-            format!(
-                "{field} + {} + ', which is not an integer number of seconds: write an integer, e.g. 3600 for 1h'",
-                cel::show("variables.t")
-            ),
-        ),
-        check(
-            "rule 3: at least min",
-            format!("variables.tInt == null || variables.tInt >= {min} || variables.tSame"),
-            &format!("{TIMEOUT_FIELD} is below the minimum the policy sets for this namespace"),
-            format!(
-                "{field} + string(variables.tInt) + ', below the minimum of ' + {} + ' set by ' + {scope} +\n  \
-                 (variables.tInt < 1 ? ' (0 or less ends the pause at once, without draining)' : '') + ': ' + {fix}",
-                scoped(dt, |r| cel::string(&format!(
-                    "{} ({})",
-                    r.min,
-                    format_seconds(r.min)
-                )))
-            ),
-        ),
-        check(
-            "rule 3: at most max, or no timeout",
-            format!(
-                "variables.tInt == null || variables.tInt <= {max} || variables.tInt >= {no_timeout} || variables.tSame"
-            ),
-            &format!(
-                "{TIMEOUT_FIELD} is above the maximum the policy sets for this namespace, and below noTimeoutSeconds ({no_timeout})"
-            ),
-            format!(
-                "{field} + string(variables.tInt) + ', above the maximum of ' + {} + ' set by ' + {scope} + ': ' + {fix}",
-                scoped(dt, |r| cel::string(&format!(
-                    "{} ({})",
-                    r.max,
-                    format_seconds(r.max)
-                )))
-            ),
-        ),
-    ];
-    // Only where some scope forbids no timeout.
-    let allow = scoped(dt, |r| r.allow_no_timeout.to_string());
-    if allow != "true" {
-        checks.push(check(
-            "rule 3: no timeout only where allowed",
-            format!(
-                "variables.tInt == null || variables.tInt < {no_timeout} || {allow} || variables.tSame"
-            ),
-            &format!(
-                "{TIMEOUT_FIELD} means no timeout (at or above {no_timeout}), which the policy does not allow in this namespace"
-            ),
-            format!(
-                "{field} + string(variables.tInt) + ', which means no timeout (at or above {no_timeout}), and ' + {scope} + ' does not allow no timeout: ' + {fix}"
-            ),
-        ));
-    }
-    // T x multiplier > clock, tested by division: the product can
-    // overflow int64 in CEL.
-    checks.push(check(
-        "rule 4: the timeout times the recycle multiplier fits Numaflow's clock",
-        format!(
-            "variables.tInt == null || !variables.sValid || variables.tInt <= {MAX_CLOCK_SECONDS} / variables.multiplier ||\n  \
-             (variables.tSame && variables.sSame)"
-        ),
+    let mut checks = vec![check(
+        "rule 2: the objects on the way to the timeout are objects",
+        "variables.tBlock == '' || variables.oldTBlock == variables.tBlock".into(),
         &format!(
-            "{TIMEOUT_FIELD} multiplied by Numaplane's recycle multiplier ceil(100 / scaleFactor) overflows Numaflow's clock (at most {MAX_CLOCK_SECONDS} seconds)"
+            "an object on the way to {TIMEOUT_FIELD} is not an object, so the timeout cannot be read or set: make it an object as the PipelineRollout CRD describes"
         ),
         format!(
-            "{field} + string(variables.tInt) + '; Numaplane multiplies it by ' + string(variables.multiplier) +\n  \
-             ' (scaleFactor ' + string(variables.sInt) + '%) and ' + string(variables.tInt) + ' x ' + string(variables.multiplier) +\n  \
-             ' seconds overflow Numaflow\\'s clock (at most {MAX_CLOCK_SECONDS}): set at most ' + string({MAX_CLOCK_SECONDS} / variables.multiplier)"
+            "variables.tBlock + {} + variables.tBlock.split(' is ')[0] + ' an object as the PipelineRollout CRD describes'",
+            cel::string(&format!(
+                ", not an object, so {TIMEOUT_FIELD} cannot be read or set: make "
+            ))
         ),
-    ));
+    )];
+    checks.extend(timeout::checks(&Judged {
+        dt,
+        section: "drainTimeout",
+        section_in_scope: false,
+        scope: PAUSE_SCOPE,
+        field: cel::string(TIMEOUT_FIELD),
+        field_text: TIMEOUT_FIELD,
+        value: "t",
+        int: "tInt",
+        same: "tSame",
+        exempt: "false".to_owned(),
+        zero_effect: " (0 or less ends the pause at once, without draining)",
+        overflow: Overflow::Recycle,
+        labels: PAUSE_LABELS,
+    }));
     checks
 }
 
@@ -248,41 +160,18 @@ fn annotation_check() -> Check {
 /// permission and the pause are two validations.
 fn force_checks(policy: &Policy) -> Vec<Check> {
     let force = &policy.force_reapply;
-    let mut permitted = Vec::new();
-    if !force.users.is_empty() {
-        permitted.push(format!(
-            "variables.user in {}",
-            cel::string_list(&force.users)
-        ));
-    }
-    if !force.groups.is_empty() {
-        permitted.push(format!(
-            "(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {}))",
-            cel::string_list(&force.groups)
-        ));
-    }
-    let mut refused =
-        "'it is not in forceReapply.users and none of its groups is in forceReapply.groups'"
-            .to_owned();
-    if let Some(rbac) = &force.rbac {
-        permitted.push(format!(
-            "authorizer.group({}).resource({})\n    \
-             .namespace(variables.ns).name(variables.name).check({}).allowed()",
-            cel::string(GROUP),
-            cel::string(RESOURCE),
-            cel::string(&rbac.verb)
-        ));
-        refused = format!(
-            "{refused} + ', and RBAC does not allow verb \"{verb}\" on {RESOURCE}.{GROUP} \"' + \
-             variables.name + '\" in namespace \"' + variables.ns + '\"; ask for a Role or ClusterRole granting it'",
-            verb = rbac.verb
-        );
-    }
-    let permitted = if permitted.is_empty() {
-        "false".to_owned()
-    } else {
-        permitted.join(" ||\n  ")
+    let grantees = Grantees {
+        key: "forceReapply",
+        users: &force.users,
+        groups: &force.groups,
+        rbac: force.rbac.as_ref(),
     };
+    let permitted = grantees.permitted(&format!(
+        "authorizer.group({}).resource({})",
+        cel::string(GROUP),
+        cel::string(RESOURCE)
+    ));
+    let refused = grantees.refused(&cel::string(&format!("{RESOURCE}.{GROUP}")));
     let reapply = format!(
         "may not set metadata.annotations[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): "
     );
@@ -330,4 +219,23 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
         ));
     }
     checks
+}
+
+/// Rule 19 in the template: nobody may set or change pause-timestamp in
+/// `spec.pipeline.metadata.annotations` (Numaplane copies it onto every
+/// Pipeline it makes).
+fn template_pause_timestamp_check() -> Check {
+    let path = format!("spec.pipeline.metadata.annotations[\"{PAUSE_TIMESTAMP}\"]");
+    let why = ": Numaflow ends a pause at this time plus spec.lifecycle.pauseGracePeriodSeconds, drained or not, so an earlier time ends the drain with data undrained; Numaplane would copy it onto every Pipeline it makes: remove it from the template";
+    check(
+        "rule 19: pause-timestamp is not set or changed in the template",
+        "!variables.tpt.hasValue() ||\n  (variables.oldTpt.hasValue() && variables.oldTpt.value() == variables.tpt.value())".into(),
+        &format!("nobody may set or change {path}{why}"),
+        format!(
+            "'user \"' + variables.user + '\" may not ' + (variables.oldTpt.hasValue() ? 'change' : 'set') + {} + {} + {}",
+            cel::string(&format!(" {path} (to ")),
+            cel::show("variables.tpt.value()"),
+            cel::string(&format!("){why}"))
+        ),
+    )
 }

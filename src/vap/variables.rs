@@ -7,7 +7,8 @@
 //! defined before it is read).
 
 use super::cel::{self, Step};
-use crate::policy::model::DrainTimeout;
+use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars};
+use crate::policy::model::{DrainTimeout, Policy};
 use crate::rollout::ALLOW_DATA_LOSS;
 
 /// A named CEL expression that validations read as `variables.NAME`.
@@ -29,12 +30,20 @@ const TIMEOUT_KEYS: [&str; 5] = [
 const SCALE_KEYS: [&str; 4] = ["spec", "strategy", "recycleStrategy", "scaleFactor"];
 const PROMOTE_KEYS: [&str; 4] = ["spec", "strategy", "progressive", "forcePromote"];
 const META_KEYS: [&str; 2] = ["metadata", "annotations"];
+/// Where a PipelineRollout's drain timeouts are: its embedded Pipeline's
+/// `spec.lifecycle`, below the schemaless `spec.pipeline.spec` (step 3).
+pub const ROLLOUT_LIFECYCLE: [&str; 4] = ["spec", "pipeline", "spec", "lifecycle"];
+/// The template's annotations of a PipelineRollout.
+pub const TEMPLATE_ANNOTATIONS: [&str; 4] = ["spec", "pipeline", "metadata", "annotations"];
 
-/// The variables for a policy with `dt`'s namespace overrides and default
-/// scale factor, each after those it reads.
-pub fn variables(dt: &DrainTimeout) -> Vec<Var> {
-    let mut vars = Vars(Vec::new());
-    request_vars(&mut vars, dt);
+/// The variables of the PipelineRollout policy for `policy`, each after
+/// those it reads.
+pub fn variables(policy: &Policy) -> Vec<Var> {
+    let dt = &policy.drain_timeout;
+    let mut vars = Vars::default();
+    request_vars(&mut vars);
+    scope_vars(&mut vars, dt, PAUSE_SCOPE);
+    scope_vars(&mut vars, &policy.deletion_timeout, DELETION_SCOPE);
     for (prefix, root) in [("", "object"), ("old", "oldObject")] {
         timeout_vars(&mut vars, prefix, root);
         scale_vars(&mut vars, prefix, root, dt.default_recycle_scale_factor);
@@ -42,14 +51,55 @@ pub fn variables(dt: &DrainTimeout) -> Vec<Var> {
         promote_var(&mut vars, prefix, root);
     }
     comparison_vars(&mut vars);
+    deletion_vars(
+        &mut vars,
+        &ROLLOUT_LIFECYCLE,
+        Some(3),
+        [
+            "variables.tBlock == '' && ",
+            "variables.oldTBlock == '' && ",
+        ],
+    );
+    vars.optional_key(
+        "tpt",
+        "oldTpt",
+        &TEMPLATE_ANNOTATIONS,
+        crate::kinds::PAUSE_TIMESTAMP,
+    );
     vars.0
 }
 
-struct Vars(Vec<Var>);
+/// The variables of a policy, in order.
+#[derive(Debug, Default)]
+pub struct Vars(pub Vec<Var>);
 
 impl Vars {
-    fn add(&mut self, name: &'static str, expression: String) {
+    /// Adds `variables.NAME`.
+    pub fn add(&mut self, name: &'static str, expression: String) {
         self.0.push(Var { name, expression });
+    }
+
+    /// `new` and `old`: the string at `key` of the map at `path` of the
+    /// object and of the stored object, as optionals (none when a step on
+    /// the way is absent or not a map, or the key is absent or null).
+    pub fn optional_key(&mut self, new: &'static str, old: &'static str, path: &[&str], key: &str) {
+        let key = cel::string(key);
+        for (name, root) in [(new, "object"), (old, "oldObject")] {
+            let steps = cel::steps(root, path, None);
+            let map = &steps[steps.len() - 1].select;
+            self.add(
+                name,
+                guarded(
+                    root,
+                    format!(
+                        "{} && {key} in {map} && type({map}[{key}]) != null_type ?\n  \
+                         optional.of({map}[{key}]) : optional.none()",
+                        cel::all_maps(&steps)
+                    ),
+                    "optional.none()",
+                ),
+            );
+        }
     }
 }
 
@@ -72,7 +122,7 @@ fn var_name(prefix: &str, name: &'static str) -> &'static str {
 
 /// For the stored object every expression starts with `oldObject != null`
 /// (it is null on CREATE).
-fn guarded(root: &str, expression: String, otherwise: &str) -> String {
+pub fn guarded(root: &str, expression: String, otherwise: &str) -> String {
     if root == "oldObject" {
         format!("oldObject == null ? {otherwise} :\n  {expression}")
     } else {
@@ -80,7 +130,9 @@ fn guarded(root: &str, expression: String, otherwise: &str) -> String {
     }
 }
 
-fn request_vars(vars: &mut Vars, dt: &DrainTimeout) {
+/// `ns`, `name` and `user`: the request's namespace, object name and
+/// username, `''` where absent.
+pub fn request_vars(vars: &mut Vars) {
     // request.name is omitted for generateName; request.namespace is always
     // there for a namespaced resource, but costs nothing to guard.
     // (`namespace` is a reserved word in CEL.)
@@ -93,6 +145,10 @@ fn request_vars(vars: &mut Vars, dt: &DrainTimeout) {
         "user",
         "has(request.userInfo.username) ? request.userInfo.username : ''".into(),
     );
+}
+
+/// The scope of `dt` for the request's namespace (none without overrides).
+pub fn scope_vars(vars: &mut Vars, dt: &DrainTimeout, names: ScopeVars) {
     if dt.namespaces.is_empty() {
         return;
     }
@@ -116,34 +172,109 @@ fn request_vars(vars: &mut Vars, dt: &DrainTimeout) {
             );
         }
     }
-    vars.add("scope", scope);
-    vars.add("scopeName", scope_name);
+    vars.add(names.index, scope);
+    vars.add(names.name, scope_name);
 }
 
 fn timeout_vars(vars: &mut Vars, prefix: &str, root: &str) {
     let steps = cel::steps(root, &TIMEOUT_KEYS, Some(3));
-    let (levels, leaf) = steps.split_at(4);
     let block = var_name(prefix, "tBlock");
-    vars.add(block, guarded(root, cel::first_non_map(levels), "''"));
+    vars.add(block, guarded(root, cel::first_non_map(&steps[..4]), "''"));
     // With no level blocked, every present level is a map.
+    value_var(
+        vars,
+        [var_name(prefix, "t"), var_name(prefix, "tInt")],
+        &steps,
+        &format!("variables.{block} == '' && "),
+    );
+}
+
+/// `names[0]`: the value at the end of `steps` (`null` when a step is
+/// absent or null, or `unblocked`, CEL text ending in `&& `, is false), and
+/// `names[1]`: its integer view.
+pub fn value_var(vars: &mut Vars, names: [&'static str; 2], steps: &[Step], unblocked: &str) {
+    let root = steps[0].select.split('.').next().unwrap_or("object");
     let present: Vec<String> = steps
         .iter()
         .map(|s: &Step| format!("has({0}) && {0} != null", s.select))
         .collect();
     vars.add(
-        var_name(prefix, "t"),
+        names[0],
         guarded(
             root,
             format!(
-                "variables.{block} == '' && {} ?\n  {} : null",
+                "{unblocked}{} ?\n  {} : null",
                 present.join(" && "),
-                leaf[0].select
+                steps[steps.len() - 1].select
             ),
             "null",
         ),
     );
-    let t = format!("variables.{}", var_name(prefix, "t"));
-    vars.add(var_name(prefix, "tInt"), cel::int_view(&t));
+    vars.add(names[1], cel::int_view(&format!("variables.{}", names[0])));
+}
+
+/// The deletion timeout of the object whose drain timeouts are at
+/// `lifecycle` (a step from `schemaless` on goes through `dyn()`):
+/// `d`/`dd` (deletionGracePeriodSeconds, and the deprecated
+/// deleteGracePeriodSeconds), each with its integer view and the stored
+/// object's; `dJ`/`dJInt`, the one Numaflow reads; `dField`, its path;
+/// `dSame`, whether it is unchanged as the webhook's rule 8 sees it.
+/// `unblocked`: CEL text (ending in `&& `, or empty) true when the object's
+/// and the stored object's lifecycle can be read.
+pub fn deletion_vars(
+    vars: &mut Vars,
+    lifecycle: &[&str],
+    schemaless: Option<usize>,
+    unblocked: [&str; 2],
+) {
+    let names = [
+        ("object", unblocked[0], ["d", "dInt"], ["dd", "ddInt"]),
+        (
+            "oldObject",
+            unblocked[1],
+            ["oldD", "oldDInt"],
+            ["oldDD", "oldDDInt"],
+        ),
+    ];
+    for (root, ub, current, deprecated) in names {
+        for (leaf, names) in [
+            ("deletionGracePeriodSeconds", current),
+            ("deleteGracePeriodSeconds", deprecated),
+        ] {
+            let keys: Vec<&str> = lifecycle.iter().copied().chain([leaf]).collect();
+            value_var(vars, names, &cel::steps(root, &keys, schemaless), ub);
+        }
+    }
+    let path = lifecycle.join(".");
+    vars.add(
+        "dJ",
+        "variables.d != null ? variables.d : variables.dd".into(),
+    );
+    vars.add(
+        "dJInt",
+        "variables.d != null ? variables.dInt : variables.ddInt".into(),
+    );
+    vars.add(
+        "dField",
+        format!(
+            "variables.d != null ? {} : {}",
+            cel::string(&format!("{path}.deletionGracePeriodSeconds")),
+            cel::string(&format!("{path}.deleteGracePeriodSeconds"))
+        ),
+    );
+    // The deprecated field is what Numaflow reads as long as the new one
+    // stays unset, in the stored object too.
+    vars.add(
+        "dSame",
+        format!(
+            "oldObject != null && (variables.d != null ?\n  \
+             (variables.oldD != null && ({})) :\n  \
+             (variables.dd != null && {}variables.oldD == null && variables.oldDD != null && ({})))",
+            cel::same("variables.d", "variables.dInt", "variables.oldD", "variables.oldDInt"),
+            unblocked[1],
+            cel::same("variables.dd", "variables.ddInt", "variables.oldDD", "variables.oldDDInt"),
+        ),
+    );
 }
 
 fn scale_vars(vars: &mut Vars, prefix: &str, root: &str, default: u64) {

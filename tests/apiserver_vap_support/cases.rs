@@ -22,9 +22,92 @@ pub struct Old {
     pub terminating: bool,
 }
 
-/// One request: a CREATE of `object`, or an UPDATE (a PUT) of `old` to it.
+/// What a case writes: a resource the exported policies match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    /// The API group (`""`: the core group).
+    pub group: &'static str,
+    /// The version.
+    pub version: &'static str,
+    /// The resource (plural).
+    pub resource: &'static str,
+    /// The kind.
+    pub kind: &'static str,
+}
+
+/// Numaplane's PipelineRollouts.
+pub const ROLLOUTS: Resource = Resource {
+    group: "numaplane.numaproj.io",
+    version: "v1alpha1",
+    resource: "pipelinerollouts",
+    kind: "PipelineRollout",
+};
+/// Numaflow's Pipelines.
+pub const PIPELINES: Resource = Resource {
+    group: "numaflow.numaproj.io",
+    version: "v1alpha1",
+    resource: "pipelines",
+    kind: "Pipeline",
+};
+/// Numaflow's MonoVertices.
+pub const MONOVERTICES: Resource = Resource {
+    resource: "monovertices",
+    kind: "MonoVertex",
+    ..PIPELINES
+};
+/// Numaflow's InterStepBufferServices.
+pub const ISB_SERVICES: Resource = Resource {
+    resource: "interstepbufferservices",
+    kind: "InterStepBufferService",
+    ..PIPELINES
+};
+/// ConfigMaps.
+pub const CONFIGMAPS: Resource = Resource {
+    group: "",
+    version: "v1",
+    resource: "configmaps",
+    kind: "ConfigMap",
+};
+
+impl Resource {
+    /// The collection's path in `namespace`.
+    pub fn collection(self, namespace: &str) -> String {
+        if self.group.is_empty() {
+            format!(
+                "/api/{}/namespaces/{namespace}/{}",
+                self.version, self.resource
+            )
+        } else {
+            format!(
+                "/apis/{}/{}/namespaces/{namespace}/{}",
+                self.group, self.version, self.resource
+            )
+        }
+    }
+}
+
+/// An account the harness has no kubeconfig for: admin impersonates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Account {
+    /// The username.
+    pub name: &'static str,
+    /// The groups the API server gives it (a service account's, and
+    /// `system:authenticated`).
+    pub groups: &'static [&'static str],
+}
+
+/// One request: a CREATE of `object`, an UPDATE (a PUT) of `old` to it, or
+/// a DELETE of `old`.
 #[derive(Debug, Clone)]
 pub struct Case {
+    /// What it writes.
+    pub resource: Resource,
+    /// A DELETE of the stored object (`object` is unused).
+    pub delete: bool,
+    /// Written by this account, impersonated by admin, instead of `user`.
+    pub account: Option<Account>,
+    /// Sent with `dryRun=All`.
+    pub dry_run: bool,
     /// What the case is, for reports.
     pub name: String,
     /// The namespace it is written in.
@@ -43,12 +126,21 @@ pub struct Case {
 
 /// A CREATE of `object` by alice.
 pub fn create(name: &str, object: PipelineRolloutDoc) -> Case {
+    create_of(ROLLOUTS, name, object.into_json())
+}
+
+/// A CREATE of `object`, a `resource`, by alice.
+pub fn create_of(resource: Resource, name: &str, object: Value) -> Case {
     Case {
+        resource,
+        delete: false,
+        account: None,
+        dry_run: false,
         name: format!("CREATE {name}"),
         ns: "",
         user: User::Alice,
         old: None,
-        object: object.into_json(),
+        object,
         rejected: false,
         generate_name: false,
     }
@@ -67,7 +159,54 @@ pub fn update(name: &str, old: PipelineRolloutDoc, new: PipelineRolloutDoc) -> C
     }
 }
 
+/// An UPDATE of a `resource` from `old` to `new` by alice.
+pub fn update_of(resource: Resource, name: &str, old: Value, new: Value) -> Case {
+    Case {
+        name: format!("UPDATE {name}"),
+        old: Some(Old {
+            object: old,
+            status: None,
+            terminating: false,
+        }),
+        ..create_of(resource, name, new)
+    }
+}
+
+/// A DELETE of a stored `resource` by alice.
+pub fn delete_of(resource: Resource, name: &str, stored: Value) -> Case {
+    Case {
+        name: format!("DELETE {name}"),
+        delete: true,
+        ..update_of(resource, name, stored, Value::Null)
+    }
+}
+
 impl Case {
+    /// Sent with `dryRun=All`.
+    pub fn dry_run(mut self) -> Self {
+        self.name = format!("{} (dry run)", self.name);
+        self.dry_run = true;
+        self
+    }
+
+    /// Written by `account`, which admin impersonates.
+    pub fn by_account(mut self, account: Account) -> Self {
+        self.name = format!("{}, by {}", self.name, account.name);
+        self.account = Some(account);
+        self
+    }
+
+    /// The username the API server sees.
+    pub fn username(&self) -> &'static str {
+        self.account.map_or_else(|| self.user.name(), |a| a.name)
+    }
+
+    /// The groups the API server sees.
+    pub fn groups(&self) -> &'static [&'static str] {
+        self.account
+            .map_or_else(|| self.user.groups(), |a| a.groups)
+    }
+
     /// Written by `user`.
     pub fn by(mut self, user: User) -> Self {
         self.name = format!("{}, by {}", self.name, user.name());

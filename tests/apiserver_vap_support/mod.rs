@@ -7,6 +7,7 @@
 //! case's JSON and the API server's `Warning` headers can be read.
 
 pub mod cases;
+pub mod drains;
 pub mod gates;
 pub mod tables;
 pub mod typecheck;
@@ -22,7 +23,7 @@ use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
 use test_builders::{pipeline_rollout, users};
 
-use cases::Case;
+use cases::{Account, Case};
 use envtest::{Cluster, User};
 
 /// The PipelineRollouts of a namespace.
@@ -88,6 +89,18 @@ impl Api {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Reply, String> {
+        self.send_as(user, None, method, path, body).await
+    }
+
+    /// Sends as `user`, or as `account` impersonated by `user`.
+    pub async fn send_as(
+        &self,
+        user: User,
+        account: Option<Account>,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Reply, String> {
         let content_type = if method == Method::PATCH {
             "application/merge-patch+json"
         } else {
@@ -95,11 +108,18 @@ impl Api {
         };
         let bytes = body.map(Value::to_string).unwrap_or_default().into_bytes();
         let request = || {
-            Request::builder()
+            let mut builder = Request::builder()
                 .method(method.clone())
                 .uri(path)
                 .header("content-type", content_type)
-                .header("accept", "application/json")
+                .header("accept", "application/json");
+            if let Some(account) = account {
+                builder = builder.header("impersonate-user", account.name);
+                for group in account.groups {
+                    builder = builder.header("impersonate-group", *group);
+                }
+            }
+            builder
                 .body(kube::client::Body::from(bytes.clone()))
                 .map_err(|e| format!("{method} {path}: {e}"))
         };
@@ -187,7 +207,8 @@ pub async fn prepare(api: &Api, cases: Vec<Case>, prefix: &str) -> Result<Vec<Pr
         let name = format!("{prefix}-{i}");
         let mut stored = None;
         if let Some(old) = &case.old {
-            let base = format!("{}/{name}", rollouts(case.ns));
+            let collection = case.resource.collection(case.ns);
+            let base = format!("{collection}/{name}");
             let mut object = old.object.clone();
             object["metadata"]["name"] = json!(name);
             object["metadata"]["namespace"] = json!(case.ns);
@@ -195,7 +216,7 @@ pub async fn prepare(api: &Api, cases: Vec<Case>, prefix: &str) -> Result<Vec<Pr
                 object["metadata"]["finalizers"] = json!([HOLD]);
             }
             let what = |e: String| format!("{}: the stored object: {e}", case.name);
-            api.must(User::Admin, Method::POST, &rollouts(case.ns), Some(&object))
+            api.must(User::Admin, Method::POST, &collection, Some(&object))
                 .await
                 .map_err(what)?;
             if let Some(status) = &old.status {
@@ -270,15 +291,35 @@ pub async fn judge_all(
         } else {
             object["metadata"]["name"] = json!(p.name);
         }
+        let collection = case.resource.collection(case.ns);
         let (method, path) = match &p.stored {
-            None => (Method::POST, rollouts(case.ns)),
+            None => (Method::POST, collection),
+            Some(_) if case.delete => (Method::DELETE, format!("{collection}/{}", p.name)),
             Some(stored) => {
                 object["metadata"]["resourceVersion"] =
                     stored["metadata"]["resourceVersion"].clone();
-                (Method::PUT, format!("{}/{}", rollouts(case.ns), p.name))
+                (Method::PUT, format!("{collection}/{}", p.name))
             }
         };
-        let reply = api.send(case.user, method, &path, Some(&object)).await?;
+        let body = (!case.delete).then_some(&object);
+        let path = if case.dry_run {
+            format!("{path}?dryRun=All")
+        } else {
+            path
+        };
+        let reply = api
+            .send_as(
+                if case.account.is_some() {
+                    User::Admin
+                } else {
+                    case.user
+                },
+                case.account,
+                method,
+                &path,
+                body,
+            )
+            .await?;
         let webhook = if case.rejected {
             None
         } else {
@@ -305,9 +346,16 @@ async fn webhook_answer(
     // The API server decodes the body and encodes it again for the webhook.
     let mut object = go_round_trip(&sent);
     let operation = match &p.stored {
+        // A DELETE has no object; the stored one is `oldObject`.
+        Some(_) if case.delete => {
+            object = Value::Null;
+            "DELETE"
+        }
         // A write to the main resource keeps the stored status.
         Some(stored) => {
-            object["status"] = stored["status"].clone();
+            if stored.get("status").is_some() {
+                object["status"] = stored["status"].clone();
+            }
             "UPDATE"
         }
         None => {
@@ -317,22 +365,22 @@ async fn webhook_answer(
             "CREATE"
         }
     };
-    let user = case.user;
-    let uid = format!("{:?}", user).to_lowercase();
+    let uid = case.username().replace(':', "-");
+    let r = case.resource;
     let review = json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
             "uid": format!("{}-{}", p.name, operation),
-            "kind": {"group": "numaplane.numaproj.io", "version": "v1alpha1", "kind": "PipelineRollout"},
-            "resource": {"group": "numaplane.numaproj.io", "version": "v1alpha1", "resource": "pipelinerollouts"},
+            "kind": {"group": r.group, "version": r.version, "kind": r.kind},
+            "resource": {"group": r.group, "version": r.version, "resource": r.resource},
             "name": if case.generate_name { String::new() } else { p.name.clone() },
             "namespace": case.ns,
             "operation": operation,
-            "userInfo": {"username": user.name(), "uid": format!("{uid}-uid"), "groups": user.groups()},
+            "userInfo": {"username": case.username(), "uid": format!("{uid}-uid"), "groups": case.groups()},
             "object": object,
             "oldObject": p.stored.clone().unwrap_or(Value::Null),
-            "dryRun": false,
+            "dryRun": case.dry_run,
         }
     });
     let outcome = answer(policy, authorizer, &review)

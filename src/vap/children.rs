@@ -1,0 +1,129 @@
+//! The child Pipeline policy: what the validate-children webhook judges on
+//! a CREATE or UPDATE of a Numaflow Pipeline that CEL can express. A
+//! Pipeline's own `spec.lifecycle` drain timeouts, written by anyone but
+//! Numaplane's controller (which copies them from a rollout judged
+//! itself): the pause timeout by rules 2 to 4 under `drainTimeout`, the
+//! deletion timeout by rules 16 to 18 under `deletionTimeout`, both read
+//! as they are (no recycle multiplier). And rule 19: only Numaflow's
+//! controller may set or change `numaflow.numaproj.io/pause-timestamp`.
+//!
+//! Numaflow's CRD types `spec.lifecycle` and its fields (an object,
+//! integers) and defaults all three timeouts to 30, so the API server
+//! refuses what is not an object or an integer before admission, and a
+//! stored Pipeline carries `deletionGracePeriodSeconds`. The fields are
+//! still read through `dyn()` and guarded, as the rollout's are.
+
+use super::cel;
+use super::check::{Check, check};
+use super::rules::{DELETION_LABELS, deletion};
+use super::timeout::{self, Judged, Labels, Overflow, PAUSE_SCOPE};
+use super::variables::{self, Var, Vars};
+use crate::kinds::PAUSE_TIMESTAMP;
+use crate::policy::model::Policy;
+
+/// A Pipeline's drain timeouts, below `spec.lifecycle`.
+const LIFECYCLE: [&str; 2] = ["spec", "lifecycle"];
+
+/// The pause timeout's path on a Pipeline.
+const PAUSE_FIELD: &str = "spec.lifecycle.pauseGracePeriodSeconds";
+
+const PAUSE_LABELS: Labels = Labels {
+    integer: "rule 2: a Pipeline's pause timeout is an integer",
+    min: "rule 3: a Pipeline's pause timeout is at least min",
+    max: "rule 3: a Pipeline's pause timeout is at most max, or no timeout",
+    no_timeout: "rule 3: a Pipeline's pause timeout means no timeout only where allowed",
+    overflow: "rule 4: a Pipeline's pause timeout fits Numaflow's clock",
+};
+
+/// The variables and validations of the child Pipeline policy.
+pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
+    let mut vars = Vars::default();
+    variables::request_vars(&mut vars);
+    variables::scope_vars(&mut vars, &policy.drain_timeout, PAUSE_SCOPE);
+    variables::scope_vars(&mut vars, &policy.deletion_timeout, timeout::DELETION_SCOPE);
+    vars.add(
+        "controller",
+        format!(
+            "variables.user == {}",
+            cel::string(&policy.numaplane.controller_account)
+        ),
+    );
+    // Step 1 on (the lifecycle) through dyn(): its fields are integers, and
+    // `null` meets no integer in the type checker.
+    for (names, root) in [
+        (["p", "pInt"], "object"),
+        (["oldP", "oldPInt"], "oldObject"),
+    ] {
+        let keys: Vec<&str> = LIFECYCLE
+            .iter()
+            .copied()
+            .chain(["pauseGracePeriodSeconds"])
+            .collect();
+        variables::value_var(&mut vars, names, &cel::steps(root, &keys, Some(1)), "");
+    }
+    vars.add(
+        "pSame",
+        format!(
+            "oldObject != null && variables.p != null && variables.oldP != null && ({})",
+            cel::same(
+                "variables.p",
+                "variables.pInt",
+                "variables.oldP",
+                "variables.oldPInt"
+            )
+        ),
+    );
+    variables::deletion_vars(&mut vars, &LIFECYCLE, Some(1), ["", ""]);
+    vars.optional_key("pt", "oldPt", &["metadata", "annotations"], PAUSE_TIMESTAMP);
+    let mut checks = timeout::checks(&Judged {
+        dt: &policy.drain_timeout,
+        section: "drainTimeout",
+        section_in_scope: false,
+        scope: PAUSE_SCOPE,
+        field: cel::string(PAUSE_FIELD),
+        field_text: PAUSE_FIELD,
+        value: "p",
+        int: "pInt",
+        same: "pSame",
+        exempt: "variables.controller".to_owned(),
+        zero_effect: " (0 or less ends the pause at once, without draining)",
+        overflow: Overflow::Clock,
+        labels: PAUSE_LABELS,
+    });
+    let mut deletion = deletion(
+        &policy.deletion_timeout,
+        "spec.lifecycle.deletionGracePeriodSeconds (or the deprecated deleteGracePeriodSeconds)",
+        "variables.controller",
+    );
+    deletion.labels = Labels {
+        integer: "rule 16: a Pipeline's deletion timeout is an integer",
+        ..DELETION_LABELS
+    };
+    checks.extend(timeout::checks(&deletion));
+    checks.push(pause_timestamp_check(&policy.numaflow.controller_account));
+    (vars.0, checks)
+}
+
+/// Rule 19 on a Pipeline: only Numaflow's controller sets or changes
+/// pause-timestamp (removing it is allowed).
+fn pause_timestamp_check(numaflow: &str) -> Check {
+    let path = format!("metadata.annotations[\"{PAUSE_TIMESTAMP}\"]");
+    let why = format!(
+        ": Numaflow ends a pause at this time plus spec.lifecycle.pauseGracePeriodSeconds, drained or not, so an earlier time ends the drain with data undrained; only Numaflow's controller (\"{numaflow}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout"
+    );
+    check(
+        "rule 19: only Numaflow's controller sets or changes pause-timestamp",
+        format!(
+            "variables.user == {} || !variables.pt.hasValue() ||\n  \
+             (variables.oldPt.hasValue() && variables.oldPt.value() == variables.pt.value())",
+            cel::string(numaflow)
+        ),
+        &format!("only Numaflow's controller may set or change {path}{why}"),
+        format!(
+            "'user \"' + variables.user + '\" may not ' + (variables.oldPt.hasValue() ? 'change' : 'set') + {} + {} + {}",
+            cel::string(&format!(" {path} (to ")),
+            cel::show("variables.pt.value()"),
+            cel::string(&format!("){why}"))
+        ),
+    )
+}

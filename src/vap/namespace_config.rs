@@ -1,0 +1,98 @@
+//! The namespace-level ConfigMap policy: rules 23 and 24 as CEL, on
+//! ConfigMaps labelled `numaplane.numaproj.io/config:
+//! namespace-level-config` (the binding's objectSelector, which an UPDATE
+//! meets when either the object or the stored object carries it; the
+//! rules read the label on each). `data.upgradeStrategy` is one of the
+//! three strategies Numaplane accepts, or empty or blank, which it reads as
+//! `no-strategy` (rule 23); a strategy that skips draining needs
+//! `forceReapply.namespaceStrategy` (rule 24). Both ratchet: an invalid
+//! value kept as it was, and a namespace that already skipped draining,
+//! are allowed. A ConfigMap's `data` is a map of strings (the API server
+//! refuses anything else), so the value is always a string.
+
+use super::cel;
+use super::check::{Check, Grantees, check};
+use super::variables::{self, Var, Vars};
+use crate::kinds::{
+    CONFIG_LABEL, CONFIGMAPS, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES,
+    UPGRADE_STRATEGY_KEY,
+};
+use crate::policy::model::Policy;
+
+/// The strategies, as the webhook's messages list them.
+const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
+
+/// The variables and validations of the namespace-level ConfigMap policy.
+pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
+    let grant = &policy.force_reapply.namespace_strategy;
+    let mut vars = Vars::default();
+    variables::request_vars(&mut vars);
+    let label = cel::string(CONFIG_LABEL);
+    let key = cel::string(UPGRADE_STRATEGY_KEY);
+    for (name, root) in [("s", "object"), ("oldS", "oldObject")] {
+        vars.add(
+            name,
+            variables::guarded(
+                root,
+                format!(
+                    "has({root}.metadata.labels) && {label} in {root}.metadata.labels &&\n  \
+                     {root}.metadata.labels[{label}] == {} && has({root}.data) && {key} in {root}.data ?\n  \
+                     optional.of({root}.data[{key}]) : optional.none()",
+                    cel::string(NAMESPACE_CONFIG)
+                ),
+                "optional.none()",
+            ),
+        );
+    }
+    let no_strategy = cel::string(NO_STRATEGY);
+    for (name, s) in [("skips", "variables.s"), ("oldSkips", "variables.oldS")] {
+        vars.add(
+            name,
+            format!("{s}.hasValue() && ({s}.value().trim() == '' || {s}.value() == {no_strategy})"),
+        );
+    }
+    let known: Vec<String> = UPGRADE_STRATEGIES.iter().map(|s| (*s).to_owned()).collect();
+    let invalid = check(
+        "rule 23: upgradeStrategy is one Numaplane accepts",
+        format!(
+            "!variables.s.hasValue() || variables.s.value().trim() == '' || variables.s.value() in {} ||\n  \
+             (variables.oldS.hasValue() && variables.oldS.value() == variables.s.value())",
+            cel::string_list(&known)
+        ),
+        &format!(
+            "data.upgradeStrategy is not one Numaplane accepts: it ignores the ConfigMap and only logs an error its operators see; write one of {STRATEGIES_SHOWN} (an empty value means \"no-strategy\")"
+        ),
+        format!(
+            "'data.upgradeStrategy is \"' + (variables.s.value().size() > 40 ? variables.s.value().substring(0, 39) + '…' : variables.s.value()) + {}",
+            cel::string(&format!(
+                "\", which Numaplane does not accept: it ignores the ConfigMap and only logs an error its operators see; write one of {STRATEGIES_SHOWN} (an empty value means \"no-strategy\")"
+            ))
+        ),
+    );
+    let grantees = Grantees {
+        key: "forceReapply.namespaceStrategy",
+        users: &grant.users,
+        groups: &grant.groups,
+        rbac: grant.rbac.as_ref(),
+    };
+    let permitted = grantees.permitted(&format!(
+        "authorizer.group('').resource({})",
+        cel::string(CONFIGMAPS)
+    ));
+    let refused = grantees.refused(&cel::string(CONFIGMAPS));
+    let gated = check(
+        "rule 24: a strategy that skips draining needs forceReapply.namespaceStrategy",
+        format!("!variables.skips || variables.oldSkips ||\n  {permitted}"),
+        "the user may not make every rollout of this namespace upgrade without draining (upgradeStrategy no-strategy, empty or blank): it needs forceReapply.namespaceStrategy; ask a platform admin, or write \"pause-and-drain\" or \"progressive\"",
+        format!(
+            "'user \"' + variables.user + '\" may not set data.upgradeStrategy to ' +\n  \
+             (variables.s.value() == {no_strategy} ? '\"no-strategy\"' : 'empty or blank (Numaplane reads it as \"no-strategy\")') +\n  \
+             ' in namespace \"' + variables.ns + '\": every rollout there would then upgrade by plain apply, with no pause and no drain, so data in flight may be lost; ' +\n  \
+             {refused} + {}",
+            cel::string(
+                "; ask a platform admin to add you to forceReapply.namespaceStrategy in the webhook's policy, or write \"pause-and-drain\" or \"progressive\""
+            )
+        ),
+    );
+    (vars.0, vec![invalid, gated])
+}
