@@ -125,11 +125,17 @@ impl Api {
         };
         let client = self.client(user)?;
         // A pooled connection the API server closed as the request went out
-        // fails it with hyper's SendRequest error, with no answer: send it
-        // once more, on a new connection. Any answer, or any other error,
-        // is final.
+        // fails it with hyper's SendRequest error, with no answer, and a new
+        // connection that could not be made fails it with Connect before
+        // anything is sent: send it once more, on a new connection, after a
+        // short pause. Any answer, or any other error, is final.
         let response = match client.send(request()?).await {
-            Err(e) if e.to_string().contains("SendRequest") => client.send(request()?).await,
+            Err(e)
+                if e.to_string().contains("SendRequest") || e.to_string().contains("(Connect)") =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                client.send(request()?).await
+            }
             other => other,
         }
         .map_err(|e| format!("{method} {path} as {}: {e}", user.name()))?;
