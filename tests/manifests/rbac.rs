@@ -310,7 +310,7 @@ fn check_cert_rbac(rules: &[PolicyRule], manages: bool) {
             (
                 owned(&[""]),
                 owned(&["secrets"]),
-                owned(&["pipelinerollout-webhook-tls"]),
+                owned(&["pipelinerollout-webhook-ca", "pipelinerollout-webhook-tls"]),
                 owned(&["get", "list", "update", "watch"]),
             ),
             (
