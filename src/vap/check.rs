@@ -2,7 +2,7 @@
 //! share: who a grant (users, groups, an RBAC verb) permits, as CEL.
 
 use super::cel;
-use crate::policy::model::Grant;
+use crate::policy::model::RbacPolicy;
 
 /// One validation: the request is denied (or warned about) when
 /// `expression` is false.
@@ -37,15 +37,16 @@ pub fn check(
 /// verb, whoever RBAC allows that verb on `target` (CEL text such as
 /// `authorizer.group('g').resource('r')`) in the request's namespace and
 /// name.
-#[derive(Debug, Clone, Copy)]
-pub struct Grantees<'a>(pub Grant<'a>);
-
-impl<'a> std::ops::Deref for Grantees<'a> {
-    type Target = Grant<'a>;
-
-    fn deref(&self) -> &Grant<'a> {
-        &self.0
-    }
+#[derive(Debug, Clone)]
+pub struct Grantees<'a> {
+    /// The policy key, for messages (`forceReapply.deleteUndrained`).
+    pub key: &'static str,
+    /// Usernames.
+    pub users: &'a std::collections::BTreeSet<String>,
+    /// Groups.
+    pub groups: &'a std::collections::BTreeSet<String>,
+    /// The RBAC verb, if RBAC is asked.
+    pub rbac: Option<&'a RbacPolicy>,
 }
 
 impl Grantees<'_> {

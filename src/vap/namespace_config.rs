@@ -69,7 +69,12 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             ))
         ),
     );
-    let grantees = Grantees(grant.grant());
+    let grantees = Grantees {
+        key: "forceReapply.namespaceStrategy",
+        users: &grant.users,
+        groups: &grant.groups,
+        rbac: grant.rbac.as_ref(),
+    };
     let permitted = grantees.permitted(&format!(
         "authorizer.group('').resource({})",
         cel::string(CONFIGMAPS)

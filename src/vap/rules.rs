@@ -160,7 +160,12 @@ fn annotation_check() -> Check {
 /// permission and the pause are two validations.
 fn force_checks(policy: &Policy) -> Vec<Check> {
     let force = &policy.force_reapply;
-    let grantees = Grantees(force.grant());
+    let grantees = Grantees {
+        key: "forceReapply",
+        users: &force.users,
+        groups: &force.groups,
+        rbac: force.rbac.as_ref(),
+    };
     let permitted = grantees.permitted(&format!(
         "authorizer.group({}).resource({})",
         cel::string(GROUP),
