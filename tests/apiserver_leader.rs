@@ -4,7 +4,9 @@
 //! the Lease sweeps, a SIGKILLed leader is replaced within the Lease
 //! duration, a SIGTERMed one hands over in under two seconds, and a leader
 //! cut off from the API server stops its controllers before another takes
-//! over; a deleted Lease is made anew without two leaders at once. Same
+//! over; a leader frozen (SIGSTOP) past its Lease steps down when it wakes
+//! and undoes nothing its successor wrote; a deleted Lease is made anew
+//! without two leaders at once. Same
 //! harness and skip rules as tests/apiserver_webhook.rs.
 //!
 //! The installation's own webhook, which the webhook configurations point
@@ -35,13 +37,14 @@ const NAMESPACE: &str = "pipelinerollout-webhook";
 /// The Lease the base install's Role names.
 const DEFAULT_LEASE: &str = "pipelinerollout-webhook";
 /// Leases of their own for the other tests (granted by this file's Role).
-const TEST_LEASES: [&str; 6] = [
+const TEST_LEASES: [&str; 7] = [
     "leader-kill",
     "leader-term",
     "leader-cut",
     "leader-gone",
     "leader-clock-behind",
     "leader-clock-ahead",
+    "leader-frozen",
 ];
 
 static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
@@ -610,6 +613,109 @@ fn a_holder_whose_clock_is_hours_off_keeps_the_lease_while_it_renews() {
             "{lease}"
         );
     }
+}
+
+/// Sends a stopped replica SIGCONT when dropped, so that a failed assertion
+/// never leaves a frozen process behind.
+struct Thaw<'a>(&'a Webhook);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.signal("CONT");
+    }
+}
+
+#[test]
+fn a_leader_frozen_past_its_lease_steps_down_when_it_wakes_and_undoes_nothing() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let lease = "leader-frozen";
+    let mut replicas = vec![replica(env, lease, 0, None)];
+    assert_eq!(one_leader(&replicas, Duration::from_secs(15)), 0);
+    replicas.push(replica(env, lease, 1, None));
+    std::thread::sleep(RETRY_PERIOD * 2);
+    assert_eq!(one_leader(&replicas, Duration::from_secs(1)), 0);
+
+    // A stop-the-world pause of the leader (SIGSTOP: a VM freeze, a node
+    // under memory pressure) outlasts its Lease. Its metrics cannot be read
+    // while it is stopped, so only the other replica is asked.
+    replicas[0].signal("STOP").expect("SIGSTOP");
+    let thaw = Thaw(&replicas[0]);
+    let frozen = Instant::now();
+    while !leads(&replicas[1]) {
+        assert!(
+            frozen.elapsed() < DURATION + RETRY_PERIOD * 3,
+            "no take-over from a frozen leader; log of replica 1:\n{}",
+            replicas[1].log_tail(25)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "the leader froze; the other replica led {:?} after",
+        frozen.elapsed()
+    );
+    assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[1])));
+
+    // The new leader does the work: it resets a force whose pause is over.
+    let ns = "e2e-leader-frozen";
+    stale_force(cluster, ns, "p");
+    let deadline = Instant::now() + GRACE + Duration::from_secs(15);
+    while !is_reset(cluster, ns, "p") {
+        assert!(Instant::now() < deadline, "{}", replicas[1].log_tail(25));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // It wakes believing, for an instant, that it leads: its own clock,
+    // not the Lease's renewTime, tells it its renew deadline went by.
+    drop(thaw);
+    let woke = Instant::now();
+    while leads(&replicas[0]) {
+        assert!(
+            woke.elapsed() < Duration::from_secs(2),
+            "the woken replica still leads; logs:\n{}",
+            logs(&replicas)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stepped_down = woke.elapsed();
+    eprintln!(
+        "woken after {:?} frozen, it stepped down {stepped_down:?} later",
+        frozen.elapsed()
+    );
+    // Then it stays a follower, and the new leader keeps the Lease.
+    let settled = Instant::now();
+    while settled.elapsed() < DURATION + RETRY_PERIOD {
+        assert!(
+            !leads(&replicas[0]) && leads(&replicas[1]),
+            "two leaders, or none, after the wake; logs:\n{}",
+            logs(&replicas)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[1])));
+    assert_eq!(
+        transitions(&replicas[0], "lost"),
+        1.0,
+        "{}",
+        logs(&replicas)
+    );
+    assert_eq!(
+        transitions(&replicas[0], "acquired"),
+        1.0,
+        "it did not lead again"
+    );
+    assert_eq!(
+        sweeper_resets(&replicas[0]),
+        0.0,
+        "the woken replica reset nothing"
+    );
+    assert!(
+        is_reset(cluster, ns, "p"),
+        "what the new leader wrote stands"
+    );
+    let log = replicas[0].log_tail(10_000);
+    assert!(log.contains("no longer leads"), "{log}");
 }
 
 #[test]
