@@ -13,8 +13,7 @@
 mod apiserver_children_support;
 mod apiserver_support;
 
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::MutexGuard;
 
 use apiserver_children_support::{
     CHILDREN, CHILDREN_WEBHOOK, assert_refused_by, before_webhooks, child, children_calls,
@@ -22,9 +21,6 @@ use apiserver_children_support::{
 };
 use envtest::{Installation, User, binding};
 use serde_json::json;
-
-static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
-static TURN: Mutex<()> = Mutex::new(());
 
 const GARBAGE_COLLECTOR: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
 const NUMAFLOW: &str = "system:serviceaccount:numaflow-system:numaflow-sa";
@@ -34,24 +30,16 @@ const PIPELINES: &str = "pipelines.numaflow.numaproj.io";
 
 /// The shared installation, and this scenario's turn on it.
 fn shared() -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
-    let env = envtest::shared(&SHARED, &envtest::test_name(), |assets| {
-        Installation::start(
-            assets,
-            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
-            &envtest::base_policy()?,
-            |cluster| {
-                before_webhooks(cluster)?;
-                // Numaflow's controller writes Pipelines, as its install grants.
-                cluster.create_all(vec![json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                    "metadata": {"name": "e2e-numaflow"},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-children"},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NUMAFLOW}],
-                })])
-            },
-        )
-    })?;
-    Some((env, TURN.lock().unwrap_or_else(|e| e.into_inner())))
+    apiserver_children_support::shared(|cluster| {
+        before_webhooks(cluster)?;
+        // Numaflow's controller writes Pipelines, as its install grants.
+        cluster.create_all(vec![json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "e2e-numaflow"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "e2e-children"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NUMAFLOW}],
+        })])
+    })
 }
 
 /// A namespace where alice may do everything to children and rollouts,

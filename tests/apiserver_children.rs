@@ -18,8 +18,7 @@
 mod apiserver_children_support;
 mod apiserver_support;
 
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::MutexGuard;
 
 use apiserver_children_support::{
     CHILDREN, CHILDREN_WEBHOOK, FORCE_PROMOTE, MARKED_FOR_DELETION, UPGRADE_STATE,
@@ -30,20 +29,9 @@ use apiserver_support::VALIDATE;
 use envtest::{Installation, User};
 use serde_json::{Value, json};
 
-static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
-static TURN: Mutex<()> = Mutex::new(());
-
 /// The shared installation, and this scenario's turn on it.
 fn shared() -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
-    let env = envtest::shared(&SHARED, &envtest::test_name(), |assets| {
-        Installation::start(
-            assets,
-            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
-            &envtest::base_policy()?,
-            before_webhooks,
-        )
-    })?;
-    Some((env, TURN.lock().unwrap_or_else(|e| e.into_inner())))
+    apiserver_children_support::shared(before_webhooks)
 }
 
 #[test]

@@ -7,6 +7,8 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use envtest::{Cluster, Installation, Output, User, binding, repo_root, webhook_calls};
@@ -19,6 +21,25 @@ pub const MARKED_FOR_DELETION: &str = "numaplane.numaproj.io/marked-for-deletion
 pub const UPGRADE_STATE: &str = "numaplane.numaproj.io/upgrade-state";
 pub const CHILDREN_WEBHOOK: &str =
     "validate-children.pipelinerollout-webhook.numaplane.numaproj.io";
+
+/// The installation this test binary's scenarios share (started on first
+/// use, with `setup` run before the webhooks are registered), and this
+/// scenario's turn on it: they run one at a time.
+pub fn shared(
+    setup: fn(&Cluster) -> Result<(), String>,
+) -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
+    static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
+    static TURN: Mutex<()> = Mutex::new(());
+    let env = envtest::shared(&SHARED, &envtest::test_name(), |assets| {
+        Installation::start(
+            assets,
+            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
+            &envtest::base_policy()?,
+            setup,
+        )
+    })?;
+    Some((env, TURN.lock().unwrap_or_else(PoisonError::into_inner)))
+}
 
 /// The CRDs these scenarios need beyond the PipelineRollout's.
 pub const CRDS: [&str; 5] = [
