@@ -112,7 +112,7 @@ impl App {
         tracing::warn!(
             numaplane = %Escaped(&policy.numaplane.controller_account),
             numaflow = %Escaped(&policy.numaflow.controller_account),
-            "trusted controller accounts: a write of Numaplane's bookkeeping keys by any other service account (rule 15), or of a Pipeline's pause-timestamp by anyone but numaflow (rule 19), is refused; if Numaplane or Numaflow runs as another account, set numaplane.controllerAccount or numaflow.controllerAccount in the policy"
+            "trusted controller accounts: a write of Numaplane's bookkeeping keys by any other service account (rule 15), or of a Pipeline's pause-timestamp by anyone but numaflow (rule 19), is refused (rule 15's refusals of service accounts count in pipelinerollout_webhook_bookkeeping_refusals_total); if Numaplane or Numaflow runs as another account, set numaplane.controllerAccount or numaflow.controllerAccount in the policy"
         );
         // RBAC needs an API server when the policy asks for it; otherwise
         // one is used if found, so a reloaded policy can turn RBAC on.

@@ -108,4 +108,8 @@ async fn start_up_names_the_controller_accounts_the_policy_trusts() {
         assert!(line.contains(account), "{line}");
     }
     assert!(line.contains("set numaplane.controllerAccount"), "{line}");
+    assert!(
+        line.contains("pipelinerollout_webhook_bookkeeping_refusals_total"),
+        "the line names the counter that shows the refusals at run time: {line}"
+    );
 }

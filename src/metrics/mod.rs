@@ -14,6 +14,7 @@
 //! or each other (the reset counter aside, which two blocks share).
 
 pub mod audit;
+pub mod bookkeeping;
 pub mod budget;
 pub mod certificates;
 pub mod decisions;
@@ -31,6 +32,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 
 use self::audit::AuditMetrics;
+use self::bookkeeping::BookkeepingRefusals;
 use self::budget::BudgetMetrics;
 use self::certificates::CertMetrics;
 use self::decisions::DecisionMetrics;
@@ -54,6 +56,8 @@ pub struct Metrics {
     pub requests: RequestMetrics,
     /// What the rules decided: denials, forces, the one-shot resets.
     pub decisions: DecisionMetrics,
+    /// Service-account writes refused by rule 15.
+    pub bookkeeping: BookkeepingRefusals,
     /// RBAC checks for forces.
     pub rbac: RbacMetrics,
     /// Policy and certificate reloads.
@@ -103,6 +107,7 @@ impl Metrics {
         let decisions = DecisionMetrics::register(&mut registry, resets);
         let reloads = ReloadMetrics::register(&mut registry);
         let rbac = RbacMetrics::register(&mut registry);
+        let bookkeeping = BookkeepingRefusals::register(&mut registry);
         let budget = BudgetMetrics::register(&mut registry);
         let audit = AuditMetrics::register(&mut registry);
         let certificates = CertMetrics::register(&mut registry);
@@ -111,6 +116,7 @@ impl Metrics {
             registry,
             requests,
             decisions,
+            bookkeeping,
             rbac,
             reloads,
             events,
@@ -127,6 +133,9 @@ impl Metrics {
     /// for it.
     pub fn record_answer(&self, request: &AdmissionRequest, outcome: &Outcome) {
         self.decisions.record_decision(request, outcome);
+        if let Some(kind) = request.kind().filter(|_| !request.dry_run) {
+            self.bookkeeping.record(kind, &outcome.decision.denials);
+        }
         if let Some(trace) = &outcome.rbac {
             self.rbac.record_check(trace);
         }
@@ -168,6 +177,7 @@ mod tests {
             "pipelinerollout_webhook_force_resets_total{by=\"sweeper\"} 0",
             "pipelinerollout_webhook_force_decisions_total{gate=\"delete-undrained\",result=\"allowed\"} 0",
             "pipelinerollout_webhook_denials_total{rule=\"14\"} 0",
+            "pipelinerollout_webhook_bookkeeping_refusals_total{kind=\"Pipeline\",controller_namespace=\"true\"} 0",
             "pipelinerollout_webhook_audit_report_writes_total{result=\"failed\"} 0",
             "pipelinerollout_webhook_certs_errors_total{operation=\"bundle\"} 0",
             "pipelinerollout_webhook_certs_issued_total{kind=\"serving\",reason=\"rotation\"} 0",

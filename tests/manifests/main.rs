@@ -19,6 +19,7 @@ mod certificates;
 mod components;
 mod deployment;
 mod install;
+mod namespace;
 mod network;
 mod pod;
 mod policies;
