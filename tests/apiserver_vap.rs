@@ -4,8 +4,9 @@
 //! the way the webhook's `/validate` (`admission::answer`) decides the same
 //! request under the same policy. Four policies: the built-in one; one
 //! with namespace overrides, a default scale factor and RBAC; one with the
-//! other switches of the rule table; one in warn mode (where the warnings
-//! are compared). First, every expression of the four exported policies,
+//! other switches of the rule table and rollout deletes gated; one in warn
+//! mode, rollout deletes gated (where the warnings are compared). Rule 21's
+//! warning is compared word for word in every phase. First, every expression of the four exported policies,
 //! variables included, must type-check against the CRD's schema
 //! (kube-controller-manager's status controller, through unbound copies:
 //! see `apiserver_vap_support::typecheck`); each installed policy must then
