@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use apiserver_vap_support::cases::Case;
 use apiserver_vap_support::{
-    Api, Judged, check_scope, drains, grants, judge_all, prepare, prepare_scope, rollout_deletes,
-    rollouts, tables, typecheck,
+    Api, Judged, check_scope, drains, judge_all, prepare, prepare_scope, rollout_deletes, rollouts,
+    tables, typecheck,
 };
 use envtest::{Assets, CRD, Cluster, User, repo_root, require};
 use hyper::Method;
@@ -93,7 +93,7 @@ fn phases() -> Vec<Phase> {
             label: "overrides-rbac",
             policy: parse(OVERRIDES_POLICY),
             namespaces: tables::OVERRIDE_NAMESPACES.to_vec(),
-            cases: [tables::overrides(), grants::cases()].concat(),
+            cases: tables::overrides(),
         },
         Phase {
             label: "variants",
@@ -165,15 +165,6 @@ fn rbac(namespaces: &[&str]) -> Vec<Value> {
         json!({"apiVersion": rbac, "kind": "RoleBinding",
             "metadata": {"name": "alice-force-reapply", "namespace": "payments-eu"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-force-reapply"},
-            "subjects": [User::Alice.subject()]}),
-        // The same verb on the children and ConfigMaps: rules 20 and 24's
-        // RBAC (see apiserver_vap_support::grants).
-        json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": "vap-e2e-force-children"},
-            "rules": [{"apiGroups": ["numaflow.numaproj.io"], "resources": ["pipelines"], "verbs": ["force-reapply"]},
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["force-reapply"]}]}),
-        json!({"apiVersion": rbac, "kind": "RoleBinding",
-            "metadata": {"name": "alice-force-children", "namespace": "payments-eu"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-force-children"},
             "subjects": [User::Alice.subject()]}),
     ]);
     objects

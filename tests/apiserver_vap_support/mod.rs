@@ -9,7 +9,6 @@
 pub mod cases;
 pub mod drains;
 pub mod gates;
-pub mod grants;
 pub mod rollout_deletes;
 pub mod tables;
 pub mod typecheck;
@@ -129,23 +128,18 @@ impl Api {
         // A pooled connection the API server closed as the request went out
         // fails it with hyper's SendRequest error, with no answer, and a new
         // connection that could not be made fails it with Connect before
-        // anything is sent: send it again, on a new connection, after a
-        // pause (up to three times). Any answer, or any other error, is final.
-        let mut response = client.send(request()?).await;
-        for pause in [200, 1000, 3000] {
-            match &response {
-                Err(e)
-                    if e.to_string().contains("SendRequest")
-                        || e.to_string().contains("(Connect)") =>
-                {
-                    eprintln!("retrying {method} {path} as {}: {e}", user.name());
-                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                    response = client.send(request()?).await;
-                }
-                _ => break,
+        // anything is sent: send it once more, on a new connection, after a
+        // short pause. Any answer, or any other error, is final.
+        let response = match client.send(request()?).await {
+            Err(e)
+                if e.to_string().contains("SendRequest") || e.to_string().contains("(Connect)") =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                client.send(request()?).await
             }
+            other => other,
         }
-        let response = response.map_err(|e| format!("{method} {path} as {}: {e}", user.name()))?;
+        .map_err(|e| format!("{method} {path} as {}: {e}", user.name()))?;
         let status = response.status().as_u16();
         let warnings = response
             .headers()
