@@ -4,8 +4,9 @@
 //! the way the webhook's `/validate` (`admission::answer`) decides the same
 //! request under the same policy. Four policies: the built-in one; one
 //! with namespace overrides, a default scale factor and RBAC; one with the
-//! other switches of the rule table; one in warn mode (where the warnings
-//! are compared). First, every expression of the four exported policies,
+//! other switches of the rule table and rollout deletes gated; one in warn
+//! mode, rollout deletes gated (where the warnings are compared). Rule 21's
+//! warning is compared word for word in every phase. First, every expression of the four exported policies,
 //! variables included, must type-check against the CRD's schema
 //! (kube-controller-manager's status controller, through unbound copies:
 //! see `apiserver_vap_support::typecheck`); each installed policy must then
@@ -21,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use apiserver_vap_support::cases::Case;
 use apiserver_vap_support::{
-    Api, Judged, check_scope, drains, judge_all, prepare, prepare_scope, rollouts, tables,
-    typecheck,
+    Api, Judged, check_scope, drains, judge_all, prepare, prepare_scope, rollout_deletes, rollouts,
+    tables, typecheck,
 };
 use envtest::{Assets, CRD, Cluster, User, repo_root, require};
 use hyper::Method;
@@ -35,7 +36,7 @@ use test_builders::pipeline_rollout;
 const OVERRIDES_POLICY: &str = include_str!("fixtures/policies/overrides-rbac.yaml");
 
 /// The remaining switches: no pause condition, forcePromote not gated, no
-/// timeout nowhere, and a default scale factor of 1.
+/// timeout nowhere, a default scale factor of 1, and rollout deletes gated.
 const VARIANTS_POLICY: &str = "\
 mode: enforce
 drainTimeout:
@@ -45,6 +46,8 @@ drainTimeout:
 forceReapply:
   requirePausing: false
   gateForcePromote: false
+  deleteUndrained:
+    gateRolloutDeletes: true
 ";
 
 /// Numaflow's CRDs: the children the exported policies judge.
@@ -54,8 +57,8 @@ const NUMAFLOW_CRDS: [&str; 3] = [
     "tests/fixtures/numaflow/numaflow.numaproj.io_interstepbufferservices.yaml",
 ];
 
-/// Warn mode, without the pause condition.
-const WARN_POLICY: &str = "mode: warn\nforceReapply:\n  requirePausing: false\n";
+/// Warn mode, without the pause condition, rollout deletes gated.
+const WARN_POLICY: &str = "mode: warn\nforceReapply:\n  requirePausing: false\n  deleteUndrained:\n    gateRolloutDeletes: true\n";
 
 const USERS: [User; 5] = [
     User::Admin,
@@ -82,6 +85,7 @@ fn phases() -> Vec<Phase> {
             cases: [
                 tables::built_in("vap-built-in"),
                 drains::built_in("vap-built-in"),
+                in_ns(rollout_deletes::timeouts(), "vap-built-in"),
             ]
             .concat(),
         },
@@ -95,15 +99,27 @@ fn phases() -> Vec<Phase> {
             label: "variants",
             policy: parse(VARIANTS_POLICY),
             namespaces: vec!["vap-variants"],
-            cases: tables::variants("vap-variants"),
+            cases: [
+                tables::variants("vap-variants"),
+                in_ns(rollout_deletes::gated(), "vap-variants"),
+            ]
+            .concat(),
         },
         Phase {
             label: "warn",
             policy: parse(WARN_POLICY),
             namespaces: vec!["vap-warn"],
-            cases: tables::warn("vap-warn"),
+            cases: [
+                tables::warn("vap-warn"),
+                in_ns(rollout_deletes::gated(), "vap-warn"),
+            ]
+            .concat(),
         },
     ]
+}
+
+fn in_ns(cases: Vec<Case>, ns: &'static str) -> Vec<Case> {
+    cases.into_iter().map(|c| c.ns(ns)).collect()
 }
 
 /// RBAC the cases need: the users may write PipelineRollouts anywhere;
@@ -366,6 +382,11 @@ fn compare(phase: &Phase, judged: &[Judged]) -> (String, Vec<String>) {
     // Any of the phase's policies: `vap-e2e-LABEL` and its suffixed ones.
     let by = format!("ValidatingAdmissionPolicy 'vap-e2e-{}", phase.label);
     let warn = phase.policy.mode == pipelinerollout_webhook::policy::Mode::Warn;
+    let warnings_policy = format!(
+        "vap-e2e-{}{}",
+        phase.label,
+        vap::ROLLOUT_DELETE_WARNINGS_SUFFIX
+    );
     let (mut compared, mut denied, mut rejected, mut same_message) = (0, 0, 0, 0);
     let mut found = Vec::new();
     for j in judged {
@@ -383,6 +404,12 @@ fn compare(phase: &Phase, judged: &[Judged]) -> (String, Vec<String>) {
             continue;
         };
         compared += 1;
+        found.extend(rollout_deletes::compare_warnings(
+            &at,
+            &warnings_policy,
+            j,
+            webhook,
+        ));
         let vap_message = j
             .api
             .message()
@@ -398,7 +425,13 @@ fn compare(phase: &Phase, judged: &[Judged]) -> (String, Vec<String>) {
             continue;
         }
         let (vap_says, webhook_says) = if warn {
-            let vap_warns = j.api.warnings.iter().filter(|w| w.contains(&by)).count();
+            // Rule 21's warning is no "would deny" (compared above).
+            let vap_warns = j
+                .api
+                .warnings
+                .iter()
+                .filter(|w| w.contains(&by) && !w.contains(&warnings_policy))
+                .count();
             let would_deny = webhook
                 .warnings
                 .iter()

@@ -25,6 +25,12 @@ fn policies() -> Vec<(&'static str, Policy)> {
         ("overrides and RBAC", parse(OVERRIDES_RBAC)),
         ("warn mode", parse("mode: warn\n")),
         (
+            "gated rollout deletes",
+            parse(
+                "forceReapply:\n  rbac: {verb: force-reapply}\n  deleteUndrained:\n    gateRolloutDeletes: true\n",
+            ),
+        ),
+        (
             "minPauseAge",
             parse(
                 "forceReapply:\n  minPauseAge: 5m\n  requirePausing: false\n  gateForcePromote: false\n",
@@ -95,8 +101,8 @@ fn the_yaml_parses_back_as_the_kubernetes_types() {
         let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
         assert_eq!(
             docs.len(),
-            8,
-            "{label}: four policies, each with its binding"
+            2 * export.policies.len(),
+            "{label}: each policy with its binding"
         );
         for (pair, exported) in docs.chunks(2).zip(&export.policies) {
             let parsed: ValidatingAdmissionPolicy =
@@ -121,16 +127,17 @@ fn the_yaml_parses_back_as_the_kubernetes_types() {
             .step_by(2)
             .map(|d| d["metadata"]["name"].as_str().unwrap_or_default())
             .collect();
-        assert_eq!(
-            names,
-            [
-                "test-name",
-                "test-name-pipelines",
-                "test-name-child-deletes",
-                "test-name-namespace-config"
-            ],
-            "{label}"
-        );
+        let mut want = vec![
+            "test-name",
+            "test-name-pipelines",
+            "test-name-child-deletes",
+            "test-name-namespace-config",
+            "test-name-rollout-delete-warnings",
+        ];
+        if policy.force_reapply.delete_undrained.gate_rollout_deletes {
+            want.push("test-name-rollout-deletes");
+        }
+        assert_eq!(names, want, "{label}");
         // Deterministic: the same policy gives the same text.
         assert_eq!(
             vap::export(&policy, "test-name")
@@ -338,10 +345,6 @@ fn it_matches_what_the_webhook_configurations_match() {
         resource.as_str(),
         operation.as_str(),
     ) {
-        ("pipelinerollouts", "DELETE") => export
-            .left_out
-            .iter()
-            .any(|l| l.starts_with("rule 21: a PipelineRollout's DELETE")),
         ("monovertices" | "interstepbufferservices", _) => {
             export.left_out[0].contains("writes of MonoVertices and InterStepBufferServices")
         }
@@ -381,6 +384,11 @@ fn each_policy_matches_its_kinds_and_operations() {
             ),
         ],
         vec![rule("", "configmaps", cu)],
+        vec![rule(
+            "numaplane.numaproj.io",
+            "pipelinerollouts",
+            &["DELETE"],
+        )],
     ];
     assert_eq!(export.policies.len(), want.len());
     for (exported, want) in export.policies.iter().zip(want) {
@@ -390,7 +398,6 @@ fn each_policy_matches_its_kinds_and_operations() {
             "{:?}",
             exported.policy.metadata.name
         );
-        assert_eq!(exported.binding.spec.validation_actions, ["Deny"]);
         assert_eq!(
             exported.binding.spec.policy_name,
             exported.policy.metadata.name.clone().unwrap_or_default()
@@ -414,7 +421,7 @@ fn each_policy_matches_its_kinds_and_operations() {
         .flat_map(|p| p.validations.clone())
         .collect();
     for number in [
-        "rule 16", "rule 17", "rule 18", "rule 19", "rule 20", "rule 23", "rule 24",
+        "rule 16", "rule 17", "rule 18", "rule 19", "rule 20", "rule 21", "rule 23", "rule 24",
     ] {
         assert!(
             rules.iter().any(|r| r.starts_with(number)),
@@ -447,7 +454,17 @@ fn warn_mode_warns_and_audits_enforce_denies() {
             _ => &["Deny"],
         };
         for exported in vap::export(&policy, "p").policies {
-            assert_eq!(exported.binding.spec.validation_actions, want, "{label}");
+            let name = exported.policy.metadata.name.unwrap_or_default();
+            // Rule 21's warning is a warning in either mode.
+            let want: &[&str] = if name.ends_with("-rollout-delete-warnings") {
+                &["Warn"]
+            } else {
+                want
+            };
+            assert_eq!(
+                exported.binding.spec.validation_actions, want,
+                "{label}: {name}"
+            );
         }
     }
 }
@@ -538,8 +555,7 @@ fn the_command_prints_writes_and_refuses() {
     assert_eq!(code, 0, "the built-in policy has no minPauseAge");
     assert!(
         stderr.contains("--strict: left to the webhook, whatever the policy: MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices")
-            && stderr.contains("rules 13 to 15")
-            && stderr.contains("rule 21: a PipelineRollout's DELETE"),
+            && stderr.contains("rules 13 to 15"),
         "--strict names what the export leaves out: {stderr}"
     );
     // And nothing the export carries.
@@ -547,6 +563,7 @@ fn the_command_prints_writes_and_refuses() {
         "rules 16 to 18",
         "rule 19",
         "rule 20",
+        "rule 21",
         "rules 23 and 24",
         "validate-namespace-config",
     ] {

@@ -4,19 +4,22 @@
 //! into the expressions (no params resource), so the output is
 //! deterministic and reviewable. See docs/vap.md.
 //!
-//! Four policies, each with its binding: [`rules`] (PipelineRollouts, with
-//! [`variables`]), [`children`] (a Pipeline's own writes), [`deletes`] (an
-//! owned child's DELETE) and [`namespace_config`] (Numaplane's
-//! namespace-level ConfigMap) build the CEL, with [`cel`]'s pieces,
-//! [`check`]'s grants and [`timeout`]'s drain-timeout checks; this module
-//! wraps it in the Kubernetes objects and says what the export does not
-//! cover.
+//! Five or six policies, each with its binding: [`rules`] (PipelineRollouts,
+//! with [`variables`]), [`children`] (a Pipeline's own writes), [`deletes`]
+//! (an owned child's DELETE), [`namespace_config`] (Numaplane's
+//! namespace-level ConfigMap) and [`rollout_deletes`] (a PipelineRollout's
+//! DELETE: its warning, and its gate where the policy asks for one) build
+//! the CEL, with [`cel`]'s pieces, [`check`]'s grants and [`timeout`]'s
+//! drain-timeout checks; this module wraps it in the Kubernetes objects,
+//! and [`coverage`] says what the export does not cover.
 
 pub mod cel;
 pub mod check;
 pub mod children;
+pub mod coverage;
 pub mod deletes;
 pub mod namespace_config;
+pub mod rollout_deletes;
 pub mod rules;
 pub mod timeout;
 pub mod variables;
@@ -31,9 +34,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 
 use crate::kinds::{CONFIG_LABEL, CONFIGMAPS, Kind, NAMESPACE_CONFIG};
-use crate::policy::format_seconds;
 use crate::policy::model::{Mode, Policy};
 use check::Check;
+pub use coverage::left_out;
+use coverage::{inexpressible, not_covered};
 use variables::Var;
 
 /// The name the policy and its binding get unless `--name` says otherwise.
@@ -53,6 +57,11 @@ pub const CHILDREN_SUFFIX: &str = "-pipelines";
 pub const DELETES_SUFFIX: &str = "-child-deletes";
 /// The namespace-level ConfigMap policy's suffix.
 pub const NAMESPACE_CONFIG_SUFFIX: &str = "-namespace-config";
+/// The rollout DELETE warning policy's suffix (rule 21's warning).
+pub const ROLLOUT_DELETE_WARNINGS_SUFFIX: &str = "-rollout-delete-warnings";
+/// The rollout DELETE gate policy's suffix (rule 21 under
+/// `gateRolloutDeletes`).
+pub const ROLLOUT_DELETES_SUFFIX: &str = "-rollout-deletes";
 
 /// One exported ValidatingAdmissionPolicy and its binding.
 #[derive(Debug, Clone)]
@@ -71,8 +80,10 @@ pub struct Exported {
 #[derive(Debug, Clone)]
 pub struct Export {
     /// The policies, each with its binding: PipelineRollouts (named as
-    /// asked), then child Pipelines' writes, owned children's DELETEs and
-    /// Numaplane's namespace-level ConfigMaps (the name and a suffix).
+    /// asked), then child Pipelines' writes, owned children's DELETEs,
+    /// Numaplane's namespace-level ConfigMaps, PipelineRollout DELETEs'
+    /// warning and, under `gateRolloutDeletes`, their gate (the name and a
+    /// suffix).
     pub policies: Vec<Exported>,
     /// What the exported policies do not do that the webhook does, one
     /// line each (the comment block).
@@ -107,7 +118,13 @@ pub fn export(policy: &Policy, name: &str) -> Export {
     let (child_vars, child_checks) = children::rules(policy);
     let (delete_vars, delete_checks) = deletes::rules(policy);
     let (config_vars, config_checks) = namespace_config::rules(policy);
-    let policies = vec![
+    let (warning_vars, warning_checks) = rollout_deletes::warnings(policy);
+    let rollout_deletes = Match {
+        kinds: vec![resource(Kind::PipelineRollout)],
+        operations: &["DELETE"],
+        object_selector: None,
+    };
+    let mut policies = vec![
         wrap(
             policy.mode,
             name,
@@ -163,13 +180,38 @@ pub fn export(policy: &Policy, name: &str) -> Export {
             config_vars,
             config_checks,
         ),
+        // Warns whatever the mode: the webhook's warning is no denial.
+        warning_only(wrap(
+            policy.mode,
+            &format!("{name}{ROLLOUT_DELETE_WARNINGS_SUFFIX}"),
+            "PipelineRollouts, DELETE: the warning naming the deletion timeout its Pipelines are drained for (rule 21), bound with validationActions [Warn]",
+            &rollout_deletes,
+            warning_vars,
+            warning_checks,
+        )),
     ];
+    if let Some((gate_vars, gate_checks)) = rollout_deletes::gate(policy) {
+        policies.push(wrap(
+            policy.mode,
+            &format!("{name}{ROLLOUT_DELETES_SUFFIX}"),
+            "PipelineRollouts, DELETE: forceReapply.deleteUndrained.gateRolloutDeletes, the deleteUndrained permission (rule 21)",
+            &rollout_deletes,
+            gate_vars,
+            gate_checks,
+        ));
+    }
     Export {
         policies,
         not_covered: not_covered(policy),
         inexpressible: inexpressible(policy),
         left_out: left_out(),
     }
+}
+
+/// `exported` with a binding that only warns (never audits or denies).
+fn warning_only(mut exported: Exported) -> Exported {
+    exported.binding.spec.validation_actions = vec!["Warn".to_owned()];
+    exported
 }
 
 /// One policy and its binding.
@@ -268,70 +310,6 @@ fn wrap(
         },
         validations,
     }
-}
-
-/// The `minPauseAge` settings above 0, by key.
-fn inexpressible(policy: &Policy) -> Vec<String> {
-    let mut found = Vec::new();
-    let top = policy.force_reapply.min_pause_age_seconds;
-    if top > 0 {
-        found.push(format!(
-            "forceReapply.minPauseAge is {}",
-            format_seconds(top)
-        ));
-    }
-    for (i, ns) in policy.drain_timeout.namespaces.iter().enumerate() {
-        if let Some(age) = ns.min_pause_age_seconds.filter(|a| *a > 0) {
-            found.push(format!(
-                "drainTimeout.namespaces[{i}].minPauseAge is {}",
-                format_seconds(age)
-            ));
-        }
-    }
-    found
-}
-
-/// What the export never covers, whatever the policy: the kinds it does
-/// not match, and the rules on the kinds it matches that it leaves to the
-/// webhook.
-pub fn left_out() -> Vec<String> {
-    vec![
-        "MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices: no exported policy matches them; keep the webhook's validate-monovertexrollouts, validate-isbservicerollouts and validate-children webhooks for them".to_owned(),
-        "rules 13 to 15: the force-promote label, marked-for-deletion and Numaplane's bookkeeping keys (in spec.pipeline.metadata and on the children): they need the rollout's or child's upgrade state and several gates' permissions; keep the webhooks for them".to_owned(),
-        "rule 21: a PipelineRollout's DELETE (the warning naming the deletion timeout its Pipelines are drained for, and forceReapply.deleteUndrained.gateRolloutDeletes): keep the validate webhook's DELETE rule".to_owned(),
-    ]
-}
-
-fn not_covered(policy: &Policy) -> Vec<String> {
-    let mut lines = left_out();
-    lines.extend([
-        "warnings without a violation: the deprecated or ignored deleteGracePeriodSeconds (rules 16 to 18) and the notes on a namespace-level ConfigMap without data or upgradeStrategy (rule 23)".to_owned(),
-        "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout, and deletionTimeout.default where it sets no deletion timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
-    ]);
-    if policy.force_reapply.one_shot {
-        lines.push("the one-shot reset (forceReapply.oneShot): /mutate and the sweeper set allow-data-loss back to \"false\" once the pause is over".to_owned());
-    }
-    if policy.force_promote.one_shot {
-        lines.push("the one-shot forcePromote (forcePromote.oneShot): /mutate records the upgrade it is for and resets it once that upgrade is over".to_owned());
-    }
-    lines.extend([
-        "Events (ForceReapplyAllowed, ForceReapplyDenied, ForcePromoteAllowed) and the force-reapply and force-promote audit annotations".to_owned(),
-        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) and forcePromote kept on (rule 12) and an HPA rider (rule 22) are allowed silently".to_owned(),
-        "messages: the API server shows the first failing validation's message; the webhook lists every violation".to_owned(),
-    ]);
-    let ages = inexpressible(policy);
-    if ages.is_empty() {
-        lines.push(
-            "forceReapply.minPauseAge (CEL in admission has no clock): not used by this policy"
-                .to_owned(),
-        );
-    } else {
-        lines.push(format!(
-            "forceReapply.minPauseAge (CEL in admission has no clock): NOT ENFORCED here, although {}",
-            ages.join(", ")
-        ));
-    }
-    lines
 }
 
 /// The export could not be written as YAML.

@@ -9,6 +9,7 @@
 pub mod cases;
 pub mod drains;
 pub mod gates;
+pub mod rollout_deletes;
 pub mod tables;
 pub mod typecheck;
 
@@ -474,7 +475,8 @@ pub async fn check_scope(api: &Api, ns: &str, policy: &Policy) -> Result<(), Str
         let outcome = answer(policy, &authorizer, &review).await?;
         // A DELETE is judged by rule 21 only: allowed (the object's bad
         // timeout is not judged again), warning of the deletion timeout,
-        // as the exported policy, which does not match DELETE, allows it.
+        // as the exported policies allow it (rule 21's warns, and the
+        // rollout policy does not match DELETE).
         let delete_ok = operation == "DELETE"
             && outcome.judged
             && outcome.decision.warnings.len() == 1

@@ -1,0 +1,257 @@
+//! Rule 21's exported CEL, evaluated by the `cel` interpreter on the
+//! stored objects a PipelineRollout DELETE carries: the warning names the
+//! deletion timeout in the webhook's own words, and under
+//! `gateRolloutDeletes` the gate allows the system deleters and the
+//! permitted users and refuses anyone else, saying why. The interpreter has
+//! no `authorizer`, so the policies here grant by lists only; the RBAC verb,
+//! the real API server's CEL and the binding's `[Warn]` are exercised by
+//! tests/apiserver_vap.rs.
+
+use std::collections::HashMap;
+
+use pipelinerollout_webhook::policy::Policy;
+use pipelinerollout_webhook::rollout::PipelineRollout;
+use pipelinerollout_webhook::vap::{self, Exported};
+use serde_json::{Value, json};
+
+/// What one exported policy says of a DELETE of `stored` by `user`:
+/// whether its validation holds, and its message.
+fn judge(exported: &Exported, user: &str, groups: &[&str], stored: &Value) -> (bool, String) {
+    let spec = exported.policy.spec.as_ref().expect("a spec");
+    let mut context = cel::Context::default();
+    // Kubernetes CEL has the strings extension's `substring`; the
+    // interpreter does not, so the test gives it (by characters, as
+    // Kubernetes counts; the exported text calls it in range only).
+    context
+        .add_function(
+            "substring",
+            |cel::extractors::This(s): cel::extractors::This<std::sync::Arc<String>>,
+             start: i64,
+             end: i64| {
+                let (start, end) = (
+                    usize::try_from(start).unwrap_or_default(),
+                    usize::try_from(end).unwrap_or_default(),
+                );
+                s.chars()
+                    .skip(start)
+                    .take(end.saturating_sub(start))
+                    .collect::<String>()
+            },
+        )
+        .expect("substring is not the interpreter's");
+    let value = |v: Value| to_cel(&v);
+    context.add_variable_from_value("object", value(Value::Null));
+    context.add_variable_from_value("oldObject", value(stored.clone()));
+    context.add_variable_from_value(
+        "request",
+        value(
+            json!({"namespace": "team", "name": "demo", "operation": "DELETE",
+            "resource": {"group": "numaplane.numaproj.io", "resource": "pipelinerollouts"},
+            "userInfo": {"username": user, "groups": groups}}),
+        ),
+    );
+    let mut variables: HashMap<String, cel::Value> = HashMap::new();
+    for var in spec.variables.as_deref().unwrap_or_default() {
+        let program =
+            cel::Program::compile(&var.expression).unwrap_or_else(|e| panic!("{}: {e}", var.name));
+        let got = program
+            .execute(&context)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", var.name, var.expression));
+        variables.insert(var.name.clone(), got);
+        context.add_variable_from_value("variables", variables.clone());
+    }
+    let validation = &spec.validations.as_deref().unwrap_or_default()[0];
+    let run = |text: &str| {
+        cel::Program::compile(text)
+            .expect("compiles")
+            .execute(&context)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+    };
+    let holds = match run(&validation.expression) {
+        cel::Value::Bool(b) => b,
+        other => panic!("not a bool: {other:?}"),
+    };
+    let message = match run(validation.message_expression.as_deref().unwrap_or_default()) {
+        cel::Value::String(s) => s.to_string(),
+        other => panic!("not a string: {other:?}"),
+    };
+    (holds, message)
+}
+
+/// A JSON value as the API server hands it to CEL: an integer is an
+/// `int` (`cel::to_value` makes a positive one a `uint`, which Kubernetes
+/// never does).
+fn to_cel(v: &Value) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => (*b).into(),
+        Value::Number(n) => n
+            .as_i64()
+            .map_or_else(|| n.as_f64().unwrap_or(f64::NAN).into(), Into::into),
+        Value::String(s) => s.clone().into(),
+        Value::Array(items) => items.iter().map(to_cel).collect::<Vec<_>>().into(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.clone(), to_cel(v)))
+            .collect::<HashMap<_, _>>()
+            .into(),
+    }
+}
+
+fn policy_named<'a>(export: &'a vap::Export, suffix: &str) -> &'a Exported {
+    export
+        .policies
+        .iter()
+        .find(|p| {
+            p.policy
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with(suffix))
+        })
+        .unwrap_or_else(|| panic!("no policy {suffix}"))
+}
+
+fn rollout(lifecycle: Value) -> Value {
+    json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "PipelineRollout",
+        "metadata": {"name": "demo", "namespace": "team"},
+        "spec": {"pipeline": {"spec": {"lifecycle": lifecycle}}}})
+}
+
+#[test]
+fn the_warning_names_the_deletion_timeout_in_the_webhooks_words() {
+    let export = vap::export(&Policy::built_in(), "p");
+    let warnings = policy_named(&export, vap::ROLLOUT_DELETE_WARNINGS_SUFFIX);
+    let cases = [
+        (
+            "no lifecycle",
+            json!({"metadata": {"name": "demo"}, "spec": {"pipeline": {}}}),
+            "at most 30s (Numaflow's default)",
+        ),
+        (
+            "lifecycle a string",
+            rollout(json!("oops")),
+            "at most 30s (Numaflow's default)",
+        ),
+        (
+            "600",
+            rollout(json!({"deletionGracePeriodSeconds": 600})),
+            "at most 600s",
+        ),
+        (
+            "0",
+            rollout(json!({"deletionGracePeriodSeconds": 0})),
+            "0s, so not drained at all",
+        ),
+        (
+            "-5",
+            rollout(json!({"deletionGracePeriodSeconds": -5})),
+            "-5s, so not drained at all",
+        ),
+        (
+            "deprecated 120",
+            rollout(json!({"deleteGracePeriodSeconds": 120})),
+            "at most 120s",
+        ),
+        (
+            "both: deletionGracePeriodSeconds first",
+            rollout(json!({"deletionGracePeriodSeconds": 45, "deleteGracePeriodSeconds": 120})),
+            "at most 45s",
+        ),
+        (
+            "deletion null",
+            rollout(json!({"deletionGracePeriodSeconds": null, "deleteGracePeriodSeconds": 120})),
+            "at most 120s",
+        ),
+        (
+            "a string",
+            rollout(json!({"deletionGracePeriodSeconds": "600"})),
+            "for an unreadable deletion timeout (\"600\")",
+        ),
+        (
+            "a long string, cut at 20 characters",
+            rollout(json!({"deletionGracePeriodSeconds": "six hundred seconds, please"})),
+            "for an unreadable deletion timeout (\"six hundred seconds)",
+        ),
+        (
+            "a fraction",
+            rollout(json!({"deletionGracePeriodSeconds": 600.5})),
+            "for an unreadable deletion timeout (600.5)",
+        ),
+    ];
+    for (name, stored, words) in cases {
+        let (holds, message) = judge(warnings, "alice", &[], &stored);
+        assert!(!holds, "{name}: every DELETE is warned about");
+        assert_eq!(
+            message,
+            format!(
+                "its Pipelines are deleted too, each drained {words}, then undrained data is lost"
+            ),
+            "{name}"
+        );
+        let view: PipelineRollout = serde_json::from_value(stored).expect("a lenient view");
+        assert_eq!(
+            view.deletion_timeout().to_string(),
+            words,
+            "{name}: the webhook's words"
+        );
+    }
+}
+
+#[test]
+fn under_gate_rollout_deletes_only_the_permitted_delete_a_rollout() {
+    let policy = Policy::from_yaml(
+        "forceReapply:\n  users: [bob]\n  groups: [sre]\n  deleteUndrained:\n    gateRolloutDeletes: true\n",
+    )
+    .expect("valid");
+    let export = vap::export(&policy, "p");
+    let gate = policy_named(&export, vap::ROLLOUT_DELETES_SUFFIX);
+    let warnings = policy_named(&export, vap::ROLLOUT_DELETE_WARNINGS_SUFFIX);
+    let stored = rollout(json!({"deletionGracePeriodSeconds": 600}));
+    let gc = "system:serviceaccount:kube-system:generic-garbage-collector";
+    for (who, user, groups, allowed) in [
+        ("a user of deleteUndrained", "bob", &[][..], true),
+        ("a member of its group", "dana", &["sre"][..], true),
+        ("a system deleter", gc, &[][..], true),
+        ("anyone else", "alice", &["dev"][..], false),
+    ] {
+        let (holds, message) = judge(gate, user, groups, &stored);
+        assert_eq!(holds, allowed, "{who}: {message}");
+        // The warning is given where the delete goes through, not where
+        // it is refused (the webhook gives it with allowed requests only).
+        let (quiet, _) = judge(warnings, user, groups, &stored);
+        assert_eq!(quiet, !allowed, "{who}: warned iff allowed");
+        if !allowed {
+            assert_eq!(
+                message,
+                "user \"alice\" may not delete this PipelineRollout: Numaplane then deletes its Pipelines, each drained at most 600s before what was not consumed is dropped, and the webhook's policy (forceReapply.deleteUndrained.gateRolloutDeletes) requires the forceReapply.deleteUndrained permission for it; it is not in forceReapply.deleteUndrained.users and none of its groups is in forceReapply.deleteUndrained.groups; ask a platform admin to add you to forceReapply.deleteUndrained"
+            );
+        }
+    }
+    // Warn mode: the gate's binding warns, and the warning is always given.
+    let warn = Policy::from_yaml(
+        "mode: warn\nforceReapply:\n  deleteUndrained:\n    gateRolloutDeletes: true\n",
+    )
+    .expect("valid");
+    let export = vap::export(&warn, "p");
+    let (holds, _) = judge(
+        policy_named(&export, vap::ROLLOUT_DELETE_WARNINGS_SUFFIX),
+        "alice",
+        &[],
+        &stored,
+    );
+    assert!(
+        !holds,
+        "warn mode warns of the deletion timeout even when the gate would refuse"
+    );
+    // Not gated: no gate policy.
+    let plain = vap::export(&Policy::built_in(), "p");
+    assert!(plain.policies.iter().all(|p| {
+        !p.policy
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .ends_with(vap::ROLLOUT_DELETES_SUFFIX)
+    }));
+}
