@@ -213,6 +213,12 @@ impl AdmissionRequest {
         Kind::from_resource(resource.group.as_deref()?, resource.resource.as_deref()?)
     }
 
+    /// Whether the request is for a core ConfigMap (what the webhook sees
+    /// of those is Numaplane's namespace-level configuration).
+    pub fn is_config_map(&self) -> bool {
+        matches!(self.resource(), Ok(Resource::NamespaceConfig))
+    }
+
     /// The object's apiVersion as the request names it (group/version;
     /// a PipelineRollout's when the request names no guarded kind).
     pub fn object_api_version(&self) -> String {

@@ -6,15 +6,6 @@ use prometheus_client::registry::Registry;
 use crate::events::{EventCounts, EventLabels};
 use crate::policy::rules::EventReason;
 
-/// Every Event reason, for the series created at zero.
-const EVENT_REASONS: [EventReason; 5] = [
-    EventReason::ForceReapplyAllowed,
-    EventReason::ForcePromoteAllowed,
-    EventReason::ForceReapplyDenied,
-    EventReason::ForceReapplyReset,
-    EventReason::ForcePromoteReset,
-];
-
 /// What can become of an Event (`crate::events`).
 const EVENT_RESULTS: [&str; 5] = ["sent", "failed", "dropped", "unverified", "unguarded"];
 
@@ -24,10 +15,10 @@ pub fn register(registry: &mut Registry) -> EventCounts {
     let events = EventCounts::default();
     registry.register(
         "events",
-        "Kubernetes Events on PipelineRollouts, by reason and result (sent, failed, dropped)",
+        "Kubernetes Events on the objects the webhook judges, by reason and result (sent, failed, dropped, unverified, unguarded)",
         events.clone(),
     );
-    for reason in EVENT_REASONS {
+    for reason in EventReason::ALL {
         for result in EVENT_RESULTS {
             events
                 .get_or_create(&EventLabels {

@@ -3,7 +3,7 @@
 // Not every test binary uses every item.
 #![allow(dead_code)]
 
-use envtest::{Cluster, Kubectl, Output, User, binding, repo_root};
+use envtest::{Cluster, Installation, Kubectl, Output, User, binding, repo_root};
 use serde_json::{Value, json};
 
 /// The validating webhook's name, as `manifests/base/webhooks.yaml` has it.
@@ -27,6 +27,22 @@ pub fn events_in(cluster: &Cluster, ns: &str) -> Vec<Value> {
         .run(&["get", "events.v1.events.k8s.io", "-n", ns, "-o", "json"])
         .expect_success("list events");
     out.json()["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The value of one series of the webhook's own `/metrics` (its admin
+/// port), named exactly as the text format writes it, such as
+/// `pipelinerollout_webhook_events_total{reason="X",result="sent"}`; 0 when
+/// the webhook does not export it.
+pub fn webhook_sample(env: &Installation, series: &str) -> f64 {
+    let (status, text) = env
+        .webhook
+        .admin_get("/metrics")
+        .expect("the webhook's /metrics");
+    assert_eq!(status, 200, "the webhook's /metrics: {text}");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum()
 }
 
 /// A Role (`namespace` given) or ClusterRole granting `verbs` on

@@ -84,7 +84,7 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         all_rules.into_iter().partition(is_cert_rule);
     check_cert_rbac(&cert_rules, manages_certs(&pod.containers[0]));
     // Exactly these rules: SubjectAccessReviews, Events, reading a
-    // guarded object before an Event about it, (for the stale-force
+    // guarded object or a ConfigMap before an Event about it, (for the stale-force
     // sweeper, unless its component drops it) reading and patching them,
     // for the audit, listing and watching them and writing PolicyReports;
     // and (with --leader-elect) the Lease. Nothing else; resourceNames only
@@ -132,6 +132,14 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         (
             owned(&["numaflow.numaproj.io"]),
             owned(&["interstepbufferservices", "monovertices", "pipelines"]),
+            owned(&["get"]),
+            vec![],
+        ),
+        // The forgery check before rule 24's Events on a namespace-level
+        // ConfigMap: get only (the lookup is by name), on no Secret.
+        (
+            owned(&[""]),
+            owned(&["configmaps"]),
             owned(&["get"]),
             vec![],
         ),

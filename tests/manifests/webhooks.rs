@@ -310,8 +310,8 @@ const NAMESPACE_CONFIG_NAME: &str =
 
 /// The namespace-level ConfigMap's webhook: core `configmaps`, CREATE and
 /// UPDATE, an objectSelector on Numaplane's label and value (so no other
-/// ConfigMap reaches it), failurePolicy Fail, the PipelineRollout webhook's
-/// service and namespaceSelector.
+/// ConfigMap reaches it), failurePolicy Fail, sideEffects NoneOnDryRun, the
+/// PipelineRollout webhook's service and namespaceSelector.
 fn namespace_config_webhook_sees_only_labelled_configmaps(
     all: &[k8s_openapi::api::admissionregistration::v1::ValidatingWebhook],
     validate: &k8s_openapi::api::admissionregistration::v1::ValidatingWebhook,
@@ -321,7 +321,10 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
     let hook = all.iter().find(|w| w.name == name).expect("listed");
     assert_eq!(hook.client_config.service, validate.client_config.service);
     assert_eq!(hook.failure_policy.as_deref(), Some("Fail"), "{name}");
-    assert_eq!(hook.side_effects, "None", "{name}: it writes no Events");
+    assert_eq!(
+        hook.side_effects, "NoneOnDryRun",
+        "{name}: rule 24's Events, none for a dry run"
+    );
     let conditions = hook.match_conditions.clone().unwrap_or_default();
     controller_kept_off(name, one(&conditions, "matchCondition"));
     assert_eq!(

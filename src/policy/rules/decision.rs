@@ -40,7 +40,7 @@ pub struct Decision {
     pub reset_force: bool,
 }
 
-/// The reasons of the Events the webhook records on a PipelineRollout.
+/// The reasons of the Events the webhook records on the objects it judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventReason {
     /// The validating webhook allowed `allow-data-loss` to become "true".
@@ -58,9 +58,28 @@ pub enum EventReason {
     DeleteUndrainedAllowed,
     /// An UPDATE whose `marked-for-deletion: "true"` was refused.
     DeleteUndrainedDenied,
+    /// The validating webhook allowed a namespace-level ConfigMap's
+    /// `upgradeStrategy` to become one that skips draining (rule 24).
+    NamespaceStrategyAllowed,
+    /// An UPDATE of a namespace-level ConfigMap whose strategy that skips
+    /// draining was refused (rule 24).
+    NamespaceStrategyDenied,
 }
 
 impl EventReason {
+    /// Every reason (the metrics export each at zero from the start).
+    pub const ALL: [EventReason; 9] = [
+        EventReason::ForceReapplyAllowed,
+        EventReason::ForcePromoteAllowed,
+        EventReason::ForceReapplyDenied,
+        EventReason::ForceReapplyReset,
+        EventReason::ForcePromoteReset,
+        EventReason::DeleteUndrainedAllowed,
+        EventReason::DeleteUndrainedDenied,
+        EventReason::NamespaceStrategyAllowed,
+        EventReason::NamespaceStrategyDenied,
+    ];
+
     /// The reason as Kubernetes shows it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -71,6 +90,8 @@ impl EventReason {
             Self::ForcePromoteReset => "ForcePromoteReset",
             Self::DeleteUndrainedAllowed => "DeleteUndrainedAllowed",
             Self::DeleteUndrainedDenied => "DeleteUndrainedDenied",
+            Self::NamespaceStrategyAllowed => "NamespaceStrategyAllowed",
+            Self::NamespaceStrategyDenied => "NamespaceStrategyDenied",
         }
     }
 
@@ -84,8 +105,11 @@ impl EventReason {
         match self {
             Self::ForceReapplyAllowed
             | Self::ForcePromoteAllowed
-            | Self::DeleteUndrainedAllowed => "Allowed",
-            Self::ForceReapplyDenied | Self::DeleteUndrainedDenied => "Denied",
+            | Self::DeleteUndrainedAllowed
+            | Self::NamespaceStrategyAllowed => "Allowed",
+            Self::ForceReapplyDenied
+            | Self::DeleteUndrainedDenied
+            | Self::NamespaceStrategyDenied => "Denied",
             Self::ForceReapplyReset | Self::ForcePromoteReset => "Reset",
         }
     }

@@ -268,10 +268,11 @@ impl Settle<'_> {
                 EventReason::DeleteUndrainedAllowed,
                 "a delete that drains for at most the deletion timeout",
             ),
-            // Recorded by rules::namespace_strategy, which records no Event.
+            // Recorded by rules::namespace_strategy through `gate_as`, naming
+            // the value and the namespace.
             Gate::NamespaceStrategy => (
-                EventReason::ForceReapplyAllowed,
-                "upgradeStrategy to \"no-strategy\" (a namespace whose rollouts upgrade without draining)",
+                EventReason::NamespaceStrategyAllowed,
+                "data.upgradeStrategy to \"no-strategy\" (every rollout of the namespace upgrades without draining)",
             ),
         };
         self.gate_as(decision, gate, what, outcome);
@@ -289,7 +290,8 @@ impl Settle<'_> {
             Gate::DeleteUndrained | Gate::DeleteChild | Gate::DeleteRollout => {
                 EventReason::DeleteUndrainedDenied
             }
-            _ => EventReason::ForceReapplyDenied,
+            Gate::NamespaceStrategy => EventReason::NamespaceStrategyDenied,
+            Gate::ForceReapply | Gate::ForcePromote => EventReason::ForceReapplyDenied,
         };
         let what_on = (what.0, format!("{}{}", what.1, self.about));
         let event = force_event(

@@ -6,10 +6,14 @@
 //! permission of its own, `forceReapply.namespaceStrategy` (rule 24): every
 //! rollout of the namespace then upgrades by plain apply, with no pause, no
 //! drain and no assessment. Both ratchet (an unchanged value warns) and
-//! follow warn mode, like the other rules.
+//! follow warn mode, like the other rules. Rule 24's decisions are Events
+//! on the ConfigMap, as the other gates' are on their objects: allowed
+//! (warn mode included, as the strategy then goes through), or refused on
+//! an UPDATE (a refused CREATE leaves no ConfigMap to record it on); an
+//! unchanged strategy is no decision and records none.
 
-use super::decision::{Decision, Finding, Gate};
-use super::force::record_gate;
+use super::decision::{Decision, EventReason, Finding, Gate};
+use super::force::Settle;
 use super::rollout_write::Operation;
 use super::violation::Violation;
 use crate::namespace_config::StrategyRead;
@@ -127,12 +131,23 @@ impl StrategyValidation<'_> {
                         shown: write.object.shown(),
                         refused,
                     });
-            record_gate(
-                &mut decision,
-                self.policy.mode,
-                Gate::NamespaceStrategy,
+            let settle = Settle {
+                mode: self.policy.mode,
+                update: write.operation == Operation::Update,
                 user,
                 permission,
+                after: String::new(),
+                about: String::new(),
+            };
+            let what = format!(
+                "data.upgradeStrategy to {} in namespace \"{}\", so every rollout there upgrades by plain apply, with no pause and no drain",
+                write.object.shown(),
+                write.namespace
+            );
+            settle.gate_as(
+                &mut decision,
+                Gate::NamespaceStrategy,
+                (EventReason::NamespaceStrategyAllowed, &what),
                 outcome,
             );
         }

@@ -1,6 +1,6 @@
 //! Rules 23 and 24 on Numaplane's namespace-level ConfigMap: the strategy
 //! read as Numaplane reads it, the permission a strategy that skips
-//! draining needs, ratcheting, warn mode and the messages.
+//! draining needs, ratcheting, warn mode, the messages and the Events.
 
 use serde_json::{Value, json};
 
@@ -10,7 +10,9 @@ use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
 use crate::namespace_config::StrategyRead;
 use crate::policy::Policy;
 use crate::policy::rules::namespace_strategy::validate;
-use crate::policy::rules::{Decision, Gate, GateResult, Operation, Rule, StrategyWrite};
+use crate::policy::rules::{
+    Decision, EventReason, Gate, GateResult, Operation, Rule, StrategyWrite,
+};
 use crate::policy::user::UserInfo;
 use crate::rollout::PipelineRollout;
 
@@ -62,6 +64,8 @@ struct Case {
     /// A text every denial message or warning contains ("" for none).
     says: &'static str,
     gate: Option<GateResult>,
+    /// The one Event the decision asks for, and a text its note contains.
+    event: Option<(EventReason, &'static str)>,
 }
 
 impl Named for Case {
@@ -80,6 +84,7 @@ fn case(name: &'static str, old: Option<Value>, new: Value) -> Case {
         denied_by: Vec::new(),
         says: "",
         gate: None,
+        event: None,
     }
 }
 
@@ -100,6 +105,10 @@ impl Case {
         self.gate = Some(result);
         self
     }
+    fn event(mut self, reason: EventReason, says: &'static str) -> Self {
+        self.event = Some((reason, says));
+        self
+    }
     fn by(mut self, user: UserInfo) -> Self {
         self.user = user;
         self
@@ -113,6 +122,7 @@ impl Case {
 #[test]
 fn namespace_strategy_table() {
     let listed = policy("forceReapply:\n  namespaceStrategy: {users: [alice], groups: []}\n");
+    use EventReason::{NamespaceStrategyAllowed, NamespaceStrategyDenied};
     let cases = [
         case("progressive is allowed", None, strategy("progressive")),
         case("pause-and-drain is allowed", None, strategy("pause-and-drain")),
@@ -148,20 +158,29 @@ fn namespace_strategy_table() {
         case("an unlabelled ConfigMap is not judged", None, unlabelled("no-strategy")),
         case("a listed user may", None, strategy("no-strategy"))
             .under(listed.clone())
-            .gate(GateResult::Allowed),
+            .gate(GateResult::Allowed)
+            .event(NamespaceStrategyAllowed, "allowed by the admission webhook: user \"alice\" set data.upgradeStrategy to \"no-strategy\" in namespace \"team-a\", so every rollout there upgrades by plain apply, with no pause and no drain; data still in flight may be lost"),
+        case("a listed user may blank it", Some(strategy("progressive")), strategy(" "))
+            .under(listed.clone())
+            .gate(GateResult::Allowed)
+            .event(NamespaceStrategyAllowed, "set data.upgradeStrategy to empty or blank (Numaplane reads it as \"no-strategy\") in namespace \"team-a\""),
         case("system:masters may (forceReapply's groups by default)", None, strategy("no-strategy"))
             .by(admin())
-            .gate(GateResult::Allowed),
+            .gate(GateResult::Allowed)
+            .event(NamespaceStrategyAllowed, "user \"admin\" set data.upgradeStrategy"),
         case("the listed user is not forceReapply's", None, strategy("no-strategy"))
             .under(listed)
             .by(admin())
             .denied(Rule::NamespaceStrategy, "not in forceReapply.namespaceStrategy.users"),
         case("changing to no-strategy", Some(strategy("progressive")), strategy("no-strategy"))
-            .denied(Rule::NamespaceStrategy, "every rollout there would then upgrade by plain apply"),
+            .denied(Rule::NamespaceStrategy, "every rollout there would then upgrade by plain apply")
+            .event(NamespaceStrategyDenied, "refused by the admission webhook: user \"alice\" may not set data.upgradeStrategy to \"no-strategy\" in namespace \"team-a\": every rollout there would then upgrade by plain apply"),
         case("adding the label with no-strategy", Some(unlabelled("no-strategy")), strategy("no-strategy"))
-            .denied(Rule::NamespaceStrategy, "no pause and no drain"),
+            .denied(Rule::NamespaceStrategy, "no pause and no drain")
+            .event(NamespaceStrategyDenied, "ask a platform admin to add you to forceReapply.namespaceStrategy"),
         case("from an invalid value to no-strategy", Some(strategy("x")), strategy("no-strategy"))
-            .denied(Rule::NamespaceStrategy, "may not set"),
+            .denied(Rule::NamespaceStrategy, "may not set")
+            .event(NamespaceStrategyDenied, "user \"alice\" may not set"),
         case("no-strategy unchanged is allowed, with a warning", Some(strategy("no-strategy")), strategy("no-strategy"))
             .says("unchanged, so allowed: upgradeStrategy \"no-strategy\" makes every rollout in \"team-a\" upgrade without draining"),
         case("no-strategy to blank changes nothing that matters", Some(strategy("no-strategy")), strategy(""))
@@ -175,7 +194,16 @@ fn namespace_strategy_table() {
         case("warn mode denies nothing", None, strategy("no-strategy"))
             .under(warn_mode())
             .says("warn mode, would deny: alice may not make the namespace upgrade without draining")
-            .gate(GateResult::WouldDeny),
+            .gate(GateResult::WouldDeny)
+            .event(NamespaceStrategyAllowed, "allowed by the admission webhook in warn mode (enforce would deny: alice may not make the namespace upgrade without draining): user \"alice\" set data.upgradeStrategy to \"no-strategy\" in namespace \"team-a\""),
+        case("warn mode, an UPDATE is allowed, not refused", Some(strategy("progressive")), strategy("no-strategy"))
+            .under(warn_mode())
+            .says("warn mode, would deny")
+            .gate(GateResult::WouldDeny)
+            .event(NamespaceStrategyAllowed, "in warn mode (enforce would deny"),
+        case("warn mode, unchanged records nothing", Some(strategy("no-strategy")), strategy(""))
+            .under(warn_mode())
+            .says("unchanged, so allowed"),
         case("warn mode, an unknown value", None, strategy("x"))
             .under(warn_mode())
             .says("warn mode, would deny: upgradeStrategy \"x\" is ignored by Numaplane"),
@@ -206,6 +234,40 @@ fn namespace_strategy_table() {
             decision.audit.contains_key("namespace-strategy"),
             c.gate.is_some(),
         );
-        found.check(decision.events.is_empty(), || "an Event".to_owned());
+        let events: Vec<(EventReason, &str)> = decision
+            .events
+            .iter()
+            .map(|e| (e.reason, e.note.as_str()))
+            .collect();
+        match c.event {
+            None => found.equal("events", events, Vec::new()),
+            Some((reason, says)) => match events.as_slice() {
+                [(got, note)] => {
+                    found.equal("event reason", *got, reason);
+                    found.check(note.contains(says), || {
+                        format!("the Event's note {note:?} lacks {says:?}")
+                    });
+                }
+                other => found.check(false, || format!("one {reason:?} Event, not {other:?}")),
+            },
+        }
     });
+}
+
+#[test]
+fn namespace_strategy_events_are_warnings_with_the_gates_actions() {
+    use EventReason::{NamespaceStrategyAllowed, NamespaceStrategyDenied};
+    let shown: Vec<(&str, bool, &str)> = [NamespaceStrategyAllowed, NamespaceStrategyDenied]
+        .into_iter()
+        .map(|r| (r.as_str(), r.is_warning(), r.action()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("NamespaceStrategyAllowed", true, "Allowed"),
+            ("NamespaceStrategyDenied", true, "Denied"),
+        ]
+    );
+    assert!(EventReason::ALL.contains(&NamespaceStrategyAllowed));
+    assert!(EventReason::ALL.contains(&NamespaceStrategyDenied));
 }
