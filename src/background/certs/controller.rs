@@ -356,7 +356,7 @@ fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &material::
             tracing::info!(%secret, "CA rotation: the previous CA left the caBundle");
         }
         Change::RetireCapped(by) => {
-            tracing::warn!(%secret, retire_after = %by, "the retired CA's time to leave the caBundle was later than one propagation delay after the serving certificate left it (not a CA this webhook retired?): it leaves earlier");
+            tracing::warn!(%secret, retire_after = %by, "the retired CA's time to leave the caBundle was later than one propagation delay and a margin after the serving certificate left it (not a CA this webhook retired?): it leaves earlier");
         }
         Change::Dropped(why) => {
             tracing::warn!(%secret, %why, "a CA rotation entry that is unusable or not the webhook's was dropped");

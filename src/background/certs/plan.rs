@@ -5,7 +5,8 @@
 //! Two rules keep the API server's trust in what every replica serves:
 //! a serving certificate from a CA is written only once every webhook's
 //! caBundle carries that CA, and a CA leaves the caBundle only one
-//! propagation delay after the serving certificate stopped being its.
+//! propagation delay and a margin ([`schedule::retire_after`]) after the
+//! serving certificate stopped being its.
 //!
 //! CA rotation, in three steps:
 //! 1. when due ([`schedule::rotate_ca_at`]) a new CA joins the CA Secret
@@ -13,8 +14,8 @@
 //! 2. once every webhook carries both, and the propagation delay has passed
 //!    since step 1, the serving certificate is re-issued by the new CA,
 //!    which becomes `ca.*`; the old one stays in the caBundle
-//!    (`ca-previous.crt`) for one more propagation delay, so that every
-//!    replica serves the new certificate first;
+//!    (`ca-previous.crt`) for one more propagation delay and a margin, so
+//!    that every replica serves the new certificate first;
 //! 3. then the old CA leaves the CA Secret and the caBundle.
 //!
 //! A CA that is missing or not the webhook's (a deleted or edited CA
@@ -223,7 +224,7 @@ pub fn plan(
             .and_then(|s| material::serving_ca(s, target, now))
             .filter(|(pem, _)| *pem != ca.cert_pem)
             .map(|(pem, info)| {
-                let retire_after = now + propagation * 2;
+                let retire_after = schedule::retire_after(now + propagation, settings.propagation);
                 (
                     Previous {
                         cert_pem: pem,
@@ -237,7 +238,7 @@ pub fn plan(
     if let Some((candidate, info)) = next.take() {
         let switch_at = issued(&info) + propagation;
         if now >= switch_at && carried(&[&ca.cert_pem, &candidate.cert_pem]) {
-            let retire_after = now + propagation;
+            let retire_after = schedule::retire_after(now, settings.propagation);
             previous = Some((
                 Previous {
                     cert_pem: ca.cert_pem,
@@ -322,7 +323,7 @@ pub fn plan(
             if reason == Reason::CaSwitch
                 && let Some((p, _)) = previous.as_mut()
             {
-                p.retire_after = now + propagation;
+                p.retire_after = schedule::retire_after(now, settings.propagation);
             }
             changes.push(Change::ServingIssued(reason));
             let ca_pem = ca.cert_pem.clone();

@@ -78,10 +78,17 @@ pub fn leaf_not_after(
     (now + signed(life)).min(ca_not_after - signed(propagation))
 }
 
+/// When a CA that stopped signing the serving certificate at `switched`
+/// may leave the caBundle: `propagation` + [`MARGIN`] later, by when every
+/// replica serves the certificate issued then (the delay alone leaves no
+/// room for the write itself, the watch that carries it or the reload).
+pub fn retire_after(switched: OffsetDateTime, propagation: Duration) -> OffsetDateTime {
+    switched + signed(propagation) + signed(MARGIN)
+}
+
 /// Until when a retired CA stays in the caBundle: the time written beside
-/// it, but never beyond its own notAfter nor beyond `propagation` after
-/// the serving certificate in force was issued (by then every replica
-/// serves it).
+/// it, but never beyond its own notAfter nor beyond [`retire_after`] the
+/// serving certificate in force was issued.
 pub fn retire_by(
     written: OffsetDateTime,
     previous_not_after: OffsetDateTime,
@@ -90,7 +97,7 @@ pub fn retire_by(
 ) -> OffsetDateTime {
     written
         .min(previous_not_after)
-        .min(serving_issued + signed(propagation))
+        .min(retire_after(serving_issued, propagation))
 }
 
 /// Why the lifetimes cannot be kept to; the texts are what `serve`

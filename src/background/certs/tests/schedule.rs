@@ -71,7 +71,7 @@ fn a_retired_ca_stays_no_longer_than_its_life_or_a_propagation_delay_after_the_s
     // (written, previous CA's notAfter, serving issued, propagation, kept until)
     let cases = [
         (52, 75, 42, 10, 52),         // as written at the switch
-        (10_000_000, 75, 42, 10, 52), // a far-future date: capped
+        (10_000_000, 75, 42, 10, 55), // a far-future date: capped (42 + 10 + 3)
         (10_000_000, 45, 42, 10, 45), // never past its own end
         (40, 75, 42, 10, 40),
     ];
