@@ -16,7 +16,7 @@ pub enum CertEvent {
     Issued {
         /// ca or serving.
         kind: &'static str,
-        /// initial, rotation, names, invalid or ca-switch.
+        /// initial, rotation, names, invalid, deleted or ca-switch.
         reason: &'static str,
     },
     /// A CA rotation step: started, switched or completed.
@@ -32,7 +32,7 @@ pub enum CertEvent {
 pub struct IssueLabels {
     /// ca or serving.
     pub kind: &'static str,
-    /// initial, rotation, names, invalid or ca-switch.
+    /// initial, rotation, names, invalid, deleted or ca-switch.
     pub reason: &'static str,
 }
 
@@ -85,7 +85,7 @@ impl CertMetrics {
         };
         registry.register(
             "certs_issued",
-            "Certificates the webhook issued into its Secret (--manage-certs), by kind (ca, serving) and reason (initial, rotation, names, invalid, ca-switch)",
+            "Certificates the webhook issued into its Secret (--manage-certs), by kind (ca, serving) and reason (initial, rotation, names, invalid, deleted, ca-switch)",
             metrics.issued.clone(),
         );
         registry.register(
@@ -109,7 +109,14 @@ impl CertMetrics {
             metrics.trusted.clone(),
         );
         for kind in ["ca", "serving"] {
-            for reason in ["initial", "rotation", "names", "invalid", "ca-switch"] {
+            for reason in [
+                "initial",
+                "rotation",
+                "names",
+                "invalid",
+                "deleted",
+                "ca-switch",
+            ] {
                 metrics
                     .issued
                     .get_or_create(&IssueLabels { kind, reason })

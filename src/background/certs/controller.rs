@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::CertOptions;
 use super::bundle::{self, ConfigurationType, Configurations};
 use super::checks;
+use super::linger::Lingering;
 use super::material;
 use super::plan::{self, Change, Reason};
 use super::secrets::{self, WRITE_BURST, WRITE_WINDOW, WriteLimit};
@@ -118,10 +119,11 @@ pub async fn run(
     );
     let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
     let mut limit = WriteLimit::default();
+    let mut lingering = Lingering::default();
     loop {
         let pass = tokio::select! {
             () = stop.cancelled() => break,
-            pass = pass(&secrets, &configurations, &options, &metrics, &mut limit) => pass,
+            pass = pass(&secrets, &configurations, &options, &metrics, &mut limit, &mut lingering) => pass,
         };
         let wait = match pass {
             Ok(wait) => {
@@ -176,12 +178,15 @@ where
 /// One pass: read, plan, write what changed (the CA Secret, then the
 /// caBundle, then the serving Secret, so that no replica is handed a
 /// certificate from a CA the caBundle lacks); the wait until the next.
+/// `lingering` keeps the CAs the replicas may still serve from when the
+/// Secrets lost them.
 async fn pass(
     secrets: &Api<Secret>,
     configurations: &Configurations,
     options: &CertOptions,
     metrics: &CertMetrics,
     limit: &mut WriteLimit,
+    lingering: &mut Lingering,
 ) -> Result<Duration, PassError> {
     let secret_err = |name: &str| {
         let name = format!("{}/{name}", options.secret_namespace);
@@ -247,7 +252,17 @@ async fn pass(
     for change in &plan.changes {
         report(change, metrics, &secret_name, &plan.material);
     }
-    let ca_bundle = plan.material.bundle();
+    let (left, kept) = lingering.update(&plan, now, options.propagation);
+    if left > 0 {
+        tracing::info!(%secret_name, cas = left, "a CA the replicas no longer serve from left the caBundle");
+    }
+    if kept > 0 {
+        tracing::warn!(
+            %secret_name, cas = kept,
+            "the Secrets no longer name the CA the replicas serve from (both deleted?): it stays in the caBundle until they serve the new certificate"
+        );
+    }
+    let ca_bundle = lingering.bundle(&plan.material);
     for (kind, configuration) in ConfigurationType::BOTH.into_iter().zip(&read) {
         if let Some(patch) = bundle::patch(configuration, &ca_bundle) {
             configurations
@@ -282,7 +297,13 @@ async fn pass(
             .map_err(secret_err(&options.secret))?;
         limit.record(Instant::now());
     }
-    let wait = (plan.wake_at - OffsetDateTime::now_utc())
+    let due = lingering.written(
+        &plan.material,
+        OffsetDateTime::now_utc(),
+        options.propagation,
+    );
+    let wake_at = due.map_or(plan.wake_at, |due| due.min(plan.wake_at));
+    let wait = (wake_at - OffsetDateTime::now_utc())
         .clamp(time::Duration::milliseconds(200), time::Duration::hours(1));
     Ok(Duration::try_from(wait).unwrap_or(Duration::from_secs(1)))
 }

@@ -16,7 +16,9 @@
 //!   calls the Service, which `/readyz` waits for.
 //!
 //! Both count what they do in [`crate::metrics::certificates`].
-//! [`secrets`] bounds how often the Secrets are written.
+//! [`secrets`] bounds how often the Secrets are written; [`linger`] keeps
+//! the CAs the replicas serve from in the caBundle when both Secrets are
+//! deleted at once.
 //!
 //! Every replica serves the Secret's files as the kubelet updates them
 //! (the server's hot reload); nothing here touches files.
@@ -24,6 +26,7 @@
 pub mod bundle;
 pub mod checks;
 pub mod controller;
+pub mod linger;
 pub mod material;
 pub mod plan;
 pub mod readiness;

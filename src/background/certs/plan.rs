@@ -81,8 +81,10 @@ pub enum Reason {
     Due,
     /// Its names were not the Service's.
     Names,
-    /// The stored one was missing or unusable.
+    /// The stored one was unusable.
     Invalid(SecretError),
+    /// Its Secret was deleted (the other one is still there).
+    Deleted,
     /// The serving certificate moved to the CA that signs now.
     CaSwitch,
 }
@@ -95,6 +97,7 @@ impl Reason {
             Self::Due => "rotation",
             Self::Names => "names",
             Self::Invalid(_) => "invalid",
+            Self::Deleted => "deleted",
             Self::CaSwitch => "ca-switch",
         }
     }
@@ -186,6 +189,8 @@ pub fn plan(
             let info = checks::check_ca(&ca, target, now)?;
             changes.push(Change::CaIssued(if initial {
                 Reason::Initial
+            } else if ca_secret.is_none() {
+                Reason::Deleted
             } else {
                 Reason::Invalid(why)
             }));
@@ -298,7 +303,8 @@ pub fn plan(
                 _ => Err(Reason::Invalid(why)),
             }
         }
-        // No serving Secret (a new install, or deleted).
+        // No serving Secret: a new install's, or one deleted (which this
+        // pure function cannot tell apart).
         None => Err(Reason::Initial),
     };
     let serving = match kept {
@@ -320,10 +326,17 @@ pub fn plan(
                 not_after,
             };
             wake_at = wake_at.min(renew_at(&info, settings).max(now + time::Duration::seconds(1)));
-            if reason == Reason::CaSwitch
-                && let Some((p, _)) = previous.as_mut()
-            {
-                p.retire_after = schedule::retire_after(now, settings.propagation);
+            // The CA being retired leaves a propagation delay and a margin
+            // after this certificate, which is not its: no later (a CA
+            // kept for a certificate the replicas were serving), and no
+            // earlier when they were serving one of its.
+            if let Some((p, _)) = previous.as_mut() {
+                let after = schedule::retire_after(now, settings.propagation);
+                p.retire_after = if reason == Reason::CaSwitch {
+                    after
+                } else {
+                    p.retire_after.min(after)
+                };
             }
             changes.push(Change::ServingIssued(reason));
             let ca_pem = ca.cert_pem.clone();

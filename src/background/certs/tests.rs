@@ -14,6 +14,7 @@ use super::material::{self, Material, Served, Stored};
 use super::plan::{self, Change, Plan, Reason, Settings};
 use super::{readiness, trust};
 
+mod deleted;
 mod messages;
 mod schedule;
 mod world;

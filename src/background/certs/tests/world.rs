@@ -9,8 +9,9 @@
 
 use time::OffsetDateTime;
 
-use super::{at, served, settings, stored, unix};
+use super::{at, served, stored, unix};
 use crate::background::certs::bundle;
+use crate::background::certs::linger::Lingering;
 use crate::background::certs::material::{Material, Served, Stored};
 use crate::background::certs::plan::{self, Change, Reason, Settings};
 use crate::background::certs::schedule::{MARGIN, signed};
@@ -35,6 +36,8 @@ pub struct World {
     /// Every version of the serving Secret, with when it was written.
     history: Vec<(OffsetDateTime, Served)>,
     last: Option<Material>,
+    /// The controller's memory of the CAs the replicas serve from.
+    lingering: Lingering,
     /// Secret writes.
     pub writes: usize,
     /// Moments a replica served what the caBundle did not trust.
@@ -55,6 +58,7 @@ impl World {
             bundle: String::new(),
             history: Vec::new(),
             last: None,
+            lingering: Lingering::default(),
             writes: 0,
             failures: Vec::new(),
             metrics: Counts::default(),
@@ -79,6 +83,23 @@ impl World {
 
     pub fn delete_ca(&mut self) {
         self.ca = None;
+    }
+
+    /// How many CAs the caBundle holds.
+    pub fn bundle_cas(&self) -> usize {
+        trust::pem_certificates(self.bundle.as_bytes()).len()
+    }
+
+    /// Both Secrets deleted at once.
+    pub fn delete_both(&mut self) {
+        self.ca = None;
+        self.serving = None;
+    }
+
+    /// A new controller (another leader, or a restart): its memory is
+    /// empty.
+    pub fn restart_controller(&mut self) {
+        self.lingering = Lingering::default();
     }
 
     pub fn edit_ca(&mut self, edit: impl FnOnce(&mut Stored)) {
@@ -106,17 +127,21 @@ impl World {
             |cas| bundle::carries(bundle.as_bytes(), cas),
         )
         .expect("plan");
+        let propagation = self.settings.propagation;
+        self.lingering.update(&plan, self.now, propagation);
         if plan.write_ca {
             self.ca = Some(stored(&plan.material));
             self.writes += 1;
         }
-        self.bundle = plan.material.bundle();
+        self.bundle = self.lingering.bundle(&plan.material);
         if plan.write_serving {
             let data = served(&plan.material);
             self.serving = Some(data.clone());
             self.history.push((self.now, data));
             self.writes += 1;
         }
+        self.lingering
+            .written(&plan.material, self.now, propagation);
         for change in &plan.changes {
             match change {
                 Change::RotationCompleted => self.metrics.ca_rotations += 1,
@@ -159,7 +184,6 @@ pub fn name_constrained_ca() -> PemPair {
     params.not_before = at(-600);
     params.not_after = at(100_000);
     let cert = params.self_signed(&key).expect("self-signed");
-    let _ = settings();
     PemPair {
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
