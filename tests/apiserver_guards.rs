@@ -1,6 +1,7 @@
 //! The guards of the base install, through a real kube-apiserver with no
 //! webhook running: the namespaces the webhooks skip refuse the six kinds
-//! the webhooks judge and their forces, the webhook's own account may change nothing but a reset of
+//! the webhooks judge and their forces (deleting an owned child and a
+//! namespace strategy that skips draining included), the webhook's own account may change nothing but a reset of
 //! `allow-data-loss` to "false", and the audit's RBAC reaches no
 //! PolicyReport but the webhook's own.
 //!
@@ -288,6 +289,169 @@ fn with_rollouts_allowed_there_a_force_is_still_refused() {
     admin
         .run(&["delete", ROLLOUTS, "old-force", "-n", "kube-system"])
         .expect_success("a delete");
+}
+
+const GARBAGE_COLLECTOR: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
+const NUMAFLOW: &str = "system:serviceaccount:numaflow-system:numaflow-sa";
+
+/// Numaplane's namespace-level ConfigMap (`labelled`: with its label).
+fn namespace_config(name: &str, strategy: &str, labelled: bool) -> Value {
+    let mut object = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "data": {"upgradeStrategy": strategy},
+    });
+    if labelled {
+        object["metadata"]["labels"] =
+            json!({"numaplane.numaproj.io/config": "namespace-level-config"});
+    }
+    object
+}
+
+#[test]
+fn the_skipped_namespaces_refuse_deleting_an_owned_child_and_a_strategy_that_skips_draining() {
+    let Some(cluster) = cluster() else { return };
+    let admin = cluster.kubectl(User::Admin);
+    admin
+        .run(&["create", "namespace", SKIPPED[0]])
+        .expect_success("the webhook's namespace");
+    // Made before the policy: owned children, an unowned one, and a
+    // strategy that already skips draining.
+    for name in ["owned", "collected"] {
+        admin
+            .create(&pipeline("kube-system", name), &[])
+            .expect_success("an owned child");
+    }
+    let mut free = pipeline("kube-system", "free");
+    free["metadata"]["labels"] = json!({});
+    admin
+        .create(&free, &[])
+        .expect_success("an unowned Pipeline");
+    admin
+        .create(&namespace_config("stored", "no-strategy", true), &[])
+        .expect_success("a stored no-strategy");
+    // Numaflow's controller writes Pipelines, as its install grants.
+    cluster
+        .create_all(vec![json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "e2e-numaflow"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NUMAFLOW}],
+        })])
+        .expect("Numaflow's RBAC");
+    install(&cluster, SKIPPED_POLICY, &[]);
+    let policy = "pipelinerollout-webhook-skipped-namespaces";
+    let pipelines = "pipelines.numaflow.numaproj.io";
+
+    // A dry run, so that an attempt before the policy is in force deletes
+    // nothing (admission judges dry runs all the same).
+    let out = until_refused("deleting an owned child", "may not be deleted", || {
+        admin.run(&[
+            "delete",
+            pipelines,
+            "owned",
+            "-n",
+            "kube-system",
+            "--dry-run=server",
+        ])
+    });
+    assert_refused_by(
+        &out,
+        policy,
+        "Pipeline \"owned\" belongs to the rollout \"p\" and may not be deleted in namespace \"kube-system\"",
+    );
+    let out = admin.run(&["delete", pipelines, "owned", "-n", "kube-system"]);
+    assert_refused_by(&out, policy, "may not be deleted");
+    admin
+        .run(&[
+            &format!("--as={GARBAGE_COLLECTOR}"),
+            "delete",
+            pipelines,
+            "collected",
+            "-n",
+            "kube-system",
+        ])
+        .expect_success("the garbage collector deletes an owned child");
+    admin
+        .run(&["delete", pipelines, "free", "-n", "kube-system"])
+        .expect_success("a Pipeline no rollout owns");
+    // pause-timestamp is Numaflow's controller's to write, there too.
+    let pause = json!({"metadata": {"annotations": {"numaflow.numaproj.io/pause-timestamp": "2020-01-01T00:00:00Z"}}});
+    admin
+        .run(&[
+            &format!("--as={NUMAFLOW}"),
+            "patch",
+            pipelines,
+            "owned",
+            "-n",
+            "kube-system",
+            "--type=merge",
+            "-p",
+            &pause.to_string(),
+        ])
+        .expect_success("Numaflow's controller sets pause-timestamp");
+    let out = admin.merge_patch(pipelines, "kube-system", "owned", &json!({"metadata": {"annotations": {"numaflow.numaproj.io/pause-timestamp": "2021-01-01T00:00:00Z"}}}), &[]);
+    assert_refused_by(&out, policy, "may not be set or changed in namespace");
+
+    // The namespace's upgrade strategy.
+    for (name, strategy) in [("none", "no-strategy"), ("empty", ""), ("blank", "  ")] {
+        let out = admin.create(&namespace_config(name, strategy, true), &[]);
+        assert_refused_by(
+            &out,
+            policy,
+            "data.upgradeStrategy may not be \"no-strategy\", empty or blank in namespace \"kube-system\"",
+        );
+    }
+    admin
+        .create(&namespace_config("drains", "pause-and-drain", true), &[])
+        .expect_success("a strategy that drains, labelled: not refused as a create");
+    let out = admin.merge_patch(
+        "configmap",
+        "kube-system",
+        "drains",
+        &json!({"data": {"upgradeStrategy": "no-strategy"}}),
+        &[],
+    );
+    assert_refused_by(&out, policy, "would upgrade without draining");
+    admin
+        .create(&namespace_config("unlabelled", "no-strategy", false), &[])
+        .expect_success("an unlabelled ConfigMap is not Numaplane's");
+    let out = admin.merge_patch(
+        "configmap",
+        "kube-system",
+        "unlabelled",
+        &json!({"metadata": {"labels": {"numaplane.numaproj.io/config": "namespace-level-config"}}}),
+        &[],
+    );
+    assert_refused_by(&out, policy, "may not be \"no-strategy\"");
+    admin
+        .merge_patch(
+            "configmap",
+            "kube-system",
+            "stored",
+            &json!({"data": {"note": "kept"}}),
+            &[],
+        )
+        .expect_success("a stored no-strategy left unchanged");
+    admin
+        .merge_patch(
+            "configmap",
+            "kube-system",
+            "stored",
+            &json!({"data": {"upgradeStrategy": "progressive"}}),
+            &[],
+        )
+        .expect_success("turning it off");
+    admin
+        .run(&[
+            "create",
+            "configmap",
+            "plain",
+            "-n",
+            "kube-system",
+            "--from-literal=upgradeStrategy=no-strategy",
+        ])
+        .expect_success("any other ConfigMap");
 }
 
 #[test]

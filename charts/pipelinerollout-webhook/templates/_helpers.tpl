@@ -93,3 +93,25 @@ per rendering and shared by the Secret and the webhook configurations.
 {{- fail "certificates.existingSecret.caBundle is required with certificates.mode existingSecret: the base64 PEM of the CA that signed the Secret's certificate, so that the API server trusts it" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The accounts the webhooks' matchConditions and the skipped-namespaces
+policy name, as CEL literals (JSON: numaplane, numaflow, systemDeleters):
+the policy's numaplane.controllerAccount, numaflow.controllerAccount and
+forceReapply.deleteUndrained.systemDeleters, else the built-in values of
+files/match-conditions.yaml.
+*/}}
+{{- define "prw.celAccounts" -}}
+{{- $builtIn := (.Files.Get "files/match-conditions.yaml" | fromYaml).accounts -}}
+{{- $policy := .Values.policy | default dict -}}
+{{- $cel := dict -}}
+{{- range $key, $value := dict "numaplane" (dig "numaplane" "controllerAccount" $builtIn.numaplane $policy) "numaflow" (dig "numaflow" "controllerAccount" $builtIn.numaflow $policy) -}}
+{{- $_ := set $cel $key (printf "'%s'" ($value | toString | replace "\\" "\\\\" | replace "'" "\\'")) -}}
+{{- end -}}
+{{- $deleters := list -}}
+{{- range (dig "forceReapply" "deleteUndrained" "systemDeleters" $builtIn.systemDeleters $policy) -}}
+{{- $deleters = append $deleters (printf "'%s'" (. | toString | replace "\\" "\\\\" | replace "'" "\\'")) -}}
+{{- end -}}
+{{- $_ := set $cel "systemDeleters" (printf "[%s]" (join ", " $deleters)) -}}
+{{- toJson $cel -}}
+{{- end -}}
