@@ -7,109 +7,23 @@
 //! the real API server's CEL and the binding's `[Warn]` are exercised by
 //! tests/apiserver_vap.rs.
 
-use std::collections::HashMap;
+mod cel_support;
 
+use cel_support::{Request, Resource, judged, policy_named};
+use pipelinerollout_webhook::kinds::Kind;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::rollout::PipelineRollout;
 use pipelinerollout_webhook::vap::{self, Exported};
 use serde_json::{Value, json};
 
 /// What one exported policy says of a DELETE of `stored` by `user`:
-/// whether its validation holds, and its message.
+/// whether its one validation holds, and its message.
 fn judge(exported: &Exported, user: &str, groups: &[&str], stored: &Value) -> (bool, String) {
-    let spec = exported.policy.spec.as_ref().expect("a spec");
-    let mut context = cel::Context::default();
-    // Kubernetes CEL has the strings extension's `substring`; the
-    // interpreter does not, so the test gives it (by characters, as
-    // Kubernetes counts; the exported text calls it in range only).
-    context
-        .add_function(
-            "substring",
-            |cel::extractors::This(s): cel::extractors::This<std::sync::Arc<String>>,
-             start: i64,
-             end: i64| {
-                let (start, end) = (
-                    usize::try_from(start).unwrap_or_default(),
-                    usize::try_from(end).unwrap_or_default(),
-                );
-                s.chars()
-                    .skip(start)
-                    .take(end.saturating_sub(start))
-                    .collect::<String>()
-            },
-        )
-        .expect("substring is not the interpreter's");
-    let value = |v: Value| to_cel(&v);
-    context.add_variable_from_value("object", value(Value::Null));
-    context.add_variable_from_value("oldObject", value(stored.clone()));
-    context.add_variable_from_value(
-        "request",
-        value(
-            json!({"namespace": "team", "name": "demo", "operation": "DELETE",
-            "resource": {"group": "numaplane.numaproj.io", "resource": "pipelinerollouts"},
-            "userInfo": {"username": user, "groups": groups}}),
-        ),
-    );
-    let mut variables: HashMap<String, cel::Value> = HashMap::new();
-    for var in spec.variables.as_deref().unwrap_or_default() {
-        let program =
-            cel::Program::compile(&var.expression).unwrap_or_else(|e| panic!("{}: {e}", var.name));
-        let got = program
-            .execute(&context)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{}", var.name, var.expression));
-        variables.insert(var.name.clone(), got);
-        context.add_variable_from_value("variables", variables.clone());
-    }
-    let validation = &spec.validations.as_deref().unwrap_or_default()[0];
-    let run = |text: &str| {
-        cel::Program::compile(text)
-            .expect("compiles")
-            .execute(&context)
-            .unwrap_or_else(|e| panic!("{e}\n{text}"))
-    };
-    let holds = match run(&validation.expression) {
-        cel::Value::Bool(b) => b,
-        other => panic!("not a bool: {other:?}"),
-    };
-    let message = match run(validation.message_expression.as_deref().unwrap_or_default()) {
-        cel::Value::String(s) => s.to_string(),
-        other => panic!("not a string: {other:?}"),
-    };
-    (holds, message)
-}
-
-/// A JSON value as the API server hands it to CEL: an integer is an
-/// `int` (`cel::to_value` makes a positive one a `uint`, which Kubernetes
-/// never does).
-fn to_cel(v: &Value) -> cel::Value {
-    match v {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => (*b).into(),
-        Value::Number(n) => n
-            .as_i64()
-            .map_or_else(|| n.as_f64().unwrap_or(f64::NAN).into(), Into::into),
-        Value::String(s) => s.clone().into(),
-        Value::Array(items) => items.iter().map(to_cel).collect::<Vec<_>>().into(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.clone(), to_cel(v)))
-            .collect::<HashMap<_, _>>()
-            .into(),
-    }
-}
-
-fn policy_named<'a>(export: &'a vap::Export, suffix: &str) -> &'a Exported {
-    export
-        .policies
-        .iter()
-        .find(|p| {
-            p.policy
-                .metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.ends_with(suffix))
-        })
-        .unwrap_or_else(|| panic!("no policy {suffix}"))
+    let request =
+        Request::delete(Resource::of(Kind::PipelineRollout), stored.clone()).by(user, groups);
+    let verdicts = judged(exported, &request);
+    assert_eq!(verdicts.len(), 1, "one validation");
+    (verdicts[0].holds, verdicts[0].message.clone())
 }
 
 fn rollout(lifecycle: Value) -> Value {
