@@ -17,9 +17,12 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod table;
 pub mod webhook;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::{MatchResources, ValidatingAdmissionPolicy};
@@ -156,8 +159,11 @@ pub struct Verdict {
     pub rule: &'static str,
     /// Whether its expression holds.
     pub holds: bool,
-    /// Its messageExpression's value.
+    /// Its messageExpression's value (evaluated, as the API server does,
+    /// only when it fails; empty when it holds).
     pub message: String,
+    /// Why its expression could not be evaluated, if it could not.
+    pub error: Option<String>,
 }
 
 /// What one exported policy makes of a request: `None` when its
@@ -170,7 +176,8 @@ pub fn judge(exported: &Exported, request: &Request) -> Option<Vec<Verdict>> {
     }
     let mut context = Context::new(request);
     for condition in spec.match_conditions.as_deref().unwrap_or_default() {
-        if !context.boolean(&condition.expression, &condition.name) {
+        let matches = context.boolean(&condition.expression, &condition.name);
+        if !matches.unwrap_or_else(|e| panic!("matchCondition {}: {e}", condition.name)) {
             return None;
         }
     }
@@ -184,16 +191,27 @@ pub fn judge(exported: &Exported, request: &Request) -> Option<Vec<Verdict>> {
         .iter()
         .zip(&exported.validations)
         .map(|(v, rule)| {
-            let holds = context.boolean(&v.expression, rule);
+            // An expression that fails fails the validation (failurePolicy
+            // Fail); the messageExpression is evaluated, as the API server
+            // does, only for a failing validation.
+            let (holds, error) = match context.boolean(&v.expression, rule) {
+                Ok(holds) => (holds, None),
+                Err(e) => (false, Some(e)),
+            };
             let text = v.message_expression.as_deref().expect("a messageExpression");
-            let message = match context.run(text, rule) {
-                cel::Value::String(s) => s.to_string(),
-                other => panic!("{rule}: messageExpression is not a string: {other:?}"),
+            let message = match (holds, &error) {
+                (true, _) => String::new(),
+                (false, Some(e)) => format!("expression failed: {e}"),
+                (false, None) => match context.run(text, rule) {
+                    Ok(cel::Value::String(s)) => s.to_string(),
+                    other => panic!("{rule}: messageExpression is not a string: {other:?}"),
+                },
             };
             Verdict {
                 rule,
                 holds,
                 message,
+                error,
             }
         })
         .collect();
@@ -327,28 +345,45 @@ impl Context {
         }
     }
 
-    fn run(&self, text: &str, what: &str) -> cel::Value {
-        let program = self
-            .env
-            .compile(text)
-            .unwrap_or_else(|e| panic!("{what}: {e}\n{text}"));
-        program
-            .execute(&self.context)
-            .unwrap_or_else(|e| panic!("{what}: {e}\n{text}"))
+    /// `text` evaluated; an error as the interpreter words it. A text that
+    /// does not parse is a defect of the export, not a verdict.
+    fn run(&self, text: &str, what: &str) -> Result<cel::Value, String> {
+        // Parsing is most of the cost: each text is parsed once per thread.
+        thread_local! {
+            static PARSED: RefCell<HashMap<String, Rc<cel::Program>>> = RefCell::default();
+        }
+        let program = PARSED.with(|parsed| {
+            let mut parsed = parsed.borrow_mut();
+            if let Some(p) = parsed.get(text) {
+                return Rc::clone(p);
+            }
+            let program = Rc::new(
+                self.env
+                    .compile(text)
+                    .unwrap_or_else(|e| panic!("{what} does not parse: {e}\n{text}")),
+            );
+            parsed.insert(text.to_owned(), Rc::clone(&program));
+            program
+        });
+        program.execute(&self.context).map_err(|e| e.to_string())
     }
 
-    fn boolean(&self, text: &str, what: &str) -> bool {
-        match self.run(text, what) {
-            cel::Value::Bool(b) => b,
+    fn boolean(&self, text: &str, what: &str) -> Result<bool, String> {
+        match self.run(text, what)? {
+            cel::Value::Bool(b) => Ok(b),
             other => panic!("{what}: not a bool: {other:?}"),
         }
     }
 
+    /// Adds `variables.NAME`; one that fails to evaluate is left out, so
+    /// that a validation reading it fails (the API server evaluates
+    /// variables lazily: only their readers fail).
     fn variable(&mut self, name: &str, text: &str) {
-        let value = self.run(text, &format!("variables.{name}"));
-        self.variables.insert(name.to_owned(), value);
-        self.context
-            .add_variable_from_value("variables", self.variables.clone());
+        if let Ok(value) = self.run(text, &format!("variables.{name}")) {
+            self.variables.insert(name.to_owned(), value);
+            self.context
+                .add_variable_from_value("variables", self.variables.clone());
+        }
     }
 }
 

@@ -87,23 +87,30 @@ pub struct Exported {
     /// Each failing validation's message of the policies bound `[Warn]`
     /// alone (rule 21's warning): a warning the webhook gives as well.
     pub warnings: Vec<String>,
+    /// The rule labels of the failing validations of the policies that
+    /// deny (or, in warn mode, would deny), in order.
+    pub rules: Vec<&'static str>,
 }
 
 /// The exported policies' answer to `request`.
 pub fn exported(export: &Export, request: &Request) -> Exported {
     let mut out = Exported::default();
     for p in &export.policies {
-        let failing: Vec<String> = judge(p, request)
+        let failing: Vec<_> = judge(p, request)
             .unwrap_or_default()
             .into_iter()
             .filter(|v| !v.holds)
-            .map(|v| v.message)
             .collect();
+        let messages = failing.iter().map(|v| v.message.clone());
         match p.binding.spec.validation_actions.as_slice() {
-            [deny] if deny == "Deny" => out.denials.extend(failing.into_iter().take(1)),
-            [warn] if warn == "Warn" => out.warnings.extend(failing),
-            _ => out.would_deny.extend(failing),
+            [warn] if warn == "Warn" => {
+                out.warnings.extend(messages);
+                continue;
+            }
+            [deny] if deny == "Deny" => out.denials.extend(messages.take(1)),
+            _ => out.would_deny.extend(messages),
         }
+        out.rules.extend(failing.iter().map(|v| v.rule));
     }
     out
 }
