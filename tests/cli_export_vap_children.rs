@@ -87,6 +87,16 @@ fn pause_timestamp_cases() -> Vec<Case> {
             Allowed,
         ),
         case(
+            "Pipeline UPDATE setting it to a long time by alice",
+            Request::update(PIPELINES, pipe(none()), pipe(stamped("2026-06-01T10:00:00.123456789+02:00"))),
+            Denied("rule 19"),
+        ),
+        case(
+            "Pipeline UPDATE setting it to a quoted text by alice",
+            Request::update(PIPELINES, pipe(none()), pipe(stamped("\"now\""))),
+            Denied("rule 19"),
+        ),
+        case(
             "Pipeline UPDATE setting it empty by alice",
             Request::update(PIPELINES, pipe(none()), pipe(stamped(""))),
             Denied("rule 19"),
@@ -157,6 +167,24 @@ fn delete_cases(permitted: &[(&str, &str, &[&str])]) -> Vec<Case> {
             delete("Numaplane's controller", NUMAPLANE_CONTROLLER, ACCOUNTS, Allowed),
             delete("Numaflow's controller", NUMAFLOW_CONTROLLER, ACCOUNTS, Denied("rule 20")),
             case(
+                format!("{} DELETE, its parent label empty, by alice", kind.kind()),
+                Request::delete(resource, {
+                    let mut o = owned();
+                    o["metadata"]["labels"][PARENT_ROLLOUT] = json!("");
+                    o
+                }),
+                Denied("rule 20"),
+            ),
+            case(
+                format!("{} DELETE, no labels, by alice", kind.kind()),
+                Request::delete(resource, {
+                    let mut o = owned();
+                    o["metadata"].as_object_mut().map(|m| m.remove("labels"));
+                    o
+                }),
+                Allowed,
+            ),
+            case(
                 format!("{} DELETE, unowned, by alice", kind.kind()),
                 Request::delete(resource, child(kind, false, json!({}))),
                 Allowed,
@@ -172,7 +200,7 @@ fn delete_cases(permitted: &[(&str, &str, &[&str])]) -> Vec<Case> {
 #[test]
 fn pause_timestamp_is_numaflows_controllers_in_both_engines() {
     let summary = run("built-in", &Policy::built_in(), &pause_timestamp_cases());
-    assert_eq!(summary.denied, 9, "{summary:?}");
+    assert_eq!(summary.denied, 11, "{summary:?}");
 }
 
 #[test]
@@ -187,7 +215,7 @@ fn owned_children_are_deleted_only_by_the_permitted_in_both_engines() {
     ];
     let cases = delete_cases(&built_in);
     let summary = run("built-in", &Policy::built_in(), &cases);
-    assert_eq!(summary.denied, 9, "{summary:?}");
+    assert_eq!(summary.denied, 12, "{summary:?}");
 
     let own = Policy::from_yaml(
         "forceReapply:\n  deleteUndrained:\n    users: [bob]\n    groups: [sre]\n",

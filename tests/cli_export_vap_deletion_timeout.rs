@@ -64,6 +64,36 @@ fn rollout_cases() -> Vec<Case> {
         create("\"600\"", d(json!("600")), Denied("rule 16")),
         create("\"30s\"", d(json!("30s")), Denied("rule 16")),
         create("600.5", d(json!(600.5)), Denied("rule 16")),
+        create(
+            "a string of 31 characters",
+            d(json!("six hundred seconds, if you can")),
+            Denied("rule 16"),
+        ),
+        create(
+            "a string of 30 characters, shown whole",
+            d(json!("six hundred seconds, if you c.")),
+            Denied("rule 16"),
+        ),
+        create(
+            "29 characters, one a quote: 30 escaped, shown whole",
+            d(json!("six hundred \"seconds, if you ")),
+            Denied("rule 16"),
+        ),
+        create(
+            "29 characters, two quotes: 31 escaped, cut",
+            d(json!("six \"hundred\" seconds, if you")),
+            Denied("rule 16"),
+        ),
+        create(
+            "a newline and a tab",
+            d(json!("6\n0\t0\r")),
+            Denied("rule 16"),
+        ),
+        create("a string with a quote", d(json!("6\"00")), Denied("rule 16")),
+        create("a string with a backslash", d(json!("6\\00")), Denied("rule 16")),
+        create("a string with é", d(json!("six cents secondes à peu près, é")), Denied("rule 16")),
+        create("1e3, a double", d(json!(1e3)), Allowed),
+        create("-0.5", d(json!(-0.5)), Denied("rule 16")),
         create("600.0, an integral double", d(json!(600.0)), Allowed),
         create("true", d(json!(true)), Denied("rule 16")),
         create("an array", d(json!([600])), Denied("rule 16")).words_differ(NO_JSON),
@@ -99,12 +129,35 @@ fn rollout_cases() -> Vec<Case> {
             json!({"deletionGracePeriodSeconds": null, "deleteGracePeriodSeconds": 0}),
             Denied("rule 17"),
         ),
+        create("lifecycle an array", json!([]), Denied("rule 2")),
+        create("lifecycle a number", json!(5), Denied("rule 2")),
+        create(
+            "both: \"30s\" judged, deprecated 60",
+            json!({"deletionGracePeriodSeconds": "30s", "deleteGracePeriodSeconds": 60}),
+            Denied("rule 16"),
+        ),
+        create(
+            "both null",
+            json!({"deletionGracePeriodSeconds": null, "deleteGracePeriodSeconds": null}),
+            Allowed,
+        ),
         create(
             "lifecycle a string (rule 2 reports it once)",
             json!("Paused"),
             Denied("rule 2"),
         ),
     ];
+    cases.push(case(
+        "rollout CREATE spec.pipeline.spec a string",
+        Request::create(
+            ROLLOUTS,
+            pipeline_rollout()
+                .with_field(&["metadata", "name"], "demo")
+                .with_field(&["spec", "pipeline", "spec"], "x")
+                .into_json(),
+        ),
+        Denied("rule 2"),
+    ));
     let update = |name: &str, old: Value, new: Value, expect| {
         case(
             format!("rollout UPDATE {name}"),
@@ -128,6 +181,30 @@ fn rollout_cases() -> Vec<Case> {
             dd(json!(0)),
             d(json!(0)),
             Denied("rule 17"),
+        ),
+        update(
+            "the judged field falls back to a stored deprecated 0",
+            json!({"deletionGracePeriodSeconds": 60, "deleteGracePeriodSeconds": 0}),
+            dd(json!(0)),
+            Denied("rule 17"),
+        ),
+        update(
+            "a stored deprecated 0 kept, deletionGracePeriodSeconds null",
+            dd(json!(0)),
+            json!({"deletionGracePeriodSeconds": null, "deleteGracePeriodSeconds": 0}),
+            Allowed,
+        ),
+        update(
+            "a stored 0 kept as 0.0",
+            d(json!(0)),
+            d(json!(0.0)),
+            Allowed,
+        ),
+        update(
+            "a stored \"30s\" to \"31s\"",
+            d(json!("30s")),
+            d(json!("31s")),
+            Denied("rule 16"),
         ),
         update(
             "a stored 0 kept while the deprecated field is added",
@@ -275,6 +352,8 @@ fn namespace_overrides_choose_the_deletion_range() {
         create("a-prod", 31_536_000, Allowed),
         create("prod", 31_536_000, Denied("rule 17")),
         create("batch-a", 3601, Denied("rule 17")),
+        create("batch-a", 9_223_372_036, Allowed),
+        create("batch-a", 9_223_372_037, Denied("rule 18")),
         pipe("ledger", 60, Denied("rule 17")),
         pipe("batch-x", 31_536_000, Allowed),
         pipe("team", 31_536_000, Denied("rule 17")),
