@@ -66,10 +66,21 @@ fn pause_timestamp_cases() -> Vec<Case> {
         ("Numaplane's controller", NUMAPLANE_CONTROLLER, false),
         ("Numaflow's controller", NUMAFLOW_CONTROLLER, true),
     ] {
-        let moved = if is_numaflow { Allowed } else { Denied("rule 19") };
+        let moved = if is_numaflow {
+            Allowed
+        } else {
+            Denied("rule 19")
+        };
         cases.extend([
             update(who, user, "setting it", none(), stamped(t1), moved),
-            update(who, user, "moving it earlier", stamped(t1), stamped(t0), moved),
+            update(
+                who,
+                user,
+                "moving it earlier",
+                stamped(t1),
+                stamped(t0),
+                moved,
+            ),
             update(who, user, "removing it", stamped(t1), none(), Allowed),
             update(who, user, "keeping it", stamped(t1), stamped(t1), Allowed),
             update(who, user, "without it", none(), none(), Allowed),
@@ -88,12 +99,31 @@ fn pause_timestamp_cases() -> Vec<Case> {
         ),
         case(
             "Pipeline UPDATE setting it to a long time by alice",
-            Request::update(PIPELINES, pipe(none()), pipe(stamped("2026-06-01T10:00:00.123456789+02:00"))),
+            Request::update(
+                PIPELINES,
+                pipe(none()),
+                pipe(stamped("2026-06-01T10:00:00.123456789+02:00")),
+            ),
             Denied("rule 19"),
         ),
         case(
             "Pipeline UPDATE setting it to a quoted text by alice",
             Request::update(PIPELINES, pipe(none()), pipe(stamped("\"now\""))),
+            Denied("rule 19"),
+        ),
+        case(
+            "Pipeline UPDATE setting it where the stored one has no annotations, by alice",
+            Request::update(
+                PIPELINES,
+                {
+                    let mut o = pipe(none());
+                    o["metadata"]
+                        .as_object_mut()
+                        .map(|m| m.remove("annotations"));
+                    o
+                },
+                pipe(stamped(t1)),
+            ),
             Denied("rule 19"),
         ),
         case(
@@ -106,7 +136,16 @@ fn pause_timestamp_cases() -> Vec<Case> {
     let template = |at: Option<&str>| {
         let doc = pipeline_rollout().with_field(&["metadata", "name"], "demo");
         match at {
-            Some(at) => doc.with_field(&["spec", "pipeline", "metadata", "annotations", PAUSE_TIMESTAMP], at),
+            Some(at) => doc.with_field(
+                &[
+                    "spec",
+                    "pipeline",
+                    "metadata",
+                    "annotations",
+                    PAUSE_TIMESTAMP,
+                ],
+                at,
+            ),
             None => doc,
         }
         .into_json()
@@ -145,7 +184,11 @@ fn pause_timestamp_cases() -> Vec<Case> {
 /// The DELETEs of each child kind, owned or not, by each deleter.
 fn delete_cases(permitted: &[(&str, &str, &[&str])]) -> Vec<Case> {
     let mut cases = Vec::new();
-    for kind in [Kind::Pipeline, Kind::MonoVertex, Kind::InterStepBufferService] {
+    for kind in [
+        Kind::Pipeline,
+        Kind::MonoVertex,
+        Kind::InterStepBufferService,
+    ] {
         let resource = Resource::of(kind);
         let owned = || child(kind, true, json!({}));
         let delete = |who: &str, user: &str, groups: &[&str], expect| {
@@ -156,16 +199,41 @@ fn delete_cases(permitted: &[(&str, &str, &[&str])]) -> Vec<Case> {
             )
         };
         cases.extend([
-            delete("alice", "alice", &["devs", "system:authenticated"], Denied("rule 20")),
+            delete(
+                "alice",
+                "alice",
+                &["devs", "system:authenticated"],
+                Denied("rule 20"),
+            ),
             case(
                 format!("{} DELETE by alice, a dry run", kind.kind()),
                 Request::delete(resource, owned()).dry_run(),
                 Denied("rule 20"),
             ),
-            delete("the garbage collector", SYSTEM_DELETERS[0], ACCOUNTS, Allowed),
-            delete("the namespace controller", SYSTEM_DELETERS[1], ACCOUNTS, Allowed),
-            delete("Numaplane's controller", NUMAPLANE_CONTROLLER, ACCOUNTS, Allowed),
-            delete("Numaflow's controller", NUMAFLOW_CONTROLLER, ACCOUNTS, Denied("rule 20")),
+            delete(
+                "the garbage collector",
+                SYSTEM_DELETERS[0],
+                ACCOUNTS,
+                Allowed,
+            ),
+            delete(
+                "the namespace controller",
+                SYSTEM_DELETERS[1],
+                ACCOUNTS,
+                Allowed,
+            ),
+            delete(
+                "Numaplane's controller",
+                NUMAPLANE_CONTROLLER,
+                ACCOUNTS,
+                Allowed,
+            ),
+            delete(
+                "Numaflow's controller",
+                NUMAFLOW_CONTROLLER,
+                ACCOUNTS,
+                Denied("rule 20"),
+            ),
             case(
                 format!("{} DELETE, its parent label empty, by alice", kind.kind()),
                 Request::delete(resource, {
@@ -200,7 +268,7 @@ fn delete_cases(permitted: &[(&str, &str, &[&str])]) -> Vec<Case> {
 #[test]
 fn pause_timestamp_is_numaflows_controllers_in_both_engines() {
     let summary = run("built-in", &Policy::built_in(), &pause_timestamp_cases());
-    assert_eq!(summary.denied, 11, "{summary:?}");
+    assert_eq!(summary.denied, 12, "{summary:?}");
 }
 
 #[test]
@@ -210,8 +278,16 @@ fn owned_children_are_deleted_only_by_the_permitted_in_both_engines() {
     let admin = users::admin();
     let argocd = users::argocd_server();
     let built_in: [(&str, &str, &[&str]); 2] = [
-        ("admin (system:masters)", users::username(&admin), &users::groups(&admin)),
-        ("Argo CD's server", users::username(&argocd), &users::groups(&argocd)),
+        (
+            "admin (system:masters)",
+            users::username(&admin),
+            &users::groups(&admin),
+        ),
+        (
+            "Argo CD's server",
+            users::username(&argocd),
+            &users::groups(&argocd),
+        ),
     ];
     let cases = delete_cases(&built_in);
     let summary = run("built-in", &Policy::built_in(), &cases);
@@ -223,11 +299,23 @@ fn owned_children_are_deleted_only_by_the_permitted_in_both_engines() {
     .expect("valid");
     let lists: [(&str, &str, &[&str]); 3] = [
         ("bob, in its users", "bob", &["system:authenticated"]),
-        ("carol, in its group sre", "carol", &["sre", "system:authenticated"]),
-        ("admin, in forceReapply's groups only", "admin", &["system:masters"]),
+        (
+            "carol, in its group sre",
+            "carol",
+            &["sre", "system:authenticated"],
+        ),
+        (
+            "admin, in forceReapply's groups only",
+            "admin",
+            &["system:masters"],
+        ),
     ];
     let mut cases = delete_cases(&lists[..2]);
-    for kind in [Kind::Pipeline, Kind::MonoVertex, Kind::InterStepBufferService] {
+    for kind in [
+        Kind::Pipeline,
+        Kind::MonoVertex,
+        Kind::InterStepBufferService,
+    ] {
         let (who, user, groups) = lists[2];
         cases.push(case(
             format!("{} DELETE by {who}", kind.kind()),

@@ -89,9 +89,21 @@ fn rollout_cases() -> Vec<Case> {
             d(json!("6\n0\t0\r")),
             Denied("rule 16"),
         ),
-        create("a string with a quote", d(json!("6\"00")), Denied("rule 16")),
-        create("a string with a backslash", d(json!("6\\00")), Denied("rule 16")),
-        create("a string with é", d(json!("six cents secondes à peu près, é")), Denied("rule 16")),
+        create(
+            "a string with a quote",
+            d(json!("6\"00")),
+            Denied("rule 16"),
+        ),
+        create(
+            "a string with a backslash",
+            d(json!("6\\00")),
+            Denied("rule 16"),
+        ),
+        create(
+            "a string with é",
+            d(json!("six cents secondes à peu près, é")),
+            Denied("rule 16"),
+        ),
         create("1e3, a double", d(json!(1e3)), Allowed),
         create("-0.5", d(json!(-0.5)), Denied("rule 16")),
         create("600.0, an integral double", d(json!(600.0)), Allowed),
@@ -104,16 +116,20 @@ fn rollout_cases() -> Vec<Case> {
             Denied("rule 17"),
         ),
         create("9223372037", d(json!(9_223_372_037_i64)), Denied("rule 17")),
+        create("i64::MAX", d(json!(i64::MAX)), Denied("rule 18")),
         create(
-            "i64::MAX",
-            d(json!(i64::MAX)),
-            Denied("rule 18"),
-        ),
-        create("2^63", d(json!(9_223_372_036_854_775_808_u64)), Denied("rule 16"))
-            .words_differ(BEYOND_INT64),
+            "2^63",
+            d(json!(9_223_372_036_854_775_808_u64)),
+            Denied("rule 16"),
+        )
+        .words_differ(BEYOND_INT64),
         create("deprecated only, 120", dd(json!(120)), Allowed),
         create("deprecated only, 0", dd(json!(0)), Denied("rule 17")),
-        create("deprecated only, \"2m\"", dd(json!("2m")), Denied("rule 16")),
+        create(
+            "deprecated only, \"2m\"",
+            dd(json!("2m")),
+            Denied("rule 16"),
+        ),
         create(
             "both: 60 judged, deprecated 0 ignored",
             json!({"deletionGracePeriodSeconds": 60, "deleteGracePeriodSeconds": 0}),
@@ -169,7 +185,12 @@ fn rollout_cases() -> Vec<Case> {
         update("keeping a stored 0", d(json!(0)), d(json!(0)), Allowed),
         update("0 to 5", d(json!(0)), d(json!(5)), Denied("rule 17")),
         update("600 to 0", d(json!(600)), d(json!(0)), Denied("rule 17")),
-        update("keeping a stored \"30s\"", d(json!("30s")), d(json!("30s")), Allowed),
+        update(
+            "keeping a stored \"30s\"",
+            d(json!("30s")),
+            d(json!("30s")),
+            Allowed,
+        ),
         update(
             "keeping a stored deprecated 0",
             dd(json!(0)),
@@ -291,8 +312,18 @@ fn pipeline_cases() -> Vec<Case> {
         ),
     ];
     cases.extend([
-        update("deletion 30 to 0", crd(d, json!(30)), crd(d, json!(0)), Denied("rule 17")),
-        update("keeping a stored 0", crd(d, json!(0)), crd(d, json!(0)), Allowed),
+        update(
+            "deletion 30 to 0",
+            crd(d, json!(30)),
+            crd(d, json!(0)),
+            Denied("rule 17"),
+        ),
+        update(
+            "keeping a stored 0",
+            crd(d, json!(0)),
+            crd(d, json!(0)),
+            Allowed,
+        ),
         update(
             "the ignored deprecated field 30 to 0",
             crd(dd, json!(30)),
@@ -335,8 +366,11 @@ fn namespace_overrides_choose_the_deletion_range() {
     let pipe = |ns: &str, v: i64, expect| {
         case(
             format!("Pipeline CREATE {v} in {ns}"),
-            Request::create(PIPELINES, pipeline(crd("deletionGracePeriodSeconds", json!(v))))
-                .in_namespace(ns),
+            Request::create(
+                PIPELINES,
+                pipeline(crd("deletionGracePeriodSeconds", json!(v))),
+            )
+            .in_namespace(ns),
             expect,
         )
     };
@@ -383,7 +417,10 @@ fn warn_mode_warns_where_enforce_denies() {
         ),
         case(
             "Pipeline CREATE deletion 0",
-            Request::create(PIPELINES, pipeline(crd("deletionGracePeriodSeconds", json!(0)))),
+            Request::create(
+                PIPELINES,
+                pipeline(crd("deletionGracePeriodSeconds", json!(0))),
+            ),
             Denied("rule 17"),
         ),
     ];

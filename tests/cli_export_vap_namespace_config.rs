@@ -79,9 +79,21 @@ fn cases() -> Vec<Case> {
         create("blank", strategy("  \t"), Denied("rule 24")),
         create("drain", strategy("drain"), Denied("rule 23")),
         create("Progressive", strategy("Progressive"), Denied("rule 23")),
-        create("\" progressive\"", strategy(" progressive"), Denied("rule 23")),
-        create("\"no-strategy \"", strategy("no-strategy "), Denied("rule 23")),
-        create("a value past 40 characters", strategy(long), Denied("rule 23")),
+        create(
+            "\" progressive\"",
+            strategy(" progressive"),
+            Denied("rule 23"),
+        ),
+        create(
+            "\"no-strategy \"",
+            strategy("no-strategy "),
+            Denied("rule 23"),
+        ),
+        create(
+            "a value past 40 characters",
+            strategy(long),
+            Denied("rule 23"),
+        ),
         create("the number 7", strategy(7), Denied("rule 23")).words_differ(NOT_A_STRING),
         create("no data", config(Some(NAMESPACE_CONFIG), None), Allowed),
         create(
@@ -89,10 +101,17 @@ fn cases() -> Vec<Case> {
             config(Some(NAMESPACE_CONFIG), Some(json!({"other": "x"}))),
             Allowed,
         ),
-        create("unlabelled, no-strategy", unlabelled("no-strategy"), Allowed),
+        create(
+            "unlabelled, no-strategy",
+            unlabelled("no-strategy"),
+            Allowed,
+        ),
         create(
             "labelled usde-config, no-strategy",
-            config(Some("usde-config"), Some(json!({"upgradeStrategy": "no-strategy"}))),
+            config(
+                Some("usde-config"),
+                Some(json!({"upgradeStrategy": "no-strategy"})),
+            ),
             Allowed,
         ),
         update(
@@ -125,8 +144,18 @@ fn cases() -> Vec<Case> {
             strategy("no-strategy"),
             Allowed,
         ),
-        update("no-strategy to empty", strategy("no-strategy"), strategy(""), Allowed),
-        update("keeping an invalid value", strategy("drain"), strategy("drain"), Allowed),
+        update(
+            "no-strategy to empty",
+            strategy("no-strategy"),
+            strategy(""),
+            Allowed,
+        ),
+        update(
+            "keeping an invalid value",
+            strategy("drain"),
+            strategy("drain"),
+            Allowed,
+        ),
         update(
             "one invalid value to another",
             strategy("drain"),
@@ -148,12 +177,18 @@ fn cases() -> Vec<Case> {
         update(
             "the label's value changed, with no-strategy",
             strategy("progressive"),
-            config(Some("usde-config"), Some(json!({"upgradeStrategy": "no-strategy"}))),
+            config(
+                Some("usde-config"),
+                Some(json!({"upgradeStrategy": "no-strategy"})),
+            ),
             Allowed,
         ),
         update(
             "the label's value changed to namespace-level-config, with no-strategy",
-            config(Some("usde-config"), Some(json!({"upgradeStrategy": "no-strategy"}))),
+            config(
+                Some("usde-config"),
+                Some(json!({"upgradeStrategy": "no-strategy"})),
+            ),
             strategy("no-strategy"),
             Denied("rule 24"),
         ),
@@ -202,14 +237,26 @@ fn the_namespace_strategy_decides_as_the_webhook_does() {
     let (admin, argocd) = (users::admin(), users::argocd_server());
     all.extend(writers(
         &[
-            ("admin (system:masters)", users::username(&admin), &users::groups(&admin)),
-            ("Argo CD's server", users::username(&argocd), &users::groups(&argocd)),
+            (
+                "admin (system:masters)",
+                users::username(&admin),
+                &users::groups(&admin),
+            ),
+            (
+                "Argo CD's server",
+                users::username(&argocd),
+                &users::groups(&argocd),
+            ),
         ],
         Allowed,
     ));
     let carol = users::carol();
     all.extend(writers(
-        &[("carol (sre)", users::username(&carol), &users::groups(&carol))],
+        &[(
+            "carol (sre)",
+            users::username(&carol),
+            &users::groups(&carol),
+        )],
         Denied("rule 24"),
     ));
     let summary = run("built-in", &Policy::built_in(), &all);
@@ -225,13 +272,21 @@ fn namespace_strategy_grants_by_its_own_lists() {
     let mut all = writers(
         &[
             ("bob, in its users", "bob", &["system:authenticated"]),
-            ("dana, in its group platform", "dana", &["platform", "system:authenticated"]),
+            (
+                "dana, in its group platform",
+                "dana",
+                &["platform", "system:authenticated"],
+            ),
         ],
         Allowed,
     );
     all.extend(writers(
         &[
-            ("admin, in forceReapply's groups only", "admin", &["system:masters"]),
+            (
+                "admin, in forceReapply's groups only",
+                "admin",
+                &["system:masters"],
+            ),
             ("alice", "alice", &["devs"]),
         ],
         Denied("rule 24"),

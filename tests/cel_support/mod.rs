@@ -17,21 +17,18 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+mod interpreter;
+mod matching;
 pub mod table;
 pub mod webhook;
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
-use std::sync::Arc;
-
-use k8s_openapi::api::admissionregistration::v1::{MatchResources, ValidatingAdmissionPolicy};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use pipelinerollout_webhook::kinds::{self, Kind};
 use pipelinerollout_webhook::vap::{self, Exported};
 use serde_json::{Value, json};
 
-use webhook::go_round_trip;
+use interpreter::Context;
+use matching::matched;
 
 /// A resource an exported policy may match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +90,10 @@ pub struct Request {
 impl Request {
     fn new(operation: &'static str, resource: Resource, object: Value, old: Value) -> Self {
         let named = if object.is_null() { &old } else { &object };
-        let name = named["metadata"]["name"].as_str().unwrap_or("demo").to_owned();
+        let name = named["metadata"]["name"]
+            .as_str()
+            .unwrap_or("demo")
+            .to_owned();
         Self {
             operation,
             resource,
@@ -171,7 +171,10 @@ pub struct Verdict {
 /// validation's verdict, in order.
 pub fn judge(exported: &Exported, request: &Request) -> Option<Vec<Verdict>> {
     let spec = exported.policy.spec.as_ref().expect("a spec");
-    if !matched(spec.match_constraints.as_ref().expect("matchConstraints"), request) {
+    if !matched(
+        spec.match_constraints.as_ref().expect("matchConstraints"),
+        request,
+    ) {
         return None;
     }
     let mut context = Context::new(request);
@@ -198,7 +201,10 @@ pub fn judge(exported: &Exported, request: &Request) -> Option<Vec<Verdict>> {
                 Ok(holds) => (holds, None),
                 Err(e) => (false, Some(e)),
             };
-            let text = v.message_expression.as_deref().expect("a messageExpression");
+            let text = v
+                .message_expression
+                .as_deref()
+                .expect("a messageExpression");
             let message = match (holds, &error) {
                 (true, _) => String::new(),
                 (false, Some(e)) => format!("expression failed: {e}"),
@@ -255,201 +261,4 @@ pub fn policy_named<'a>(export: &'a vap::Export, suffix: &str) -> &'a Exported {
         .iter()
         .find(|p| name(&p.policy).ends_with(suffix))
         .unwrap_or_else(|| panic!("no policy {suffix}"))
-}
-
-/// Whether `constraints` match `request`, as the API server reads them
-/// (`matchPolicy: Equivalent` matches the same group and resource).
-fn matched(constraints: &MatchResources, request: &Request) -> bool {
-    let r = request.resource;
-    let rule = constraints
-        .resource_rules
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .any(|rule| {
-            let has = |list: &Option<Vec<String>>, want: &str| {
-                list.as_deref()
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|x| x == want || x == "*")
-            };
-            has(&rule.api_groups, r.group)
-                && has(&rule.resources, r.resource)
-                && has(&rule.operations, request.operation)
-        });
-    let namespace = json!({"kubernetes.io/metadata.name": request.namespace});
-    let labels = |o: &Value| o["metadata"]["labels"].clone();
-    let objects = constraints.object_selector.as_ref().is_none_or(|s| {
-        selects(s, &labels(&request.object)) || selects(s, &labels(&request.old_object))
-    });
-    rule && objects
-        && constraints
-            .namespace_selector
-            .as_ref()
-            .is_none_or(|s| selects(s, &namespace))
-}
-
-/// Whether a label selector selects `labels` (a JSON map, or null).
-fn selects(selector: &LabelSelector, labels: &Value) -> bool {
-    let get = |k: &str| labels.get(k).and_then(Value::as_str);
-    let exact = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| get(k) == Some(v.as_str()));
-    exact
-        && selector.match_expressions.iter().flatten().all(|e| {
-            let values = e.values.as_deref().unwrap_or_default();
-            let in_values = get(&e.key).is_some_and(|v| values.iter().any(|x| x == v));
-            match e.operator.as_str() {
-                "In" => in_values,
-                "NotIn" => !in_values,
-                "Exists" => get(&e.key).is_some(),
-                "DoesNotExist" => get(&e.key).is_none(),
-                other => panic!("operator {other}"),
-            }
-        })
-}
-
-/// The interpreter's context for one request: Kubernetes' functions, the
-/// request's variables, and the policy's variables as they are added.
-struct Context {
-    env: Arc<cel::Env>,
-    context: cel::Context<'static, 'static>,
-    variables: HashMap<String, cel::Value>,
-}
-
-impl Context {
-    fn new(request: &Request) -> Self {
-        let mut env = cel::Env::stdlib();
-        env.add_extension(cel::extensions::strings)
-            .expect("the strings extension");
-        let env = Arc::new(env);
-        let mut context = cel::Context::with_env(Arc::clone(&env));
-        context
-            .add_function(
-                "matches",
-                |cel::extractors::This(s): cel::extractors::This<Arc<String>>,
-                 regex: Arc<String>| wildcard(&regex, &s),
-            )
-            .expect("matches is not the interpreter's without regex");
-        context.add_variable_from_value("object", to_cel(&request.object));
-        // The stored object comes from etcd, as Go wrote it.
-        context.add_variable_from_value("oldObject", to_cel(&go_round_trip(&request.old_object)));
-        context.add_variable_from_value("request", to_cel(&request.cel_request()));
-        context.add_variable_from_value("variables", HashMap::<String, cel::Value>::new());
-        Self {
-            env,
-            context,
-            variables: HashMap::new(),
-        }
-    }
-
-    /// `text` evaluated; an error as the interpreter words it. A text that
-    /// does not parse is a defect of the export, not a verdict.
-    fn run(&self, text: &str, what: &str) -> Result<cel::Value, String> {
-        // Parsing is most of the cost: each text is parsed once per thread.
-        thread_local! {
-            static PARSED: RefCell<HashMap<String, Rc<cel::Program>>> = RefCell::default();
-        }
-        let program = PARSED.with(|parsed| {
-            let mut parsed = parsed.borrow_mut();
-            if let Some(p) = parsed.get(text) {
-                return Rc::clone(p);
-            }
-            let program = Rc::new(
-                self.env
-                    .compile(text)
-                    .unwrap_or_else(|e| panic!("{what} does not parse: {e}\n{text}")),
-            );
-            parsed.insert(text.to_owned(), Rc::clone(&program));
-            program
-        });
-        program.execute(&self.context).map_err(|e| e.to_string())
-    }
-
-    fn boolean(&self, text: &str, what: &str) -> Result<bool, String> {
-        match self.run(text, what)? {
-            cel::Value::Bool(b) => Ok(b),
-            other => panic!("{what}: not a bool: {other:?}"),
-        }
-    }
-
-    /// Adds `variables.NAME`; one that fails to evaluate is left out, so
-    /// that a validation reading it fails (the API server evaluates
-    /// variables lazily: only their readers fail).
-    fn variable(&mut self, name: &str, text: &str) {
-        if let Ok(value) = self.run(text, &format!("variables.{name}")) {
-            self.variables.insert(name.to_owned(), value);
-            self.context
-                .add_variable_from_value("variables", self.variables.clone());
-        }
-    }
-}
-
-/// `regex`, one the export writes for a namespace pattern (`^a.*b$`: only
-/// literal characters and `.*` runs, anchored), matched against `s`.
-fn wildcard(regex: &str, s: &str) -> bool {
-    let inner = regex
-        .strip_prefix('^')
-        .and_then(|r| r.strip_suffix('$'))
-        .unwrap_or_else(|| panic!("not an anchored pattern: {regex}"));
-    let parts: Vec<&str> = inner.split(".*").collect();
-    assert!(
-        parts
-            .iter()
-            .all(|p| p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')),
-        "not a wildcard pattern: {regex}"
-    );
-    let (first, rest) = parts.split_first().expect("split yields a part");
-    let Some(mut left) = s.strip_prefix(first) else {
-        return false;
-    };
-    let Some((last, middle)) = rest.split_last() else {
-        return left.is_empty();
-    };
-    for part in middle {
-        match left.find(part) {
-            Some(at) => left = &left[at + part.len()..],
-            None => return false,
-        }
-    }
-    left.len() >= last.len() && left.ends_with(last)
-}
-
-/// A JSON value as the API server hands it to CEL: an integer that fits
-/// int64 is an `int` (`cel::to_value` makes a positive one a `uint`, which
-/// Kubernetes never does), any other number a `double`.
-pub fn to_cel(v: &Value) -> cel::Value {
-    match v {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => (*b).into(),
-        Value::Number(n) => n
-            .as_i64()
-            .map_or_else(|| n.as_f64().unwrap_or(f64::NAN).into(), Into::into),
-        Value::String(s) => s.clone().into(),
-        Value::Array(items) => items.iter().map(to_cel).collect::<Vec<_>>().into(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.clone(), to_cel(v)))
-            .collect::<HashMap<_, _>>()
-            .into(),
-    }
-}
-
-#[test]
-fn wildcards_match_as_the_policy_reads_them() {
-    for (regex, s, want) in [
-        ("^team-.*-prod$", "team-a-prod", true),
-        ("^team-.*-prod$", "team--prod", true),
-        ("^team-.*-prod$", "team-prod", false),
-        ("^team-.*$", "team-", true),
-        ("^.*$", "", true),
-        ("^a.*b.*c$", "abc", true),
-        ("^a.*b.*c$", "acb", false),
-        ("^ab$", "ab", true),
-        ("^ab$", "abc", false),
-    ] {
-        assert_eq!(wildcard(regex, s), want, "{regex} on {s}");
-    }
 }

@@ -78,7 +78,7 @@ pub fn run(label: &str, policy: &Policy, cases: &[Case]) -> Summary {
                 continue;
             }
         };
-        let cel = &agreed.exported;
+        let cel = &agreed.policies;
         let denied = !cel.denials.is_empty() || !cel.would_deny.is_empty();
         let as_expected = match c.expect {
             Expect::Allowed => !denied,

@@ -77,7 +77,7 @@ pub fn webhook(policy: &Policy, request: &Request) -> Webhook {
 
 /// What the exported policies, as bound, make of one request.
 #[derive(Debug, Clone, Default)]
-pub struct Exported {
+pub struct Policies {
     /// The first failing validation's message of each policy bound
     /// `[Deny]`: what the API server refuses with.
     pub denials: Vec<String>,
@@ -93,8 +93,8 @@ pub struct Exported {
 }
 
 /// The exported policies' answer to `request`.
-pub fn exported(export: &Export, request: &Request) -> Exported {
-    let mut out = Exported::default();
+pub fn policies(export: &Export, request: &Request) -> Policies {
+    let mut out = Policies::default();
     for p in &export.policies {
         let failing: Vec<_> = judge(p, request)
             .unwrap_or_default()
@@ -128,7 +128,7 @@ pub enum Words {
 #[derive(Debug, Clone)]
 pub struct Agreement {
     /// The exported policies'.
-    pub exported: Exported,
+    pub policies: Policies,
     /// The webhook's.
     pub webhook: Webhook,
 }
@@ -140,7 +140,7 @@ pub struct Agreement {
 /// differ, with both answers.
 pub fn agree(policy: &Policy, request: &Request, words: Words) -> Result<Agreement, String> {
     let export = vap::export(policy, "p");
-    let cel = exported(&export, request);
+    let cel = policies(&export, request);
     let hook = webhook(policy, request);
     let mut found = Vec::new();
     if cel.denials.is_empty() != hook.allowed {
@@ -168,7 +168,7 @@ pub fn agree(policy: &Policy, request: &Request, words: Words) -> Result<Agreeme
     }
     if found.is_empty() {
         Ok(Agreement {
-            exported: cel,
+            policies: cel,
             webhook: hook,
         })
     } else {
