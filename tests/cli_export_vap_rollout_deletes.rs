@@ -9,6 +9,7 @@
 
 mod cel_support;
 
+use cel_support::table::{Case, Expect, case, run};
 use cel_support::{Request, Resource, judged, policy_named};
 use pipelinerollout_webhook::kinds::Kind;
 use pipelinerollout_webhook::policy::Policy;
@@ -168,4 +169,97 @@ fn under_gate_rollout_deletes_only_the_permitted_delete_a_rollout() {
             .unwrap_or_default()
             .ends_with(vap::ROLLOUT_DELETES_SUFFIX)
     }));
+}
+
+/// A DELETE of a rollout whose lifecycle is `lifecycle`, by alice.
+fn delete(name: &str, lifecycle: Value, expect: Expect) -> Case {
+    case(
+        format!("DELETE {name}"),
+        Request::delete(Resource::of(Kind::PipelineRollout), rollout(lifecycle)),
+        expect,
+    )
+}
+
+/// JSON escapes a quote; the warning's CEL writes the string as it is
+/// (docs/vap.md).
+const ESCAPED: &str =
+    "the webhook JSON-escapes a quote in an unreadable timeout, the exported warning does not";
+
+/// Every case of `cases`, expected denied by rule 21's gate.
+fn gated(cases: Vec<Case>) -> Vec<Case> {
+    cases
+        .into_iter()
+        .map(|c| Case {
+            expect: Expect::Denied("rule 21"),
+            ..c
+        })
+        .collect()
+}
+
+/// Rule 21 in both engines: the warning for each way of giving the
+/// deletion timeout, and the gate for each deleter, in enforce and warn
+/// mode.
+#[test]
+fn rule_21_warns_and_gates_as_the_webhook_does() {
+    let d = |v: Value| json!({"deletionGracePeriodSeconds": v});
+    let timeouts = || {
+        vec![
+            delete("no lifecycle", Value::Null, Expect::Allowed),
+            delete("600", d(json!(600)), Expect::Allowed),
+            delete("0", d(json!(0)), Expect::Allowed),
+            delete("-5", d(json!(-5)), Expect::Allowed),
+            delete(
+                "deprecated 120",
+                json!({"deleteGracePeriodSeconds": 120}),
+                Expect::Allowed,
+            ),
+            delete(
+                "both",
+                json!({"deletionGracePeriodSeconds": 45, "deleteGracePeriodSeconds": 120}),
+                Expect::Allowed,
+            ),
+            delete("\"600\"", d(json!("600")), Expect::Allowed),
+            delete(
+                "a long string",
+                d(json!("six hundred seconds, please")),
+                Expect::Allowed,
+            ),
+            delete("600.5", d(json!(600.5)), Expect::Allowed),
+            delete("a quoted string", d(json!("6\"0")), Expect::Allowed).words_differ(ESCAPED),
+        ]
+    };
+    run("built-in", &Policy::built_in(), &timeouts());
+
+    let gate = Policy::from_yaml(
+        "forceReapply:\n  deleteUndrained:\n    users: [bob]\n    groups: [sre]\n    gateRolloutDeletes: true\n",
+    )
+    .expect("valid");
+    let stored = || rollout(d(json!(600)));
+    let by = |who: &str, user: &str, groups: &[&str], expect| {
+        case(
+            format!("DELETE by {who}"),
+            Request::delete(Resource::of(Kind::PipelineRollout), stored()).by(user, groups),
+            expect,
+        )
+    };
+    let gc = pipelinerollout_webhook::kinds::SYSTEM_DELETERS[0];
+    let mut cases = vec![
+        by("alice", "alice", &["devs"], Expect::Denied("rule 21")),
+        case(
+            "DELETE by alice, a dry run",
+            Request::delete(Resource::of(Kind::PipelineRollout), stored()).dry_run(),
+            Expect::Denied("rule 21"),
+        ),
+        by("bob, in its users", "bob", &[], Expect::Allowed),
+        by("dana, in its group", "dana", &["sre"], Expect::Allowed),
+        by("the garbage collector", gc, &[], Expect::Allowed),
+    ];
+    cases.extend(gated(timeouts()));
+    run("gated", &gate, &cases);
+
+    let warn = Policy::from_yaml(
+        "mode: warn\nforceReapply:\n  deleteUndrained:\n    gateRolloutDeletes: true\n",
+    )
+    .expect("valid");
+    run("warn mode, gated", &warn, &gated(timeouts()));
 }
