@@ -2,7 +2,9 @@
 //! stored objects a PipelineRollout DELETE carries: the warning names the
 //! deletion timeout in the webhook's own words, and under
 //! `gateRolloutDeletes` the gate allows the system deleters and the
-//! permitted users and refuses anyone else, saying why. The interpreter has
+//! permitted users and refuses anyone else, saying why; and the same
+//! DELETEs answered by the webhook's `admission::answer` beside it (a
+//! differential table). The interpreter has
 //! no `authorizer`, so the policies here grant by lists only; the RBAC verb,
 //! the real API server's CEL and the binding's `[Warn]` are exercised by
 //! tests/apiserver_vap.rs.
