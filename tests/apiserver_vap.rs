@@ -16,6 +16,7 @@
 //! binaries this test prints a skip line, and fails in CI.
 
 mod apiserver_vap_support;
+mod cel_support;
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};

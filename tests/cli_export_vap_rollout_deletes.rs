@@ -2,114 +2,31 @@
 //! stored objects a PipelineRollout DELETE carries: the warning names the
 //! deletion timeout in the webhook's own words, and under
 //! `gateRolloutDeletes` the gate allows the system deleters and the
-//! permitted users and refuses anyone else, saying why. The interpreter has
+//! permitted users and refuses anyone else, saying why; and the same
+//! DELETEs answered by the webhook's `admission::answer` beside it (a
+//! differential table). The interpreter has
 //! no `authorizer`, so the policies here grant by lists only; the RBAC verb,
 //! the real API server's CEL and the binding's `[Warn]` are exercised by
 //! tests/apiserver_vap.rs.
 
-use std::collections::HashMap;
+mod cel_support;
 
+use cel_support::table::{Case, Expect, case, run};
+use cel_support::{Request, Resource, judged, policy_named};
+use pipelinerollout_webhook::kinds::Kind;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::rollout::PipelineRollout;
 use pipelinerollout_webhook::vap::{self, Exported};
 use serde_json::{Value, json};
 
 /// What one exported policy says of a DELETE of `stored` by `user`:
-/// whether its validation holds, and its message.
+/// whether its one validation holds, and its message.
 fn judge(exported: &Exported, user: &str, groups: &[&str], stored: &Value) -> (bool, String) {
-    let spec = exported.policy.spec.as_ref().expect("a spec");
-    let mut context = cel::Context::default();
-    // Kubernetes CEL has the strings extension's `substring`; the
-    // interpreter does not, so the test gives it (by characters, as
-    // Kubernetes counts; the exported text calls it in range only).
-    context
-        .add_function(
-            "substring",
-            |cel::extractors::This(s): cel::extractors::This<std::sync::Arc<String>>,
-             start: i64,
-             end: i64| {
-                let (start, end) = (
-                    usize::try_from(start).unwrap_or_default(),
-                    usize::try_from(end).unwrap_or_default(),
-                );
-                s.chars()
-                    .skip(start)
-                    .take(end.saturating_sub(start))
-                    .collect::<String>()
-            },
-        )
-        .expect("substring is not the interpreter's");
-    let value = |v: Value| to_cel(&v);
-    context.add_variable_from_value("object", value(Value::Null));
-    context.add_variable_from_value("oldObject", value(stored.clone()));
-    context.add_variable_from_value(
-        "request",
-        value(
-            json!({"namespace": "team", "name": "demo", "operation": "DELETE",
-            "resource": {"group": "numaplane.numaproj.io", "resource": "pipelinerollouts"},
-            "userInfo": {"username": user, "groups": groups}}),
-        ),
-    );
-    let mut variables: HashMap<String, cel::Value> = HashMap::new();
-    for var in spec.variables.as_deref().unwrap_or_default() {
-        let program =
-            cel::Program::compile(&var.expression).unwrap_or_else(|e| panic!("{}: {e}", var.name));
-        let got = program
-            .execute(&context)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{}", var.name, var.expression));
-        variables.insert(var.name.clone(), got);
-        context.add_variable_from_value("variables", variables.clone());
-    }
-    let validation = &spec.validations.as_deref().unwrap_or_default()[0];
-    let run = |text: &str| {
-        cel::Program::compile(text)
-            .expect("compiles")
-            .execute(&context)
-            .unwrap_or_else(|e| panic!("{e}\n{text}"))
-    };
-    let holds = match run(&validation.expression) {
-        cel::Value::Bool(b) => b,
-        other => panic!("not a bool: {other:?}"),
-    };
-    let message = match run(validation.message_expression.as_deref().unwrap_or_default()) {
-        cel::Value::String(s) => s.to_string(),
-        other => panic!("not a string: {other:?}"),
-    };
-    (holds, message)
-}
-
-/// A JSON value as the API server hands it to CEL: an integer is an
-/// `int` (`cel::to_value` makes a positive one a `uint`, which Kubernetes
-/// never does).
-fn to_cel(v: &Value) -> cel::Value {
-    match v {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => (*b).into(),
-        Value::Number(n) => n
-            .as_i64()
-            .map_or_else(|| n.as_f64().unwrap_or(f64::NAN).into(), Into::into),
-        Value::String(s) => s.clone().into(),
-        Value::Array(items) => items.iter().map(to_cel).collect::<Vec<_>>().into(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.clone(), to_cel(v)))
-            .collect::<HashMap<_, _>>()
-            .into(),
-    }
-}
-
-fn policy_named<'a>(export: &'a vap::Export, suffix: &str) -> &'a Exported {
-    export
-        .policies
-        .iter()
-        .find(|p| {
-            p.policy
-                .metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.ends_with(suffix))
-        })
-        .unwrap_or_else(|| panic!("no policy {suffix}"))
+    let request =
+        Request::delete(Resource::of(Kind::PipelineRollout), stored.clone()).by(user, groups);
+    let verdicts = judged(exported, &request);
+    assert_eq!(verdicts.len(), 1, "one validation");
+    (verdicts[0].holds, verdicts[0].message.clone())
 }
 
 fn rollout(lifecycle: Value) -> Value {
@@ -254,4 +171,97 @@ fn under_gate_rollout_deletes_only_the_permitted_delete_a_rollout() {
             .unwrap_or_default()
             .ends_with(vap::ROLLOUT_DELETES_SUFFIX)
     }));
+}
+
+/// A DELETE of a rollout whose lifecycle is `lifecycle`, by alice.
+fn delete(name: &str, lifecycle: Value, expect: Expect) -> Case {
+    case(
+        format!("DELETE {name}"),
+        Request::delete(Resource::of(Kind::PipelineRollout), rollout(lifecycle)),
+        expect,
+    )
+}
+
+/// JSON escapes a quote; the warning's CEL writes the string as it is
+/// (docs/vap.md).
+const ESCAPED: &str =
+    "the webhook JSON-escapes a quote in an unreadable timeout, the exported warning does not";
+
+/// Every case of `cases`, expected denied by rule 21's gate.
+fn gated(cases: Vec<Case>) -> Vec<Case> {
+    cases
+        .into_iter()
+        .map(|c| Case {
+            expect: Expect::Denied("rule 21"),
+            ..c
+        })
+        .collect()
+}
+
+/// Rule 21 in both engines: the warning for each way of giving the
+/// deletion timeout, and the gate for each deleter, in enforce and warn
+/// mode.
+#[test]
+fn rule_21_warns_and_gates_as_the_webhook_does() {
+    let d = |v: Value| json!({"deletionGracePeriodSeconds": v});
+    let timeouts = || {
+        vec![
+            delete("no lifecycle", Value::Null, Expect::Allowed),
+            delete("600", d(json!(600)), Expect::Allowed),
+            delete("0", d(json!(0)), Expect::Allowed),
+            delete("-5", d(json!(-5)), Expect::Allowed),
+            delete(
+                "deprecated 120",
+                json!({"deleteGracePeriodSeconds": 120}),
+                Expect::Allowed,
+            ),
+            delete(
+                "both",
+                json!({"deletionGracePeriodSeconds": 45, "deleteGracePeriodSeconds": 120}),
+                Expect::Allowed,
+            ),
+            delete("\"600\"", d(json!("600")), Expect::Allowed),
+            delete(
+                "a long string",
+                d(json!("six hundred seconds, please")),
+                Expect::Allowed,
+            ),
+            delete("600.5", d(json!(600.5)), Expect::Allowed),
+            delete("a quoted string", d(json!("6\"0")), Expect::Allowed).words_differ(ESCAPED),
+        ]
+    };
+    run("built-in", &Policy::built_in(), &timeouts());
+
+    let gate = Policy::from_yaml(
+        "forceReapply:\n  deleteUndrained:\n    users: [bob]\n    groups: [sre]\n    gateRolloutDeletes: true\n",
+    )
+    .expect("valid");
+    let stored = || rollout(d(json!(600)));
+    let by = |who: &str, user: &str, groups: &[&str], expect| {
+        case(
+            format!("DELETE by {who}"),
+            Request::delete(Resource::of(Kind::PipelineRollout), stored()).by(user, groups),
+            expect,
+        )
+    };
+    let gc = pipelinerollout_webhook::kinds::SYSTEM_DELETERS[0];
+    let mut cases = vec![
+        by("alice", "alice", &["devs"], Expect::Denied("rule 21")),
+        case(
+            "DELETE by alice, a dry run",
+            Request::delete(Resource::of(Kind::PipelineRollout), stored()).dry_run(),
+            Expect::Denied("rule 21"),
+        ),
+        by("bob, in its users", "bob", &[], Expect::Allowed),
+        by("dana, in its group", "dana", &["sre"], Expect::Allowed),
+        by("the garbage collector", gc, &[], Expect::Allowed),
+    ];
+    cases.extend(gated(timeouts()));
+    run("gated", &gate, &cases);
+
+    let warn = Policy::from_yaml(
+        "mode: warn\nforceReapply:\n  deleteUndrained:\n    gateRolloutDeletes: true\n",
+    )
+    .expect("valid");
+    run("warn mode, gated", &warn, &gated(timeouts()));
 }

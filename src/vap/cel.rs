@@ -138,11 +138,22 @@ pub fn same(a: &str, a_int: &str, b: &str, b_int: &str) -> String {
     )
 }
 
-/// A present value as a message shows it: a string quoted (and cut at 30
-/// characters), a number or boolean as written, a list or map by its kind.
+/// A present value as a message shows it, as the webhook shows a JSON
+/// value (its JSON text, cut to 32 characters, the cut marked `…`): a
+/// string quoted, its backslashes, quotes, newlines, carriage returns and
+/// tabs escaped as JSON escapes them, and cut after 30 escaped characters
+/// with no closing quote; a number or boolean as written; a list or map
+/// by its kind (CEL cannot write JSON). Only the first 31 characters are
+/// escaped: the cut needs no more, and the cost stays constant. Other
+/// control characters are left as they are (JSON writes them `\u00XX`).
 pub fn show(x: &str) -> String {
+    let head = format!("({x}.size() > 30 ? {x}.substring(0, 31) : {x})");
+    let escaped = format!(
+        "{head}.replace('\\\\', '\\\\\\\\').replace('\"', '\\\\\"')\
+         .replace('\\n', '\\\\n').replace('\\r', '\\\\r').replace('\\t', '\\\\t')"
+    );
     format!(
-        "(type({x}) == string ? ('\"' + ({x}.size() > 30 ? {x}.substring(0, 30) + '…' : {x}) + '\"') : \
+        "(type({x}) == string ? ({escaped}.size() > 30 ? '\"' + {escaped}.substring(0, 30) + '…' : '\"' + {escaped} + '\"') : \
          type({x}) == list ? 'an array' : type({x}) == map ? 'an object' : string({x}))"
     )
 }

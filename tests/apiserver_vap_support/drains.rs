@@ -125,6 +125,7 @@ fn rollouts() -> Vec<Case> {
         json!(31_536_000),
         json!(10_000_000_000_u64),
         json!("1h"),
+        json!("six \"hundred\" seconds,\tif you please"),
         json!(30.5),
     ] {
         cases.push(create(
