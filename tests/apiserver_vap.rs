@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use apiserver_vap_support::cases::Case;
 use apiserver_vap_support::{
-    Api, Judged, check_scope, drains, judge_all, prepare, prepare_scope, rollout_deletes, rollouts,
-    tables, typecheck,
+    Api, Judged, check_scope, drains, grants, judge_all, overrides, prepare, prepare_scope,
+    rollout_deletes, rollouts, tables, typecheck, warned,
 };
 use envtest::{Assets, CRD, Cluster, User, repo_root, require};
 use hyper::Method;
@@ -93,7 +93,7 @@ fn phases() -> Vec<Phase> {
             label: "overrides-rbac",
             policy: parse(OVERRIDES_POLICY),
             namespaces: tables::OVERRIDE_NAMESPACES.to_vec(),
-            cases: tables::overrides(),
+            cases: [tables::overrides(), overrides::cases(), grants::cases()].concat(),
         },
         Phase {
             label: "variants",
@@ -111,6 +111,7 @@ fn phases() -> Vec<Phase> {
             namespaces: vec!["vap-warn"],
             cases: [
                 tables::warn("vap-warn"),
+                warned::cases("vap-warn"),
                 in_ns(rollout_deletes::gated(), "vap-warn"),
             ]
             .concat(),
@@ -123,7 +124,8 @@ fn in_ns(cases: Vec<Case>, ns: &'static str) -> Vec<Case> {
 }
 
 /// RBAC the cases need: the users may write PipelineRollouts anywhere;
-/// alice may force a re-apply in payments-eu only.
+/// alice may force a re-apply in payments-eu only, and holds the delete
+/// and strategy gates' verbs there (see `apiserver_vap_support::grants`).
 fn rbac(namespaces: &[&str]) -> Vec<Value> {
     let subjects: Vec<Value> = [User::Alice, User::Carol, User::ArgocdServer]
         .iter()
@@ -167,6 +169,7 @@ fn rbac(namespaces: &[&str]) -> Vec<Value> {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-force-reapply"},
             "subjects": [User::Alice.subject()]}),
     ]);
+    objects.extend(grants::rbac());
     objects
 }
 
@@ -208,6 +211,11 @@ fn the_exported_policy_decides_like_the_webhook_on_a_real_api_server() {
     cluster
         .wait_for_access(User::Alice, "force-reapply", resource, "payments-eu", true)
         .expect("alice's force-reapply grant is in force");
+    for (verb, resource, ns, allowed) in grants::expected_access() {
+        cluster
+            .wait_for_access(User::Alice, verb, resource, ns, allowed)
+            .unwrap_or_else(|e| panic!("alice's {verb} on {resource} in {ns}: {e}"));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -313,7 +321,17 @@ async fn run_phase(cluster: &Cluster, api: &Api, phase: &Phase) -> Result<Vec<Ju
     }
     let warn = phase.policy.mode == pipelinerollout_webhook::policy::Mode::Warn;
     wait_for(api, &name, phase.namespaces[0], true, warn).await?;
+    // No policy may be compiled while requests are judged: the API server
+    // can crash (see envtest's `wait_for_policies_compiled`).
+    cluster.wait_for_policies_compiled(Duration::from_secs(3), Duration::from_secs(60))?;
+    let refreshes = cluster.policy_refreshes()?;
     let judged = judge_all(api, prepared, &phase.policy).await?;
+    let during = cluster.policy_refreshes()? - refreshes;
+    if during > 0 {
+        return Err(format!(
+            "kube-apiserver recompiled its policies {during} time(s) while the cases were judged: nothing may change a policy or a binding then"
+        ));
+    }
     if scope {
         check_scope(api, phase.namespaces[0], &phase.policy).await?;
     }
