@@ -3,14 +3,22 @@
 //! must decide every rule-table case that can be written to an API server
 //! the way the webhook's `/validate` (`admission::answer`) decides the same
 //! request under the same policy. Four policies: the built-in one; one
-//! with namespace overrides, a default scale factor and RBAC; one with the
-//! other switches of the rule table and rollout deletes gated; one in warn
-//! mode, rollout deletes gated (where the warnings are compared). Rule 21's
-//! warning is compared word for word in every phase. First, every expression of the four exported policies,
-//! variables included, must type-check against the CRD's schema
-//! (kube-controller-manager's status controller, through unbound copies:
-//! see `apiserver_vap_support::typecheck`); each installed policy must then
-//! draw no type-checking warning either.
+//! with namespace overrides of both timeouts, a default scale factor and
+//! RBAC (the delete and strategy gates, rollout deletes included, granted
+//! by verbs of their own through a Role: see
+//! `apiserver_vap_support::grants`); one with the other switches of the
+//! rule table and rollout deletes gated; one in warn mode, rollout deletes
+//! gated (where the warnings are compared). Rule 21's warning is compared
+//! word for word in every phase. First, every expression of the four
+//! exported policies, variables included, must type-check against the
+//! CRD's schema (kube-controller-manager's status controller, through
+//! unbound copies: see `apiserver_vap_support::typecheck`); each installed
+//! policy must then draw no type-checking warning either.
+//!
+//! Requests are judged only once kube-apiserver has stopped recompiling
+//! its policies (`Cluster::wait_for_policies_compiled`: a compile during
+//! an evaluation can crash it), and a recompile while they are judged
+//! fails the phase.
 //!
 //! One cluster for all four, one policy installed at a time. Without the
 //! binaries this test prints a skip line, and fails in CI.
@@ -49,6 +57,10 @@ forceReapply:
   deleteUndrained:
     gateRolloutDeletes: true
 ";
+
+/// How long kube-apiserver must not have recompiled its policies before
+/// they count as compiled: more than its one-second tick and a compile.
+const QUIET: Duration = Duration::from_millis(2500);
 
 /// Numaflow's CRDs: the children the exported policies judge.
 const NUMAFLOW_CRDS: [&str; 3] = [
@@ -235,6 +247,9 @@ fn the_exported_policy_decides_like_the_webhook_on_a_real_api_server() {
             .block_on(run_phase(&cluster, &api, &phase))
             .unwrap_or_else(|e| panic!("{}: {e}", phase.label));
         let (summary, found) = compare(&phase, &judged);
+        if phase.label == "overrides-rbac" {
+            disagreements.extend(grants::check(&judged));
+        }
         report.push_str(&summary);
         disagreements.extend(found);
     }
@@ -323,7 +338,7 @@ async fn run_phase(cluster: &Cluster, api: &Api, phase: &Phase) -> Result<Vec<Ju
     wait_for(api, &name, phase.namespaces[0], true, warn).await?;
     // No policy may be compiled while requests are judged: the API server
     // can crash (see envtest's `wait_for_policies_compiled`).
-    cluster.wait_for_policies_compiled(Duration::from_secs(3), Duration::from_secs(60))?;
+    cluster.wait_for_policies_compiled(QUIET, Duration::from_secs(60))?;
     let refreshes = cluster.policy_refreshes()?;
     let judged = judge_all(api, prepared, &phase.policy).await?;
     let during = cluster.policy_refreshes()? - refreshes;
@@ -346,6 +361,10 @@ async fn run_phase(cluster: &Cluster, api: &Api, phase: &Phase) -> Result<Vec<Ju
         }
     }
     wait_for(api, &name, phase.namespaces[0], false, warn).await?;
+    // The probe sees the rollout policy go; the children's and the
+    // ConfigMaps' go with the same recompile, which the next phase's stored
+    // objects must not meet.
+    cluster.wait_for_policies_compiled(QUIET, Duration::from_secs(60))?;
     Ok(judged)
 }
 

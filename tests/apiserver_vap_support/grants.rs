@@ -13,6 +13,7 @@
 use serde_json::{Value, json};
 use test_builders::pipeline_rollout;
 
+use super::Judged;
 use super::cases::{
     CONFIGMAPS, Case, MONOVERTICES, PIPELINES, ROLLOUTS, create_of, delete_of, update_of,
 };
@@ -116,18 +117,18 @@ pub fn cases() -> Vec<Case> {
             let per_user = [
                 delete_of(
                     PIPELINES,
-                    &format!("{ns}: owned Pipeline"),
+                    &format!("{ns}, gated: owned Pipeline"),
                     owned("Pipeline"),
                 ),
-                delete_of(ROLLOUTS, &format!("{ns}: rollout, gated"), rollout()),
+                delete_of(ROLLOUTS, &format!("{ns}, gated: rollout, gated"), rollout()),
                 create_of(
                     CONFIGMAPS,
-                    &format!("{ns}: no-strategy"),
+                    &format!("{ns}, gated: no-strategy"),
                     strategy(true, "no-strategy"),
                 ),
                 update_of(
                     CONFIGMAPS,
-                    &format!("{ns}: progressive -> \"\""),
+                    &format!("{ns}, gated: progressive -> \"\""),
                     strategy(true, "progressive"),
                     strategy(true, ""),
                 ),
@@ -137,7 +138,7 @@ pub fn cases() -> Vec<Case> {
         cases.push(
             delete_of(
                 MONOVERTICES,
-                &format!("{ns}: owned MonoVertex"),
+                &format!("{ns}, gated: owned MonoVertex"),
                 owned("MonoVertex"),
             )
             .ns(ns),
@@ -145,7 +146,7 @@ pub fn cases() -> Vec<Case> {
         cases.push(
             delete_of(
                 PIPELINES,
-                &format!("{ns}: owned Pipeline"),
+                &format!("{ns}, gated: owned Pipeline"),
                 owned("Pipeline"),
             )
             .dry_run()
@@ -154,7 +155,7 @@ pub fn cases() -> Vec<Case> {
         cases.push(
             delete_of(
                 PIPELINES,
-                &format!("{ns}: unowned Pipeline"),
+                &format!("{ns}, gated: unowned Pipeline"),
                 child("Pipeline", json!({}), json!({}), json!({})),
             )
             .ns(ns),
@@ -162,7 +163,7 @@ pub fn cases() -> Vec<Case> {
         cases.push(
             delete_of(
                 PIPELINES,
-                &format!("{ns}: owned Pipeline"),
+                &format!("{ns}, gated: owned Pipeline"),
                 owned("Pipeline"),
             )
             .by_account(super::drains::GARBAGE_COLLECTOR)
@@ -170,4 +171,36 @@ pub fn cases() -> Vec<Case> {
         );
     }
     cases
+}
+
+/// The grants take effect, so that both engines' agreement means
+/// something: alice's gated requests go through where she holds the
+/// gates' verbs and are refused where she holds only forceReapply's
+/// (her DELETE of an unowned Pipeline, no gate's, goes through in both).
+/// What differs, one line each.
+pub fn check(judged: &[Judged]) -> Vec<String> {
+    let mut found = Vec::new();
+    for j in judged {
+        let case = &j.case;
+        if case.user != User::Alice
+            || case.account.is_some()
+            || !case.name.contains(", gated: ")
+            || case.name.contains("unowned")
+        {
+            continue;
+        }
+        let granted = case.ns == NAMESPACES[0];
+        let refused = j.api.status == 403;
+        if granted == refused || (granted && !j.api.ok()) {
+            found.push(format!(
+                "[overrides-rbac] {} (namespace {}): alice {} the gate's verb here, yet the API server answered HTTP {}: {}",
+                case.name,
+                case.ns,
+                if granted { "holds" } else { "does not hold" },
+                j.api.status,
+                j.api.message()
+            ));
+        }
+    }
+    found
 }
