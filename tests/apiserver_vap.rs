@@ -3,14 +3,22 @@
 //! must decide every rule-table case that can be written to an API server
 //! the way the webhook's `/validate` (`admission::answer`) decides the same
 //! request under the same policy. Four policies: the built-in one; one
-//! with namespace overrides, a default scale factor and RBAC; one with the
-//! other switches of the rule table and rollout deletes gated; one in warn
-//! mode, rollout deletes gated (where the warnings are compared). Rule 21's
-//! warning is compared word for word in every phase. First, every expression of the four exported policies,
-//! variables included, must type-check against the CRD's schema
-//! (kube-controller-manager's status controller, through unbound copies:
-//! see `apiserver_vap_support::typecheck`); each installed policy must then
-//! draw no type-checking warning either.
+//! with namespace overrides of both timeouts, a default scale factor and
+//! RBAC (the delete and strategy gates, rollout deletes included, granted
+//! by verbs of their own through a Role: see
+//! `apiserver_vap_support::grants`); one with the other switches of the
+//! rule table and rollout deletes gated; one in warn mode, rollout deletes
+//! gated (where the warnings are compared). Rule 21's warning is compared
+//! word for word in every phase. First, every expression of the four
+//! exported policies, variables included, must type-check against the
+//! CRD's schema (kube-controller-manager's status controller, through
+//! unbound copies: see `apiserver_vap_support::typecheck`); each installed
+//! policy must then draw no type-checking warning either.
+//!
+//! Requests are judged only once kube-apiserver has stopped recompiling
+//! its policies (`Cluster::wait_for_policies_compiled`: a compile during
+//! an evaluation can crash it), and a recompile while they are judged
+//! fails the phase.
 //!
 //! One cluster for all four, one policy installed at a time. Without the
 //! binaries this test prints a skip line, and fails in CI.
@@ -23,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use apiserver_vap_support::cases::Case;
 use apiserver_vap_support::{
-    Api, Judged, check_scope, drains, judge_all, prepare, prepare_scope, rollout_deletes, rollouts,
-    tables, typecheck,
+    Api, Judged, check_scope, drains, grants, judge_all, overrides, prepare, prepare_scope,
+    rollout_deletes, rollouts, tables, typecheck, warned,
 };
 use envtest::{Assets, CRD, Cluster, User, repo_root, require};
 use hyper::Method;
@@ -50,6 +58,10 @@ forceReapply:
   deleteUndrained:
     gateRolloutDeletes: true
 ";
+
+/// How long kube-apiserver must not have recompiled its policies before
+/// they count as compiled: more than its one-second tick and a compile.
+const QUIET: Duration = Duration::from_millis(2500);
 
 /// Numaflow's CRDs: the children the exported policies judge.
 const NUMAFLOW_CRDS: [&str; 3] = [
@@ -94,7 +106,7 @@ fn phases() -> Vec<Phase> {
             label: "overrides-rbac",
             policy: parse(OVERRIDES_POLICY),
             namespaces: tables::OVERRIDE_NAMESPACES.to_vec(),
-            cases: tables::overrides(),
+            cases: [tables::overrides(), overrides::cases(), grants::cases()].concat(),
         },
         Phase {
             label: "variants",
@@ -112,6 +124,7 @@ fn phases() -> Vec<Phase> {
             namespaces: vec!["vap-warn"],
             cases: [
                 tables::warn("vap-warn"),
+                warned::cases("vap-warn"),
                 in_ns(rollout_deletes::gated(), "vap-warn"),
             ]
             .concat(),
@@ -124,7 +137,8 @@ fn in_ns(cases: Vec<Case>, ns: &'static str) -> Vec<Case> {
 }
 
 /// RBAC the cases need: the users may write PipelineRollouts anywhere;
-/// alice may force a re-apply in payments-eu only.
+/// alice may force a re-apply in payments-eu only, and holds the delete
+/// and strategy gates' verbs there (see `apiserver_vap_support::grants`).
 fn rbac(namespaces: &[&str]) -> Vec<Value> {
     let subjects: Vec<Value> = [User::Alice, User::Carol, User::ArgocdServer]
         .iter()
@@ -168,6 +182,7 @@ fn rbac(namespaces: &[&str]) -> Vec<Value> {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-force-reapply"},
             "subjects": [User::Alice.subject()]}),
     ]);
+    objects.extend(grants::rbac());
     objects
 }
 
@@ -209,6 +224,11 @@ fn the_exported_policy_decides_like_the_webhook_on_a_real_api_server() {
     cluster
         .wait_for_access(User::Alice, "force-reapply", resource, "payments-eu", true)
         .expect("alice's force-reapply grant is in force");
+    for (verb, resource, ns, allowed) in grants::expected_access() {
+        cluster
+            .wait_for_access(User::Alice, verb, resource, ns, allowed)
+            .unwrap_or_else(|e| panic!("alice's {verb} on {resource} in {ns}: {e}"));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -228,6 +248,9 @@ fn the_exported_policy_decides_like_the_webhook_on_a_real_api_server() {
             .block_on(run_phase(&cluster, &api, &phase))
             .unwrap_or_else(|e| panic!("{}: {e}", phase.label));
         let (summary, found) = compare(&phase, &judged);
+        if phase.label == "overrides-rbac" {
+            disagreements.extend(grants::check(&judged));
+        }
         report.push_str(&summary);
         disagreements.extend(found);
     }
@@ -314,7 +337,17 @@ async fn run_phase(cluster: &Cluster, api: &Api, phase: &Phase) -> Result<Vec<Ju
     }
     let warn = phase.policy.mode == pipelinerollout_webhook::policy::Mode::Warn;
     wait_for(api, &name, phase.namespaces[0], true, warn).await?;
+    // No policy may be compiled while requests are judged: the API server
+    // can crash (see envtest's `wait_for_policies_compiled`).
+    cluster.wait_for_policies_compiled(QUIET, Duration::from_secs(60))?;
+    let refreshes = cluster.policy_refreshes()?;
     let judged = judge_all(api, prepared, &phase.policy).await?;
+    let during = cluster.policy_refreshes()? - refreshes;
+    if during > 0 {
+        return Err(format!(
+            "kube-apiserver recompiled its policies {during} time(s) while the cases were judged: nothing may change a policy or a binding then"
+        ));
+    }
     if scope {
         check_scope(api, phase.namespaces[0], &phase.policy).await?;
     }
@@ -329,6 +362,10 @@ async fn run_phase(cluster: &Cluster, api: &Api, phase: &Phase) -> Result<Vec<Ju
         }
     }
     wait_for(api, &name, phase.namespaces[0], false, warn).await?;
+    // The probe sees the rollout policy go; the children's and the
+    // ConfigMaps' go with the same recompile, which the next phase's stored
+    // objects must not meet.
+    cluster.wait_for_policies_compiled(QUIET, Duration::from_secs(60))?;
     Ok(judged)
 }
 

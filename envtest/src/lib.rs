@@ -27,6 +27,9 @@
 //!   [`Webhook::start_managed`] starts such a replica.
 //! - [`binding`] and [`webhook_calls`] build RBAC for the users and read the
 //!   API server's webhook latency.
+//! - [`Cluster::wait_for_policies_compiled`] waits until kube-apiserver
+//!   has compiled the admission policies a test installed, before the test
+//!   writes under them (see `policies.rs` for the crash it avoids).
 //! - [`Proxy`] stands between one process and the API server, and can be
 //!   cut to take the API server away from that process alone
 //!   ([`Cluster::kubeconfig_via`] points a kubeconfig at it).
@@ -46,6 +49,7 @@ mod kubectl;
 mod managed;
 mod metrics;
 mod pki;
+mod policies;
 mod process;
 mod proxy;
 mod rbac;

@@ -16,7 +16,8 @@ use super::cases::{
 };
 use envtest::User;
 
-const PAUSE_TIMESTAMP: &str = "numaflow.numaproj.io/pause-timestamp";
+/// Numaflow's pause-timestamp annotation.
+pub(super) const PAUSE_TIMESTAMP: &str = "numaflow.numaproj.io/pause-timestamp";
 
 /// Numaflow's controller.
 pub const NUMAFLOW: Account = Account {
@@ -42,14 +43,14 @@ pub const GARBAGE_COLLECTOR: Account = Account {
 pub const ACCOUNTS: [Account; 2] = [NUMAFLOW, GARBAGE_COLLECTOR];
 
 /// A child of `kind` with `labels`, `annotations` and `spec`.
-fn child(kind: &str, labels: Value, annotations: Value, spec: Value) -> Value {
+pub(super) fn child(kind: &str, labels: Value, annotations: Value, spec: Value) -> Value {
     json!({"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": kind,
         "metadata": {"labels": labels, "annotations": annotations}, "spec": spec})
 }
 
 /// A Pipeline whose lifecycle sets all three timeouts (Numaflow's CRD
 /// defaults each to 30, so the stored object always has them).
-fn pipeline(pause: Value, deletion: Value, deprecated: Value) -> Value {
+pub(super) fn pipeline(pause: Value, deletion: Value, deprecated: Value) -> Value {
     child(
         "Pipeline",
         json!({}),
@@ -59,18 +60,20 @@ fn pipeline(pause: Value, deletion: Value, deprecated: Value) -> Value {
     )
 }
 
-fn edited(mut object: Value) -> Value {
+/// `object` with an unrelated label changed.
+pub(super) fn edited(mut object: Value) -> Value {
     object["metadata"]["labels"]["app"] = json!("edited");
     object
 }
 
-fn stamped(mut object: Value, at: &str) -> Value {
+/// `object` with the pause-timestamp `at`.
+pub(super) fn stamped(mut object: Value, at: &str) -> Value {
     object["metadata"]["annotations"][PAUSE_TIMESTAMP] = json!(at);
     object
 }
 
 /// A ConfigMap, labelled as Numaplane's namespace-level one or not.
-fn config(labelled: bool, data: Option<Value>) -> Value {
+pub(super) fn config(labelled: bool, data: Option<Value>) -> Value {
     let mut object =
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"app": "x"}}});
     if labelled {
@@ -83,7 +86,9 @@ fn config(labelled: bool, data: Option<Value>) -> Value {
     object
 }
 
-fn strategy(labelled: bool, value: &str) -> Value {
+/// A ConfigMap (labelled as the namespace-level one or not) whose
+/// `upgradeStrategy` is `value`.
+pub(super) fn strategy(labelled: bool, value: &str) -> Value {
     config(labelled, Some(json!({"upgradeStrategy": value})))
 }
 

@@ -9,9 +9,12 @@
 pub mod cases;
 pub mod drains;
 pub mod gates;
+pub mod grants;
+pub mod overrides;
 pub mod rollout_deletes;
 pub mod tables;
 pub mod typecheck;
+pub mod warned;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -140,7 +143,7 @@ impl Api {
             }
             other => other,
         }
-        .map_err(|e| format!("{method} {path} as {}: {e}", user.name()))?;
+        .map_err(|e| format!("{method} {path} as {}: {}", user.name(), chain(&e)))?;
         let status = response.status().as_u16();
         let warnings = response
             .headers()
@@ -181,6 +184,18 @@ impl Api {
             ))
         }
     }
+}
+
+/// An error and each of its sources (hyper's `client error (Connect)`
+/// says why only in its source: refused, reset, a TLS failure).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
 }
 
 /// The text of a `Warning: 299 - "text"` header.

@@ -148,7 +148,7 @@ fn validation_index(field: &str) -> Option<usize> {
 
 /// Type-checks every expression of each `(label, policy)`: creates the
 /// canary and each policy's unbound copy (named `vap-typecheck-LABEL`),
-/// waits for the checker, and returns every warning on the copies. Fails
+/// waits for the checker, deletes them, and returns every warning on the copies. Fails
 /// when the canary draws no warning.
 pub async fn check_all(
     api: &Api,
@@ -182,6 +182,12 @@ pub async fn check_all(
         } else {
             found.extend(warned);
         }
+    }
+    // The copies served their purpose; every policy left installed is one
+    // more the API server recompiles on each change.
+    for (name, _) in &copies {
+        api.must(User::Admin, Method::DELETE, &policy_path(name), None)
+            .await?;
     }
     Ok(found)
 }
