@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use apiserver_certs_support::load::{bundle_ders, ders, poll_readyz, timed_writes};
 use apiserver_certs_support::{
-    CA_SECRET, LEADER_ELECT, NAMESPACE, SECRET, SERVICE, SelfManaged, metric, one_at_a_time,
-    secret_data, within,
+    CA_SECRET, LEADER_ELECT, NAMESPACE, Replica, SECRET, SERVICE, SelfManaged, metric,
+    one_at_a_time, secret_data, within,
 };
 use base64::Engine as _;
 use envtest::{Assets, User, require};
@@ -59,7 +59,8 @@ const FLAGS: [&str; 8] = [
     "--leader-elect-retry-period=1s",
 ];
 
-/// What the test does to the Secrets, and when (since the load started).
+/// What the test does to the Secrets, and from when on (since the load
+/// started); each waits for the one before to be repaired.
 #[derive(Debug, Clone, Copy)]
 enum Fault {
     DeleteServingSecret,
@@ -72,6 +73,36 @@ const FAULTS: [(Duration, Fault); 3] = [
     (Duration::from_secs(90), Fault::ForeignServingSecret),
     (Duration::from_secs(140), Fault::DeleteCaSecret),
 ];
+
+/// The last `lines` lines of a replica's log, without its admission
+/// decisions (the writes would fill them).
+fn log_tail(replica: &Replica, lines: usize) -> String {
+    let all = replica.webhook.log_tail(usize::MAX);
+    let kept: Vec<&str> = all
+        .lines()
+        .filter(|l| !l.contains("server::webhook: decision"))
+        .collect();
+    kept[kept.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Every line a replica's certificate controller and readiness logged.
+fn certificate_log(replica: &Replica) -> String {
+    let all = replica.webhook.log_tail(usize::MAX);
+    let kept: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains("background::certs"))
+        .collect();
+    format!("replica at {}:\n{}", replica.ip, kept.join("\n"))
+}
+
+/// Sets the flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
 
 /// A CA the webhook did not issue, named as the webhook names its own,
 /// and a serving certificate it signed for the Service's names: PEM of
@@ -153,6 +184,24 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
         }
     };
 
+    let ca_secret = || admin.get("secret", NAMESPACE, CA_SECRET);
+    // A foreign serving Secret is a trap only while no CA rotation is
+    // under way: then the only CA the webhook may keep is the CA Secret's.
+    let ready_for = |fault: Fault| match fault {
+        Fault::ForeignServingSecret => ca_secret().is_some_and(|s| {
+            ["ca-next.crt", "ca-previous.crt"]
+                .iter()
+                .all(|key| s["data"].get(key).is_none())
+        }),
+        Fault::DeleteServingSecret | Fault::DeleteCaSecret => true,
+    };
+    let repaired = |fault: Fault| match fault {
+        Fault::DeleteServingSecret => admin.get("secret", NAMESPACE, SECRET).is_some(),
+        Fault::ForeignServingSecret => admin
+            .get("secret", NAMESPACE, SECRET)
+            .is_some_and(|s| s["data"]["ca.crt"].as_str() != Some(b64(&foreign_ca_pem).as_str())),
+        Fault::DeleteCaSecret => ca_secret().is_some(),
+    };
     let stop = AtomicBool::new(false);
     let (writes, (samples, not_ready), (bundle_polls, foreign_seen), timeline) =
         std::thread::scope(|scope| {
@@ -179,9 +228,12 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
                 (polls, seen)
             });
             let load_start = Instant::now();
+            // Whatever happens here (a panic included), the other threads stop.
+            let _stop_them = StopOnDrop(&stop);
             let outcome = (|| -> Result<Vec<String>, String> {
                 let mut timeline = Vec::new();
                 let (mut target, mut switches, mut faults) = (0, 1, FAULTS.iter().peekable());
+                let mut repairing: Option<(Fault, Instant)> = None;
                 while load_start.elapsed() < LOAD {
                     std::thread::sleep(Duration::from_millis(250));
                     let at = load_start.elapsed();
@@ -190,13 +242,28 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
                         target = 1 - target;
                         env.route_to(target)?;
                     }
+                    if let Some((fault, since)) = repairing {
+                        if repaired(fault) {
+                            timeline
+                                .push(format!("{fault:?} repaired {:?} later", since.elapsed()));
+                            repairing = None;
+                        } else if since.elapsed() > Duration::from_secs(15) {
+                            return Err(format!("{fault:?} not repaired within 15 s"));
+                        }
+                        continue;
+                    }
                     if let Some(&&(when, fault)) = faults.peek()
                         && at >= when
+                        && ready_for(fault)
                     {
                         faults.next();
                         apply(fault)?;
                         timeline.push(format!("{fault:?} at {at:?}"));
+                        repairing = Some((fault, Instant::now()));
                     }
+                }
+                if let Some((fault, _)) = faults.peek() {
+                    return Err(format!("the load ended before {fault:?}"));
                 }
                 Ok(timeline)
             })();
@@ -212,7 +279,7 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
     let logs = || {
         env.replicas
             .iter()
-            .map(|r| format!("replica at {}:\n{}", r.ip, r.webhook.log_tail(40)))
+            .map(|r| format!("replica at {}:\n{}", r.ip, log_tail(r, 40)))
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -250,7 +317,11 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
         foreign_seen.is_empty(),
         "the foreign CA reached a caBundle:\n{}\n{}",
         foreign_seen.join("\n"),
-        logs()
+        env.replicas
+            .iter()
+            .map(certificate_log)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 
     // The counters of both replicas: leadership may have moved.
