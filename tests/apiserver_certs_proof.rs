@@ -63,15 +63,18 @@ const FLAGS: [&str; 8] = [
 /// started); each waits for the one before to be repaired.
 #[derive(Debug, Clone, Copy)]
 enum Fault {
-    DeleteServingSecret,
-    ForeignServingSecret,
-    DeleteCaSecret,
+    /// The serving Secret deleted.
+    DeleteServing,
+    /// The serving Secret edited to a foreign CA and a leaf it signed.
+    ForeignServing,
+    /// The CA Secret deleted.
+    DeleteCa,
 }
 
 const FAULTS: [(Duration, Fault); 3] = [
-    (Duration::from_secs(40), Fault::DeleteServingSecret),
-    (Duration::from_secs(90), Fault::ForeignServingSecret),
-    (Duration::from_secs(140), Fault::DeleteCaSecret),
+    (Duration::from_secs(40), Fault::DeleteServing),
+    (Duration::from_secs(90), Fault::ForeignServing),
+    (Duration::from_secs(140), Fault::DeleteCa),
 ];
 
 /// The last `lines` lines of a replica's log, without its admission
@@ -163,9 +166,9 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let apply = |fault: Fault| -> Result<(), String> {
         let out = match fault {
-            Fault::DeleteServingSecret => admin.run(&["delete", "secret", "-n", NAMESPACE, SECRET]),
-            Fault::DeleteCaSecret => admin.run(&["delete", "secret", "-n", NAMESPACE, CA_SECRET]),
-            Fault::ForeignServingSecret => admin.merge_patch(
+            Fault::DeleteServing => admin.run(&["delete", "secret", "-n", NAMESPACE, SECRET]),
+            Fault::DeleteCa => admin.run(&["delete", "secret", "-n", NAMESPACE, CA_SECRET]),
+            Fault::ForeignServing => admin.merge_patch(
                 "secret",
                 NAMESPACE,
                 SECRET,
@@ -188,19 +191,19 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
     // A foreign serving Secret is a trap only while no CA rotation is
     // under way: then the only CA the webhook may keep is the CA Secret's.
     let ready_for = |fault: Fault| match fault {
-        Fault::ForeignServingSecret => ca_secret().is_some_and(|s| {
+        Fault::ForeignServing => ca_secret().is_some_and(|s| {
             ["ca-next.crt", "ca-previous.crt"]
                 .iter()
                 .all(|key| s["data"].get(key).is_none())
         }),
-        Fault::DeleteServingSecret | Fault::DeleteCaSecret => true,
+        Fault::DeleteServing | Fault::DeleteCa => true,
     };
     let repaired = |fault: Fault| match fault {
-        Fault::DeleteServingSecret => admin.get("secret", NAMESPACE, SECRET).is_some(),
-        Fault::ForeignServingSecret => admin
+        Fault::DeleteServing => admin.get("secret", NAMESPACE, SECRET).is_some(),
+        Fault::ForeignServing => admin
             .get("secret", NAMESPACE, SECRET)
             .is_some_and(|s| s["data"]["ca.crt"].as_str() != Some(b64(&foreign_ca_pem).as_str())),
-        Fault::DeleteCaSecret => ca_secret().is_some(),
+        Fault::DeleteCa => ca_secret().is_some(),
     };
     let stop = AtomicBool::new(false);
     let (writes, (samples, not_ready), (bundle_polls, foreign_seen), timeline) =
@@ -326,13 +329,20 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
 
     // The counters of both replicas: leadership may have moved.
     let total = |prefix: &str| env.replicas.iter().map(|r| metric(r, prefix)).sum::<f64>();
-    let rotations = total("pipelinerollout_webhook_certs_ca_rotations_total{step=\"completed\"}");
+    let step = |step: &str| {
+        total(&format!(
+            "pipelinerollout_webhook_certs_ca_rotations_total{{step=\"{step}\"}}"
+        ))
+    };
+    // A CA leaving the caBundle after a replaced CA Secret counts as
+    // completed too: two rotations are two of each step.
+    let (started, switched, rotations) = (step("started"), step("switched"), step("completed"));
     let renewals =
         total("pipelinerollout_webhook_certs_issued_total{kind=\"serving\",reason=\"rotation\"}");
     let errors = total("pipelinerollout_webhook_certs_errors_total");
     assert!(
-        rotations >= 2.0,
-        "completed CA rotations: {rotations}\n{}",
+        started >= 2.0 && switched >= 2.0 && rotations >= 2.0,
+        "CA rotations started, switched, completed: {started}, {switched}, {rotations}\n{}",
         logs()
     );
     assert!(renewals >= 4.0, "serving renewals: {renewals}\n{}", logs());
@@ -355,7 +365,7 @@ fn three_minutes_of_rotations_with_both_secrets_deleted_in_turn_and_a_foreign_ca
         logs()
     );
     eprintln!(
-        "{} writes, none failed, the slowest {:?}; {rotations} CA rotations, {renewals} serving renewals, {errors} controller errors; {samples} /readyz samples, {} not 200 (none 503){}; {bundle_polls} caBundle polls, the foreign CA in none",
+        "{} writes, none failed, the slowest {:?}; {rotations} CA rotations completed ({started} started, {switched} switched), {renewals} serving renewals, {errors} controller errors; {samples} /readyz samples, {} not 200 (none 503){}; {bundle_polls} caBundle polls, the foreign CA in none",
         writes.count,
         writes.slowest,
         not_ready.len(),
