@@ -21,10 +21,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use apiserver_certs_support::load::write_in_a_loop;
 use apiserver_certs_support::{
     CA_SECRET, CONFIGURATION, LEADER_ELECT, NAMESPACE, Proxy, SECRET, SERVICE, SelfManaged,
     ca_bundles, ca_secret_data, metric, one_at_a_time, pem_blocks, ready, secret_data,
-    webhook_bundles, within, write_in_a_loop,
+    webhook_bundles, within,
 };
 use base64::Engine as _;
 use envtest::{Assets, Cluster, User, require};

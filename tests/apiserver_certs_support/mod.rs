@@ -18,6 +18,8 @@ use serde_json::json;
 
 use crate::apiserver_support::rollout;
 
+pub mod load;
+
 /// The webhook binary the API server calls.
 pub const WEBHOOK: &str = env!("CARGO_BIN_EXE_pipelinerollout-webhook");
 /// The overlay under test.
@@ -71,6 +73,23 @@ impl SelfManaged {
     /// lags a little more than the one before (0.5 s, 1.5 s). `flags` go
     /// to every replica.
     pub fn start(assets: &Assets, ips: &[&'static str], flags: &[&str]) -> Result<Self, String> {
+        let lags: Vec<Duration> = (0..ips.len() as u64)
+            .map(|i| Duration::from_millis(500 + 1000 * i))
+            .collect();
+        Self::start_with_lags(assets, ips, flags, &lags)
+    }
+
+    /// As [`SelfManaged::start`], with the kubelet stand-in of the replica
+    /// at `ips[i]` lagging `lags[i]`.
+    pub fn start_with_lags(
+        assets: &Assets,
+        ips: &[&'static str],
+        flags: &[&str],
+        lags: &[Duration],
+    ) -> Result<Self, String> {
+        if lags.len() != ips.len() {
+            return Err(format!("{} lags for {} replicas", lags.len(), ips.len()));
+        }
         let cluster = Cluster::start(assets)?;
         cluster.install_crd(&repo_root().join(envtest::CRD))?;
         let policy = cluster.dir().join("policy.yaml");
@@ -87,9 +106,7 @@ impl SelfManaged {
         for (i, ip) in ips.iter().enumerate() {
             let name = format!("replica-{i}");
             let dir = cluster.dir().join(&name).join("tls");
-            // The kubelets lag differently: 0.5 s, 1.5 s, ...
-            let lag = Duration::from_millis(500 + 1000 * i as u64);
-            let mirror = SecretMirror::start(&cluster, NAMESPACE, SECRET, &dir, lag)?;
+            let mirror = SecretMirror::start(&cluster, NAMESPACE, SECRET, &dir, lags[i])?;
             let mut extra_args: Vec<String> = flags.iter().map(|f| (*f).to_owned()).collect();
             // With leader election the Lease decides which replica runs the
             // certificate controller; without, the first one does.
@@ -372,19 +389,4 @@ pub fn within(timeout: Duration, mut check: impl FnMut() -> bool) -> Option<Dura
         std::thread::sleep(Duration::from_millis(100));
     }
     None
-}
-
-/// Writes PipelineRollouts one after another until `stop`: how many, and
-/// the failures.
-pub fn write_in_a_loop(cluster: &Cluster, stop: &AtomicBool, prefix: &str) -> (usize, Vec<String>) {
-    let admin = cluster.kubectl(User::Admin);
-    let (mut count, mut failures) = (0, Vec::new());
-    while !stop.load(Ordering::SeqCst) {
-        count += 1;
-        let out = admin.create(&rollout(TEAM, &format!("{prefix}-{count}"), None), &[]);
-        if !out.success {
-            failures.push(format!("write {count}: {out}"));
-        }
-    }
-    (count, failures)
 }
