@@ -10,9 +10,10 @@ mod apiserver_support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use apiserver_certs_support::load::write_in_a_loop;
 use apiserver_certs_support::{
     CA_SECRET, NAMESPACE, SECRET, SelfManaged, ca_bundles, ca_secret_data, one_at_a_time,
-    pem_blocks, ready, secret_data, within, write_in_a_loop,
+    pem_blocks, ready, secret_data, within,
 };
 use envtest::{Assets, User, require};
 

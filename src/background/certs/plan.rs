@@ -224,10 +224,13 @@ pub fn plan(
     if next.is_none() && previous.is_none() {
         // The CA the replicas' certificate is from, when it is not the
         // signing one (the CA Secret was deleted or edited), stays trusted
-        // until they serve one from the signing CA.
+        // until they serve one from the signing CA; only while the
+        // caBundle carries it (the webhook put it there), so that a
+        // serving Secret edited to a foreign CA never brings it in.
         previous = served
             .and_then(|s| material::serving_ca(s, target, now))
             .filter(|(pem, _)| *pem != ca.cert_pem)
+            .filter(|(pem, _)| carried(&[pem.as_str()]))
             .map(|(pem, info)| {
                 let retire_after = schedule::retire_after(now + propagation, settings.propagation);
                 (

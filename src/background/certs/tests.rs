@@ -15,6 +15,7 @@ use super::plan::{self, Change, Plan, Reason, Settings};
 use super::{readiness, trust};
 
 mod deleted;
+mod foreign;
 mod messages;
 mod schedule;
 mod world;
