@@ -2,7 +2,7 @@
 //! share: who a grant (users, groups, an RBAC verb) permits, as CEL.
 
 use super::cel;
-use crate::policy::model::RbacPolicy;
+use crate::policy::model::Grant;
 
 /// One validation: the request is denied (or warned about) when
 /// `expression` is false.
@@ -33,21 +33,13 @@ pub fn check(
     }
 }
 
-/// Who a grant permits: its users, its groups, and where it names an RBAC
-/// verb, whoever RBAC allows that verb on `target` (CEL text such as
-/// `authorizer.group('g').resource('r')`) in the request's namespace and
-/// name.
-#[derive(Debug, Clone)]
-pub struct Grantees<'a> {
-    /// The policy key, for messages (`forceReapply.deleteUndrained`).
-    pub key: &'static str,
-    /// Usernames.
-    pub users: &'a std::collections::BTreeSet<String>,
-    /// Groups.
-    pub groups: &'a std::collections::BTreeSet<String>,
-    /// The RBAC verb, if RBAC is asked.
-    pub rbac: Option<&'a RbacPolicy>,
-}
+/// Who a grant permits, as CEL: its users, its groups, and where it names
+/// an RBAC verb, whoever RBAC allows that verb on `target` (CEL text such
+/// as `authorizer.group('g').resource('r')`) in the request's namespace and
+/// name. The grant is the policy's own (the permission check reads the
+/// same).
+#[derive(Debug, Clone, Copy)]
+pub struct Grantees<'a>(pub Grant<'a>);
 
 impl Grantees<'_> {
     /// The CEL condition: the requester is permitted (`false` when the
@@ -55,19 +47,20 @@ impl Grantees<'_> {
     /// about; it must end before `.namespace(...)`.
     pub fn permitted(&self, target: &str) -> String {
         let mut permitted = Vec::new();
-        if !self.users.is_empty() {
+        let grant = &self.0;
+        if !grant.users.is_empty() {
             permitted.push(format!(
                 "variables.user in {}",
-                cel::string_list(self.users)
+                cel::string_list(grant.users)
             ));
         }
-        if !self.groups.is_empty() {
+        if !grant.groups.is_empty() {
             permitted.push(format!(
                 "(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {}))",
-                cel::string_list(self.groups)
+                cel::string_list(grant.groups)
             ));
         }
-        if let Some(rbac) = self.rbac {
+        if let Some(rbac) = grant.rbac {
             permitted.push(format!(
                 "{target}\n    .namespace(variables.ns).name(variables.name).check({}).allowed()",
                 cel::string(&rbac.verb)
@@ -83,11 +76,11 @@ impl Grantees<'_> {
     /// Why a requester is refused, as CEL text: the lists, and RBAC on
     /// `what` (CEL text naming the resource, e.g. `'configmaps'`).
     pub fn refused(&self, what: &str) -> String {
-        let key = self.key;
+        let key = self.0.key;
         let lists = cel::string(&format!(
             "it is not in {key}.users and none of its groups is in {key}.groups"
         ));
-        match self.rbac {
+        match self.0.rbac {
             None => lists,
             Some(rbac) => format!(
                 "{lists} + ', and RBAC does not allow verb \"{verb}\" on ' + {what} + ' \"' + \

@@ -35,12 +35,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
     let exempt: Vec<String> = std::iter::once(policy.numaplane.controller_account.clone())
         .chain(undrained.system_deleters.iter().cloned())
         .collect();
-    let grantees = Grantees {
-        key: "forceReapply.deleteUndrained",
-        users: &undrained.users,
-        groups: &undrained.groups,
-        rbac: undrained.rbac.as_ref(),
-    };
+    let grantees = Grantees(undrained.grant());
     let permitted = grantees
         .permitted("authorizer.group(request.resource.group).resource(request.resource.resource)");
     let refused = grantees.refused("request.resource.resource + '.' + request.resource.group");

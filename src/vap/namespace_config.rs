@@ -24,7 +24,7 @@ const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-str
 
 /// The variables and validations of the namespace-level ConfigMap policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
-    let grant = &policy.force_reapply.namespace_strategy;
+    let strategy = &policy.force_reapply.namespace_strategy;
     let mut vars = Vars::default();
     variables::request_vars(&mut vars);
     let label = cel::string(CONFIG_LABEL);
@@ -69,12 +69,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             ))
         ),
     );
-    let grantees = Grantees {
-        key: "forceReapply.namespaceStrategy",
-        users: &grant.users,
-        groups: &grant.groups,
-        rbac: grant.rbac.as_ref(),
-    };
+    let grantees = Grantees(strategy.grant());
     let permitted = grantees.permitted(&format!(
         "authorizer.group('').resource({})",
         cel::string(CONFIGMAPS)

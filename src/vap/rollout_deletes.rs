@@ -77,12 +77,7 @@ fn allowed(policy: &Policy) -> Option<(String, String)> {
     if !undrained.gate_rollout_deletes {
         return None;
     }
-    let grantees = Grantees {
-        key: "forceReapply.deleteUndrained",
-        users: &undrained.users,
-        groups: &undrained.groups,
-        rbac: undrained.rbac.as_ref(),
-    };
+    let grantees = Grantees(undrained.grant());
     let permitted = grantees
         .permitted("authorizer.group(request.resource.group).resource(request.resource.resource)");
     let refused = grantees.refused("request.resource.resource + '.' + request.resource.group");

@@ -160,12 +160,7 @@ fn annotation_check() -> Check {
 /// permission and the pause are two validations.
 fn force_checks(policy: &Policy) -> Vec<Check> {
     let force = &policy.force_reapply;
-    let grantees = Grantees {
-        key: "forceReapply",
-        users: &force.users,
-        groups: &force.groups,
-        rbac: force.rbac.as_ref(),
-    };
+    let grantees = Grantees(force.grant());
     let permitted = grantees.permitted(&format!(
         "authorizer.group({}).resource({})",
         cel::string(GROUP),
