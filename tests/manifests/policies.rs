@@ -71,7 +71,7 @@ pub(crate) fn skipped_namespaces_and_own_account_are_guarded(r: &Rendering) {
         .validations
         .iter()
         .flatten()
-        .any(|v| v.expression == "variables.isUpdate");
+        .any(|v| v.expression == "variables.isUpdate || variables.notARolloutOrChildWrite");
     assert_eq!(
         blanket,
         r.dir != WITH_OPT_INS,
