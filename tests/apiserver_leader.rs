@@ -14,242 +14,19 @@
 //! leader never fails the test's writes; the replicas serve admission on
 //! ports of their own. The tests run one at a time (each starts its own
 //! replicas, whose sweepers watch every namespace) and use short Lease
-//! settings.
+//! settings (tests/apiserver_leader_support/).
 
+mod apiserver_leader_support;
 mod apiserver_support;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use apiserver_support::{annotate, annotation_of, idle, pausing, rollout, set_status, stored};
-use envtest::{Cluster, Installation, Proxy, User, Webhook, WebhookOptions, binding};
-use serde_json::json;
-
-/// The Lease settings the replicas run with.
-const DURATION: Duration = Duration::from_secs(4);
-const RENEW_DEADLINE: Duration = Duration::from_secs(3);
-const RETRY_PERIOD: Duration = Duration::from_secs(1);
-/// The sweeper's grace.
-const GRACE: Duration = Duration::from_secs(2);
-/// The namespace of the install, and so of the Lease.
-const NAMESPACE: &str = "pipelinerollout-webhook";
-/// The Lease the base install's Role names.
-const DEFAULT_LEASE: &str = "pipelinerollout-webhook";
-/// Leases of their own for the other tests (granted by this file's Role).
-const TEST_LEASES: [&str; 7] = [
-    "leader-kill",
-    "leader-term",
-    "leader-cut",
-    "leader-gone",
-    "leader-clock-behind",
-    "leader-clock-ahead",
-    "leader-frozen",
-];
-
-static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn shared() -> Option<&'static Installation> {
-    envtest::shared(&SHARED, &envtest::test_name(), |assets| {
-        let env = Installation::start(
-            assets,
-            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
-            &envtest::base_policy()?,
-            apiserver_support::grant_components,
-        )?;
-        // The test Leases, as the base Role grants the default one.
-        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "e2e-test-leases", "namespace": NAMESPACE},
-            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                       "resourceNames": TEST_LEASES, "verbs": ["get", "list", "watch", "patch"]}]});
-        env.cluster.create_all(vec![
-            role,
-            binding(
-                Some(NAMESPACE),
-                "e2e-test-leases",
-                "Role",
-                "e2e-test-leases",
-                &[User::Webhook],
-            ),
-        ])?;
-        for lease in TEST_LEASES {
-            env.cluster.wait_for_access(
-                User::Webhook,
-                "patch",
-                &format!("leases.coordination.k8s.io/{lease}"),
-                NAMESPACE,
-                true,
-            )?;
-        }
-        Ok(env)
-    })
-}
-
-/// One test at a time.
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Starts replica `index` of the election for `lease`, reaching the API
-/// server through `kubeconfig` (default: directly).
-fn replica(env: &Installation, lease: &str, index: usize, kubeconfig: Option<PathBuf>) -> Webhook {
-    let binary = PathBuf::from(env!("CARGO_BIN_EXE_pipelinerollout-webhook"));
-    replica_of(env, &binary, lease, index, kubeconfig)
-}
-
-/// A script that runs the webhook with its wall clock `offset_secs` off in
-/// what it writes into the Lease (`PIPELINEROLLOUT_WEBHOOK_TEST_LEASE_CLOCK_OFFSET`);
-/// `exec`, so the replica's pid is the script's.
-fn skewed_binary(env: &Installation, offset_secs: i64) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    let path = env
-        .cluster
-        .dir()
-        .join(format!("webhook-clock-{offset_secs}.sh"));
-    let script = format!(
-        "#!/bin/sh\nPIPELINEROLLOUT_WEBHOOK_TEST_LEASE_CLOCK_OFFSET={offset_secs} exec {} \"$@\"\n",
-        env!("CARGO_BIN_EXE_pipelinerollout-webhook")
-    );
-    std::fs::write(&path, script).expect("write the script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
-
-/// [`replica`], running `binary`.
-fn replica_of(
-    env: &Installation,
-    binary: &Path,
-    lease: &str,
-    index: usize,
-    kubeconfig: Option<PathBuf>,
-) -> Webhook {
-    let secs = |d: Duration| format!("{}s", d.as_secs());
-    let args = [
-        "--leader-elect".to_owned(),
-        format!("--leader-elect-namespace={NAMESPACE}"),
-        format!("--leader-elect-lease-name={lease}"),
-        format!("--leader-elect-lease-duration={}", secs(DURATION)),
-        format!("--leader-elect-renew-deadline={}", secs(RENEW_DEADLINE)),
-        format!("--leader-elect-retry-period={}", secs(RETRY_PERIOD)),
-        "--reset-stale-force".to_owned(),
-        format!("--stale-force-grace={}", secs(GRACE)),
-    ];
-    Webhook::start(
-        &env.cluster,
-        WebhookOptions {
-            binary: binary.to_owned(),
-            name: format!("{lease}-{index}"),
-            policy: env.cluster.dir().join("policy.yaml"),
-            extra_args: args.to_vec(),
-            kubeconfig,
-        },
-    )
-    .unwrap_or_else(|e| panic!("replica {index} of {lease} did not start: {e}"))
-}
-
-/// The value of one series (`name` or `name{labels}`) in a replica's
-/// `/metrics`; 0 when absent or unreadable (a stopped replica leads
-/// nothing).
-fn metric(webhook: &Webhook, series: &str) -> f64 {
-    let Ok((200, text)) = webhook.admin_get("/metrics") else {
-        return 0.0;
-    };
-    text.lines()
-        .find_map(|line| {
-            let (name, value) = line.rsplit_once(' ')?;
-            (name == series).then(|| value.parse().ok()).flatten()
-        })
-        .unwrap_or(0.0)
-}
-
-fn leads(webhook: &Webhook) -> bool {
-    metric(webhook, "pipelinerollout_webhook_leader") == 1.0
-}
-
-fn transitions(webhook: &Webhook, transition: &str) -> f64 {
-    metric(
-        webhook,
-        &format!("pipelinerollout_webhook_leader_transitions_total{{transition=\"{transition}\"}}"),
-    )
-}
-
-fn lease_errors(webhook: &Webhook) -> f64 {
-    metric(webhook, "pipelinerollout_webhook_leader_lease_errors_total")
-}
-
-fn sweeper_resets(webhook: &Webhook) -> f64 {
-    metric(
-        webhook,
-        "pipelinerollout_webhook_force_resets_total{by=\"sweeper\"}",
-    )
-}
-
-/// Waits until exactly one of `replicas` (those still running) leads;
-/// its index.
-fn one_leader(replicas: &[Webhook], timeout: Duration) -> usize {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let leading: Vec<usize> = (0..replicas.len())
-            .filter(|&i| replicas[i].pid().is_some() && leads(&replicas[i]))
-            .collect();
-        if let [only] = leading[..] {
-            return only;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not exactly one leader after {timeout:?} (leading: {leading:?}); logs:\n{}",
-            logs(replicas)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn logs(replicas: &[Webhook]) -> String {
-    replicas
-        .iter()
-        .enumerate()
-        .map(|(i, w)| format!("--- replica {i}:\n{}", w.log_tail(25)))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The Lease's holder, as `kubectl get lease` shows it.
-fn holder(cluster: &Cluster, lease: &str) -> Option<String> {
-    let object = cluster
-        .kubectl(User::Admin)
-        .get("lease", NAMESPACE, lease)?;
-    object["spec"]["holderIdentity"].as_str().map(str::to_owned)
-}
-
-/// The identity a replica without POD_NAME takes: host name and pid.
-fn identity_of(webhook: &Webhook) -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default();
-    format!("{host}_{}", webhook.pid().expect("running"))
-}
-
-/// Makes `ns/name` with a force whose pause is over (no write after the
-/// pause ends): what the sweeper resets.
-fn stale_force(cluster: &Cluster, ns: &str, name: &str) {
-    let admin = cluster.kubectl(User::Admin);
-    let out = admin.run(&["create", "namespace", ns]);
-    assert!(out.success || out.stderr.contains("AlreadyExists"), "{out}");
-    admin
-        .create(&rollout(ns, name, Some(json!(300))), &[])
-        .expect_success("admin creates a rollout");
-    set_status(cluster, ns, name, pausing(false));
-    annotate(&admin, ns, name, Some("true")).expect_success("a break-glass force");
-    set_status(cluster, ns, name, idle());
-}
-
-fn is_reset(cluster: &Cluster, ns: &str, name: &str) -> bool {
-    annotation_of(&stored(&cluster.kubectl(User::Admin), ns, name)) == Some("false")
-}
+use apiserver_leader_support::{
+    DEFAULT_LEASE, DURATION, GRACE, NAMESPACE, RENEW_DEADLINE, RETRY_PERIOD, Thaw, holder,
+    identity_of, is_reset, leads, lease_errors, logs, metric, one_leader, renew_time_offset,
+    replica, replica_of, serial, shared, skewed_binary, stale_force, sweeper_resets, transitions,
+};
+use envtest::{Proxy, User, Webhook, WebhookOptions};
 
 #[test]
 fn only_the_leader_sweeps_and_every_replica_serves() {
@@ -523,24 +300,6 @@ fn a_leader_cut_off_from_the_api_server_stops_before_another_takes_over() {
     );
 }
 
-/// How far the Lease's `renewTime` is from this machine's clock, in
-/// seconds (positive: ahead).
-fn renew_time_offset(cluster: &Cluster, lease: &str) -> i64 {
-    let object = cluster
-        .kubectl(User::Admin)
-        .get("lease", NAMESPACE, lease)
-        .expect("the Lease");
-    let renew: k8s_openapi::jiff::Timestamp = object["spec"]["renewTime"]
-        .as_str()
-        .expect("renewTime")
-        .parse()
-        .expect("an RFC 3339 time");
-    (renew - k8s_openapi::jiff::Timestamp::now())
-        .total(k8s_openapi::jiff::Unit::Second)
-        .expect("seconds")
-        .round() as i64
-}
-
 #[test]
 fn a_holder_whose_clock_is_hours_off_keeps_the_lease_while_it_renews() {
     let Some(env) = shared() else { return };
@@ -612,16 +371,6 @@ fn a_holder_whose_clock_is_hours_off_keeps_the_lease_while_it_renews() {
             Some(identity_of(&replicas[1])),
             "{lease}"
         );
-    }
-}
-
-/// Sends a stopped replica SIGCONT when dropped, so that a failed assertion
-/// never leaves a frozen process behind.
-struct Thaw<'a>(&'a Webhook);
-
-impl Drop for Thaw<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.signal("CONT");
     }
 }
 
