@@ -4,6 +4,12 @@
 //! uses when none are given, and the caBundle patches `gen-certs` writes.
 //! The Secret and caBundle the webhook keeps itself are
 //! [`crate::background::certs`]'s.
+//!
+//! Every CA carries a Subject Key Identifier (rcgen writes one for a CA)
+//! and every serving certificate an Authority Key Identifier naming it.
+//! During a CA rotation two CAs with the same subject sit in the caBundle;
+//! verifiers that pick the issuer by subject and key identifier (OpenSSL)
+//! then find the right one, not just the first with that subject.
 
 use std::fs;
 use std::io;
@@ -96,6 +102,7 @@ pub fn issue_serving(
         .push(DnType::CommonName, common_name);
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.use_authority_key_identifier_extension = true;
     (leaf.not_before, leaf.not_after) = (validity.not_before, validity.not_after);
     let cert = leaf.signed_by(&key, &issuer)?;
     Ok(PemPair {
@@ -130,6 +137,7 @@ fn serving_cert(
         .push(DnType::CommonName, common_name);
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.use_authority_key_identifier_extension = true;
     (leaf.not_before, leaf.not_after) = validity(days);
     let cert = leaf.signed_by(&key, issuer)?;
     Ok((cert.pem(), key.serialize_pem()))

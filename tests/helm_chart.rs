@@ -73,6 +73,7 @@ fn self_managed_mode_renders_the_self_managed_overlay() {
         "Role/pipelinerollout-webhook-certs",
         "ClusterRole/pipelinerollout-webhook-certs",
         "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-webhooks",
+        "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-secrets",
     ] {
         assert!(
             c.iter().any(|d| helm_support::id(d) == wanted),

@@ -193,6 +193,7 @@ fn names_the_new_namespace(overlay: &str, docs: &[Value]) {
     let mut own = vec!["pipelinerollout-webhook-own-account"];
     if overlay == "self-managed" {
         own.push("pipelinerollout-webhook-own-webhooks");
+        own.push("pipelinerollout-webhook-own-secrets");
     }
     for name in own {
         let p = policy(name).unwrap_or_else(|| panic!("{overlay}: {name}"));
