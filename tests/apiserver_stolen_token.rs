@@ -1,0 +1,255 @@
+//! What a stolen token of the webhook's own service account can do in the
+//! self-managed install (`manifests/overlays/self-managed`, `serve
+//! --manage-certs`), where that account may patch the Lease, the caBundle of
+//! its webhook configurations and create Secrets; through a real
+//! kube-apiserver, the token played by the harness' client certificate for
+//! the account's username (what the API server authorizes and the
+//! policies match is the same).
+//!
+//! - It cannot create a Secret of type `kubernetes.io/service-account-token`
+//!   (which the token controller fills with a token that never expires),
+//!   nor any Secret but the webhook's own two (own-secrets-policy.yaml).
+//! - A Lease it writes once with a huge duration, and caBundles it replaces
+//!   (a foreign CA, bytes that are not PEM), are taken back: every replica
+//!   reports the untrusted caBundle (metric, log, not ready), the replicas
+//!   take the Lease over after their own duration, and the new leader
+//!   writes the caBundle back at once.
+//!
+//! Same harness and skip rules as tests/apiserver_certs.rs.
+
+mod apiserver_certs_support;
+mod apiserver_support;
+
+use std::time::{Duration, Instant};
+
+use apiserver_certs_support::{
+    CONFIGURATION, LEADER_ELECT, NAMESPACE, SelfManaged, ca_bundles, metric, one_at_a_time, ready,
+    within,
+};
+use base64::Engine as _;
+use envtest::{Assets, User, require};
+use serde_json::json;
+
+/// The Lease settings of the replicas: short, so that a take-over is quick.
+const LEASE_FLAGS: [&str; 5] = [
+    LEADER_ELECT,
+    "--leader-elect-namespace=pipelinerollout-webhook",
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=1s",
+];
+const LEASE_DURATION: Duration = Duration::from_secs(4);
+const PROPAGATION: Duration = Duration::from_secs(2);
+
+fn secret(name: &str, type_: &str, annotations: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations},
+        "type": type_})
+}
+
+#[test]
+fn the_webhooks_token_cannot_mint_a_service_account_token_or_write_other_secrets() {
+    let _serial = one_at_a_time();
+    let Some(assets) = require("stolen token: Secrets", Assets::find()) else {
+        return;
+    };
+    let env = SelfManaged::start(&assets, &["127.0.0.1"], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let as_webhook = env.cluster.kubectl(User::Webhook);
+    let minted = secret(
+        "minted-token",
+        "kubernetes.io/service-account-token",
+        json!({"kubernetes.io/service-account.name": "pipelinerollout-webhook"}),
+    );
+    // The policy is in force once a server-side dry run is refused (the
+    // API server type-checks a new policy before enforcing it).
+    let refused = within(Duration::from_secs(15), || {
+        !as_webhook
+            .create(&minted, &["--dry-run=server"])
+            .success
+    });
+    assert!(
+        refused.is_some(),
+        "a dry run of the minting is still allowed after 15 s: {}\n{}",
+        as_webhook.create(&minted, &["--dry-run=server"]),
+        env.cluster
+            .kubectl(User::Admin)
+            .run(&["get", "validatingadmissionpolicy", "-o", "yaml"])
+    );
+
+    let out = as_webhook.create(&minted, &[]);
+    assert!(
+        !out.success
+            && out.stderr.contains("may write only its own Secrets")
+            && out.stderr.contains("not minted-token"),
+        "the webhook's account mints a service-account token Secret: {out}"
+    );
+    // Named like its own, but of the wrong type: refused for the type
+    // (admission comes before the check that the name is taken).
+    let admin = env.cluster.kubectl(User::Admin);
+    let out = as_webhook.create(
+        &secret(
+            "pipelinerollout-webhook-ca",
+            "kubernetes.io/service-account-token",
+            json!({"kubernetes.io/service-account.name": "pipelinerollout-webhook"}),
+        ),
+        &[],
+    );
+    assert!(
+        !out.success && out.stderr.contains("only Secrets of type Opaque or kubernetes.io/tls"),
+        "a service-account token Secret under the CA Secret's name: {out}"
+    );
+    // Any other Secret, even an ordinary one, is refused too.
+    let out = as_webhook.create(&secret("other", "Opaque", json!({})), &[]);
+    assert!(
+        !out.success && out.stderr.contains("may write only its own Secrets"),
+        "{out}"
+    );
+    // The policy binds the webhook's account only: an admin may.
+    admin
+        .create(&secret("other", "Opaque", json!({})), &[])
+        .expect_success("an admin creates a Secret");
+    // And the webhook's own work is not hindered: it wrote both Secrets
+    // under the policy, and keeps them without error.
+    let replica = &env.replicas[0];
+    assert!(ready(replica));
+    assert_eq!(
+        metric(replica, "pipelinerollout_webhook_certs_errors_total"),
+        0.0,
+        "{}",
+        replica.webhook.log_tail(20)
+    );
+    let out = env.write("after-refusals");
+    assert!(out.success, "{out}");
+}
+
+#[test]
+fn a_lease_and_ca_bundles_the_webhooks_token_overwrites_are_detected_and_taken_back() {
+    let _serial = one_at_a_time();
+    let Some(assets) = require("stolen token: Lease and caBundle", Assets::find()) else {
+        return;
+    };
+    let env = SelfManaged::start(
+        &assets,
+        &["127.0.0.1", "127.0.0.2"],
+        &[&LEASE_FLAGS[..], &["--cert-propagation=2s"]].concat(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let original = ca_bundles(&env.cluster);
+    let leader_gauge = |i: usize| metric(&env.replicas[i], "pipelinerollout_webhook_leader ");
+    assert!(
+        within(Duration::from_secs(10), || leader_gauge(0) + leader_gauge(1) == 1.0).is_some(),
+        "one replica leads"
+    );
+    let as_webhook = env.cluster.kubectl(User::Webhook);
+
+    // One write of the Lease: held by "evil" for 68 years, never renewed.
+    as_webhook
+        .run(&[
+            "patch",
+            "lease",
+            "pipelinerollout-webhook",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"holderIdentity":"evil","leaseDurationSeconds":2147483647}}"#,
+        ])
+        .expect_success("the token writes the Lease");
+    // The leader steps down at its next renewal.
+    assert!(
+        within(Duration::from_secs(5), || leader_gauge(0) + leader_gauge(1) == 0.0).is_some(),
+        "the leader did not step down"
+    );
+
+    // Then every caBundle: bytes that are not PEM in the first validating
+    // webhook, a foreign CA in every other.
+    let stranger = pipelinerollout_webhook::pki::generate("stranger", &["stranger".to_owned()], 1)
+        .expect("a CA");
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    for kind in ["validatingwebhookconfiguration", "mutatingwebhookconfiguration"] {
+        let count = env
+            .cluster
+            .kubectl(User::Admin)
+            .run(&["get", kind, CONFIGURATION, "-o", "json"])
+            .json()["webhooks"]
+            .as_array()
+            .map_or(0, Vec::len);
+        let ops: Vec<_> = (0..count)
+            .map(|i| {
+                let value = if kind.starts_with("validating") && i == 0 {
+                    b64("this is not PEM")
+                } else {
+                    b64(&stranger.ca_pem)
+                };
+                json!({"op": "replace", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": value})
+            })
+            .collect();
+        as_webhook
+            .run(&["patch", kind, CONFIGURATION, "--type=json", "-p", &json!(ops).to_string()])
+            .expect_success("the token replaces the caBundle");
+    }
+    let overwritten = Instant::now();
+
+    // Every replica notices: its certs_trusted gauge falls to 0, it logs
+    // why and is not ready, until the caBundle is put back.
+    let mut noticed = [None, None];
+    let mut restored = None;
+    while restored.is_none() || noticed.iter().any(Option::is_none) {
+        for (i, seen) in noticed.iter_mut().enumerate() {
+            if seen.is_none()
+                && metric(&env.replicas[i], "pipelinerollout_webhook_certs_trusted ") == 0.0
+            {
+                *seen = Some(overwritten.elapsed());
+            }
+        }
+        if restored.is_none() && ca_bundles(&env.cluster) == original {
+            restored = Some(overwritten.elapsed());
+        }
+        assert!(
+            overwritten.elapsed() < LEASE_DURATION + PROPAGATION + Duration::from_secs(6),
+            "noticed {noticed:?}, restored {restored:?}; logs:\n{}\n---\n{}",
+            env.replicas[0].webhook.log_tail(20),
+            env.replicas[1].webhook.log_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let restored = restored.expect("set");
+    eprintln!(
+        "the replicas noticed the untrusted caBundle after {noticed:?}; it was put back {restored:?} after the overwrite (Lease duration {LEASE_DURATION:?}, propagation {PROPAGATION:?})"
+    );
+    // A replica took the Lease after its own duration, and wrote the
+    // caBundle back within a propagation period of leading.
+    assert!(
+        restored <= LEASE_DURATION + PROPAGATION + Duration::from_secs(2),
+        "put back {restored:?} after the overwrite"
+    );
+    for replica in &env.replicas {
+        let log = replica.webhook.log_tail(10_000);
+        assert!(
+            log.contains("not ready until the caBundle trusts the served certificate")
+                && log.contains("the caBundle holds no certificate"),
+            "replica {} says the caBundle does not trust it, and why:\n{log}",
+            replica.ip
+        );
+        assert!(
+            within(Duration::from_secs(6), || ready(replica)).is_some(),
+            "replica {} is ready again",
+            replica.ip
+        );
+    }
+    // The caBundle was written once per configuration, not in a loop.
+    let writes: f64 = env
+        .replicas
+        .iter()
+        .map(|r| metric(r, "pipelinerollout_webhook_certs_ca_bundle_updates_total"))
+        .sum();
+    std::thread::sleep(Duration::from_secs(2));
+    let later: f64 = env
+        .replicas
+        .iter()
+        .map(|r| metric(r, "pipelinerollout_webhook_certs_ca_bundle_updates_total"))
+        .sum();
+    assert_eq!(writes, later, "the caBundle is written again and again");
+    let out = env.write("after-take-back");
+    assert!(out.success, "{out}");
+}
