@@ -340,6 +340,57 @@ mod tests {
         fs::metadata(path).expect("metadata").permissions().mode() & 0o777
     }
 
+    /// During a CA rotation the caBundle holds two CAs with the same
+    /// subject. OpenSSL picks the issuer by subject and, when the
+    /// certificate names one, by Authority Key Identifier: with it, the
+    /// serving certificate verifies whichever CA comes first.
+    #[test]
+    fn openssl_verifies_a_serving_certificate_against_two_cas_of_one_subject() {
+        if std::process::Command::new("openssl")
+            .arg("version")
+            .output()
+            .is_err()
+        {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "openssl is not installed, and CI=true"
+            );
+            eprintln!("SKIPPED: openssl is not installed");
+            return;
+        }
+        let now = OffsetDateTime::now_utc();
+        let validity = Validity {
+            not_before: now - Duration::hours(1),
+            not_after: now + Duration::days(1),
+        };
+        let names = ["svc.ns.svc".to_owned()];
+        let old = issue_ca("svc.ns.svc", validity).expect("a CA");
+        let new = issue_ca("svc.ns.svc", validity).expect("a second CA");
+        let dir = tempfile::tempdir().expect("dir");
+        for (signer, bundle) in [
+            (&new, [&old, &new]),
+            (&old, [&new, &old]),
+            (&new, [&new, &old]),
+        ] {
+            let leaf = issue_serving(signer, "svc.ns.svc", &names, validity).expect("a leaf");
+            let pem: String = bundle.iter().map(|ca| ca.cert_pem.as_str()).collect();
+            fs::write(dir.path().join("bundle.pem"), pem).expect("write");
+            fs::write(dir.path().join("leaf.pem"), &leaf.cert_pem).expect("write");
+            let out = std::process::Command::new("openssl")
+                .args(["verify", "-CAfile", "bundle.pem", "leaf.pem"])
+                .current_dir(dir.path())
+                .output()
+                .expect("openssl");
+            assert!(
+                out.status.success(),
+                "openssl verify: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
     #[test]
     fn private_keys_are_owner_only_whether_new_or_overwritten() {
         let dir = tempfile::tempdir().expect("dir");

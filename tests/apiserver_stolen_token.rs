@@ -63,9 +63,7 @@ fn the_webhooks_token_cannot_mint_a_service_account_token_or_write_other_secrets
     // The policy is in force once a server-side dry run is refused (the
     // API server type-checks a new policy before enforcing it).
     let refused = within(Duration::from_secs(15), || {
-        !as_webhook
-            .create(&minted, &["--dry-run=server"])
-            .success
+        !as_webhook.create(&minted, &["--dry-run=server"]).success
     });
     assert!(
         refused.is_some(),
@@ -95,7 +93,10 @@ fn the_webhooks_token_cannot_mint_a_service_account_token_or_write_other_secrets
         &[],
     );
     assert!(
-        !out.success && out.stderr.contains("only Secrets of type Opaque or kubernetes.io/tls"),
+        !out.success
+            && out
+                .stderr
+                .contains("only Secrets of type Opaque or kubernetes.io/tls"),
         "a service-account token Secret under the CA Secret's name: {out}"
     );
     // Any other Secret, even an ordinary one, is refused too.
@@ -137,7 +138,10 @@ fn a_lease_and_ca_bundles_the_webhooks_token_overwrites_are_detected_and_taken_b
     let original = ca_bundles(&env.cluster);
     let leader_gauge = |i: usize| metric(&env.replicas[i], "pipelinerollout_webhook_leader ");
     assert!(
-        within(Duration::from_secs(10), || leader_gauge(0) + leader_gauge(1) == 1.0).is_some(),
+        within(Duration::from_secs(10), || leader_gauge(0)
+            + leader_gauge(1)
+            == 1.0)
+        .is_some(),
         "one replica leads"
     );
     let as_webhook = env.cluster.kubectl(User::Webhook);
@@ -157,7 +161,9 @@ fn a_lease_and_ca_bundles_the_webhooks_token_overwrites_are_detected_and_taken_b
         .expect_success("the token writes the Lease");
     // The leader steps down at its next renewal.
     assert!(
-        within(Duration::from_secs(5), || leader_gauge(0) + leader_gauge(1) == 0.0).is_some(),
+        within(Duration::from_secs(5), || leader_gauge(0) + leader_gauge(1)
+            == 0.0)
+        .is_some(),
         "the leader did not step down"
     );
 
@@ -166,7 +172,10 @@ fn a_lease_and_ca_bundles_the_webhooks_token_overwrites_are_detected_and_taken_b
     let stranger = pipelinerollout_webhook::pki::generate("stranger", &["stranger".to_owned()], 1)
         .expect("a CA");
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    for kind in ["validatingwebhookconfiguration", "mutatingwebhookconfiguration"] {
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
         let count = env
             .cluster
             .kubectl(User::Admin)
@@ -185,7 +194,14 @@ fn a_lease_and_ca_bundles_the_webhooks_token_overwrites_are_detected_and_taken_b
             })
             .collect();
         as_webhook
-            .run(&["patch", kind, CONFIGURATION, "--type=json", "-p", &json!(ops).to_string()])
+            .run(&[
+                "patch",
+                kind,
+                CONFIGURATION,
+                "--type=json",
+                "-p",
+                &json!(ops).to_string(),
+            ])
             .expect_success("the token replaces the caBundle");
     }
     let overwritten = Instant::now();
