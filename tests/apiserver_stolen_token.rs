@@ -15,6 +15,9 @@
 //!   take the Lease over after their own duration, and the new leader
 //!   writes the caBundle back at once.
 //!
+//! - Bad input: a CA Secret of a type the webhook does not write gets a log
+//!   line that says how to get out and retries with backoff, no write.
+//!
 //! Same harness and skip rules as tests/apiserver_certs.rs.
 
 mod apiserver_certs_support;
@@ -121,6 +124,71 @@ fn the_webhooks_token_cannot_mint_a_service_account_token_or_write_other_secrets
     );
     let out = env.write("after-refusals");
     assert!(out.success, "{out}");
+
+    // Bad input: the CA Secret replaced (by an admin) with one of a type
+    // the webhook does not write. It says so and how to get out, retries
+    // with backoff, and writes nothing meanwhile.
+    let wrong = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "pipelinerollout-webhook-ca", "namespace": NAMESPACE},
+        "type": "example.com/other", "stringData": {"note": "not a CA"}});
+    let is_wrong = || {
+        admin
+            .get("secret", NAMESPACE, "pipelinerollout-webhook-ca")
+            .is_some_and(|s| s["type"] == "example.com/other")
+    };
+    // The controller makes the Secret anew as soon as it is deleted; the
+    // replacement races it, so it is tried a few times.
+    for _ in 0..5 {
+        let out =
+            admin.run_with_stdin(&["replace", "--force", "-f", "-"], Some(&wrong.to_string()));
+        if out.success && is_wrong() {
+            break;
+        }
+    }
+    assert!(
+        is_wrong(),
+        "the CA Secret could not be replaced with one of another type"
+    );
+    let errors = |r| {
+        metric(
+            r,
+            "pipelinerollout_webhook_certs_errors_total{operation=\"secret\"}",
+        )
+    };
+    let before = errors(replica);
+    let said = within(Duration::from_secs(5), || {
+        replica.webhook.log_tail(200).contains(
+            "is of type example.com/other, not Opaque, and a Secret's type cannot change: the webhook does not write it; delete it",
+        )
+    });
+    assert!(
+        said.is_some(),
+        "no log line names the wrong type:\n{}",
+        replica.webhook.log_tail(20)
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let retries = errors(replica) - before;
+    assert!(
+        (1.0..=8.0).contains(&retries),
+        "{retries} retries in about 6 s: the backoff bounds them"
+    );
+    assert!(is_wrong(), "the webhook wrote the Secret of the wrong type");
+    // The way out works: deleted, it is made anew.
+    admin
+        .run(&[
+            "delete",
+            "secret",
+            "pipelinerollout-webhook-ca",
+            "-n",
+            NAMESPACE,
+        ])
+        .expect_success("delete the Secret of the wrong type");
+    let remade = within(Duration::from_secs(10), || {
+        admin
+            .get("secret", NAMESPACE, "pipelinerollout-webhook-ca")
+            .is_some_and(|s| s["type"] == "Opaque")
+    });
+    assert!(remade.is_some(), "{}", replica.webhook.log_tail(20));
 }
 
 #[test]
