@@ -15,6 +15,11 @@
 //!   take the Lease over after their own duration, and the new leader
 //!   writes the caBundle back at once.
 //!
+//! - With the fail-open install, a webhook the API server cannot reach or
+//!   no longer trusts lets PipelineRollout writes through unjudged; with
+//!   the second line (components/validating-admission-policy) the API
+//!   server still refuses a namespace editor's allow-data-loss "true" and
+//!   forcePromote.
 //! - Bad input: a CA Secret of a type the webhook does not write gets a log
 //!   line that says how to get out and retries with backoff, no write.
 //!
@@ -26,11 +31,11 @@ mod apiserver_support;
 use std::time::{Duration, Instant};
 
 use apiserver_certs_support::{
-    CONFIGURATION, LEADER_ELECT, NAMESPACE, SelfManaged, ca_bundles, metric, one_at_a_time, ready,
-    within,
+    CONFIGURATION, LEADER_ELECT, NAMESPACE, OVERLAY, SERVICE, SelfManaged, TEAM, ca_bundles,
+    metric, one_at_a_time, ready, within,
 };
 use base64::Engine as _;
-use envtest::{Assets, User, require};
+use envtest::{Assets, User, binding, repo_root, require};
 use serde_json::json;
 
 /// The Lease settings of the replicas: short, so that a take-over is quick.
@@ -336,4 +341,106 @@ fn a_lease_and_ca_bundles_the_webhooks_token_overwrites_are_detected_and_taken_b
     assert_eq!(writes, later, "the caBundle is written again and again");
     let out = env.write("after-take-back");
     assert!(out.success, "{out}");
+}
+
+#[test]
+fn with_the_second_line_a_fail_open_install_still_judges_forces_when_the_webhook_is_out_of_reach() {
+    let _serial = one_at_a_time();
+    let Some(assets) = require("stolen token: the second line", Assets::find()) else {
+        return;
+    };
+    // The self-managed overlay, failing open, with the second line.
+    let dir = tempfile::tempdir().expect("a directory");
+    // kustomize takes relative paths only: up from the directory to /,
+    // then down to the repository.
+    let up = "../".repeat(dir.path().components().count() - 1);
+    let root = std::path::PathBuf::from(format!(
+        "{up}{}",
+        repo_root().display().to_string().trim_start_matches('/')
+    ));
+    let kustomization = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {}\ncomponents:\n- {}\n- {}\n",
+        root.join(OVERLAY).display(),
+        root.join("manifests/components/fail-open").display(),
+        root.join("manifests/components/validating-admission-policy")
+            .display()
+    );
+    std::fs::write(dir.path().join("kustomization.yaml"), kustomization).expect("write");
+    let lags = [Duration::from_millis(500)];
+    let env = SelfManaged::start_install(&assets, dir.path(), &["127.0.0.1"], &[], &lags)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster = &env.cluster;
+    // A namespace editor: may write PipelineRollouts in the team's
+    // namespace, holds no force-reapply grant.
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "rollout-editor", "namespace": TEAM},
+        "rules": [{"apiGroups": ["numaplane.numaproj.io"], "resources": ["pipelinerollouts"],
+                   "verbs": ["get", "list", "create", "update", "patch"]}]});
+    cluster
+        .create_all(vec![
+            role,
+            binding(
+                Some(TEAM),
+                "rollout-editor",
+                "Role",
+                "rollout-editor",
+                &[User::Alice],
+            ),
+        ])
+        .expect("grant the editor");
+    cluster
+        .wait_for_access(
+            User::Alice,
+            "patch",
+            "pipelinerollouts.numaplane.numaproj.io",
+            TEAM,
+            true,
+        )
+        .expect("the editor's grant");
+    cluster
+        .wait_for_policies_compiled(Duration::from_secs(3), Duration::from_secs(60))
+        .expect("the policies compiled");
+    let alice = cluster.kubectl(User::Alice);
+    alice
+        .create(
+            &apiserver_support::rollout(TEAM, "p", Some(json!(300))),
+            &[],
+        )
+        .expect_success("the editor creates a rollout through the webhook");
+
+    // The webhook is out of reach (what a replaced caBundle also makes of
+    // it): its only replica is killed. Fail-open lets writes through
+    // without it: a rollout created without a timeout is no longer
+    // defaulted.
+    env.replicas[0].webhook.signal("KILL").expect("SIGKILL");
+    let undefaulted = within(Duration::from_secs(15), || {
+        let out = alice.create(
+            &apiserver_support::rollout(TEAM, "unjudged", None),
+            &["--dry-run=server", "-o", "json"],
+        );
+        out.success
+            && out.json()["spec"]["pipeline"]["spec"]["lifecycle"]["pauseGracePeriodSeconds"]
+                .is_null()
+    });
+    assert!(
+        undefaulted.is_some(),
+        "fail-open lets an ordinary write through, undefaulted"
+    );
+    let forces = [
+        (
+            "allow-data-loss",
+            json!({"metadata": {"annotations": {"numaplane.numaproj.io/allow-data-loss": "true"}}}),
+        ),
+        (
+            "forcePromote",
+            json!({"spec": {"strategy": {"progressive": {"forcePromote": true}}}}),
+        ),
+    ];
+    for (what, patch) in forces {
+        let out = alice.merge_patch("pipelinerollout", TEAM, "p", &patch, &[]);
+        assert!(
+            !out.success && out.stderr.contains("ValidatingAdmissionPolicy"),
+            "with the webhook out of reach, the editor's {what} is refused by the API server: {out}"
+        );
+    }
 }

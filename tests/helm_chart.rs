@@ -89,10 +89,20 @@ fn self_managed_mode_renders_the_self_managed_overlay() {
 }
 
 /// Each kustomize component and the values that do the same in the chart.
-const EQUIVALENTS: [(&[&str], &[&str]); 5] = [
+const EQUIVALENTS: [(&[&str], &[&str]); 6] = [
     (
         &["manifests/components/fail-open"],
         &["--set", "webhook.failurePolicy=Ignore"],
+    ),
+    (
+        &[
+            "manifests/components/fail-open",
+            "manifests/components/validating-admission-policy",
+        ],
+        &[
+            "--set",
+            "webhook.failurePolicy=Ignore,validatingAdmissionPolicy.enabled=true",
+        ],
     ),
     (
         &["manifests/components/no-stale-force-sweeper"],
