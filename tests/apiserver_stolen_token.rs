@@ -31,8 +31,8 @@ mod apiserver_support;
 use std::time::{Duration, Instant};
 
 use apiserver_certs_support::{
-    CONFIGURATION, LEADER_ELECT, NAMESPACE, OVERLAY, SERVICE, SelfManaged, TEAM, ca_bundles,
-    metric, one_at_a_time, ready, within,
+    CONFIGURATION, LEADER_ELECT, NAMESPACE, OVERLAY, SelfManaged, TEAM, ca_bundles, metric,
+    one_at_a_time, ready, within,
 };
 use base64::Engine as _;
 use envtest::{Assets, User, binding, repo_root, require};
