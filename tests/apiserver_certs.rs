@@ -119,12 +119,12 @@ fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotat
         openssl.failures.len()
     );
     assert!(
-        openssl.failures.is_empty(),
+        openssl.skipped || openssl.failures.is_empty(),
         "OpenSSL does not verify the serving certificate against the caBundle during a rotation:\n{}",
         openssl.failures.join("\n---\n")
     );
     assert!(
-        openssl.not_first >= 1,
+        openssl.skipped || openssl.not_first >= 1,
         "no check while the serving certificate's CA was second in the bundle ({} checks with two CAs)",
         openssl.two_cas
     );
