@@ -391,6 +391,60 @@ mod tests {
         }
     }
 
+    /// The Subject Key Identifier of a CA and the Authority Key
+    /// Identifier of a certificate, from PEM.
+    fn key_ids(pem: &str) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        use rustls_pki_types::pem::PemObject as _;
+        use x509_parser::extensions::ParsedExtension;
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).expect("PEM");
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).expect("X.509");
+        let (mut ski, mut aki) = (None, None);
+        for ext in cert.extensions() {
+            match ext.parsed_extension() {
+                ParsedExtension::SubjectKeyIdentifier(id) => ski = Some(id.0.to_vec()),
+                ParsedExtension::AuthorityKeyIdentifier(a) => {
+                    aki = a.key_identifier.as_ref().map(|id| id.0.to_vec());
+                }
+                _ => {}
+            }
+        }
+        (ski, aki)
+    }
+
+    #[test]
+    fn each_ca_has_a_subject_key_identifier_and_each_leaf_names_it() {
+        let now = OffsetDateTime::now_utc();
+        let validity = Validity {
+            not_before: now - Duration::hours(1),
+            not_after: now + Duration::days(1),
+        };
+        let names = ["svc.ns.svc".to_owned()];
+        let ca = issue_ca("svc.ns.svc", validity).expect("a CA");
+        let leaf = issue_serving(&ca, "svc.ns.svc", &names, validity).expect("a leaf");
+        let generated = generate("svc.ns.svc", &names, 1).expect("a set");
+        let renewed = renew(
+            &generated.ca_pem,
+            &generated.ca_key_pem,
+            "svc.ns.svc",
+            &names,
+            1,
+        )
+        .expect("a renewal");
+        for (ca, leaf) in [
+            (&ca.cert_pem, &leaf.cert_pem),
+            (&generated.ca_pem, &generated.cert_pem),
+            (&generated.ca_pem, &renewed.cert_pem),
+        ] {
+            let (ski, _) = key_ids(ca);
+            let (_, aki) = key_ids(leaf);
+            assert!(
+                ski.as_ref().is_some_and(|id| !id.is_empty()),
+                "the CA has an SKI"
+            );
+            assert_eq!(aki, ski, "the leaf's AKI names its CA's SKI");
+        }
+    }
+
     #[test]
     fn private_keys_are_owner_only_whether_new_or_overwritten() {
         let dir = tempfile::tempdir().expect("dir");
