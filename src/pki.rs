@@ -4,6 +4,12 @@
 //! uses when none are given, and the caBundle patches `gen-certs` writes.
 //! The Secret and caBundle the webhook keeps itself are
 //! [`crate::background::certs`]'s.
+//!
+//! Every CA carries a Subject Key Identifier (rcgen writes one for a CA)
+//! and every serving certificate an Authority Key Identifier naming it.
+//! During a CA rotation two CAs with the same subject sit in the caBundle;
+//! verifiers that pick the issuer by subject and key identifier (OpenSSL)
+//! then find the right one, not just the first with that subject.
 
 use std::fs;
 use std::io;
@@ -96,6 +102,7 @@ pub fn issue_serving(
         .push(DnType::CommonName, common_name);
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.use_authority_key_identifier_extension = true;
     (leaf.not_before, leaf.not_after) = (validity.not_before, validity.not_after);
     let cert = leaf.signed_by(&key, &issuer)?;
     Ok(PemPair {
@@ -130,6 +137,7 @@ fn serving_cert(
         .push(DnType::CommonName, common_name);
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.use_authority_key_identifier_extension = true;
     (leaf.not_before, leaf.not_after) = validity(days);
     let cert = leaf.signed_by(&key, issuer)?;
     Ok((cert.pem(), key.serialize_pem()))
@@ -330,6 +338,111 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+    }
+
+    /// During a CA rotation the caBundle holds two CAs with the same
+    /// subject. OpenSSL picks the issuer by subject and, when the
+    /// certificate names one, by Authority Key Identifier: with it, the
+    /// serving certificate verifies whichever CA comes first.
+    #[test]
+    fn openssl_verifies_a_serving_certificate_against_two_cas_of_one_subject() {
+        if std::process::Command::new("openssl")
+            .arg("version")
+            .output()
+            .is_err()
+        {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "openssl is not installed, and CI=true"
+            );
+            eprintln!("SKIPPED: openssl is not installed");
+            return;
+        }
+        let now = OffsetDateTime::now_utc();
+        let validity = Validity {
+            not_before: now - Duration::hours(1),
+            not_after: now + Duration::days(1),
+        };
+        let names = ["svc.ns.svc".to_owned()];
+        let old = issue_ca("svc.ns.svc", validity).expect("a CA");
+        let new = issue_ca("svc.ns.svc", validity).expect("a second CA");
+        let dir = tempfile::tempdir().expect("dir");
+        for (signer, bundle) in [
+            (&new, [&old, &new]),
+            (&old, [&new, &old]),
+            (&new, [&new, &old]),
+        ] {
+            let leaf = issue_serving(signer, "svc.ns.svc", &names, validity).expect("a leaf");
+            let pem: String = bundle.iter().map(|ca| ca.cert_pem.as_str()).collect();
+            fs::write(dir.path().join("bundle.pem"), pem).expect("write");
+            fs::write(dir.path().join("leaf.pem"), &leaf.cert_pem).expect("write");
+            let out = std::process::Command::new("openssl")
+                .args(["verify", "-CAfile", "bundle.pem", "leaf.pem"])
+                .current_dir(dir.path())
+                .output()
+                .expect("openssl");
+            assert!(
+                out.status.success(),
+                "openssl verify: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// The Subject Key Identifier of a CA and the Authority Key
+    /// Identifier of a certificate, from PEM.
+    fn key_ids(pem: &str) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        use rustls_pki_types::pem::PemObject as _;
+        use x509_parser::extensions::ParsedExtension;
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).expect("PEM");
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).expect("X.509");
+        let (mut ski, mut aki) = (None, None);
+        for ext in cert.extensions() {
+            match ext.parsed_extension() {
+                ParsedExtension::SubjectKeyIdentifier(id) => ski = Some(id.0.to_vec()),
+                ParsedExtension::AuthorityKeyIdentifier(a) => {
+                    aki = a.key_identifier.as_ref().map(|id| id.0.to_vec());
+                }
+                _ => {}
+            }
+        }
+        (ski, aki)
+    }
+
+    #[test]
+    fn each_ca_has_a_subject_key_identifier_and_each_leaf_names_it() {
+        let now = OffsetDateTime::now_utc();
+        let validity = Validity {
+            not_before: now - Duration::hours(1),
+            not_after: now + Duration::days(1),
+        };
+        let names = ["svc.ns.svc".to_owned()];
+        let ca = issue_ca("svc.ns.svc", validity).expect("a CA");
+        let leaf = issue_serving(&ca, "svc.ns.svc", &names, validity).expect("a leaf");
+        let generated = generate("svc.ns.svc", &names, 1).expect("a set");
+        let renewed = renew(
+            &generated.ca_pem,
+            &generated.ca_key_pem,
+            "svc.ns.svc",
+            &names,
+            1,
+        )
+        .expect("a renewal");
+        for (ca, leaf) in [
+            (&ca.cert_pem, &leaf.cert_pem),
+            (&generated.ca_pem, &generated.cert_pem),
+            (&generated.ca_pem, &renewed.cert_pem),
+        ] {
+            let (ski, _) = key_ids(ca);
+            let (_, aki) = key_ids(leaf);
+            assert!(
+                ski.as_ref().is_some_and(|id| !id.is_empty()),
+                "the CA has an SKI"
+            );
+            assert_eq!(aki, ski, "the leaf's AKI names its CA's SKI");
+        }
     }
 
     #[test]

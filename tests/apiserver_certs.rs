@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use apiserver_certs_support::load::write_in_a_loop;
+use apiserver_certs_support::load::{openssl_during_rotations, write_in_a_loop};
 use apiserver_certs_support::{
     CA_SECRET, CONFIGURATION, LEADER_ELECT, NAMESPACE, Proxy, SECRET, SERVICE, SelfManaged,
     ca_bundles, ca_secret_data, metric, one_at_a_time, pem_blocks, ready, secret_data,
@@ -77,9 +77,16 @@ fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotat
 
     // Writes in a loop for 40 s while the certificates rotate, the Service
     // alternating between the replicas every 4 s.
+    // Meanwhile OpenSSL verifies the serving certificate the webhook wrote
+    // against the two-CA caBundle of each rotation, as a probe or mesh
+    // that verifies with OpenSSL would: the two CAs share a subject, so it
+    // needs the certificate's Authority Key Identifier to pick the CA.
     let stop = AtomicBool::new(false);
-    let (writes, failures) = std::thread::scope(|scope| {
+    let openssl_dir = tempfile::tempdir().expect("a directory");
+    let (writes, failures, openssl) = std::thread::scope(|scope| {
         let writer = scope.spawn(|| write_in_a_loop(&env.cluster, &stop, "load"));
+        let verifier =
+            scope.spawn(|| openssl_during_rotations(&env.cluster, &stop, openssl_dir.path()));
         let load_start = Instant::now();
         let mut target = 0;
         while load_start.elapsed() < Duration::from_secs(40) {
@@ -91,7 +98,8 @@ fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotat
             }
         }
         stop.store(true, Ordering::SeqCst);
-        writer.join().expect("the writer")
+        let (writes, failures) = writer.join().expect("the writer");
+        (writes, failures, verifier.join().expect("the verifier"))
     });
     let (leader, follower) = (&env.replicas[0], &env.replicas[1]);
     assert!(
@@ -104,6 +112,22 @@ fn a_fresh_install_becomes_ready_and_no_write_fails_through_serving_and_ca_rotat
     );
     assert!(writes >= 20, "only {writes} writes in 40 s");
     eprintln!("{writes} writes in 40 s, none failed");
+    eprintln!(
+        "openssl verify -CAfile <two-CA caBundle>: {} checks, {} with the serving certificate's CA second, {} failed",
+        openssl.two_cas,
+        openssl.not_first,
+        openssl.failures.len()
+    );
+    assert!(
+        openssl.skipped || openssl.failures.is_empty(),
+        "OpenSSL does not verify the serving certificate against the caBundle during a rotation:\n{}",
+        openssl.failures.join("\n---\n")
+    );
+    assert!(
+        openssl.skipped || openssl.not_first >= 1,
+        "no check while the serving certificate's CA was second in the bundle ({} checks with two CAs)",
+        openssl.two_cas
+    );
 
     // Both rotations happened, by the leader only.
     let renewed = metric(

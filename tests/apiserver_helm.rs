@@ -533,6 +533,7 @@ fn a_self_managed_install_lets_the_webhook_keep_its_ca_bundle_across_upgrades() 
         "ClusterRole/pipelinerollout-webhook-certs",
         "ClusterRoleBinding/pipelinerollout-webhook-certs",
         "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-webhooks",
+        "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-secrets",
         "ValidatingAdmissionPolicyBinding/pipelinerollout-webhook-own-webhooks",
         "PrometheusRule/pipelinerollout-webhook",
     ] {

@@ -6,7 +6,10 @@
 //! cut off from the API server stops its controllers before another takes
 //! over; a leader frozen (SIGSTOP) past its Lease steps down when it wakes
 //! and undoes nothing its successor wrote; a deleted Lease is made anew
-//! without two leaders at once. Same
+//! without two leaders at once; a Lease written once by the webhook's
+//! token with a huge duration is taken over after the replicas' own
+//! duration, and one that token keeps renewing shows up in every replica's
+//! `leader_lease_followed_seconds` and log. Same
 //! harness and skip rules as tests/apiserver_webhook.rs.
 //!
 //! The installation's own webhook, which the webhook configurations point
@@ -22,9 +25,10 @@ mod apiserver_support;
 use std::time::{Duration, Instant};
 
 use apiserver_leader_support::{
-    DEFAULT_LEASE, DURATION, GRACE, NAMESPACE, RENEW_DEADLINE, RETRY_PERIOD, Thaw, holder,
-    identity_of, is_reset, leads, lease_errors, logs, metric, one_leader, renew_time_offset,
-    replica, replica_of, serial, shared, skewed_binary, stale_force, sweeper_resets, transitions,
+    DEFAULT_LEASE, DURATION, GRACE, NAMESPACE, RENEW_DEADLINE, RETRY_PERIOD, Thaw,
+    followed_seconds, holder, identity_of, is_reset, leads, lease_errors,
+    lease_written_by_the_webhooks_token, logs, metric, one_leader, renew_time_offset, replica,
+    replica_of, serial, shared, skewed_binary, stale_force, sweeper_resets, transitions,
 };
 use envtest::{Proxy, User, Webhook, WebhookOptions};
 
@@ -111,6 +115,108 @@ fn only_the_leader_sweeps_and_every_replica_serves() {
         let want = if i == leader { 1.0 } else { 0.0 };
         assert_eq!(transitions(replica, "acquired"), want, "replica {i}");
         assert_eq!(transitions(replica, "lost"), 0.0, "replica {i}");
+    }
+}
+
+#[test]
+fn a_lease_written_once_with_a_huge_duration_is_taken_over_after_our_own_duration() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let lease = "leader-evil";
+    // One write with the webhook's token, never renewed: trusted as
+    // stated, it would hold the Lease for 68 years.
+    lease_written_by_the_webhooks_token(cluster, lease, "evil", i32::MAX);
+    let written = Instant::now();
+    let replicas: Vec<Webhook> = (0..2).map(|i| replica(env, lease, i, None)).collect();
+    let leader = one_leader(&replicas, DURATION + Duration::from_secs(10));
+    let took = written.elapsed();
+    eprintln!(
+        "a Lease stating 2147483647 s, never renewed, was taken over {took:?} after it was written (own duration {DURATION:?})"
+    );
+    assert_eq!(holder(cluster, lease), Some(identity_of(&replicas[leader])));
+    let log = replicas[leader].log_tail(10_000);
+    assert!(
+        log.contains("leaseDurationSeconds 2147483647, longer than this replica's own 4"),
+        "the replica says what the Lease stated:\n{log}"
+    );
+    assert!(
+        log.contains("took the Lease: \"evil\" had not renewed it for 4 s"),
+        "the replica says why it took the Lease:\n{log}"
+    );
+    // The stated duration is logged once per holder, not on every read.
+    let said = replicas
+        .iter()
+        .map(|r| {
+            r.log_tail(10_000)
+                .matches("leaseDurationSeconds 2147483647")
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(said <= 2, "logged {said} times:\n{}", logs(&replicas));
+}
+
+#[test]
+fn a_holder_that_keeps_renewing_and_is_no_replica_shows_in_the_metric_and_the_log() {
+    let Some(env) = shared() else { return };
+    let _one = serial();
+    let cluster = &env.cluster;
+    let lease = "leader-renewed";
+    lease_written_by_the_webhooks_token(cluster, lease, "evil", 4);
+    let replicas: Vec<Webhook> = (0..2).map(|i| replica(env, lease, i, None)).collect();
+    // The token renews every second (a new resourceVersion each time), so
+    // the bound does not help: it holds the Lease while it keeps writing.
+    let webhook = cluster.kubectl(User::Webhook);
+    let start = Instant::now();
+    let long = DURATION * 3 + Duration::from_secs(3);
+    let mut i = 0;
+    while start.elapsed() < long {
+        i += 1;
+        let patch = format!("{{\"spec\":{{\"leaseTransitions\":{i}}}}}");
+        webhook
+            .run(&[
+                "patch",
+                "lease",
+                lease,
+                "-n",
+                NAMESPACE,
+                "--type=merge",
+                "-p",
+                &patch,
+            ])
+            .expect_success("the token renews the Lease");
+        assert!(
+            !replicas.iter().any(leads),
+            "a replica took a Lease renewed every second; logs:\n{}",
+            logs(&replicas)
+        );
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    assert_eq!(holder(cluster, lease).as_deref(), Some("evil"));
+    for (n, replica) in replicas.iter().enumerate() {
+        let followed = followed_seconds(replica);
+        assert!(
+            followed >= (DURATION * 3).as_secs_f64(),
+            "replica {n} has followed for {followed} s after {long:?}"
+        );
+        let log = replica.log_tail(10_000);
+        assert!(
+            log.contains("this replica has not held the Lease")
+                && log.contains("does not look like a replica of this webhook"),
+            "replica {n} logs the long follow of a holder that is no replica:\n{log}"
+        );
+    }
+    // Once the token stops, the Lease expires and a replica takes it: the
+    // metric falls to 0 there, which clears the alert.
+    let leader = one_leader(&replicas, DURATION + Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while followed_seconds(&replicas[leader]) != 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the leader still reports following"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

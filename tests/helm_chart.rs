@@ -73,6 +73,7 @@ fn self_managed_mode_renders_the_self_managed_overlay() {
         "Role/pipelinerollout-webhook-certs",
         "ClusterRole/pipelinerollout-webhook-certs",
         "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-webhooks",
+        "ValidatingAdmissionPolicy/pipelinerollout-webhook-own-secrets",
     ] {
         assert!(
             c.iter().any(|d| helm_support::id(d) == wanted),
@@ -88,10 +89,20 @@ fn self_managed_mode_renders_the_self_managed_overlay() {
 }
 
 /// Each kustomize component and the values that do the same in the chart.
-const EQUIVALENTS: [(&[&str], &[&str]); 5] = [
+const EQUIVALENTS: [(&[&str], &[&str]); 6] = [
     (
         &["manifests/components/fail-open"],
         &["--set", "webhook.failurePolicy=Ignore"],
+    ),
+    (
+        &[
+            "manifests/components/fail-open",
+            "manifests/components/validating-admission-policy",
+        ],
+        &[
+            "--set",
+            "webhook.failurePolicy=Ignore,validatingAdmissionPolicy.enabled=true",
+        ],
     ),
     (
         &["manifests/components/no-stale-force-sweeper"],

@@ -175,7 +175,7 @@ pub struct ServeArgs {
     /// The Lease's namespace (the webhook's own, which the Deployment sets as POD_NAMESPACE); without it, the kubeconfig's or service account's namespace.
     #[arg(long, env = "POD_NAMESPACE")]
     pub leader_elect_namespace: Option<String>,
-    /// How long a renewal holds the Lease: another replica takes over this long after the leader's last renewal (whole seconds).
+    /// How long a renewal holds the Lease: another replica takes over this long after the leader's last renewal (whole seconds). A Lease that states a longer leaseDurationSeconds is trusted for this long only.
     #[arg(long, env = "WEBHOOK_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
     pub leader_elect_lease_duration: Duration,
     /// The leader stops the background work when no renewal has succeeded for this long (shorter than the lease duration).

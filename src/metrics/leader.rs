@@ -46,6 +46,8 @@ pub struct LeaderMetrics {
     pub transitions: Family<TransitionLabels, Counter>,
     /// Failed calls about the Lease.
     pub lease_errors: Counter,
+    /// Seconds this replica has followed others without holding the Lease.
+    pub lease_followed: Gauge,
 }
 
 impl LeaderMetrics {
@@ -55,6 +57,7 @@ impl LeaderMetrics {
             leader: Gauge::default(),
             transitions: Family::default(),
             lease_errors: Counter::default(),
+            lease_followed: Gauge::default(),
         };
         registry.register(
             "leader",
@@ -71,7 +74,18 @@ impl LeaderMetrics {
             "Failed calls about the Lease (read, create, renew, release), each retried after --leader-elect-retry-period",
             metrics.lease_errors.clone(),
         );
+        registry.register(
+            "leader_lease_followed_seconds",
+            "Seconds this replica has seen the Lease held by others without holding it or seeing it free (0 while it holds it, or with --leader-elect=false). When the smallest value among the replicas is several Lease durations, no running replica holds the Lease",
+            metrics.lease_followed.clone(),
+        );
         metrics
+    }
+
+    /// How long this replica has followed others without holding the Lease.
+    pub fn set_followed(&self, followed: std::time::Duration) {
+        self.lease_followed
+            .set(i64::try_from(followed.as_secs()).unwrap_or(i64::MAX));
     }
 
     /// Whether this replica runs the controllers now.

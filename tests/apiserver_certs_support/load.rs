@@ -110,3 +110,102 @@ pub fn ders(pem: &str) -> Vec<Vec<u8>> {
         .map(|der| der.as_ref().to_vec())
         .collect()
 }
+
+/// What `openssl verify` said about the serving certificate while the
+/// caBundle held two CAs (a CA rotation in progress).
+#[derive(Debug, Default)]
+pub struct OpensslChecks {
+    /// Checks made while the caBundle held two CAs.
+    pub two_cas: usize,
+    /// Of those, the ones where the serving certificate's CA was not the
+    /// first of the bundle: what a verifier that takes the first CA with
+    /// a matching subject gets wrong.
+    pub not_first: usize,
+    /// Every check that failed: the certificates and openssl's output.
+    pub failures: Vec<String>,
+    /// openssl is not installed (and CI is not true): nothing was checked.
+    pub skipped: bool,
+}
+
+/// Runs `openssl verify -CAfile BUNDLE` on the serving certificate the
+/// certificate manager wrote into its Secret, against the caBundle of the
+/// webhook configurations, whenever that holds two CAs, until `stop`.
+/// The Secret is read before the caBundle: a serving certificate's CA is
+/// in the caBundle from before it is written until a propagation period
+/// after it is replaced.
+pub fn openssl_during_rotations(
+    cluster: &Cluster,
+    stop: &AtomicBool,
+    dir: &std::path::Path,
+) -> OpensslChecks {
+    let mut checks = OpensslChecks::default();
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "openssl is not installed, and CI=true"
+        );
+        eprintln!("SKIPPED the OpenSSL checks: openssl is not installed");
+        checks.skipped = true;
+        return checks;
+    }
+    let (leaf, bundle, first) = (
+        dir.join("leaf.pem"),
+        dir.join("bundle.pem"),
+        dir.join("first.pem"),
+    );
+    let verify = |ca_file: &std::path::Path| {
+        std::process::Command::new("openssl")
+            .arg("verify")
+            .arg("-CAfile")
+            .arg(ca_file)
+            .arg(&leaf)
+            .output()
+            .map(|out| {
+                (
+                    out.status.success(),
+                    format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                )
+            })
+            .unwrap_or_else(|e| (false, format!("cannot run openssl: {e}")))
+    };
+    while !stop.load(Ordering::SeqCst) {
+        let served = super::secret_data(cluster)
+            .get("tls.crt")
+            .cloned()
+            .unwrap_or_default();
+        let Some(cas) = ca_bundles(cluster).into_iter().next() else {
+            continue;
+        };
+        let blocks = super::pem_blocks(&cas);
+        if blocks.len() == 2 && !served.is_empty() {
+            let written = std::fs::write(&leaf, &served)
+                .and_then(|()| std::fs::write(&bundle, &cas))
+                .and_then(|()| std::fs::write(&first, &blocks[0]));
+            if let Err(e) = written {
+                checks.failures.push(format!("cannot write the files: {e}"));
+                break;
+            }
+            checks.two_cas += 1;
+            if !verify(&first).0 {
+                checks.not_first += 1;
+            }
+            let (ok, said) = verify(&bundle);
+            if !ok {
+                checks.failures.push(format!(
+                    "openssl verify -CAfile bundle: {said}\nbundle:\n{cas}\nserved:\n{served}"
+                ));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    checks
+}

@@ -87,6 +87,18 @@ impl SelfManaged {
         flags: &[&str],
         lags: &[Duration],
     ) -> Result<Self, String> {
+        Self::start_install(assets, &repo_root().join(OVERLAY), ips, flags, lags)
+    }
+
+    /// As [`SelfManaged::start_with_lags`], with the install of the
+    /// kustomization `install` (the self-managed overlay with components).
+    pub fn start_install(
+        assets: &Assets,
+        install: &Path,
+        ips: &[&'static str],
+        flags: &[&str],
+        lags: &[Duration],
+    ) -> Result<Self, String> {
         if lags.len() != ips.len() {
             return Err(format!("{} lags for {} replicas", lags.len(), ips.len()));
         }
@@ -96,7 +108,7 @@ impl SelfManaged {
         std::fs::write(&policy, envtest::base_policy()?).map_err(|e| e.to_string())?;
         // The replicas' port is the one the first replica binds; until it
         // reports it, the webhook configurations name the Service's port.
-        let installed = cluster.install_self_managed(&repo_root().join(OVERLAY), 443)?;
+        let installed = cluster.install_self_managed(install, 443)?;
         let mut port = None;
         check_installed(&installed)?;
         cluster.create_all(vec![

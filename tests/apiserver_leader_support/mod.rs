@@ -23,7 +23,9 @@ pub const NAMESPACE: &str = "pipelinerollout-webhook";
 /// The Lease the base install's Role names.
 pub const DEFAULT_LEASE: &str = "pipelinerollout-webhook";
 /// Leases of their own for the other tests (granted by this file's Role).
-pub const TEST_LEASES: [&str; 7] = [
+pub const TEST_LEASES: [&str; 9] = [
+    "leader-evil",
+    "leader-renewed",
     "leader-kill",
     "leader-term",
     "leader-cut",
@@ -163,6 +165,32 @@ pub fn transitions(webhook: &Webhook, transition: &str) -> f64 {
         webhook,
         &format!("pipelinerollout_webhook_leader_transitions_total{{transition=\"{transition}\"}}"),
     )
+}
+
+/// How long a replica has followed others without holding the Lease.
+pub fn followed_seconds(webhook: &Webhook) -> f64 {
+    metric(
+        webhook,
+        "pipelinerollout_webhook_leader_lease_followed_seconds",
+    )
+}
+
+/// Creates the Lease `lease` held by `holder` for `seconds`, as the
+/// webhook's own service account (its Role lets it create any Lease): what
+/// a stolen token of the webhook can write.
+pub fn lease_written_by_the_webhooks_token(
+    cluster: &Cluster,
+    lease: &str,
+    holder: &str,
+    seconds: i32,
+) {
+    let object = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": lease, "namespace": NAMESPACE},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": seconds}});
+    cluster
+        .kubectl(User::Webhook)
+        .create(&object, &[])
+        .expect_success("the webhook's token writes the Lease");
 }
 
 pub fn lease_errors(webhook: &Webhook) -> f64 {

@@ -42,6 +42,14 @@ const ALLOWED_KEYS: [(&str, &str); 9] = [
 /// service account", "the pipelinerollout-webhook webhooks").
 const ALLOWED_TEXT_KEYS: [&str; 2] = ["message", "messageExpression"];
 
+/// The Secrets' names as CEL literals in the self-managed overlay's
+/// own-secrets policy (the Secrets the webhook's account may write): names,
+/// not the namespace.
+const SECRET_NAMES_IN_CEL: [&str; 2] = [
+    "'pipelinerollout-webhook-tls'",
+    "'pipelinerollout-webhook-ca'",
+];
+
 /// Shapes that name a namespace, wherever they stand.
 const NAMESPACE_SHAPES: [&str; 4] = [
     ":pipelinerollout-webhook:",
@@ -114,6 +122,7 @@ fn stale_places(docs: &[Value]) -> Vec<String> {
             // beside it (checked one by one in names_the_new_namespace).
             let rest = NEW_FORMS
                 .iter()
+                .chain(&SECRET_NAMES_IN_CEL)
                 .fold(text.to_owned(), |t, form| t.replace(form, ""));
             if !rest.contains(OLD) {
                 continue;
@@ -193,6 +202,7 @@ fn names_the_new_namespace(overlay: &str, docs: &[Value]) {
     let mut own = vec!["pipelinerollout-webhook-own-account"];
     if overlay == "self-managed" {
         own.push("pipelinerollout-webhook-own-webhooks");
+        own.push("pipelinerollout-webhook-own-secrets");
     }
     for name in own {
         let p = policy(name).unwrap_or_else(|| panic!("{overlay}: {name}"));

@@ -12,6 +12,7 @@ mod helm;
 mod kustomize_base;
 mod match_conditions;
 mod repository;
+mod second_line;
 
 use std::process::ExitCode;
 
@@ -43,11 +44,12 @@ type Step = fn(&Repository) -> Result<Vec<Generated>, Error>;
 
 /// The steps, in order: the raw manifests are rendered from the chart
 /// after the chart's match conditions are written.
-const STEPS: [Step; 4] = [
+const STEPS: [Step; 5] = [
     dashboard::copies,
     match_conditions::files,
     alerts::components,
     kustomize_base::files,
+    second_line::files,
 ];
 
 fn run(args: &[String]) -> Result<ExitCode, Error> {

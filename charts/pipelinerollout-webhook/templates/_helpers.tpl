@@ -115,3 +115,23 @@ files/match-conditions.yaml.
 {{- $_ := set $cel "systemDeleters" (printf "[%s]" (join ", " $deleters)) -}}
 {{- toJson $cel -}}
 {{- end -}}
+
+{{- /*
+The policy the ConfigMap holds, as YAML: the policy value, with
+forceReapply.rbac set from forceReapply.rbac. Also what
+validating-admission-policy.yaml compares with the policy its
+ValidatingAdmissionPolicies were exported from.
+*/ -}}
+{{- define "prw.policy" -}}
+{{- $policy := deepCopy (.Values.policy | default dict) -}}
+{{- $force := get $policy "forceReapply" | default dict -}}
+{{- if .Values.forceReapply.rbac.enabled -}}
+{{- $rbac := get $force "rbac" | default dict -}}
+{{- $_ := set $rbac "verb" .Values.forceReapply.rbac.verb -}}
+{{- $_ := set $force "rbac" $rbac -}}
+{{- $_ := set $policy "forceReapply" $force -}}
+{{- else if hasKey $force "rbac" -}}
+{{- fail "policy.forceReapply.rbac is set from forceReapply.rbac: set forceReapply.rbac.enabled instead" -}}
+{{- end -}}
+{{ toYaml $policy }}
+{{- end -}}

@@ -52,12 +52,15 @@ pub enum PassError {
     /// A certificate could not be made.
     #[error(transparent)]
     Certs(#[from] plan::PlanError),
+    /// A Secret has a type the webhook does not write.
+    #[error(transparent)]
+    WrongType(#[from] secrets::WrongType),
 }
 
 impl PassError {
     fn label(&self) -> &'static str {
         match self {
-            Self::Secret { .. } => "secret",
+            Self::Secret { .. } | Self::WrongType(_) => "secret",
             Self::Bundle { .. } => "bundle",
             Self::Certs(_) => "issue",
         }
@@ -200,6 +203,17 @@ async fn pass(
         .get_opt(&options.secret)
         .await
         .map_err(secret_err(&options.secret))?;
+    let named = |name: &str| format!("{}/{name}", options.secret_namespace);
+    secrets::check_type(
+        existing_ca.as_ref(),
+        &named(&options.ca_secret),
+        secrets::CA_TYPES,
+    )?;
+    secrets::check_type(
+        existing.as_ref(),
+        &named(&options.secret),
+        secrets::SERVING_TYPES,
+    )?;
     let mut read = Vec::with_capacity(2);
     for kind in ConfigurationType::BOTH {
         read.push(

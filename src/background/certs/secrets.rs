@@ -49,6 +49,44 @@ impl WriteLimit {
     }
 }
 
+/// The types the CA Secret may have: the webhook makes it `Opaque`.
+pub const CA_TYPES: &[&str] = &["Opaque"];
+/// The types the serving Secret may have: the webhook makes it
+/// `kubernetes.io/tls`; an `Opaque` one made by hand serves as well.
+pub const SERVING_TYPES: &[&str] = &["kubernetes.io/tls", "Opaque"];
+
+/// A Secret the webhook keeps its certificates in has a type it does not
+/// write (made by hand, or by something else under the same name). A
+/// Secret's type cannot change, so the webhook leaves it alone, and says
+/// how to get out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Secret {name} is of type {found}, not {wanted}, and a Secret's type cannot change: the webhook does not write it; delete it, and the webhook makes it anew"
+)]
+pub struct WrongType {
+    /// namespace/name.
+    pub name: String,
+    /// Its type.
+    pub found: String,
+    /// The types the webhook keeps it as.
+    pub wanted: String,
+}
+
+/// `Ok` when `secret` is absent or of one of the `allowed` types (a Secret
+/// without a type is `Opaque`).
+pub fn check_type(secret: Option<&Secret>, name: &str, allowed: &[&str]) -> Result<(), WrongType> {
+    let Some(secret) = secret else { return Ok(()) };
+    let found = secret.type_.as_deref().unwrap_or("Opaque");
+    if allowed.contains(&found) {
+        return Ok(());
+    }
+    Err(WrongType {
+        name: name.to_owned(),
+        found: found.to_owned(),
+        wanted: allowed.join(" or "),
+    })
+}
+
 fn data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     secret
         .data
@@ -130,6 +168,41 @@ pub fn object(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_of_a_type_the_webhook_does_not_write_is_named_with_the_way_out() {
+        let of = |t: Option<&str>| Secret {
+            type_: t.map(str::to_owned),
+            ..Secret::default()
+        };
+        let cases = [
+            (None, CA_TYPES, true),
+            (Some(of(None)), CA_TYPES, true),
+            (Some(of(Some("Opaque"))), CA_TYPES, true),
+            (Some(of(Some("kubernetes.io/tls"))), CA_TYPES, false),
+            (Some(of(Some("kubernetes.io/tls"))), SERVING_TYPES, true),
+            (Some(of(Some("Opaque"))), SERVING_TYPES, true),
+            (
+                Some(of(Some("kubernetes.io/service-account-token"))),
+                SERVING_TYPES,
+                false,
+            ),
+            (Some(of(Some("example.com/other"))), CA_TYPES, false),
+        ];
+        for (secret, allowed, ok) in cases {
+            let checked = check_type(secret.as_ref(), "ns/s", allowed);
+            assert_eq!(checked.is_ok(), ok, "{secret:?} {allowed:?}");
+            if let Err(e) = checked {
+                let said = e.to_string();
+                assert!(
+                    said.starts_with("Secret ns/s is of type ")
+                        && said.contains(&allowed.join(" or "))
+                        && said.contains("delete it"),
+                    "{said}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn writes_beyond_the_burst_wait_for_the_window() {

@@ -15,7 +15,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::controllers::{self, Controller, Started};
-use super::observed::{Decision, Observed, Version, stated_duration};
+use super::observed::{Decision, Observed, StatedDuration, Version, looks_like_a_sibling};
 use super::options::LeaseOptions;
 use crate::metrics::leader::{LeaderMetrics, Transition};
 
@@ -99,7 +99,17 @@ pub(super) struct Election {
     pub(super) renewed: Option<Instant>,
     pub(super) call: Call,
     pub(super) leading: Option<Started>,
+    /// Since when this replica has seen the Lease held by others without
+    /// holding it or seeing it free; `None` while it holds it.
+    pub(super) following_since: Option<Instant>,
+    /// Whether the long follow of `following_since` has been logged.
+    pub(super) follow_logged: bool,
 }
+
+/// After this many of this replica's Lease durations without holding the
+/// Lease, a replica logs whom it follows (when the holder does not look
+/// like another replica) and the alert's metric passes its threshold.
+pub const FOLLOW_LOG_DURATIONS: u32 = 3;
 
 impl Election {
     /// Whether this replica holds the Lease by its last call.
@@ -138,8 +148,11 @@ impl Election {
 
     /// Starts the next call when its time has come.
     pub(super) fn call_now(&mut self) {
-        let (api, options, observed) =
-            (self.api.clone(), self.options.clone(), self.observed.take());
+        let (api, options, observed) = (
+            self.api.clone(),
+            self.options.clone(),
+            self.observed.clone(),
+        );
         let offset = self.clock_offset;
         self.call = Call::Calling(Box::pin(async move {
             attempt(&api, &options, offset, observed).await
@@ -148,21 +161,34 @@ impl Election {
 
     /// Takes in what a call came to, and schedules the next one.
     pub(super) fn answered(&mut self, observed: Option<Observed>, outcome: Outcome) {
-        self.observed = observed;
+        let previous = std::mem::replace(&mut self.observed, observed.clone());
+        if let Some(seen) = &observed {
+            self.note_stated(previous.as_ref(), seen);
+        }
         let retry = self.options.retry_period;
         let next = match outcome {
             Outcome::Held { sent, took, lease } => {
                 if took {
-                    tracing::info!(identity = %self.options.identity, "took the Lease");
+                    let why = match observed.as_ref().and_then(|o| o.version.holder.as_ref()) {
+                        None => "it had no holder".to_owned(),
+                        Some(holder) => format!(
+                            "{holder:?} had not renewed it for {} s",
+                            observed.as_ref().map_or(0, |o| o.duration.as_secs())
+                        ),
+                    };
+                    tracing::info!(identity = %self.options.identity, "took the Lease: {why}");
                 }
                 self.held = Some(*lease);
                 self.renewed = Some(sent);
+                self.following_since = None;
+                self.follow_logged = false;
                 sent + retry
             }
             Outcome::Following { holder } => {
                 if self.held.take().is_some() {
                     tracing::warn!(%holder, "the Lease is held by another replica");
                 }
+                self.follow(&holder);
                 Instant::now() + retry
             }
             Outcome::Lost => {
@@ -185,7 +211,49 @@ impl Election {
                 Instant::now() + retry
             }
         };
+        let followed = self
+            .following_since
+            .map_or(Duration::ZERO, |since| since.elapsed());
+        self.metrics.set_followed(followed);
         self.call = Call::At(next);
+    }
+
+    /// Logs what is wrong with the Lease's stated duration, once for each
+    /// holder and stated duration (not on every read).
+    fn note_stated(&self, previous: Option<&Observed>, seen: &Observed) {
+        let Some(stated) = seen.stated else { return };
+        let Some(problem) = stated.problem(self.options.duration) else {
+            return;
+        };
+        let same = previous
+            .is_some_and(|p| p.version.holder == seen.version.holder && p.stated == seen.stated);
+        if same || seen.version.holder.as_deref() == Some(self.options.identity.as_str()) {
+            return;
+        }
+        let holder = seen.version.holder.as_deref().unwrap_or("");
+        tracing::warn!(%holder, "{problem}");
+    }
+
+    /// This replica follows `holder`: counts how long it has not held the
+    /// Lease, and says so once it is [`FOLLOW_LOG_DURATIONS`] durations
+    /// and the holder does not look like another replica.
+    fn follow(&mut self, holder: &str) {
+        let since = *self.following_since.get_or_insert_with(Instant::now);
+        let long = self.options.duration * FOLLOW_LOG_DURATIONS;
+        if self.follow_logged || since.elapsed() < long {
+            return;
+        }
+        self.follow_logged = true;
+        if looks_like_a_sibling(&self.options.identity, holder) {
+            return;
+        }
+        tracing::warn!(
+            %holder,
+            identity = %self.options.identity,
+            followed = ?since.elapsed(),
+            "this replica has not held the Lease for {} s and its holder does not look like a replica of this webhook: if no running replica is {holder:?}, something else holds the Lease and the background work (certificates, audit, sweeper) is stopped; delete the Lease (docs/observability.md#pipelinerolloutwebhookleaseheldbynoreplica)",
+            since.elapsed().as_secs()
+        );
     }
 
     /// The watch says the Lease was released: call at once.
@@ -268,8 +336,10 @@ async fn attempt(
         Ok(None) => return (None, create(api, options, offset).await),
         Err(e) => return (observed, Outcome::Failed(e)),
     };
-    let duration = stated_duration(&lease).unwrap_or(options.duration);
-    let seen = Observed::read(observed, Version::of(&lease), duration, Instant::now());
+    let stated = StatedDuration::of(&lease, options.duration);
+    let duration = stated.counted(options.duration);
+    let mut seen = Observed::read(observed, Version::of(&lease), duration, Instant::now());
+    seen.stated = Some(stated);
     let took = match seen.decide(&options.identity, Instant::now()) {
         Decision::Follow { holder, .. } => return (Some(seen), Outcome::Following { holder }),
         Decision::Renew => false,

@@ -23,6 +23,14 @@
 //!   shorter than the duration. The Lease client's requests time out after
 //!   the retry period, so a hung API server shows up as failures, retried
 //!   every retry period until a renewal succeeds or the deadline passes.
+//! - **A bounded duration.** The holder's `leaseDurationSeconds` counts
+//!   only up to this replica's own duration, so a Lease written once with
+//!   a huge duration and never renewed is taken over like any other.
+//! - **A Lease no replica holds, visible.** Each replica exports how long
+//!   it has followed others without holding the Lease
+//!   (`leader_lease_followed_seconds`): when even the smallest of those is
+//!   several durations, no running replica holds it (an alert says so),
+//!   and a replica whose holder does not look like another replica logs it.
 //! - **Quick hand-over.** A watch of the Lease wakes a waiting replica as
 //!   soon as the holder releases it, so a leader that stops on SIGTERM is
 //!   replaced within a few round trips instead of a Lease duration.
@@ -156,6 +164,8 @@ pub async fn run_elected(
         renewed: None,
         call: Call::At(std::time::Instant::now()),
         leading: None,
+        following_since: None,
+        follow_logged: false,
     };
     loop {
         election.follow_standing(&controllers).await;

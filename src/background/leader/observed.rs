@@ -11,6 +11,10 @@
 //! not changed for its `leaseDurationSeconds`, counted from that moment.
 //! A holder that keeps renewing changes the Lease every retry period, so it
 //! is never judged expired, whatever its clock says.
+//!
+//! The holder's `leaseDurationSeconds` is trusted only up to this
+//! replica's own duration ([`StatedDuration`]): one write of the Lease
+//! with a duration of years cannot keep every replica from leading.
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +57,8 @@ pub struct Observed {
     pub duration: Duration,
     /// When this replica first saw `version` (its monotonic clock).
     pub since: Instant,
+    /// What the Lease's stated duration came to (`None`: not judged).
+    pub stated: Option<StatedDuration>,
 }
 
 /// What to do about the Lease.
@@ -89,6 +95,7 @@ impl Observed {
             version,
             duration,
             since,
+            stated: None,
         }
     }
 
@@ -112,13 +119,85 @@ impl Observed {
     }
 }
 
-/// The duration a Lease states, when it states a usable one.
-pub fn stated_duration(lease: &Lease) -> Option<Duration> {
-    let seconds = lease.spec.as_ref()?.lease_duration_seconds?;
-    u64::try_from(seconds)
-        .ok()
-        .filter(|&s| s > 0)
-        .map(Duration::from_secs)
+/// What the Lease's `leaseDurationSeconds` comes to on this replica. The
+/// holder's word is trusted only up to this replica's own duration (the
+/// bound): a Lease written once with a duration of years, and never
+/// renewed, is taken over one bound after it last changed, like any other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatedDuration {
+    /// Positive and within the bound: counted as stated.
+    Trusted(Duration),
+    /// Longer than the bound: the bound is counted.
+    Capped {
+        /// The seconds the Lease states.
+        stated: i32,
+    },
+    /// Absent, zero or negative: the bound is counted.
+    Unusable(Option<i32>),
+}
+
+impl StatedDuration {
+    /// Judges the `leaseDurationSeconds` of `lease` against `bound`.
+    pub fn of(lease: &Lease, bound: Duration) -> Self {
+        let seconds = lease.spec.as_ref().and_then(|s| s.lease_duration_seconds);
+        match seconds.map(u64::try_from) {
+            Some(Ok(s)) if s > 0 && Duration::from_secs(s) <= bound => {
+                Self::Trusted(Duration::from_secs(s))
+            }
+            Some(Ok(s)) if s > 0 => Self::Capped {
+                stated: seconds.unwrap_or_default(),
+            },
+            _ => Self::Unusable(seconds),
+        }
+    }
+
+    /// How long the holder may go without renewing, as this replica counts it.
+    pub fn counted(self, bound: Duration) -> Duration {
+        match self {
+            Self::Trusted(d) => d,
+            Self::Capped { .. } | Self::Unusable(_) => bound,
+        }
+    }
+
+    /// What is wrong with the stated duration, for the log; `None` when
+    /// nothing is.
+    pub fn problem(self, bound: Duration) -> Option<String> {
+        let bound = bound.as_secs();
+        match self {
+            Self::Trusted(_) => None,
+            Self::Capped { stated } => Some(format!(
+                "the Lease states leaseDurationSeconds {stated}, longer than this replica's own {bound}: its holder is trusted for {bound} s without renewing, no longer"
+            )),
+            Self::Unusable(None) => Some(format!(
+                "the Lease states no leaseDurationSeconds: its holder is trusted for this replica's own {bound} s without renewing"
+            )),
+            Self::Unusable(Some(s)) => Some(format!(
+                "the Lease states leaseDurationSeconds {s}, which is not positive: its holder is trusted for this replica's own {bound} s without renewing"
+            )),
+        }
+    }
+}
+
+/// Whether `holder` looks like another replica of the same workload as
+/// `own`: the same Deployment (pod names that differ only in their last
+/// two `-` parts, the ReplicaSet's and the pod's suffixes), or, outside a
+/// pod, the same host (`host_pid`). A hint for the log, not a check: a
+/// name proves nothing.
+pub fn looks_like_a_sibling(own: &str, holder: &str) -> bool {
+    fn family(identity: &str) -> &str {
+        if let Some((host, pid)) = identity.rsplit_once('_')
+            && !pid.is_empty()
+            && pid.bytes().all(|b| b.is_ascii_digit())
+        {
+            return host;
+        }
+        let mut parts = identity.rsplitn(3, '-');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(_), Some(_), Some(workload)) if !workload.is_empty() => workload,
+            _ => identity,
+        }
+    }
+    family(own) == family(holder)
 }
 
 #[cfg(test)]
@@ -253,7 +332,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stated_duration_must_be_positive() {
+    fn a_stated_duration_is_trusted_only_up_to_our_own() {
         use k8s_openapi::api::coordination::v1::LeaseSpec;
         let lease = |seconds| Lease {
             spec: Some(LeaseSpec {
@@ -262,13 +341,79 @@ mod tests {
             }),
             ..Lease::default()
         };
-        assert_eq!(
-            stated_duration(&lease(Some(4))),
-            Some(Duration::from_secs(4))
-        );
-        for bad in [None, Some(0), Some(-3)] {
-            assert_eq!(stated_duration(&lease(bad)), None, "{bad:?}");
+        let cases = [
+            (Some(4), Duration::from_secs(4), None),
+            (Some(15), DURATION, None),
+            (
+                Some(16),
+                DURATION,
+                Some("longer than this replica's own 15"),
+            ),
+            (
+                Some(i32::MAX),
+                DURATION,
+                Some("leaseDurationSeconds 2147483647, longer"),
+            ),
+            (Some(0), DURATION, Some("0, which is not positive")),
+            (Some(-3), DURATION, Some("-3, which is not positive")),
+            (Some(i32::MIN), DURATION, Some("not positive")),
+            (None, DURATION, Some("states no leaseDurationSeconds")),
+        ];
+        for (seconds, counted, problem) in cases {
+            let judged = StatedDuration::of(&lease(seconds), DURATION);
+            assert_eq!(judged.counted(DURATION), counted, "{seconds:?}");
+            match (judged.problem(DURATION), problem) {
+                (None, None) => {}
+                (Some(said), Some(want)) => assert!(said.contains(want), "{seconds:?}: {said}"),
+                (said, want) => panic!("{seconds:?}: said {said:?}, want {want:?}"),
+            }
         }
-        assert_eq!(stated_duration(&Lease::default()), None);
+        assert_eq!(
+            StatedDuration::of(&Lease::default(), DURATION),
+            StatedDuration::Unusable(None),
+            "no spec at all"
+        );
+    }
+
+    #[test]
+    fn a_lease_written_once_with_a_huge_duration_expires_after_our_own() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        let lease = Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some("evil".to_owned()),
+                lease_duration_seconds: Some(i32::MAX),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        };
+        let t0 = Instant::now();
+        let duration = StatedDuration::of(&lease, DURATION).counted(DURATION);
+        let seen = Observed::read(None, Version::of(&lease), duration, t0);
+        assert!(matches!(
+            seen.decide("me", t0 + DURATION - Duration::from_secs(1)),
+            Decision::Follow { .. }
+        ));
+        assert_eq!(seen.decide("me", t0 + DURATION), Decision::Take);
+    }
+
+    #[test]
+    fn siblings_share_a_deployment_or_a_host() {
+        let cases = [
+            ("prw-7d9f8c6b5-abcde", "prw-7d9f8c6b5-fghij", true),
+            ("prw-7d9f8c6b5-abcde", "prw-5c4b3a291-zzzzz", true),
+            ("pipelinerollout-webhook-7d9f-x1", "evil", false),
+            (
+                "pipelinerollout-webhook-7d9f-x1",
+                "other-app-7d9f-x1",
+                false,
+            ),
+            ("node1_123", "node1_456", true),
+            ("node1_123", "evil", false),
+            ("node1_123", "node2_123", false),
+            ("evil", "evil", true),
+        ];
+        for (own, holder, want) in cases {
+            assert_eq!(looks_like_a_sibling(own, holder), want, "{own} / {holder}");
+        }
     }
 }
