@@ -466,3 +466,123 @@ fn a_report_write_from_a_stale_view_is_refused_counted_and_read_again() {
         "one refusal, then a write over the fresh version: {text}"
     );
 }
+
+/// `VmHWM` (the peak resident set) of `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+/// What tenants may store, before the webhook starts: `huge` rollouts near
+/// etcd's object limit (1.4 MiB in the pipeline spec), and `bloated` ones
+/// with 250 KiB in annotations the rules read (allow-data-loss, the
+/// webhook's own force-promote-for).
+fn stored_by_tenants(cluster: &Cluster, huge: usize, bloated: usize) -> Result<(), String> {
+    const NS: &str = "e2e-audit-memory";
+    let payload = "h".repeat(1_400 * 1024);
+    let mut objects =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})];
+    for i in 0..huge {
+        let mut object = rollout(NS, &format!("huge-{i:03}"), Some(json!(300)));
+        let vertex = json!({"name": "huge", "udf": {"container": {
+            "image": "quay.io/numaio/numaflow-go/map-cat:stable",
+            "env": [{"name": "PAYLOAD", "value": payload}]}}});
+        object["spec"]["pipeline"]["spec"]["vertices"]
+            .as_array_mut()
+            .ok_or("the sample has vertices")?
+            .push(vertex);
+        objects.push(object);
+    }
+    for i in 0..bloated {
+        let mut object = rollout(NS, &format!("bloated-{i:03}"), Some(json!(300)));
+        object["metadata"]["annotations"] = if i % 2 == 0 {
+            json!({"pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for": "f".repeat(250 * 1024)})
+        } else {
+            json!({ALLOW_DATA_LOSS: "a".repeat(250 * 1024)})
+        };
+        objects.push(object);
+    }
+    // One object a request: a List of them all would pass the API
+    // server's request limit.
+    for object in objects {
+        cluster.create_all(vec![object])?;
+    }
+    Ok(())
+}
+
+#[test]
+fn the_leaders_memory_does_not_grow_with_what_tenants_store() {
+    // Everything the base Deployment turns on reads the stored rollouts:
+    // the audit, the stale-force sweeper and Events. Listed in pages, the
+    // objects below (about 53 MiB as stored) are held whole at once, and
+    // the leader's peak passes 100 MiB; listed one object at a time it
+    // stays within the bound the chart's 128 Mi limit leaves room for.
+    let Some(assets) = envtest::require(&envtest::test_name(), envtest::Assets::find()) else {
+        return;
+    };
+    // The harness runs `serve` with the Deployment's environment (glibc's
+    // mmap threshold), as a cluster does.
+    let deployment =
+        std::fs::read_to_string(envtest::repo_root().join("manifests/base/deployment.yaml"))
+            .expect("the base Deployment");
+    for (name, value) in envtest::DEPLOYMENT_ENV {
+        assert!(
+            deployment.contains(&format!("- name: {name}\n          value: \"{value}\"")),
+            "manifests/base/deployment.yaml sets {name}={value}"
+        );
+    }
+    let env = Installation::start_with(
+        &assets,
+        binary(),
+        &policy("1h"),
+        &[
+            "--reset-stale-force",
+            "--audit-qps",
+            "20",
+            "--audit-burst",
+            "20",
+        ],
+        |cluster| {
+            cluster.install_crd(
+                &envtest::repo_root().join("tests/fixtures/wgpolicyk8s.io_policyreports.yaml"),
+            )?;
+            apiserver_support::grant_components(cluster)?;
+            stored_by_tenants(cluster, 20, 100)
+        },
+    )
+    .expect("the test cluster starts");
+    let text = wait_for("the audit completes", Duration::from_secs(120), || {
+        let text = metrics(env.webhook.admin_addr());
+        audit_completed(&text).then_some(text)
+    });
+    assert_eq!(
+        metric(&text, "pipelinerollout_webhook_audit_objects"),
+        Some(120.0),
+        "{text}"
+    );
+    wait_for_result(
+        &env.cluster,
+        "e2e-audit-memory",
+        "huge-000",
+        "drain-timeout-range",
+        "pass",
+    );
+    let pid = env.webhook.pid().expect("the webhook runs");
+    let peak = peak_rss_mib(pid);
+    let log = env.webhook.log_tail(40);
+    assert!(
+        log.contains("stale-force sweeper on"),
+        "the sweeper runs: {log}"
+    );
+    assert!(
+        peak < 64.0,
+        "the leader's peak RSS was {peak:.1} MiB; log:\n{log}"
+    );
+    eprintln!("the leader's peak RSS: {peak:.1} MiB");
+}

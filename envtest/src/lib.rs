@@ -67,7 +67,7 @@ pub use metrics::{WebhookCalls, webhook_calls};
 pub use pki::{CertPair, Pki};
 pub use proxy::Proxy;
 pub use rbac::binding;
-pub use serve::{BOUND_TARGET, Bound, ServeCommand, Served, on_path};
+pub use serve::{BOUND_TARGET, Bound, DEPLOYMENT_ENV, ServeCommand, Served, on_path};
 pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};
 pub use user::User;
 pub use webhook::{Webhook, WebhookOptions};

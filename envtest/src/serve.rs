@@ -79,7 +79,16 @@ pub struct ServeCommand {
     pub args: Vec<String>,
     /// At most this many open files (`prlimit`, else bash's `ulimit -n`).
     pub nofile: Option<u32>,
+    /// Environment variables set for `serve` (through `env`); by default
+    /// [`DEPLOYMENT_ENV`].
+    pub env: Vec<(String, String)>,
 }
+
+/// The environment `manifests/base/deployment.yaml` gives the webhook
+/// besides the downward API's: glibc's allocator returns what is allocated
+/// above 128 KiB as soon as it is freed, so memory measured here is memory
+/// a cluster sees.
+pub const DEPLOYMENT_ENV: [(&str, &str); 1] = [("MALLOC_MMAP_THRESHOLD_", "131072")];
 
 impl ServeCommand {
     /// `serve` on 127.0.0.1, ports chosen by the kernel, no other flags.
@@ -91,6 +100,10 @@ impl ServeCommand {
             admin_listen: any_port,
             args: Vec::new(),
             nofile: None,
+            env: DEPLOYMENT_ENV
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         }
     }
 
@@ -105,6 +118,18 @@ impl ServeCommand {
         ];
         serve.extend(self.args.iter().cloned());
         keep_bound_line(&mut serve);
+        let (program, args) = self.limited(serve);
+        if self.env.is_empty() {
+            return (program, args);
+        }
+        let mut with_env: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        with_env.push(program.display().to_string());
+        with_env.extend(args);
+        (PathBuf::from("env"), with_env)
+    }
+
+    /// `serve` and its arguments, under the open-files limit if one is set.
+    fn limited(&self, serve: Vec<String>) -> (PathBuf, Vec<String>) {
         let binary = self.binary.display().to_string();
         match self.nofile {
             None => (self.binary.clone(), serve),

@@ -17,4 +17,5 @@ pub mod audit;
 pub mod backoff;
 pub mod certs;
 pub mod leader;
+pub mod list;
 pub mod sweeper;

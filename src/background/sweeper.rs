@@ -3,7 +3,8 @@
 //! ISBServiceRollout or NumaflowControllerRollout update pauses it), so a
 //! forced re-apply's `allow-data-loss: "true"` can outlive its pause with no
 //! request for `/mutate` to reset. This task watches PipelineRollouts
-//! (kube-runtime's watcher, restarted with backoff) and resets the
+//! (kube-runtime's watcher, listing as [`super::list`] does, restarted
+//! with backoff) and resets the
 //! annotation to "false" once the pause has been over for the grace period,
 //! with a JSON Patch whose first operation tests the `resourceVersion` it
 //! saw: a concurrent change wins and is looked at again. It runs under the
@@ -165,7 +166,7 @@ pub async fn run(
 /// Watches and resets until the watch ends.
 async fn sweep(client: kube::Client, context: &SweeperContext, grace: Duration) {
     let all: Api<Stored> = Api::all(client.clone());
-    let stream = watcher::watcher(all, watcher::Config::default()).default_backoff();
+    let stream = super::list::watch(all, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let mut stale = StaleForces::default();
     let mut tick = tokio::time::interval(

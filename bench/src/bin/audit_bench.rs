@@ -42,6 +42,14 @@ struct Args {
     /// template (0: none).
     #[arg(long, default_value_t = 0)]
     bloat_bytes: usize,
+    /// The first this many rollouts carry, instead, `--huge-bytes` in their
+    /// pipeline spec (an environment variable of an extra vertex), which a
+    /// namespace editor may store up to etcd's object limit.
+    #[arg(long, default_value_t = 0)]
+    huge: usize,
+    /// The bytes each of the `--huge` rollouts carries in its pipeline spec.
+    #[arg(long, default_value_t = 1_400 * 1024)]
+    huge_bytes: usize,
 }
 
 const NAMESPACE_PREFIX: &str = "bench-audit-";
@@ -87,8 +95,18 @@ fn rollout(sample: &Value, namespace: &str, name: &str, timeout: i64, big: bool)
     object
 }
 
-/// Fills the kept fields of rollout `i` with `bytes` bytes (`--bloat-bytes`).
-fn bloat(object: &mut Value, i: usize, bytes: usize) {
+/// Grows rollout `i`'s pipeline spec by `--huge-bytes` when it is one of
+/// the first `--huge`, else fills its kept fields with `--bloat-bytes`.
+fn bloat(object: &mut Value, i: usize, args: &Args) {
+    if i < args.huge {
+        let vertex = json!({"name": "huge", "udf": {"container": {"image": "quay.io/numaio/numaflow-go/map-cat:stable",
+            "env": [{"name": "PAYLOAD", "value": "h".repeat(args.huge_bytes)}]}}});
+        if let Some(list) = object["spec"]["pipeline"]["spec"]["vertices"].as_array_mut() {
+            list.push(vertex);
+        }
+        return;
+    }
+    let bytes = args.bloat_bytes;
     if bytes == 0 {
         return;
     }
@@ -136,7 +154,7 @@ fn create_rollouts(cluster: &Cluster, args: &Args, size: usize, dir: &Path) -> R
                     timeout,
                     k % 10 == 3,
                 );
-                bloat(&mut object, i, args.bloat_bytes);
+                bloat(&mut object, i, args);
                 object
             })
             .collect();

@@ -1,6 +1,8 @@
 //! The watches of the audited kinds: kube-runtime's watcher over slim
-//! objects, one per kind in [`KINDS`](super::audited::KINDS), restarted with backoff when it
-//! breaks, turned into [`WatchItem`]s the audit's store takes in.
+//! objects, one per kind in [`KINDS`](super::audited::KINDS), listed as
+//! [`crate::background::list`] lists (one object at a time where the API
+//! server streams lists), restarted with backoff when it breaks, turned
+//! into [`WatchItem`]s the audit's store takes in.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,16 +139,6 @@ impl Backoff for ListBackoff {
 /// kind that is not served is reported [`WatchItem::Absent`] once, and
 /// nothing more is said of it (no restart, no relist) until it is served
 /// again.
-/// Objects per page of the initial list. The client holds a whole page in
-/// memory before the slim reader sees it, and a tenant may store 256 KiB
-/// of annotations on each object (the API server's limit) and a spec up
-/// to etcd's 1.5 MiB per object: a page of 50 is about 13 MiB of objects
-/// at the annotation limit and at most 75 MiB of the largest objects etcd
-/// stores, within the chart's 128 Mi memory limit (500, the client's
-/// default, took a leader to a 389 MiB peak with 2,000 rollouts of 250 KiB
-/// each). 10,000 rollouts are 200 pages.
-const PAGE_SIZE: u32 = 50;
-
 fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem> {
     let kind = KIND;
     let api: Api<Slim<KIND>> = Api::all(client);
@@ -160,9 +152,8 @@ fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem
     let config = match KINDS[KIND].label_selector {
         Some(selector) => watcher::Config::default().labels(selector),
         None => watcher::Config::default(),
-    }
-    .page_size(PAGE_SIZE);
-    watcher::watcher(api, config)
+    };
+    crate::background::list::watch(api, config)
         .inspect(move |event| init.store(matches!(event, Ok(Event::Init)), Ordering::Relaxed))
         .backoff(backoff)
         .filter_map(move |event| {
