@@ -19,7 +19,7 @@ use super::audited::{Audited, KindEntry};
 use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
 use crate::authz::{ForcePermission, PermissionCheck, Target};
 use crate::kinds::Kind;
-use crate::namespace_config::StrategyRead;
+use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{
     Operation, RolloutWrite, Rule, StrategyWrite, Violation, namespace_strategy,
 };
@@ -202,7 +202,7 @@ impl Judge<'_> {
     /// known afterwards): a strategy that skips draining is a warning
     /// naming the namespace.
     fn namespace_config(&self, namespace: &str, view: &PipelineRollout) -> ObjectResults {
-        let read = StrategyRead::of(view);
+        let read = ConfigRead::of(view);
         let skips = read.skips_draining();
         let shown = read.shown();
         let write = StrategyWrite {
