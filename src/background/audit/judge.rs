@@ -12,8 +12,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use self::state::{
-    force_promote_state, force_reapply_state, hpa_rider_state, template_deletion_state,
-    template_label_state,
+    force_promote_state, force_reapply_state, hpa_rider_state, no_deletion_timeout_state,
+    template_deletion_state, template_label_state,
 };
 use super::audited::{Audited, KindEntry};
 use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
@@ -24,7 +24,7 @@ use crate::policy::rules::{
     Operation, RolloutWrite, Rule, StrategyWrite, Violation, namespace_strategy,
 };
 use crate::policy::{Grant, Mode, Permission, Policy, UserInfo};
-use crate::rollout::PipelineRollout;
+use crate::rollout::{DeletionTimeout, PipelineRollout};
 
 /// The requester the audit judges a CREATE for.
 pub const AUDIT_USER: &str = "system:serviceaccount:pipelinerollout-webhook:audit";
@@ -314,6 +314,12 @@ impl Judge<'_> {
                             Rule::TimeoutInteger.name()
                         )),
                     )
+                }
+                Rule::DeletionTimeoutRange
+                    if kind == Kind::PipelineRollout
+                        && view.deletion_timeout() == DeletionTimeout::Default =>
+                {
+                    no_deletion_timeout_state()
                 }
                 _ => result(rule, Status::Pass, None),
             };
