@@ -126,7 +126,14 @@ mod tests {
             }
             m
         };
-        let cases: [(&str, &[(&str, i32)], Option<(&str, i32, Option<&str>)>); 6] = [
+        /// A case: its name, the keys offered with their values, and the
+        /// key kept, its value and another key.
+        type Case<'a> = (
+            &'a str,
+            &'a [(&'a str, i32)],
+            Option<(&'a str, i32, Option<&'a str>)>,
+        );
+        let cases: [Case; 6] = [
             ("none", &[], None),
             (
                 "one",
