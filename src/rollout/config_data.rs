@@ -8,10 +8,11 @@
 //! in byte order wins. The view keeps the key Numaplane reads and its value,
 //! and another matching key when there is one.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::go_keys::Matched;
@@ -75,10 +76,10 @@ impl<'de> Visitor<'de> for DataVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ConfigData, A::Error> {
         let mut found = None;
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(KeyText)? {
             if crate::go_keys::matches_field(&key, UPGRADE_STRATEGY_KEY) {
                 let value = map.next_value::<Value>()?;
-                Matched::offer(&mut found, key, value);
+                Matched::offer(&mut found, key.into_owned(), value);
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -86,5 +87,37 @@ impl<'de> Visitor<'de> for DataVisitor {
         Ok(ConfigData {
             upgrade_strategy: found,
         })
+    }
+}
+
+/// A key of `data`, borrowed from the request's bytes where it can be: only
+/// the keys read as `upgradeStrategy` are copied.
+struct KeyText;
+
+impl<'de> DeserializeSeed<'de> for KeyText {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyText {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
     }
 }
