@@ -235,6 +235,9 @@ fn namespace_strategy_table() {
         case("an unknown value under another case", None, config(json!({"UpgradeStrategy": "drain"})))
             .denied(Rule::NamespaceStrategyValue, "data.UpgradeStrategy (which Numaplane reads as upgradeStrategy: Go matches keys in any case) is \"drain\""),
         case("UpgradeStrategy progressive is allowed, with no warning", None, config(json!({"UpgradeStrategy": "progressive"}))),
+        case("warn mode, two keys", None, config(json!({"upgradeStrategy": "progressive", "upgradestrategy": "pause-and-drain"})))
+            .under(warn_mode())
+            .says("warn mode, would deny: data keys \"upgradestrategy\" and \"upgradeStrategy\" are both upgradeStrategy to Numaplane"),
         case("a key that only looks alike is not read", None, config(json!({"upgrade-strategy": "no-strategy"})))
             .says("no data.upgradeStrategy"),
     ];
