@@ -28,6 +28,7 @@ pub mod background;
 pub mod check;
 pub mod cli;
 pub mod events;
+pub mod go_keys;
 pub mod kinds;
 pub mod lenient;
 pub mod logsink;

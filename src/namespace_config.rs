@@ -5,7 +5,11 @@
 //! `internal/controller/config/user_config.go`). [`StrategyRead`] reads it
 //! the way Numaplane does: an empty or blank value is `no-strategy`, a value
 //! outside the three is dropped (with a log line only Numaplane's operators
-//! see), a ConfigMap without `data` is ignored.
+//! see), a ConfigMap without `data` is ignored. [`ConfigRead`] adds the
+//! key the strategy is read from: Numaplane decodes `data` with Go's
+//! `encoding/json`, which takes `UpgradeStrategy` or `UPGRADESTRATEGY` for
+//! `upgradeStrategy` and, of several such keys, keeps the greatest in byte
+//! order ([`crate::go_keys`]).
 //!
 //! The request's object is read by the same lenient view as the guarded
 //! kinds ([`crate::rollout::PipelineRollout`], which keeps Numaplane's labels
@@ -13,7 +17,9 @@
 
 use serde_json::Value;
 
-use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES};
+use crate::kinds::{
+    CONFIG_LABEL, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES, UPGRADE_STRATEGY_KEY,
+};
 use crate::lenient::{JsonKind, Obj};
 use crate::rollout::{ConfigData, PipelineRollout};
 
@@ -105,6 +111,71 @@ impl StrategyRead {
     }
 }
 
+/// A namespace-level ConfigMap's `data` as Numaplane reads it: the
+/// strategy, and the keys it is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigRead {
+    /// The strategy Numaplane reads.
+    pub strategy: StrategyRead,
+    /// The key the strategy is read from, when it is not spelled
+    /// `upgradeStrategy`.
+    pub key: Option<String>,
+    /// Two keys of `data` that Numaplane both reads as `upgradeStrategy`:
+    /// the one whose value it keeps (the greatest in byte order), and
+    /// another.
+    pub clash: Option<(String, String)>,
+}
+
+impl ConfigRead {
+    /// Reads `object` (a ConfigMap as the lenient view holds it).
+    pub fn of(object: &PipelineRollout) -> Self {
+        Self::from_parts(object.label(CONFIG_LABEL), object.config_data())
+    }
+
+    /// Reads the label's value and `data`.
+    pub fn from_parts(label: Option<&Value>, data: &Obj<ConfigData>) -> Self {
+        let strategy = StrategyRead::from_parts(label, data);
+        let data = match (&strategy, data) {
+            (StrategyRead::NotNamespaceConfig, _) => None,
+            (_, Obj::Present(data)) => Some(data),
+            _ => None,
+        };
+        Self {
+            strategy,
+            key: data.and_then(|d| d.strategy_key().map(cut_key)),
+            clash: data
+                .and_then(ConfigData::strategy_clash)
+                .map(|(kept, also)| (cut_key(kept), cut_key(also))),
+        }
+    }
+
+    /// Whether every rollout of the namespace upgrades by plain apply.
+    pub fn skips_draining(&self) -> bool {
+        self.strategy.skips_draining()
+    }
+
+    /// The value as users wrote it, for messages ([`StrategyRead::shown`]).
+    pub fn shown(&self) -> String {
+        self.strategy.shown()
+    }
+
+    /// The field as messages name it: `data.upgradeStrategy`, or the key
+    /// written and how Numaplane reads it.
+    pub fn field(&self) -> String {
+        match &self.key {
+            None => format!("data.{UPGRADE_STRATEGY_KEY}"),
+            Some(key) => format!(
+                "data.{key} (which Numaplane reads as {UPGRADE_STRATEGY_KEY}: Go matches keys in any case)"
+            ),
+        }
+    }
+}
+
+/// A key cut short for messages (an API server allows 253 characters).
+fn cut_key(key: &str) -> String {
+    cut(key, 64)
+}
+
 /// Cuts a text to `limit` characters, marking the cut with `…`.
 fn cut(text: &str, limit: usize) -> String {
     if text.chars().count() <= limit {
@@ -192,6 +263,57 @@ mod tests {
             StrategyRead::NotNamespaceConfig
         );
         assert!(strategy(NO_STRATEGY, true).skips_draining());
+        // Keys are read as Go's encoding/json reads them.
+        let read = |data: Value| {
+            let object =
+                json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}, "data": data});
+            ConfigRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
+        };
+        let read_as = |strategy, key: Option<&str>, clash: Option<(&str, &str)>| ConfigRead {
+            strategy,
+            key: key.map(str::to_owned),
+            clash: clash.map(|(a, b)| (a.to_owned(), b.to_owned())),
+        };
+        let no = |blank| StrategyRead::Strategy {
+            name: NO_STRATEGY,
+            blank,
+        };
+        let folded = [
+            (
+                read(json!({"UpgradeStrategy": "no-strategy"})),
+                read_as(no(false), Some("UpgradeStrategy"), None),
+            ),
+            (
+                read(json!({"UPGRADESTRATEGY": ""})),
+                read_as(no(true), Some("UPGRADESTRATEGY"), None),
+            ),
+            (
+                read(json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""})),
+                read_as(
+                    no(true),
+                    Some("upgradestrategy"),
+                    Some(("upgradestrategy", "upgradeStrategy")),
+                ),
+            ),
+            (
+                read(
+                    json!({"upgradestrategy": "pause-and-drain", "upgradeStrategy": "", "other": "x"}),
+                ),
+                read_as(
+                    strategy("pause-and-drain", false),
+                    Some("upgradestrategy"),
+                    Some(("upgradestrategy", "upgradeStrategy")),
+                ),
+            ),
+            (
+                read(json!({"upgradeStrategy": "progressive"})),
+                read_as(strategy("progressive", false), None, None),
+            ),
+        ];
+        for (got, want) in folded {
+            assert_eq!(got, want);
+        }
+        assert!(read(json!({"UPGRADESTRATEGY": ""})).skips_draining());
         assert!(!strategy("progressive", false).skips_draining());
     }
 }

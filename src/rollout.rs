@@ -11,7 +11,9 @@ mod keys;
 mod lifecycle;
 
 pub use config_data::ConfigData;
-pub use drain::{DeletionTimeout, NUMAFLOW_DELETION_SECONDS};
+pub use drain::{
+    DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout, NUMAFLOW_DELETION_SECONDS,
+};
 pub use keys::{Keys, Map, TemplateMeta};
 pub use lifecycle::{LifecycleKey, TimeoutSlot};
 

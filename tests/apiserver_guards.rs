@@ -1,7 +1,8 @@
 //! The guards of the base install, through a real kube-apiserver with no
 //! webhook running: the namespaces the webhooks skip refuse the six kinds
 //! the webhooks judge and their forces (deleting an owned child and a
-//! namespace strategy that skips draining included), the webhook's own account may change nothing but a reset of
+//! namespace strategy that skips draining included, under any case of its
+//! key), the webhook's own account may change nothing but a reset of
 //! `allow-data-loss` to "false", and the audit's RBAC reaches no
 //! PolicyReport but the webhook's own.
 //!
@@ -399,7 +400,7 @@ fn the_skipped_namespaces_refuse_deleting_an_owned_child_and_a_strategy_that_ski
         assert_refused_by(
             &out,
             policy,
-            "data.upgradeStrategy may not be \"no-strategy\", empty or blank in namespace \"kube-system\"",
+            "data.upgradeStrategy (in any case of the key, as Numaplane reads it) may not be \"no-strategy\", empty or blank in namespace \"kube-system\"",
         );
     }
     admin
@@ -413,6 +414,23 @@ fn the_skipped_namespaces_refuse_deleting_an_owned_child_and_a_strategy_that_ski
         &[],
     );
     assert_refused_by(&out, policy, "would upgrade without draining");
+    // Keys Numaplane's Go decoder reads as upgradeStrategy, in any case.
+    let out = admin.merge_patch(
+        "configmap",
+        "kube-system",
+        "drains",
+        &json!({"data": {"upgradestrategy": "no-strategy"}}),
+        &[],
+    );
+    assert_refused_by(&out, policy, "would upgrade without draining");
+    let mut folded = namespace_config("folded", "progressive", true);
+    folded["data"] = json!({"UPGRADESTRATEGY": ""});
+    let out = admin.create(&folded, &[]);
+    assert_refused_by(
+        &out,
+        policy,
+        "in any case of the key, as Numaplane reads it",
+    );
     admin
         .create(&namespace_config("unlabelled", "no-strategy", false), &[])
         .expect_success("an unlabelled ConfigMap is not Numaplane's");

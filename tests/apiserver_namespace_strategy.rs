@@ -66,6 +66,10 @@ fn policy() -> Result<String, String> {
 /// The namespace whose namespace-level ConfigMap predates the webhook.
 const PREDATING: &str = "e2e-ns-strategy-audit";
 
+/// The namespace whose namespace-level ConfigMap, made before the webhook,
+/// has two keys Numaplane reads as upgradeStrategy.
+const PREDATING_FOLDED: &str = "e2e-ns-strategy-audit-folded";
+
 /// Argo CD's API server may write ConfigMaps everywhere (as its install
 /// grants it), so that its writes reach admission; the PolicyReport CRD
 /// for the audit; a namespace-level ConfigMap with `no-strategy` made
@@ -79,6 +83,12 @@ fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PREDATING}}),
         config_map(PREDATING, "numaplane-config", true, "no-strategy"),
         config_map(PREDATING, "settings", false, "no-strategy"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PREDATING_FOLDED}}),
+        labelled(
+            PREDATING_FOLDED,
+            "numaplane-config",
+            json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""}),
+        ),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": "e2e-configmaps"},
             "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": all}]}),
@@ -130,6 +140,17 @@ fn config_map(ns: &str, name: &str, labelled: bool, strategy: &str) -> Value {
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": ns, "labels": labels},
         "data": {"upgradeStrategy": strategy},
+    })
+}
+
+/// A ConfigMap `name` in `ns`, labelled as the namespace's configuration,
+/// with `data`.
+fn labelled(ns: &str, name: &str, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {LABEL: "namespace-level-config"}},
+        "data": data,
     })
 }
 
@@ -383,5 +404,166 @@ fn the_audit_reports_a_stored_strategy_that_skips_draining() {
             .iter()
             .all(|r| r["resources"][0]["name"] != "settings"),
         "{results:#?}"
+    );
+}
+
+/// Numaplane decodes `data` with Go's encoding/json, which matches keys in
+/// any case and keeps the last of several in byte order: each of these
+/// reads as no-strategy, and each is refused to a tenant.
+#[test]
+fn keys_numaplane_reads_in_any_case_are_judged_as_it_reads_them() {
+    let Some((env, _turn)) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "e2e-ns-strategy-fold";
+    team(cluster, ns);
+    let alice = cluster.kubectl(User::Alice);
+    let folded = " (which Numaplane reads as upgradeStrategy: Go matches keys in any case)";
+
+    let out = alice.create(
+        &labelled(
+            ns,
+            "numaplane-config",
+            json!({"UpgradeStrategy": "no-strategy"}),
+        ),
+        &[],
+    );
+    assert_refused(
+        &out,
+        &format!(
+            "user \"alice\" may not set data.UpgradeStrategy{folded} to \"no-strategy\" in namespace \"{ns}\""
+        ),
+    );
+    let out = alice.create(
+        &labelled(ns, "numaplane-config", json!({"UPGRADESTRATEGY": ""})),
+        &[],
+    );
+    assert_refused(
+        &out,
+        &format!(
+            "may not set data.UPGRADESTRATEGY{folded} to empty or blank (Numaplane reads it as \"no-strategy\")"
+        ),
+    );
+    let out = alice.create(
+        &labelled(
+            ns,
+            "numaplane-config",
+            json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""}),
+        ),
+        &[],
+    );
+    assert_refused(
+        &out,
+        "data has both \"upgradestrategy\" and \"upgradeStrategy\", which Numaplane reads as the same field upgradeStrategy",
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "may not set data.upgradestrategy{folded} to empty or blank"
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        cluster
+            .kubectl(User::Admin)
+            .get("configmap", ns, "numaplane-config"),
+        None,
+        "nothing stored"
+    );
+
+    // An admin's pause-and-drain, and a tenant's key that Numaplane would
+    // read over it.
+    cluster
+        .kubectl(User::Admin)
+        .create(
+            &config_map(ns, "numaplane-config", true, "pause-and-drain"),
+            &[],
+        )
+        .expect_success("the admin's pause-and-drain");
+    let out = alice.merge_patch(
+        "configmap",
+        ns,
+        "numaplane-config",
+        &json!({"data": {"upgradestrategy": "no-strategy"}}),
+        &[],
+    );
+    assert_refused(
+        &out,
+        "keep one key, spelled upgradeStrategy, with one of \"progressive\", \"pause-and-drain\" or \"no-strategy\"",
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "may not set data.upgradestrategy{folded} to \"no-strategy\""
+        )),
+        "{out}"
+    );
+    let stored = cluster
+        .kubectl(User::Admin)
+        .get("configmap", ns, "numaplane-config")
+        .expect("stored");
+    assert_eq!(
+        stored["data"],
+        json!({"upgradeStrategy": "pause-and-drain"})
+    );
+
+    // A key in another case that reads as a strategy that drains is allowed,
+    // and no longer warned of as missing.
+    let out = alice
+        .create(
+            &labelled(
+                ns,
+                "other-config",
+                json!({"UpgradeStrategy": "progressive"}),
+            ),
+            &[],
+        )
+        .expect_success("UpgradeStrategy: progressive");
+    assert!(!out.stderr.contains("no data.upgradeStrategy"), "{out}");
+}
+
+#[test]
+fn the_audit_reports_keys_numaplane_reads_as_one_as_a_failure() {
+    let Some((env, _turn)) = shared() else { return };
+    let cluster = &env.cluster;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let results = loop {
+        let report = cluster.kubectl(User::Admin).get(
+            "policyreports.wgpolicyk8s.io",
+            PREDATING_FOLDED,
+            "pipelinerollout-webhook",
+        );
+        let results: Vec<Value> = report
+            .map(|r| r["results"].as_array().cloned().unwrap_or_default())
+            .unwrap_or_default();
+        if !results.is_empty() {
+            break results;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no report for {PREDATING_FOLDED} after 120 s; log:\n{}",
+            env.webhook.log_tail(40)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let of = |rule: &str| {
+        results
+            .iter()
+            .find(|r| r["rule"] == rule)
+            .unwrap_or_else(|| panic!("no {rule} result: {results:#?}"))
+    };
+    let value = of("namespace-strategy-value");
+    assert_eq!(value["result"], "fail", "{value:#}");
+    assert!(
+        value["message"].as_str().is_some_and(|m| m.contains(
+            "data has both \"upgradestrategy\" and \"upgradeStrategy\", which Numaplane reads as the same field upgradeStrategy"
+        )),
+        "{value:#}"
+    );
+    // What Numaplane reads: the empty upgradestrategy, so no-strategy.
+    let strategy = of("namespace-strategy");
+    assert_eq!(strategy["result"], "warn", "{strategy:#}");
+    assert!(
+        strategy["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("empty or blank (Numaplane reads it as \"no-strategy\")")),
+        "{strategy:#}"
     );
 }

@@ -555,7 +555,8 @@ fn the_command_prints_writes_and_refuses() {
     assert_eq!(code, 0, "the built-in policy has no minPauseAge");
     assert!(
         stderr.contains("--strict: left to the webhook, whatever the policy: MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices")
-            && stderr.contains("rules 13 to 15"),
+            && stderr.contains("rules 13 to 15")
+            && stderr.contains("Go's folding of non-ASCII key characters (the long s as s, the Kelvin sign as k)"),
         "--strict names what the export leaves out: {stderr}"
     );
     // And nothing the export carries.

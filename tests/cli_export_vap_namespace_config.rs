@@ -200,6 +200,116 @@ fn cases() -> Vec<Case> {
             config(Some(NAMESPACE_CONFIG), Some(json!({"other": "x"}))),
             Allowed,
         ),
+        // Numaplane reads data with Go's encoding/json: any case of the key.
+        create(
+            "UpgradeStrategy: no-strategy",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"UpgradeStrategy": "no-strategy"})),
+            ),
+            Denied("rule 24"),
+        ),
+        create(
+            "UPGRADESTRATEGY: empty",
+            config(Some(NAMESPACE_CONFIG), Some(json!({"UPGRADESTRATEGY": ""}))),
+            Denied("rule 24"),
+        ),
+        create(
+            "UpgradeStrategy: progressive",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"UpgradeStrategy": "progressive"})),
+            ),
+            Allowed,
+        ),
+        create(
+            "UpgradeStrategy: drain",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"UpgradeStrategy": "drain"})),
+            ),
+            Denied("rule 23"),
+        ),
+        create(
+            "upgradeStrategy pause-and-drain and upgradestrategy empty",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""})),
+            ),
+            Denied("rule 23"),
+        ),
+        create(
+            "three keys that read as progressive",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(
+                    json!({"UPGRADESTRATEGY": "x", "upgradeStrategy": "no-strategy", "upgradestrategy": "progressive"}),
+                ),
+            ),
+            Denied("rule 23"),
+        ),
+        update(
+            "upgradestrategy no-strategy patched into pause-and-drain",
+            strategy("pause-and-drain"),
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(
+                    json!({"upgradeStrategy": "pause-and-drain", "other": "kept", "upgradestrategy": "no-strategy"}),
+                ),
+            ),
+            Denied("rule 23"),
+        ),
+        update(
+            "two keys kept as they were",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"upgradeStrategy": "", "upgradestrategy": "progressive"})),
+            ),
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"upgradeStrategy": "", "upgradestrategy": "progressive", "note": "x"})),
+            ),
+            Allowed,
+        ),
+        update(
+            "two keys, the one read changed to empty",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"upgradeStrategy": "", "upgradestrategy": "progressive"})),
+            ),
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"upgradeStrategy": "", "upgradestrategy": ""})),
+            ),
+            Denied("rule 23"),
+        ),
+        update(
+            "from two keys to one no-strategy, which the old one read",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"UPGRADESTRATEGY": "progressive", "upgradeStrategy": "no-strategy"})),
+            ),
+            strategy("no-strategy"),
+            Allowed,
+        ),
+        update(
+            "from two keys to one no-strategy, which the old one did not read",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"upgradeStrategy": "progressive", "UPGRADESTRATEGY": "no-strategy"})),
+            ),
+            strategy("no-strategy"),
+            Denied("rule 24"),
+        ),
+        update(
+            "an invalid value, its key's case changed",
+            config(
+                Some(NAMESPACE_CONFIG),
+                Some(json!({"UpgradeStrategy": "drain"})),
+            ),
+            strategy("drain"),
+            Denied("rule 23"),
+        ),
         case(
             "CREATE no-strategy, a dry run",
             Request::create(CONFIGMAPS, strategy("no-strategy")).dry_run(),

@@ -43,12 +43,12 @@ fn the_warning_names_the_deletion_timeout_in_the_webhooks_words() {
         (
             "no lifecycle",
             json!({"metadata": {"name": "demo"}, "spec": {"pipeline": {}}}),
-            "at most 30s (Numaflow's default)",
+            "at most 30s (0s with Numaflow's minimal CRDs)",
         ),
         (
             "lifecycle a string",
             rollout(json!("oops")),
-            "at most 30s (Numaflow's default)",
+            "at most 30s (0s with Numaflow's minimal CRDs)",
         ),
         (
             "600",

@@ -1,7 +1,8 @@
 //! Numaplane's namespace-level ConfigMap over real HTTPS (rules 23 and 24):
 //! AdmissionReviews for `configmaps` as the API server sends them, and the
 //! bad ones it never sends: no object, no stored object on UPDATE, no
-//! `data`, a strategy that is not a string. Each gets a clear answer with
+//! `data`, a strategy that is not a string; keys Numaplane's Go decoder
+//! reads as upgradeStrategy in another case, and several of them. Each gets a clear answer with
 //! the uid, never a panic; the gate's audit annotation and metric.
 
 mod https_support;
@@ -103,6 +104,59 @@ async fn namespace_configmaps_get_a_clear_answer_with_the_uid() {
             ),
             false,
             "empty or blank (Numaplane reads it as \"no-strategy\")",
+        ),
+        // Keys Numaplane's Go decoder reads as upgradeStrategy.
+        (
+            "UpgradeStrategy no-strategy",
+            review(
+                "CREATE",
+                config_map(json!({"UpgradeStrategy": "no-strategy"})),
+                Value::Null,
+            ),
+            false,
+            "may not set data.UpgradeStrategy (which Numaplane reads as upgradeStrategy: Go matches keys in any case) to \"no-strategy\"",
+        ),
+        (
+            "UPGRADESTRATEGY empty",
+            review(
+                "CREATE",
+                config_map(json!({"UPGRADESTRATEGY": ""})),
+                Value::Null,
+            ),
+            false,
+            "to empty or blank (Numaplane reads it as \"no-strategy\")",
+        ),
+        (
+            "two keys",
+            review(
+                "CREATE",
+                config_map(json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""})),
+                Value::Null,
+            ),
+            false,
+            "data has both \"upgradestrategy\" and \"upgradeStrategy\"",
+        ),
+        (
+            "a key added to an admin's pause-and-drain",
+            review(
+                "UPDATE",
+                config_map(
+                    json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": "no-strategy"}),
+                ),
+                strategy(json!("pause-and-drain")),
+            ),
+            false,
+            "may not set data.upgradestrategy (which Numaplane reads as upgradeStrategy",
+        ),
+        (
+            "a non-string under another case",
+            review(
+                "CREATE",
+                config_map(json!({"UpgradeStrategy": {"a": 1}})),
+                Value::Null,
+            ),
+            false,
+            "data.UpgradeStrategy (which Numaplane reads as upgradeStrategy: Go matches keys in any case) is {\"a\":1}, not a string",
         ),
         (
             "a DELETE is not judged",

@@ -11,7 +11,7 @@ use super::API_VERSIONS;
 use super::decide::Subject;
 use crate::kinds::{self, CONFIGMAPS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::lenient::{Obj, Text};
-use crate::namespace_config::StrategyRead;
+use crate::namespace_config::ConfigRead;
 use crate::policy::UserInfo;
 use crate::policy::rules::{Operation, RolloutWrite, StrategyWrite};
 use crate::rollout::PipelineRollout;
@@ -350,7 +350,7 @@ impl AdmissionRequest {
             });
         };
         let old_object = match (&self.old_object, operation) {
-            (Obj::Present(old), _) => Some(StrategyRead::of(old)),
+            (Obj::Present(old), _) => Some(ConfigRead::of(old)),
             (_, Operation::Create) => None,
             (other, Operation::Update | Operation::Delete) => {
                 return Err(Unjudgeable::OldObject {
@@ -364,7 +364,7 @@ impl AdmissionRequest {
                 operation,
                 namespace: &self.namespace,
                 user: &self.user,
-                object: StrategyRead::of(object),
+                object: ConfigRead::of(object),
                 old_object,
             },
             name: &self.name,

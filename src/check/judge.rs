@@ -15,7 +15,7 @@ use super::report::{JudgedManifest, Remark, Severity};
 use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
 use crate::authz::StaticLists;
 use crate::kinds::Kind;
-use crate::namespace_config::StrategyRead;
+use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{Decision, Operation, RolloutWrite, StrategyWrite};
 use crate::policy::{Policy, UserInfo, format_seconds};
 use crate::rollout::{PipelineRollout, TIMEOUT_FIELD};
@@ -200,8 +200,8 @@ impl ManifestJudge<'_> {
             },
             namespace,
             user: &user,
-            object: StrategyRead::of(&object),
-            old_object: old.as_ref().map(StrategyRead::of),
+            object: ConfigRead::of(&object),
+            old_object: old.as_ref().map(ConfigRead::of),
         };
         let input = Input {
             webhook: Webhook::Validate,

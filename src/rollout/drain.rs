@@ -8,9 +8,17 @@ use serde::Deserialize;
 use super::{LifecycleKey, PipelineRollout, TimeoutSlot};
 use crate::lenient::{Obj, Text};
 
-/// Numaflow's deletion timeout when a Pipeline sets none (Numaflow v1.8,
-/// `Pipeline.GetTerminationGracePeriodSeconds`).
+/// The deletion timeout a Pipeline that sets none gets from the schema
+/// defaults of Numaflow's full CRDs. Numaflow's own fallback
+/// (`Pipeline.GetTerminationGracePeriodSeconds`) reads the deleted
+/// object's `metadata.deletionGracePeriodSeconds` first, which the API
+/// server sets to 0 for a custom resource: with the minimal CRDs, which
+/// default nothing, the Pipeline is not drained at all.
 pub const NUMAFLOW_DELETION_SECONDS: i64 = 30;
+
+/// How a rollout's words name the deletion timeout of a Pipeline that sets
+/// none.
+pub const DEFAULT_DELETION_WORDS: &str = "at most 30s (0s with Numaflow's minimal CRDs)";
 
 /// One entry of `spec.riders`: only its definition's identity.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -46,7 +54,8 @@ pub enum DeletionTimeout {
         /// The value as JSON.
         value: String,
     },
-    /// Neither field is set: Numaflow's default.
+    /// Neither field is set: the full CRDs' default, or nothing (see
+    /// [`NUMAFLOW_DELETION_SECONDS`]).
     Default,
 }
 
@@ -60,10 +69,7 @@ impl std::fmt::Display for DeletionTimeout {
             Self::Unreadable { value, .. } => {
                 write!(f, "for an unreadable deletion timeout ({value})")
             }
-            Self::Default => write!(
-                f,
-                "at most {NUMAFLOW_DELETION_SECONDS}s (Numaflow's default)"
-            ),
+            Self::Default => f.write_str(DEFAULT_DELETION_WORDS),
         }
     }
 }
@@ -178,7 +184,7 @@ mod tests {
         );
         assert_eq!(
             lifecycle(json!({})).deletion_timeout().to_string(),
-            "at most 30s (Numaflow's default)"
+            "at most 30s (0s with Numaflow's minimal CRDs)"
         );
     }
 

@@ -29,21 +29,54 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
     variables::request_vars(&mut vars);
     let label = cel::string(CONFIG_LABEL);
     let key = cel::string(UPGRADE_STRATEGY_KEY);
-    for (name, root) in [("s", "object"), ("oldS", "oldObject")] {
+    let folded = cel::string(&UPGRADE_STRATEGY_KEY.to_ascii_lowercase());
+    for ([keys_var, key_var, also_var, s_var], root) in [
+        (["keys", "key", "also", "s"], "object"),
+        (["oldKeys", "oldKey", "oldAlso", "oldS"], "oldObject"),
+    ] {
+        // The keys Numaplane reads as upgradeStrategy: a ConfigMap's keys
+        // are ASCII, so lowerAscii() folds them as Go does.
         vars.add(
-            name,
+            keys_var,
             variables::guarded(
                 root,
                 format!(
                     "has({root}.metadata.labels) && {label} in {root}.metadata.labels &&\n  \
-                     {root}.metadata.labels[{label}] == {} && has({root}.data) && {key} in {root}.data ?\n  \
-                     optional.of({root}.data[{key}]) : optional.none()",
+                     {root}.metadata.labels[{label}] == {} && has({root}.data) ?\n  \
+                     {root}.data.filter(k, k.lowerAscii() == {folded}) : []",
                     cel::string(NAMESPACE_CONFIG)
                 ),
-                "optional.none()",
+                "[]",
             ),
         );
+        let keys = format!("variables.{}", keys_var);
+        // The one Go keeps: the greatest in byte order.
+        vars.add(
+            key_var,
+            format!("{keys}.size() == 0 ? '' : {keys}.filter(k, {keys}.all(j, j <= k))[0]"),
+        );
+        let kept = format!("variables.{}", key_var);
+        // Another, the greatest of the rest, when there are several.
+        vars.add(
+            also_var,
+            format!(
+                "{keys}.size() < 2 ? '' :\n  {keys}.filter(k, k != {kept} && {keys}.all(j, j == {kept} || j <= k))[0]"
+            ),
+        );
+        vars.add(
+            s_var,
+            format!("{kept} == '' ? optional.none() : optional.of({root}.data[{kept}])"),
+        );
     }
+    vars.add(
+        "field",
+        format!(
+            "'data.' + variables.key + (variables.key == {key} ? '' : {})",
+            cel::string(&format!(
+                " (which Numaplane reads as {UPGRADE_STRATEGY_KEY}: Go matches keys in any case)"
+            ))
+        ),
+    );
     let no_strategy = cel::string(NO_STRATEGY);
     for (name, s) in [("skips", "variables.s"), ("oldSkips", "variables.oldS")] {
         vars.add(
@@ -51,19 +84,38 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             format!("{s}.hasValue() && ({s}.value().trim() == '' || {s}.value() == {no_strategy})"),
         );
     }
+    // Unchanged (ratcheting): the same keys read, with the same value.
+    let unchanged = "variables.oldS.hasValue() && variables.oldS.value() == variables.s.value() &&\n  \
+                     variables.oldKey == variables.key && variables.oldAlso == variables.also";
+    let clash = check(
+        "rule 23: one key of data is read as upgradeStrategy",
+        format!("variables.also == '' ||\n  ({unchanged})"),
+        &format!(
+            "data has several keys that Numaplane reads as the same field upgradeStrategy (Go matches keys in any case, and keeps the value of the key that sorts last): keep one key, spelled upgradeStrategy, with one of {STRATEGIES_SHOWN}"
+        ),
+        format!(
+            "'data has both \"' + variables.key + '\" and \"' + variables.also + {} + variables.key + {}",
+            cel::string(
+                "\", which Numaplane reads as the same field upgradeStrategy (Go matches keys in any case, and keeps the value of the key that sorts last, \""
+            ),
+            cel::string(&format!(
+                "\"): keep one key, spelled upgradeStrategy, with one of {STRATEGIES_SHOWN}"
+            ))
+        ),
+    );
     let known: Vec<String> = UPGRADE_STRATEGIES.iter().map(|s| (*s).to_owned()).collect();
     let invalid = check(
         "rule 23: upgradeStrategy is one Numaplane accepts",
         format!(
             "!variables.s.hasValue() || variables.s.value().trim() == '' || variables.s.value() in {} ||\n  \
-             (variables.oldS.hasValue() && variables.oldS.value() == variables.s.value())",
+             ({unchanged})",
             cel::string_list(&known)
         ),
         &format!(
             "data.upgradeStrategy is not one Numaplane accepts: it ignores the ConfigMap and only logs an error its operators see; write one of {STRATEGIES_SHOWN} (an empty value means \"no-strategy\")"
         ),
         format!(
-            "'data.upgradeStrategy is \"' + (variables.s.value().size() > 40 ? variables.s.value().substring(0, 39) + '…' : variables.s.value()) + {}",
+            "variables.field + ' is \"' + (variables.s.value().size() > 40 ? variables.s.value().substring(0, 39) + '…' : variables.s.value()) + {}",
             cel::string(&format!(
                 "\", which Numaplane does not accept: it ignores the ConfigMap and only logs an error its operators see; write one of {STRATEGIES_SHOWN} (an empty value means \"no-strategy\")"
             ))
@@ -80,7 +132,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         format!("!variables.skips || variables.oldSkips ||\n  {permitted}"),
         "the user may not make every rollout of this namespace upgrade without draining (upgradeStrategy no-strategy, empty or blank): it needs forceReapply.namespaceStrategy; ask a platform admin, or write \"pause-and-drain\" or \"progressive\"",
         format!(
-            "'user \"' + variables.user + '\" may not set data.upgradeStrategy to ' +\n  \
+            "'user \"' + variables.user + '\" may not set ' + variables.field + ' to ' +\n  \
              (variables.s.value() == {no_strategy} ? '\"no-strategy\"' : 'empty or blank (Numaplane reads it as \"no-strategy\")') +\n  \
              ' in namespace \"' + variables.ns + '\": every rollout there would then upgrade by plain apply, with no pause and no drain, so data in flight may be lost; ' +\n  \
              {refused} + {}",
@@ -89,5 +141,5 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             )
         ),
     );
-    (vars.0, vec![invalid, gated])
+    (vars.0, vec![clash, invalid, gated])
 }

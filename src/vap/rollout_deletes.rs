@@ -16,7 +16,7 @@ use super::cel;
 use super::check::{Check, Grantees, check};
 use super::variables::{self, ROLLOUT_LIFECYCLE, Var, Vars};
 use crate::policy::model::{Mode, Policy};
-use crate::rollout::NUMAFLOW_DELETION_SECONDS;
+use crate::rollout::DEFAULT_DELETION_WORDS;
 
 /// The variables both policies read: the request's, and `rdWords`, the
 /// stored rollout's deletion timeout in the webhook's words
@@ -60,9 +60,7 @@ pub fn vars() -> Vars {
              variables.rdJInt != null ? (variables.rdJInt <= 0 ? string(variables.rdJInt) + 's, so not drained at all' : 'at most ' + string(variables.rdJInt) + 's') :\n  \
              'for an unreadable deletion timeout (' + (type(variables.rdJ) == string ? ({quoted}.size() > 20 ? {quoted}.substring(0, 20) : {quoted}) :\n  \
              type(variables.rdJ) == list ? 'an array' : type(variables.rdJ) == map ? 'an object' : string(variables.rdJ)) + ')'",
-            default = cel::string(&format!(
-                "at most {NUMAFLOW_DELETION_SECONDS}s (Numaflow's default)"
-            )),
+            default = cel::string(DEFAULT_DELETION_WORDS),
         ),
     );
     vars

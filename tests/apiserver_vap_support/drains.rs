@@ -376,6 +376,45 @@ fn configs() -> Vec<Case> {
         "no upgradeStrategy",
         config(true, Some(json!({"other": "x"}))),
     ));
+    // Keys Numaplane's Go decoder reads as upgradeStrategy.
+    for (name, data) in [
+        (
+            "UpgradeStrategy no-strategy",
+            json!({"UpgradeStrategy": "no-strategy"}),
+        ),
+        ("UPGRADESTRATEGY empty", json!({"UPGRADESTRATEGY": ""})),
+        (
+            "UpgradeStrategy progressive",
+            json!({"UpgradeStrategy": "progressive"}),
+        ),
+        (
+            "upgradeStrategy and upgradestrategy",
+            json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""}),
+        ),
+    ] {
+        cases.push(create_of(CONFIGMAPS, name, config(true, Some(data))));
+    }
+    cases.push(update_of(
+        CONFIGMAPS,
+        "upgradestrategy added to pause-and-drain",
+        strategy(true, "pause-and-drain"),
+        config(
+            true,
+            Some(json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": "no-strategy"})),
+        ),
+    ));
+    cases.push(update_of(
+        CONFIGMAPS,
+        "two keys kept",
+        config(
+            true,
+            Some(json!({"upgradeStrategy": "", "upgradestrategy": "progressive"})),
+        ),
+        edited(config(
+            true,
+            Some(json!({"upgradeStrategy": "", "upgradestrategy": "progressive"})),
+        )),
+    ));
     cases.push(create_of(CONFIGMAPS, "no data", config(true, None)));
     cases.push(create_of(
         CONFIGMAPS,

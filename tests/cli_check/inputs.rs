@@ -268,3 +268,43 @@ fn numaplanes_namespace_level_configmaps_are_judged_too() {
         run.stdout
     );
 }
+
+#[test]
+fn namespace_level_configmaps_are_read_as_numaplanes_go_decoder_reads_them() {
+    let file = fixture("namespace-config/folded-keys.yaml");
+    let run = check(&[&file]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let folded = "(which Numaplane reads as upgradeStrategy: Go matches keys in any case)";
+    for (line, says) in [
+        (
+            "1 team-f/numaplane-config",
+            format!("may not set data.UpgradeStrategy {folded} to \"no-strategy\" in namespace \"team-f\""),
+        ),
+        (
+            "2 team-g/numaplane-config",
+            "data has both \"upgradestrategy\" and \"upgradeStrategy\", which Numaplane reads as the same field upgradeStrategy".to_owned(),
+        ),
+        (
+            "2 team-g/numaplane-config",
+            format!("may not set data.upgradestrategy {folded} to empty or blank"),
+        ),
+        (
+            "3 team-h/numaplane-config",
+            format!("data.UPGRADESTRATEGY {folded} is true, not a string"),
+        ),
+    ] {
+        let wanted = format!("{file}:{line}: error: ");
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.starts_with(&wanted) && l.contains(&says)),
+            "no {wanted}...{says}: {}",
+            run.stdout
+        );
+    }
+    assert!(!run.stdout.contains("team-i"), "{}", run.stdout);
+    assert_eq!(
+        last_line(&run.stdout),
+        "checked 0 PipelineRollouts and 4 other guarded objects in 1 file: 3 denied, 0 warnings"
+    );
+}

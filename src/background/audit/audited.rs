@@ -19,6 +19,10 @@ pub enum Shape {
     Leaf,
     /// An object: keep these keys (each with its own shape), drop the rest.
     Fields(&'static [(&'static str, Shape)]),
+    /// An object a consumer decodes with Go's `encoding/json`: keep every
+    /// key that matches one of these fields as Go matches it (in any case,
+    /// [`crate::go_keys`]), each with the field's shape.
+    GoFields(&'static [(&'static str, Shape)]),
     /// A list: keep every item, each with this shape.
     Items(&'static Shape),
 }
@@ -189,7 +193,26 @@ mod tests {
         let slim = prune(&object.to_string(), &NAMESPACE_CONFIG_SHAPE).expect("prunes");
         assert!(slim.to_string().len() < 300, "{slim}");
         let kept = crate::rollout::PipelineRollout::from_json(&slim.to_string()).expect("view");
-        assert!(crate::namespace_config::StrategyRead::of(&kept).skips_draining());
+        assert!(crate::namespace_config::ConfigRead::of(&kept).skips_draining());
+        // Every key Numaplane reads as upgradeStrategy is kept, up to the two
+        // greatest in byte order: the one it reads and one to name.
+        let object = json!({
+            "metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}},
+            "data": {"UPGRADESTRATEGY": "", "upgradeStrategy": "pause-and-drain",
+                "upgradestrategy": "", "UpgradeStrategy": "x", "other": "y"},
+        });
+        let slim = prune(&object.to_string(), &NAMESPACE_CONFIG_SHAPE).expect("prunes");
+        assert_eq!(
+            slim["data"],
+            json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""})
+        );
+        let kept = crate::rollout::PipelineRollout::from_json(&slim.to_string()).expect("view");
+        let read = crate::namespace_config::ConfigRead::of(&kept);
+        assert!(read.skips_draining());
+        assert_eq!(
+            read.clash,
+            Some(("upgradestrategy".to_owned(), "upgradeStrategy".to_owned()))
+        );
         assert_eq!(KINDS[3].api_version(), "v1");
     }
 

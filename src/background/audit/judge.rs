@@ -12,19 +12,19 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use self::state::{
-    force_promote_state, force_reapply_state, hpa_rider_state, template_deletion_state,
-    template_label_state,
+    force_promote_state, force_reapply_state, hpa_rider_state, no_deletion_timeout_state,
+    template_deletion_state, template_label_state,
 };
 use super::audited::{Audited, KindEntry};
 use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
 use crate::authz::{ForcePermission, PermissionCheck, Target};
 use crate::kinds::Kind;
-use crate::namespace_config::StrategyRead;
+use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{
     Operation, RolloutWrite, Rule, StrategyWrite, Violation, namespace_strategy,
 };
 use crate::policy::{Grant, Mode, Permission, Policy, UserInfo};
-use crate::rollout::PipelineRollout;
+use crate::rollout::{DeletionTimeout, PipelineRollout};
 
 /// The requester the audit judges a CREATE for.
 pub const AUDIT_USER: &str = "system:serviceaccount:pipelinerollout-webhook:audit";
@@ -202,7 +202,7 @@ impl Judge<'_> {
     /// known afterwards): a strategy that skips draining is a warning
     /// naming the namespace.
     fn namespace_config(&self, namespace: &str, view: &PipelineRollout) -> ObjectResults {
-        let read = StrategyRead::of(view);
+        let read = ConfigRead::of(view);
         let skips = read.skips_draining();
         let shown = read.shown();
         let write = StrategyWrite {
@@ -314,6 +314,12 @@ impl Judge<'_> {
                             Rule::TimeoutInteger.name()
                         )),
                     )
+                }
+                Rule::DeletionTimeoutRange
+                    if kind == Kind::PipelineRollout
+                        && view.deletion_timeout() == DeletionTimeout::Default =>
+                {
+                    no_deletion_timeout_state()
                 }
                 _ => result(rule, Status::Pass, None),
             };

@@ -220,12 +220,18 @@ impl<'de> Visitor<'de> for PrunedVisitor<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut kept = Map::new();
         match self.0 {
-            Shape::Fields(fields) => {
+            Shape::Fields(fields) | Shape::GoFields(fields) => {
+                let go = matches!(self.0, Shape::GoFields(_));
                 while let Some(key) = map.next_key::<String>()? {
-                    match fields.iter().find(|(name, _)| *name == key) {
-                        Some((_, shape)) => {
+                    let found = fields.iter().find(|(name, _)| {
+                        *name == key || (go && crate::go_keys::matches_field(&key, name))
+                    });
+                    match found {
+                        Some((name, shape)) => {
                             let value = map.next_value_seed(Pruned(shape, self.1))?;
-                            kept.insert(key, value);
+                            if !go || make_room(&mut kept, name, &key) {
+                                kept.insert(key, value);
+                            }
                         }
                         None => {
                             map.next_value::<IgnoredAny>()?;
@@ -238,6 +244,27 @@ impl<'de> Visitor<'de> for PrunedVisitor<'_, '_> {
         }
         Ok(Value::Object(kept))
     }
+}
+
+/// Whether to keep `key` among the keys of `kept` that Go reads as the
+/// field `name`, making room for it: the view reads the one Go keeps (the
+/// greatest in byte order) and one other, so of those at most the two
+/// greatest stay, however many case variants a tenant writes.
+fn make_room(kept: &mut Map<String, Value>, name: &str, key: &str) -> bool {
+    let mut same: Vec<&String> = kept
+        .keys()
+        .filter(|k| crate::go_keys::matches_field(k, name))
+        .collect();
+    if same.len() < 2 || same.iter().any(|k| k.as_str() == key) {
+        return true;
+    }
+    same.sort();
+    let smallest = same[0].clone();
+    if key < smallest.as_str() {
+        return false;
+    }
+    kept.remove(&smallest);
+    true
 }
 
 /// Reads `json` keeping what `shape` names (for the tests and the

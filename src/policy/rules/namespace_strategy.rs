@@ -16,7 +16,7 @@ use super::decision::{Decision, EventReason, Finding, Gate};
 use super::force::Settle;
 use super::rollout_write::Operation;
 use super::violation::Violation;
-use crate::namespace_config::StrategyRead;
+use crate::namespace_config::{ConfigRead, StrategyRead};
 use crate::policy::model::{Grant, Mode, Policy};
 use crate::policy::user::{Permission, UserInfo};
 
@@ -31,14 +31,14 @@ pub struct StrategyWrite<'a> {
     /// Who is asking.
     pub user: &'a UserInfo,
     /// What the ConfigMap as it would be stored says.
-    pub object: StrategyRead,
+    pub object: ConfigRead,
     /// What the stored ConfigMap says, on UPDATE.
-    pub old_object: Option<StrategyRead>,
+    pub old_object: Option<ConfigRead>,
 }
 
 impl StrategyWrite<'_> {
     /// The stored ConfigMap's strategy, on UPDATE only.
-    fn old(&self) -> Option<&StrategyRead> {
+    fn old(&self) -> Option<&ConfigRead> {
         match self.operation {
             Operation::Update | Operation::Delete => self.old_object.as_ref(),
             Operation::Create => None,
@@ -48,7 +48,7 @@ impl StrategyWrite<'_> {
     /// Whether the stored ConfigMap already made the namespace skip
     /// draining (then the write changes nothing that matters: ratcheting).
     fn already_skips_draining(&self) -> bool {
-        self.old().is_some_and(StrategyRead::skips_draining)
+        self.old().is_some_and(ConfigRead::skips_draining)
     }
 }
 
@@ -58,36 +58,54 @@ impl StrategyWrite<'_> {
 pub struct StrategyValidation<'a> {
     policy: &'a Policy,
     write: StrategyWrite<'a>,
-    finding: Option<Finding>,
+    findings: Vec<Finding>,
     /// Rule 24 applies: the strategy becomes one that skips draining.
     gated: bool,
 }
 
 /// Judges a write of a ConfigMap for `/validate`, short of the permission.
 pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyValidation<'a> {
-    let violation = match &write.object {
+    let field = write.object.field();
+    let violation = match &write.object.strategy {
         StrategyRead::DataMalformed(found) => {
             Some(Violation::StrategyDataMalformed { found: *found })
         }
         StrategyRead::Unknown(text) => Some(Violation::StrategyInvalid {
+            field,
             value: format!("\"{text}\""),
             not_string: "",
         }),
         StrategyRead::NotString(json) => Some(Violation::StrategyInvalid {
+            field,
             value: json.clone(),
             not_string: ", not a string",
         }),
         _ => None,
     };
-    let finding = violation.map(|violation| Finding {
-        violation,
-        unchanged: write.old() == Some(&write.object),
-    });
+    let unchanged = write.old() == Some(&write.object);
+    // Keys Numaplane reads as one field: refused, as the value kept depends
+    // on how the keys sort, not on what the writer meant.
+    let clash = write
+        .object
+        .clash
+        .as_ref()
+        .map(|(kept, also)| Violation::StrategyKeysClash {
+            kept: kept.clone(),
+            also: also.clone(),
+        });
+    let findings: Vec<Finding> = clash
+        .into_iter()
+        .chain(violation)
+        .map(|violation| Finding {
+            violation,
+            unchanged,
+        })
+        .collect();
     let gated = write.object.skips_draining() && !write.already_skips_draining();
     StrategyValidation {
         policy,
         write,
-        finding,
+        findings,
         gated,
     }
 }
@@ -109,7 +127,7 @@ impl StrategyValidation<'_> {
         let mut decision = Decision::default();
         let write = &self.write;
         // Rule 8: a violation whose inputs are unchanged warns.
-        if let Some(finding) = self.finding {
+        for finding in self.findings {
             if finding.unchanged {
                 decision.warnings.push(format!(
                     "unchanged, so allowed: {}",
@@ -128,6 +146,7 @@ impl StrategyValidation<'_> {
                     .map_err(|refused| Violation::NamespaceStrategyDenied {
                         user: user.to_owned(),
                         namespace: write.namespace.to_owned(),
+                        field: write.object.field(),
                         shown: write.object.shown(),
                         refused,
                     });
@@ -140,7 +159,8 @@ impl StrategyValidation<'_> {
                 about: String::new(),
             };
             let what = format!(
-                "data.upgradeStrategy to {} in namespace \"{}\", so every rollout there upgrades by plain apply, with no pause and no drain",
+                "{} to {} in namespace \"{}\", so every rollout there upgrades by plain apply, with no pause and no drain",
+                write.object.field(),
                 write.object.shown(),
                 write.namespace
             );
@@ -167,7 +187,7 @@ impl StrategyValidation<'_> {
 /// strategy that skips draining, kept as it was (ratcheting); a ConfigMap
 /// Numaplane ignores; a namespace left to Numaplane's default.
 fn notice(write: &StrategyWrite<'_>) -> Option<String> {
-    match &write.object {
+    match &write.object.strategy {
         StrategyRead::Strategy { .. }
             if write.object.skips_draining() && write.already_skips_draining() =>
         {

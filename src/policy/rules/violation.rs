@@ -198,23 +198,40 @@ pub enum Violation {
     },
     /// Rule 23: `data.upgradeStrategy` is not one Numaplane accepts.
     #[error(
-        "data.upgradeStrategy is {value}{not_string}, which Numaplane does not accept: it ignores the ConfigMap and only logs an error its operators see; write one of {STRATEGIES_SHOWN} (an empty value means \"no-strategy\")"
+        "{field} is {value}{not_string}, which Numaplane does not accept: it ignores the ConfigMap and only logs an error its operators see; write one of {STRATEGIES_SHOWN} (an empty value means \"no-strategy\")"
     )]
     StrategyInvalid {
+        /// The field as written (`data.upgradeStrategy`, or the key
+        /// Numaplane reads as it).
+        field: String,
         /// The value as written (quoted, or JSON when not a string).
         value: String,
         /// ", not a string" when it is not one; else empty.
         not_string: &'static str,
     },
+    /// Rule 23: `data` has several keys Numaplane reads as
+    /// `upgradeStrategy` (Go's `encoding/json` matches keys in any case).
+    #[error(
+        "data has both \"{kept}\" and \"{also}\", which Numaplane reads as the same field upgradeStrategy (Go matches keys in any case, and keeps the value of the key that sorts last, \"{kept}\"): keep one key, spelled upgradeStrategy, with one of {STRATEGIES_SHOWN}"
+    )]
+    StrategyKeysClash {
+        /// The key whose value Numaplane keeps.
+        kept: String,
+        /// Another key it reads as the same field.
+        also: String,
+    },
     /// Rule 24: a strategy that skips draining needs permission.
     #[error(
-        "user \"{user}\" may not set data.upgradeStrategy to {shown} in namespace \"{namespace}\": every rollout there would then upgrade by plain apply, with no pause and no drain, so data in flight may be lost; {refused}; ask a platform admin to add you to forceReapply.namespaceStrategy in the webhook's policy, or write \"pause-and-drain\" or \"progressive\""
+        "user \"{user}\" may not set {field} to {shown} in namespace \"{namespace}\": every rollout there would then upgrade by plain apply, with no pause and no drain, so data in flight may be lost; {refused}; ask a platform admin to add you to forceReapply.namespaceStrategy in the webhook's policy, or write \"pause-and-drain\" or \"progressive\""
     )]
     NamespaceStrategyDenied {
         /// The requester.
         user: String,
         /// The namespace.
         namespace: String,
+        /// The field as written (`data.upgradeStrategy`, or the key
+        /// Numaplane reads as it).
+        field: String,
         /// The value as written (`"no-strategy"`, or empty or blank).
         shown: String,
         /// Why the requester lacks permission.
@@ -515,9 +532,9 @@ impl Violation {
             Self::PauseTimestampChanged { .. } => Rule::PauseTimestamp,
             Self::ChildDeleteDenied { .. } => Rule::DeleteChild,
             Self::RolloutDeleteDenied { .. } => Rule::DeleteRollout,
-            Self::StrategyDataMalformed { .. } | Self::StrategyInvalid { .. } => {
-                Rule::NamespaceStrategyValue
-            }
+            Self::StrategyDataMalformed { .. }
+            | Self::StrategyInvalid { .. }
+            | Self::StrategyKeysClash { .. } => Rule::NamespaceStrategyValue,
             Self::NamespaceStrategyDenied { .. } => Rule::NamespaceStrategy,
             Self::ForcePromoteRecordWritten { .. } => Rule::ForcePromoteRecord,
             Self::Unjudgeable(_) => Rule::Judgeable,
@@ -609,6 +626,13 @@ impl Violation {
             Self::StrategyInvalid { value, .. } => {
                 format!("upgradeStrategy {value} is ignored by Numaplane")
             }
+            Self::StrategyKeysClash { kept, also } => {
+                format!(
+                    "data keys \"{}\" and \"{}\" are both upgradeStrategy to Numaplane",
+                    cut(kept, 30),
+                    cut(also, 30)
+                )
+            }
             Self::NamespaceStrategyDenied { user, .. } => {
                 format!(
                     "{} may not make the namespace upgrade without draining",
@@ -648,7 +672,9 @@ impl Violation {
             Self::PauseTimestampChanged { path, .. } => {
                 Some(format!("{path}[\"{PAUSE_TIMESTAMP}\"]"))
             }
-            Self::StrategyDataMalformed { .. } => Some("data".to_owned()),
+            Self::StrategyDataMalformed { .. } | Self::StrategyKeysClash { .. } => {
+                Some("data".to_owned())
+            }
             Self::StrategyInvalid { .. } | Self::NamespaceStrategyDenied { .. } => {
                 Some(format!("data.{UPGRADE_STRATEGY_KEY}"))
             }

@@ -170,7 +170,8 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
 ]);
 
 /// What the namespace-level ConfigMap's rules read (23 and 24): Numaplane's
-/// label and the strategy, nothing else of its data.
+/// label and the strategy, under every key Numaplane reads as it, nothing
+/// else of its data.
 pub(super) static NAMESPACE_CONFIG_SHAPE: Shape = Shape::Fields(&[
     ("apiVersion", Shape::Leaf),
     (
@@ -185,6 +186,6 @@ pub(super) static NAMESPACE_CONFIG_SHAPE: Shape = Shape::Fields(&[
     ),
     (
         "data",
-        Shape::Fields(&[(UPGRADE_STRATEGY_KEY, Shape::Leaf)]),
+        Shape::GoFields(&[(UPGRADE_STRATEGY_KEY, Shape::Leaf)]),
     ),
 ]);

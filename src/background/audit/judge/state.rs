@@ -5,7 +5,7 @@
 use super::{RuleResult, Status, result};
 use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::policy::rules::Rule;
-use crate::rollout::{ALLOW_DATA_LOSS, Map, PipelineRollout};
+use crate::rollout::{ALLOW_DATA_LOSS, DELETION_FIELD, Map, PipelineRollout};
 
 /// A stored `allow-data-loss: "true"`, by state.
 pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
@@ -41,6 +41,22 @@ pub(super) fn hpa_rider_state(view: &PipelineRollout) -> RuleResult {
         ),
         None => result(Rule::HpaRider, Status::Pass, None),
     }
+}
+
+/// Rule 17: a PipelineRollout whose pipeline sets no deletion timeout.
+/// Numaflow then falls back to the Pipeline's schema default where its
+/// full CRDs are installed (30 s), but with its minimal CRDs (no schema
+/// defaults) to `metadata.deletionGracePeriodSeconds`, which the API server
+/// sets to 0 for a custom resource: a delete then drains nothing. The
+/// webhook allows it (`/mutate` defaults it on the next write), so `warn`.
+pub(super) fn no_deletion_timeout_state() -> RuleResult {
+    result(
+        Rule::DeletionTimeoutRange,
+        Status::Warn,
+        Some(format!(
+            "{DELETION_FIELD} is not set: with Numaflow's full CRDs the Pipeline gets their default of 30s, but with its minimal CRDs (no schema defaults) Numaflow drains a deleted Pipeline for metadata.deletionGracePeriodSeconds, which the API server sets to 0, so its buffers are deleted undrained; set {DELETION_FIELD}"
+        )),
+    )
 }
 
 /// A stored `forcePromote: true`, by state.

@@ -32,9 +32,20 @@ fn rollout(timeout: Value, annotations: Value, status: Value) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "metadata": {"name": "p", "namespace": "team-a", "uid": "u-1", "annotations": annotations},
-        "spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": timeout}}}},
+        "spec": {"pipeline": {"spec": {"lifecycle": {"pauseGracePeriodSeconds": timeout, "deletionGracePeriodSeconds": 60}}}},
         "status": status,
     })
+}
+
+/// [`rollout`] without a deletion timeout.
+fn without_deletion_timeout(mut object: Value) -> Value {
+    if let Some(lifecycle) = object
+        .pointer_mut("/spec/pipeline/spec/lifecycle")
+        .and_then(Value::as_object_mut)
+    {
+        lifecycle.remove("deletionGracePeriodSeconds");
+    }
+    object
 }
 
 fn status_of(results: &ObjectResults, rule: Rule) -> (Status, String) {
@@ -125,10 +136,54 @@ fn each_rule_gets_one_result_with_the_denial_words() {
         ),
         (
             "no rider passes",
-            rollout(json!(300), json!({}), idle),
+            rollout(json!(300), json!({}), idle.clone()),
             Rule::HpaRider,
             Status::Pass,
             "",
+        ),
+        (
+            "no deletion timeout warns: the minimal CRDs drain for 0s",
+            without_deletion_timeout(rollout(json!(300), json!({}), idle.clone())),
+            Rule::DeletionTimeoutRange,
+            Status::Warn,
+            "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds is not set: with Numaflow's full CRDs the Pipeline gets their default of 30s, but with its minimal CRDs (no schema defaults) Numaflow drains a deleted Pipeline for metadata.deletionGracePeriodSeconds, which the API server sets to 0",
+        ),
+        (
+            "a deletion timeout passes",
+            {
+                let mut object = rollout(json!(300), json!({}), idle.clone());
+                object["spec"]["pipeline"]["spec"]["lifecycle"]["deletionGracePeriodSeconds"] =
+                    json!(60);
+                object
+            },
+            Rule::DeletionTimeoutRange,
+            Status::Pass,
+            "",
+        ),
+        (
+            "the deprecated field is a deletion timeout",
+            {
+                let mut object =
+                    without_deletion_timeout(rollout(json!(300), json!({}), idle.clone()));
+                object["spec"]["pipeline"]["spec"]["lifecycle"]["deleteGracePeriodSeconds"] =
+                    json!(60);
+                object
+            },
+            Rule::DeletionTimeoutRange,
+            Status::Pass,
+            "",
+        ),
+        (
+            "a key in another case is not Numaflow's (it reads the field exactly)",
+            {
+                let mut object = without_deletion_timeout(rollout(json!(300), json!({}), idle));
+                object["spec"]["pipeline"]["spec"]["lifecycle"]["DeletionGracePeriodSeconds"] =
+                    json!(60);
+                object
+            },
+            Rule::DeletionTimeoutRange,
+            Status::Warn,
+            "is not set",
         ),
     ];
     for (name, object, rule, want, says) in cases {
@@ -201,7 +256,9 @@ fn templated(kind: usize, labels: Value, annotations: Value, strategy: Value) ->
         "kind": entry.kind,
         "metadata": {"name": "r", "namespace": "team-a", "uid": "u-2"},
         "spec": {
-            template: {"metadata": {"labels": labels, "annotations": annotations}, "spec": {}},
+            template: {"metadata": {"labels": labels, "annotations": annotations},
+                // A deletion timeout, so that a PipelineRollout's rule 17 passes.
+                "spec": {"lifecycle": {"deletionGracePeriodSeconds": 60}}},
             "strategy": strategy,
         },
         "status": {},

@@ -183,7 +183,7 @@ fn rollout_delete_cases() -> Vec<Case> {
     let stored = pipeline_rollout(json!({"pauseGracePeriodSeconds": "bad"}), json!([]));
     vec![
         delete_json("alice deletes a PipelineRollout", pr, stored.clone())
-            .warn(&["its Pipelines are deleted too, each drained at most 30s (Numaflow's default)"])
+            .warn(&["its Pipelines are deleted too, each drained at most 30s (0s with Numaflow's minimal CRDs)"])
             .events(&[]),
         delete_json(
             "its deletion timeout is named",

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::fixtures::{admin, alice, built_in, policy, warn_mode};
 use super::runner::{Named, run_table};
 use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
-use crate::namespace_config::StrategyRead;
+use crate::namespace_config::ConfigRead;
 use crate::policy::Policy;
 use crate::policy::rules::namespace_strategy::validate;
 use crate::policy::rules::{
@@ -29,8 +29,8 @@ fn unlabelled(value: &str) -> Value {
     json!({"metadata": {"labels": {"app": "x"}}, "data": {"upgradeStrategy": value}})
 }
 
-fn read(object: &Value) -> StrategyRead {
-    StrategyRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
+fn read(object: &Value) -> ConfigRead {
+    ConfigRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
 }
 
 /// Judges a write with the static lists as the only source of permission.
@@ -92,6 +92,14 @@ impl Case {
     fn denied(mut self, rule: Rule, says: &'static str) -> Self {
         self.denied_by = vec![rule.number()];
         self.says = says;
+        if rule == Rule::NamespaceStrategy {
+            self.gate = Some(GateResult::Denied);
+        }
+        self
+    }
+    /// Denied by `rule` too (listed after those before).
+    fn and(mut self, rule: Rule) -> Self {
+        self.denied_by.push(rule.number());
         if rule == Rule::NamespaceStrategy {
             self.gate = Some(GateResult::Denied);
         }
@@ -207,6 +215,31 @@ fn namespace_strategy_table() {
         case("warn mode, an unknown value", None, strategy("x"))
             .under(warn_mode())
             .says("warn mode, would deny: upgradeStrategy \"x\" is ignored by Numaplane"),
+        // Numaplane decodes data with Go's encoding/json: any case of the
+        // key is upgradeStrategy, and of several the last in byte order wins.
+        case("UpgradeStrategy is upgradeStrategy", None, config(json!({"UpgradeStrategy": "no-strategy"})))
+            .denied(Rule::NamespaceStrategy, "may not set data.UpgradeStrategy (which Numaplane reads as upgradeStrategy: Go matches keys in any case) to \"no-strategy\""),
+        case("UPGRADESTRATEGY blank reads as no-strategy", None, config(json!({"UPGRADESTRATEGY": ""})))
+            .denied(Rule::NamespaceStrategy, "data.UPGRADESTRATEGY (which Numaplane reads as upgradeStrategy: Go matches keys in any case) to empty or blank"),
+        case("two keys: the last in byte order is read, and both are refused", None, config(json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""})))
+            .denied(Rule::NamespaceStrategyValue, "data has both \"upgradestrategy\" and \"upgradeStrategy\", which Numaplane reads as the same field upgradeStrategy")
+            .and(Rule::NamespaceStrategy),
+        case("a key patched into pause-and-drain", Some(strategy("pause-and-drain")), config(json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": "no-strategy"})))
+            .denied(Rule::NamespaceStrategyValue, "keep one key, spelled upgradeStrategy")
+            .and(Rule::NamespaceStrategy)
+            .event(NamespaceStrategyDenied, "may not set data.upgradestrategy (which Numaplane reads as upgradeStrategy"),
+        case("two keys that read as pause-and-drain are still refused", None, config(json!({"upgradeStrategy": "no-strategy", "upgradestrategy": "pause-and-drain"})))
+            .denied(Rule::NamespaceStrategyValue, "keeps the value of the key that sorts last, \"upgradestrategy\""),
+        case("two keys unchanged warn", Some(config(json!({"UPGRADESTRATEGY": "x", "upgradeStrategy": "progressive"}))), config(json!({"UPGRADESTRATEGY": "x", "upgradeStrategy": "progressive"})))
+            .says("unchanged, so allowed: data keys \"upgradeStrategy\" and \"UPGRADESTRATEGY\" are both upgradeStrategy to Numaplane"),
+        case("an unknown value under another case", None, config(json!({"UpgradeStrategy": "drain"})))
+            .denied(Rule::NamespaceStrategyValue, "data.UpgradeStrategy (which Numaplane reads as upgradeStrategy: Go matches keys in any case) is \"drain\""),
+        case("UpgradeStrategy progressive is allowed, with no warning", None, config(json!({"UpgradeStrategy": "progressive"}))),
+        case("warn mode, two keys", None, config(json!({"upgradeStrategy": "progressive", "upgradestrategy": "pause-and-drain"})))
+            .under(warn_mode())
+            .says("warn mode, would deny: data keys \"upgradestrategy\" and \"upgradeStrategy\" are both upgradeStrategy to Numaplane"),
+        case("a key that only looks alike is not read", None, config(json!({"upgrade-strategy": "no-strategy"})))
+            .says("no data.upgradeStrategy"),
     ];
     run_table("namespace strategy", &cases, |c, found| {
         let decision = judged(&c.policy, &c.user, c.old.as_ref(), &c.new);

@@ -61,6 +61,7 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::RolloutDeleteDenied { .. } => DeleteRollout,
         Violation::StrategyDataMalformed { .. }
         | Violation::StrategyInvalid { .. }
+        | Violation::StrategyKeysClash { .. }
         | Violation::NamespaceStrategyDenied { .. } => {
             panic!("rollout writes never break the namespace-strategy rules: {v}")
         }
