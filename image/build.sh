@@ -21,11 +21,22 @@ die() {
 
 command -v buildah >/dev/null || die "buildah is missing (Debian: apt-get install buildah)"
 name=${IMAGE_NAME:-pipelinerollout-webhook}
-commit=${GIT_COMMIT:-$(git rev-parse --verify HEAD 2>/dev/null || true)}
-[ -n "$commit" ] || die "no git checkout here: set GIT_COMMIT to the commit these sources are"
+# The commit: GIT_COMMIT when set, which the binary is then told as well;
+# otherwise build.rs asks git, as a plain `cargo build` does, so that the
+# build reuses what an earlier one of the same commit compiled.
+if [ -n "${GIT_COMMIT:-}" ]; then
+    commit=$GIT_COMMIT
+    export PIPELINEROLLOUT_WEBHOOK_COMMIT=$commit
+else
+    commit=$(git rev-parse --verify HEAD 2>/dev/null) \
+        || die "no git checkout here: set GIT_COMMIT to the commit these sources are"
+    if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+        echo "image/build.sh: warning: the work tree has uncommitted changes; the image will name $commit all the same" >&2
+    fi
+fi
 
 rootfs=${CARGO_TARGET_DIR:-target}/image/rootfs
-PIPELINEROLLOUT_WEBHOOK_COMMIT=$commit image/rootfs.sh "$rootfs"
+image/rootfs.sh "$rootfs"
 version=$("$rootfs/usr/local/bin/pipelinerollout-webhook" --version | sed -n 's/^pipelinerollout-webhook \([^ ]*\) .*/\1/p')
 [ -n "$version" ] || die "the binary's --version does not name a version"
 
@@ -39,7 +50,7 @@ buildah commit --quiet --rm "$container" "$rootfs_image" >/dev/null
 trap - EXIT
 
 image=localhost/$name:$version
-buildah build --isolation chroot --layers=false \
+buildah build --isolation chroot \
     --build-arg ROOTFS="$rootfs_image" \
     --build-arg GIT_COMMIT="$commit" \
     --file Dockerfile --tag "$image" .
