@@ -54,6 +54,7 @@ buildah build --isolation chroot \
     --build-arg ROOTFS="$rootfs_image" \
     --build-arg GIT_COMMIT="$commit" \
     --file Dockerfile --tag "$image" .
-buildah rmi "$rootfs_image" >/dev/null
+# --force: buildah 1.28 keeps a working container of the rootfs stage.
+buildah rmi --force "$rootfs_image" >/dev/null
 buildah images --format '{{.Name}}:{{.Tag}} {{.ID}} {{.Size}}' "$image"
 echo "$image"

@@ -2,9 +2,9 @@
 """The checks of image/smoke.sh that read JSON or metrics: each subcommand
 exits 0 when what it reads is right, 1 with the reason otherwise.
 
-  check_answers.py config CONFIG.json COMMIT
-      the image's configuration (buildah inspect .OCIv1.Config): the user,
-      the entrypoint, the ports and the revision label
+  check_answers.py config INSPECT.json COMMIT
+      the image's configuration (OCIv1.config in `buildah inspect`): the
+      user, the entrypoint, the ports and the revision label
   check_answers.py allowed REQUEST.json ANSWER.json
   check_answers.py denied REQUEST.json ANSWER.json
   check_answers.py mutate REQUEST.json ANSWER.json
@@ -36,8 +36,8 @@ def load(path):
         return json.load(file)
 
 
-def check_config(config_path, commit):
-    config = load(config_path)
+def check_config(inspect_path, commit):
+    config = load(inspect_path)["OCIv1"]["config"]
     expect(config.get("User") == "65532:65532", f"User is {config.get('User')!r}, not 65532:65532")
     expect(
         config.get("Entrypoint") == ["/usr/local/bin/pipelinerollout-webhook"],

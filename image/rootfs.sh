@@ -71,14 +71,13 @@ mkdir -p "$out/usr/local/bin" "$out/etc/ssl/certs"
 install -m 0755 "$binary" "$out/usr/local/bin/pipelinerollout-webhook"
 install -m 0644 "$ca_bundle" "$out/etc/ssl/certs/ca-certificates.crt"
 # The user the image runs as (USER 65532:65532), named so that tools show a
-# name, and a member of its own group, so that a runtime that adds the
-# user's groups from /etc/group adds 65532 as a supplementary group, as
-# the Deployment's fsGroup does. No home, no login shell.
+# name. No home, no login shell. The Deployment's fsGroup adds 65532 as a
+# supplementary group, which can read the mounted key (mode 0440).
 printf '%s\n' \
     'root:x:0:0:root:/root:/sbin/nologin' \
     'nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin' >"$out/etc/passwd"
 printf '%s\n' \
     'root:x:0:' \
-    'nonroot:x:65532:nonroot' >"$out/etc/group"
+    'nonroot:x:65532:' >"$out/etc/group"
 chmod 0644 "$out/etc/passwd" "$out/etc/group"
 echo "$version: root filesystem in $out"
