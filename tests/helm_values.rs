@@ -61,7 +61,10 @@ fn the_image_is_the_builds_name_and_version_under_the_users_registry() {
     // give the image; the registry is the user's.
     assert_eq!(
         image(&[]).as_deref(),
-        Some(concat!("pipelinerollout-webhook:", env!("CARGO_PKG_VERSION")))
+        Some(concat!(
+            "pipelinerollout-webhook:",
+            env!("CARGO_PKG_VERSION")
+        ))
     );
     assert_eq!(
         image(&["--set", "image.registry=registry.example.com/"]).as_deref(),
