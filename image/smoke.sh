@@ -58,10 +58,13 @@ fail() {
 }
 
 cleanup() {
-    if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
-        kill -KILL "$server" 2>/dev/null || true
-    fi
     if [ -n "$runner" ]; then
+        # The server this script started, found now if it failed before.
+        [ -n "$server" ] || server=$(pgrep -f "^$binary serve" | head -n 1 || true)
+        if [ -n "$server" ]; then
+            kill -KILL "$server" 2>/dev/null || true
+        fi
+        kill "$runner" 2>/dev/null || true
         wait "$runner" 2>/dev/null || true
     fi
     if [ -n "$container" ]; then
