@@ -37,6 +37,40 @@ fn fixture_json(name: &str) -> Value {
 }
 
 #[test]
+fn version_names_the_version_and_the_commit_the_binary_was_built_from() {
+    let out = bin().arg("--version").output().expect("run --version");
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8(out.stdout).expect("UTF-8");
+    let prefix = concat!(
+        "pipelinerollout-webhook ",
+        env!("CARGO_PKG_VERSION"),
+        " (commit "
+    );
+    let commit = printed
+        .trim_end()
+        .strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("--version printed {printed:?}"));
+    // The commit the build was told (PIPELINEROLLOUT_WEBHOOK_COMMIT, as the
+    // Dockerfile does), else HEAD of this checkout (cargo builds the binary
+    // anew when HEAD moves; build.rs), else, with no git, "unknown".
+    let head = Command::new("git")
+        .args(["rev-parse", "--verify", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    let expected = std::env::var("PIPELINEROLLOUT_WEBHOOK_COMMIT")
+        .ok()
+        .filter(|given| !given.trim().is_empty())
+        .map(|given| given.trim().to_owned())
+        .or(head)
+        .unwrap_or_else(|| "unknown".to_owned());
+    assert_eq!(commit, expected, "--version printed {printed:?}");
+}
+
+#[test]
 fn review_exit_codes() {
     let file = "01-create-kubectl-apply-validate.json";
     let (code, out, _) = review("validate", &[&fixture_path(file)]);

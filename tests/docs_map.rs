@@ -32,6 +32,7 @@ const PATH_ROOTS: &[&str] = &[
     "charts/",
     "docs/",
     "envtest/",
+    "image/",
     "manifests/",
     "src/",
     "test-builders/",

@@ -41,7 +41,7 @@ fn install_notes(extra: &[&str]) -> String {
 }
 
 #[test]
-fn the_image_tag_is_the_crate_version_unless_a_digest_pins_it() {
+fn the_image_is_the_builds_name_and_version_under_the_users_registry() {
     let chart: Value = serde_saphyr::from_str(
         &std::fs::read_to_string(root().join(CHART).join("Chart.yaml")).expect("Chart.yaml"),
     )
@@ -57,17 +57,31 @@ fn the_image_tag_is_the_crate_version_unless_a_digest_pins_it() {
             .as_str()
             .map(str::to_owned)
     };
+    // The name and tag image/build.sh and the Dockerfile's documented build
+    // give the image; the registry is the user's.
     assert_eq!(
         image(&[]).as_deref(),
         Some(concat!(
-            "ghcr.io/example/pipelinerollout-webhook:",
+            "pipelinerollout-webhook:",
+            env!("CARGO_PKG_VERSION")
+        ))
+    );
+    assert_eq!(
+        image(&["--set", "image.registry=registry.example.com/"]).as_deref(),
+        Some(concat!(
+            "registry.example.com/pipelinerollout-webhook:",
             env!("CARGO_PKG_VERSION")
         ))
     );
     let digest = format!("sha256:{}", "ab".repeat(32));
     assert_eq!(
-        image(&["--set", &format!("image.tag=9.9.9,image.digest={digest}")]),
-        Some(format!("ghcr.io/example/pipelinerollout-webhook@{digest}"))
+        image(&[
+            "--set",
+            &format!("image.registry=registry.example.com,image.tag=9.9.9,image.digest={digest}")
+        ]),
+        Some(format!(
+            "registry.example.com/pipelinerollout-webhook@{digest}"
+        ))
     );
 }
 

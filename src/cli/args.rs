@@ -14,12 +14,22 @@ use crate::pki::{self, CertError};
 use crate::server::ServeOptions;
 use crate::server::tls::TlsFiles;
 
+/// What `--version` prints after the name: the crate's version and the git
+/// commit the binary was built from (`unknown` when the build could not
+/// tell; build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("PIPELINEROLLOUT_WEBHOOK_COMMIT"),
+    ")"
+);
+
 /// Admission webhook for Numaplane PipelineRollouts: validates and defaults
 /// drain timeouts, and gates the forced re-apply (allow-data-loss).
 #[derive(Debug, Parser)]
 #[command(
     name = "pipelinerollout-webhook",
-    version,
+    version = VERSION,
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {

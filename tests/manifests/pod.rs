@@ -174,7 +174,10 @@ pub(crate) fn security_context_is_restricted(r: &Rendering) {
         "runAsNonRoot"
     );
     let user = sc.run_as_user.or(pod_sc.run_as_user).expect("runAsUser");
-    assert_eq!(user, 65532, "runs as the distroless nonroot user");
+    assert_eq!(
+        user, 65532,
+        "runs as the image's nonroot user (image/rootfs.sh)"
+    );
     assert_eq!(
         sc.read_only_root_filesystem,
         Some(true),

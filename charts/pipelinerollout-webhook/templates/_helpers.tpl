@@ -54,13 +54,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- toJson $all -}}
 {{- end -}}
 
-{{/* The image, by digest when one is given. */}}
+{{/*
+The image: the registry (when given) and the repository, then the digest
+when one is given, else the tag.
+*/}}
 {{- define "prw.image" -}}
 {{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- $name := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $name = printf "%s/%s" (trimSuffix "/" .) $name }}{{ end -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $name .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- printf "%s:%s" $name $tag -}}
 {{- end -}}
 {{- end -}}
 
