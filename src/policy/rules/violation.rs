@@ -338,6 +338,28 @@ pub enum Violation {
         /// Why the requester lacks permission.
         refused: NotPermitted,
     },
+    /// Rule 26: changing what Numaplane's and Numaflow's controllers keep
+    /// on a rollout's child needs the editChildren permission.
+    #[error(
+        "user \"{user}\" may not {} this {kind} of {rollout} \"{parent}\": only Numaplane's and Numaflow's controllers change a rollout's children (Numaplane reads their status to decide whether to drain, and applies a change that can lose data only by pausing and draining); {refused}; change the {rollout} instead, or ask a platform admin to add you to forceReapply.editChildren in the webhook's policy (scaling, pausing, resuming and your own labels and annotations need no permission)",
+        fields.as_ref().map_or_else(|| "make".to_owned(), |f| format!("change {f} of"))
+    )]
+    ChildEditDenied {
+        /// The requester.
+        user: String,
+        /// The child's kind.
+        kind: &'static str,
+        /// The rollout kind that owns it.
+        rollout: &'static str,
+        /// The owning rollout's name.
+        parent: String,
+        /// What the write changes, as listed; `None` for a CREATE.
+        fields: Option<String>,
+        /// The first field changed (the violation's field).
+        first: String,
+        /// Why the requester lacks permission.
+        refused: NotPermitted,
+    },
     /// Rule 21: with gateRolloutDeletes, deleting a PipelineRollout needs
     /// the deleteUndrained permission.
     #[error(
@@ -514,6 +536,7 @@ impl Violation {
             Self::BookkeepingChanged { .. } | Self::TemplateMalformed { .. } => Rule::Bookkeeping,
             Self::PauseTimestampChanged { .. } => Rule::PauseTimestamp,
             Self::ChildDeleteDenied { .. } => Rule::DeleteChild,
+            Self::ChildEditDenied { .. } => Rule::EditChild,
             Self::RolloutDeleteDenied { .. } => Rule::DeleteRollout,
             Self::StrategyDataMalformed { .. } | Self::StrategyInvalid { .. } => {
                 Rule::NamespaceStrategyValue
@@ -605,6 +628,13 @@ impl Violation {
             Self::RolloutDeleteDenied { user, .. } => {
                 format!("{} may not delete a PipelineRollout", short(user))
             }
+            Self::ChildEditDenied {
+                user, kind, first, ..
+            } => format!(
+                "{} may not change {} of a rollout's {kind}",
+                short(user),
+                cut(first, 40)
+            ),
             Self::StrategyDataMalformed { found } => format!("data is {found}, not an object"),
             Self::StrategyInvalid { value, .. } => {
                 format!("upgradeStrategy {value} is ignored by Numaplane")
@@ -649,6 +679,7 @@ impl Violation {
                 Some(format!("{path}[\"{PAUSE_TIMESTAMP}\"]"))
             }
             Self::StrategyDataMalformed { .. } => Some("data".to_owned()),
+            Self::ChildEditDenied { first, .. } => Some(first.clone()),
             Self::StrategyInvalid { .. } | Self::NamespaceStrategyDenied { .. } => {
                 Some(format!("data.{UPGRADE_STRATEGY_KEY}"))
             }
