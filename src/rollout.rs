@@ -113,8 +113,16 @@ impl Stored {
             metadata: Obj::Present(Metadata {
                 annotations: keys(&self.metadata.annotations),
                 labels: keys(&self.metadata.labels),
-                owner_references: None,
-                finalizers: None,
+                owner_references: self
+                    .metadata
+                    .owner_references
+                    .as_ref()
+                    .and_then(|refs| serde_json::to_value(refs).ok()),
+                finalizers: self
+                    .metadata
+                    .finalizers
+                    .as_ref()
+                    .map(|f| Value::from(f.clone())),
                 uid: Text(self.metadata.uid.clone()),
             }),
             spec: self.spec.clone(),
@@ -517,8 +525,8 @@ mod tests {
         // the webhook's does.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission");
         let mut objects = vec![
-            json!({"metadata": {"name": "p", "namespace": "n"}}),
-            json!({"metadata": {"name": "p", "annotations": {ALLOW_DATA_LOSS: "true"}},
+            json!({"kind": KIND, "metadata": {"name": "p", "namespace": "n"}}),
+            json!({"kind": KIND, "metadata": {"name": "p", "annotations": {ALLOW_DATA_LOSS: "true"}},
                    "spec": {"strategy": {"progressive": {"forcePromote": true}}},
                    "status": {"upgradeInProgress": "Progressive", "conditions": "odd"}}),
         ];

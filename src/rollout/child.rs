@@ -2,11 +2,11 @@
 //! rule 26 (Numaplane's and Numaflow's controllers alone change a rollout's
 //! children), and who owns a child.
 //!
-//! The view is read in one pass: the object's `kind` comes first in what
-//! the API server sends (it writes an object's keys in sorted order), so a
-//! rollout's `spec` is read leniently as ever, without building it, and
-//! only a child's (or an object whose `kind` is not known by then) is kept
-//! as a JSON tree as well.
+//! The view is read in one pass: the object's `apiVersion` and `kind` come
+//! first in what the API server sends (it writes an object's keys in sorted
+//! order), so a rollout's `spec` is read leniently as ever, without
+//! building it, and only a child's (or an object whose kind is not known by
+//! then) is kept as a JSON tree as well.
 
 use std::fmt;
 
@@ -86,6 +86,15 @@ impl<'de> Visitor<'de> for ViewVisitor {
         let mut content = ChildContent::default();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             match key.as_ref() {
+                // A rollout's (or a ConfigMap's) apiVersion: no child,
+                // unless its `kind` says otherwise.
+                "apiVersion" if child.is_none() => {
+                    let version: Text = map.next_value()?;
+                    let group = version.as_deref().and_then(|v| v.split_once('/'));
+                    if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP) || version.as_deref() == Some("v1") {
+                        child = Some(false);
+                    }
+                }
                 "kind" => {
                     let kind: Text = map.next_value()?;
                     child = Some(kind.as_deref().is_some_and(names_a_child));
@@ -175,6 +184,16 @@ impl PipelineRollout {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Whether an ownerReference names a Numaplane rollout, or the
+    /// ownerReferences cannot be read (an owner may hide there).
+    pub fn owned_by_reference(&self) -> bool {
+        match self.owner_references() {
+            None => false,
+            Some(Value::Array(refs)) => refs.iter().any(names_a_rollout),
+            Some(_) => true,
+        }
     }
 
     /// Whether a rollout owns this object: the parent-rollout-name label,
@@ -282,7 +301,8 @@ mod tests {
         let object = view(json!({"metadata": {"labels": {
             "numaplane.numaproj.io/a": "1", "numaflow.numaproj.io/b": "2",
             "numaplane.numaproj.io.evil/c": "3", "app": "x"}}}));
-        let keys: Vec<&str> = object.prefixed_keys(true).iter().map(|(k, _)| *k).collect();
-        assert_eq!(keys, ["numaplane.numaproj.io/a", "numaflow.numaproj.io/b"]);
+        let mut keys: Vec<&str> = object.prefixed_keys(true).iter().map(|(k, _)| *k).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["numaflow.numaproj.io/b", "numaplane.numaproj.io/a"]);
     }
 }

@@ -6,7 +6,8 @@
 //! `forceReapply.editChildren` permission to change its `spec`, its
 //! `status`, its `ownerReferences`, its `finalizers` or its keys under
 //! `numaplane.numaproj.io/` and `numaflow.numaproj.io/`, and to make a new
-//! object a rollout owns:
+//! object with an ownerReference to a rollout (a new object with the label
+//! is refused by rule 15 already):
 //!
 //! - a forged status steers Numaplane (a `Failed` Pipeline is upgraded
 //!   without a pause, a `Paused` one with `drainedOnPause` counts as
@@ -243,7 +244,15 @@ impl ChildEdits {
         {
             return Self::default();
         }
-        let Some(parent) = owner_of(write) else {
+        // A new object carrying the parent-rollout-name label is rule
+        // 15's (the label is Numaplane's bookkeeping); one carrying an
+        // ownerReference to a rollout is made a child here.
+        let owner = match write.old() {
+            Some(_) => owner_of(write),
+            None if write.object.owned_by_reference() => write.object.ownership().shown(),
+            None => None,
+        };
+        let Some(parent) = owner else {
             return Self::default();
         };
         let deleter = policy
