@@ -266,9 +266,8 @@ fn owned(root: &str) -> String {
 /// Whether the keys under Numaplane's and Numaflow's prefixes of the map
 /// `map` (labels or annotations) differ between the object and the stored one.
 fn prefixed_changed(map: &str) -> String {
-    let prefixed = format!(
-        "(k.startsWith('{NUMAPLANE_GROUP}/') || k.startsWith('{NUMAFLOW_GROUP}/'))"
-    );
+    let prefixed =
+        format!("(k.startsWith('{NUMAPLANE_GROUP}/') || k.startsWith('{NUMAFLOW_GROUP}/'))");
     let (new, old) = (
         format!("object.metadata.{map}"),
         format!("oldObject.metadata.{map}"),

@@ -70,18 +70,24 @@ fn editor_namespace(cluster: &Cluster, ns: &str) {
     ];
     let resources: Vec<String> = ["pipelines", "monovertices", "interstepbufferservices"]
         .iter()
-        .flat_map(|r| [r.to_string(), format!("{r}/status"), format!("{r}/finalizers")])
+        .flat_map(|r| {
+            [
+                r.to_string(),
+                format!("{r}/status"),
+                format!("{r}/finalizers"),
+            ]
+        })
         .chain(["monovertices/scale".to_owned()])
         .collect();
     cluster
         .create_all(vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": "numaflow-edit", "namespace": ns},
-                "rules": [
-                    {"apiGroups": ["numaflow.numaproj.io"], "resources": resources, "verbs": verbs},
-                    {"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs},
-                ]}),
+            "metadata": {"name": "numaflow-edit", "namespace": ns},
+            "rules": [
+                {"apiGroups": ["numaflow.numaproj.io"], "resources": resources, "verbs": verbs},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs},
+            ]}),
             binding(Some(ns), "editors", "Role", "numaflow-edit", &[User::Alice]),
         ])
         .expect("the editor's namespace");
@@ -178,7 +184,12 @@ fn a_namespace_editors_four_attacks_are_refused() {
             resource,
             ns,
             &name,
-            &["--subresource=status", "--type=merge", "-p", r#"{"status":{"phase":"Running"}}"#],
+            &[
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"phase":"Running"}}"#,
+            ],
         )
         .expect_success("Numaflow's controller reports it running");
         let out = patch(
@@ -187,7 +198,12 @@ fn a_namespace_editors_four_attacks_are_refused() {
             resource,
             ns,
             &name,
-            &["--subresource=status", "--type=merge", "-p", r#"{"status":{"phase":"Failed"}}"#],
+            &[
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"phase":"Failed"}}"#,
+            ],
         );
         assert_refused_by(
             &out,
@@ -214,7 +230,11 @@ fn a_namespace_editors_four_attacks_are_refused() {
             r#"{"status":{"phase":"Paused","drainedOnPause":true}}"#,
         ],
     );
-    assert_refused_by(&out, CHILDREN_WEBHOOK, "status.drainedOnPause, status.phase");
+    assert_refused_by(
+        &out,
+        CHILDREN_WEBHOOK,
+        "status.drainedOnPause, status.phase",
+    );
     // 2. The garbage collector as a deleter: an owner that alice can delete.
     let bait = cluster
         .kubectl(User::Alice)
@@ -262,7 +282,11 @@ fn a_namespace_editors_four_attacks_are_refused() {
         PIPELINES,
         ns,
         "draining",
-        &["--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#],
+        &[
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
     );
     assert_refused_by(&out, CHILDREN_WEBHOOK, "may not change metadata.finalizers");
     let dangling = json!({"metadata": {"finalizers": null, "ownerReferences": [{"apiVersion": "v1",
@@ -290,19 +314,31 @@ fn a_namespace_editors_four_attacks_are_refused() {
             r#"[{"op":"replace","path":"/spec/vertices","value":[{"name":"in","source":{"generator":{}}},{"name":"out","sink":{"log":{}}}]},{"op":"replace","path":"/spec/edges","value":[{"from":"in","to":"out"}]}]"#,
         ],
     );
-    assert_refused_by(&out, CHILDREN_WEBHOOK, "may not change spec.edges, spec.vertices");
-    assert!(out.stderr.contains("change the PipelineRollout instead"), "{out}");
+    assert_refused_by(
+        &out,
+        CHILDREN_WEBHOOK,
+        "may not change spec.edges, spec.vertices",
+    );
+    assert!(
+        out.stderr.contains("change the PipelineRollout instead"),
+        "{out}"
+    );
     // What each attack aimed at is as it was, the garbage collector's
     // sweep and the drain included.
     std::thread::sleep(Duration::from_secs(3));
-    assert!(get(cluster, PIPELINES, ns, "handed-over").is_some(), "not collected");
+    assert!(
+        get(cluster, PIPELINES, ns, "handed-over").is_some(),
+        "not collected"
+    );
     let draining = get(cluster, PIPELINES, ns, "draining").expect("still draining");
     assert_eq!(draining["metadata"]["finalizers"], json!([FINALIZER]));
     let edited = get(cluster, PIPELINES, ns, "edited").expect("there");
     assert_eq!(edited["spec"]["vertices"].as_array().map(Vec::len), Some(3));
     let events = events_about(cluster, ns, "Pipeline", "edited", "ChildEditDenied");
     assert!(
-        events.iter().any(|(r, n)| r == "ChildEditDenied" && n.contains("alice")),
+        events
+            .iter()
+            .any(|(r, n)| r == "ChildEditDenied" && n.contains("alice")),
         "an Event on the Pipeline: {events:#?}"
     );
     // Numaflow's controller ends the drain: its own write.
@@ -312,7 +348,11 @@ fn a_namespace_editors_four_attacks_are_refused() {
         PIPELINES,
         ns,
         "draining",
-        &["--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#],
+        &[
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
     )
     .expect_success("Numaflow's controller removes its finalizer");
     eventually("the drained child is gone", || {
@@ -336,7 +376,12 @@ fn the_controllers_a_holder_and_the_editors_free_edits_are_allowed() {
         PIPELINES,
         ns,
         "p",
-        &["--subresource=status", "--type=merge", "-p", r#"{"status":{"phase":"Paused","drainedOnPause":true}}"#],
+        &[
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Paused","drainedOnPause":true}}"#,
+        ],
     )
     .expect_success("Numaflow's controller writes the status");
     patch(
@@ -345,7 +390,11 @@ fn the_controllers_a_holder_and_the_editors_free_edits_are_allowed() {
         PIPELINES,
         ns,
         "p",
-        &["--type=merge", "-p", r#"{"spec":{"edges":[{"from":"in","to":"out"}]}}"#],
+        &[
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"edges":[{"from":"in","to":"out"}]}}"#,
+        ],
     )
     .expect_success("Numaplane's controller writes the spec");
     // alice's own label, pausing, and scaling: free, and never sent.
@@ -359,7 +408,11 @@ fn the_controllers_a_holder_and_the_editors_free_edits_are_allowed() {
         PIPELINES,
         ns,
         "p",
-        &["--type=merge", "-p", r#"{"spec":{"lifecycle":{"desiredPhase":"Paused"}}}"#],
+        &[
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"lifecycle":{"desiredPhase":"Paused"}}}"#,
+        ],
     )
     .expect_success("alice pauses the Pipeline");
     cluster

@@ -555,7 +555,8 @@ fn the_command_prints_writes_and_refuses() {
     assert_eq!(code, 0, "the built-in policy has no minPauseAge");
     assert!(
         stderr.contains("--strict: left to the webhook, whatever the policy: MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices")
-            && stderr.contains("rules 13 to 15"),
+            && stderr.contains("rules 13 to 15")
+            && stderr.contains("rule 26: changes of a rollout's child"),
         "--strict names what the export leaves out: {stderr}"
     );
     // And nothing the export carries.

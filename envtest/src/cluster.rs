@@ -248,7 +248,11 @@ impl Cluster {
         self.start_controller_manager_with(controllers, &["--use-service-account-credentials"])
     }
 
-    fn start_controller_manager_with(&self, controllers: &str, extra: &[&str]) -> Result<(), String> {
+    fn start_controller_manager_with(
+        &self,
+        controllers: &str,
+        extra: &[&str],
+    ) -> Result<(), String> {
         let binary = Assets::kube_controller_manager().map_err(|m: Missing| m.to_string())?;
         let mut args = vec![
             format!("--kubeconfig={}", self.kubeconfig(User::Admin).display()),

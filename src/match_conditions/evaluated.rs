@@ -518,36 +518,145 @@ fn an_owned_childs_edit_is_sent_unless_the_controllers_make_it() {
     };
     let same = owned(&|_| {});
     let cases: [(&str, &str, &str, Value, bool); 16] = [
-        ("alice forges the status", "UPDATE", "alice", owned(&|o| o["status"]["phase"] = json!("Failed")), true),
-        ("Numaflow writes the status", "UPDATE", NUMAFLOW_CONTROLLER, owned(&|o| o["status"]["phase"] = json!("Failed")), false),
-        ("Numaplane writes the spec", "UPDATE", NUMAPLANE_CONTROLLER, owned(&|o| o["spec"]["source"] = json!({})), false),
-        ("alice edits the spec", "UPDATE", "alice", owned(&|o| o["spec"]["source"] = json!({})), true),
-        ("alice removes the spec", "UPDATE", "alice", owned(&|o| {
-            o.as_object_mut().map(|m| m.remove("spec"));
-        }), true),
-        ("alice scales it", "UPDATE", "alice", owned(&|o| o["spec"]["replicas"] = json!(9)), false),
-        ("alice pauses it", "UPDATE", "alice", owned(&|o| o["spec"]["lifecycle"]["desiredPhase"] = json!("Paused")), false),
-        ("alice changes the pause timeout", "UPDATE", "alice", owned(&|o| o["spec"]["lifecycle"]["pauseGracePeriodSeconds"] = json!(1)), true),
-        ("alice removes the finalizers", "UPDATE", "alice", owned(&|o| o["metadata"]["finalizers"] = json!([])), true),
-        ("alice repoints the owner", "UPDATE", "alice", owned(&|o| o["metadata"]["ownerReferences"][0]["name"] = json!("x")), true),
-        ("alice labels it her way", "UPDATE", "alice", owned(&|o| o["metadata"]["labels"]["team"] = json!("b")), false),
-        ("alice sets a key of Numaflow's", "UPDATE", "alice", owned(&|o| o["metadata"]["annotations"] = json!({"numaflow.numaproj.io/x": "1"})), true),
-        ("the garbage collector orphans it", "UPDATE", gc, owned(&|o| o["metadata"]["ownerReferences"] = json!([])), false),
-        ("the garbage collector ends a foreground deletion", "UPDATE", gc, same.clone(), false),
-        ("the garbage collector removes Numaflow's finalizer", "UPDATE", gc, owned(&|o| o["metadata"]["finalizers"] = json!([])), true),
-        ("alice creates a child of a rollout", "CREATE", "alice", same.clone(), true),
+        (
+            "alice forges the status",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["status"]["phase"] = json!("Failed")),
+            true,
+        ),
+        (
+            "Numaflow writes the status",
+            "UPDATE",
+            NUMAFLOW_CONTROLLER,
+            owned(&|o| o["status"]["phase"] = json!("Failed")),
+            false,
+        ),
+        (
+            "Numaplane writes the spec",
+            "UPDATE",
+            NUMAPLANE_CONTROLLER,
+            owned(&|o| o["spec"]["source"] = json!({})),
+            false,
+        ),
+        (
+            "alice edits the spec",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["source"] = json!({})),
+            true,
+        ),
+        (
+            "alice removes the spec",
+            "UPDATE",
+            "alice",
+            owned(&|o| {
+                o.as_object_mut().map(|m| m.remove("spec"));
+            }),
+            true,
+        ),
+        (
+            "alice scales it",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["replicas"] = json!(9)),
+            false,
+        ),
+        (
+            "alice pauses it",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["lifecycle"]["desiredPhase"] = json!("Paused")),
+            false,
+        ),
+        (
+            "alice changes the pause timeout",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["lifecycle"]["pauseGracePeriodSeconds"] = json!(1)),
+            true,
+        ),
+        (
+            "alice removes the finalizers",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["finalizers"] = json!([])),
+            true,
+        ),
+        (
+            "alice repoints the owner",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["ownerReferences"][0]["name"] = json!("x")),
+            true,
+        ),
+        (
+            "alice labels it her way",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["labels"]["team"] = json!("b")),
+            false,
+        ),
+        (
+            "alice sets a key of Numaflow's",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["annotations"] = json!({"numaflow.numaproj.io/x": "1"})),
+            true,
+        ),
+        (
+            "the garbage collector orphans it",
+            "UPDATE",
+            gc,
+            owned(&|o| o["metadata"]["ownerReferences"] = json!([])),
+            false,
+        ),
+        (
+            "the garbage collector ends a foreground deletion",
+            "UPDATE",
+            gc,
+            same.clone(),
+            false,
+        ),
+        (
+            "the garbage collector removes Numaflow's finalizer",
+            "UPDATE",
+            gc,
+            owned(&|o| o["metadata"]["finalizers"] = json!([])),
+            true,
+        ),
+        (
+            "alice creates a child of a rollout",
+            "CREATE",
+            "alice",
+            same.clone(),
+            true,
+        ),
     ];
     for (name, operation, user, object, want) in cases {
         let old = if name.contains("foreground") {
-            owned(&|o| o["metadata"]["finalizers"] = json!(["foregroundDeletion", "numaflow.numaproj.io/finalizer"]))
+            owned(&|o| {
+                o["metadata"]["finalizers"] =
+                    json!(["foregroundDeletion", "numaflow.numaproj.io/finalizer"])
+            })
         } else if operation == "CREATE" {
             Value::Null
         } else {
             same.clone()
         };
-        assert_eq!(matches_as(Kind::MonoVertex, operation, user, object, old), want, "{name}");
+        assert_eq!(
+            matches_as(Kind::MonoVertex, operation, user, object, old),
+            want,
+            "{name}"
+        );
     }
     // A child no rollout owns is its owner's.
-    let mine = |phase: &str| json!({"metadata": {"name": "m"}, "spec": {}, "status": {"phase": phase}});
-    assert!(!matches(Kind::Pipeline, "UPDATE", mine("Failed"), mine("Running")));
+    let mine =
+        |phase: &str| json!({"metadata": {"name": "m"}, "spec": {}, "status": {"phase": phase}});
+    assert!(!matches(
+        Kind::Pipeline,
+        "UPDATE",
+        mine("Failed"),
+        mine("Running")
+    ));
 }

@@ -450,12 +450,14 @@ fn edit_children_of(
         );
     }
     EditChildren {
-        users: file
-            .users
-            .map_or_else(|| delete_undrained.users.clone(), |u| u.into_iter().collect()),
-        groups: file
-            .groups
-            .map_or_else(|| delete_undrained.groups.clone(), |g| g.into_iter().collect()),
+        users: file.users.map_or_else(
+            || delete_undrained.users.clone(),
+            |u| u.into_iter().collect(),
+        ),
+        groups: file.groups.map_or_else(
+            || delete_undrained.groups.clone(),
+            |g| g.into_iter().collect(),
+        ),
         rbac: delete_undrained.rbac.as_ref().map(|r| RbacPolicy {
             verb: file.rbac_verb.unwrap_or_else(|| r.verb.clone()),
             ..r.clone()

@@ -91,7 +91,9 @@ impl<'de> Visitor<'de> for ViewVisitor {
                 "apiVersion" if child.is_none() => {
                     let version: Text = map.next_value()?;
                     let group = version.as_deref().and_then(|v| v.split_once('/'));
-                    if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP) || version.as_deref() == Some("v1") {
+                    if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP)
+                        || version.as_deref() == Some("v1")
+                    {
                         child = Some(false);
                     }
                 }
@@ -177,9 +179,9 @@ impl PipelineRollout {
             .map(|keys| {
                 keys.entries()
                     .filter(|(k, _)| {
-                        prefixes.iter().any(|p| {
-                            k.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'))
-                        })
+                        prefixes
+                            .iter()
+                            .any(|p| k.strip_prefix(p).is_some_and(|rest| rest.starts_with('/')))
                     })
                     .collect()
             })
@@ -252,11 +254,16 @@ mod tests {
 
     #[test]
     fn a_childs_spec_and_status_are_kept_and_a_rollouts_are_not() {
-        let child = view(json!({"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+        let child = view(
+            json!({"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
             "spec": {"vertices": [{"name": "in"}], "lifecycle": {"pauseGracePeriodSeconds": 60}},
-            "status": {"phase": "Running"}}));
+            "status": {"phase": "Running"}}),
+        );
         let content = child.child_content().expect("kept");
-        assert_eq!(content.spec.as_ref().expect("spec")["vertices"][0]["name"], "in");
+        assert_eq!(
+            content.spec.as_ref().expect("spec")["vertices"][0]["name"],
+            "in"
+        );
         assert_eq!(content.status, Some(json!({"phase": "Running"})));
         // The lenient view reads the same spec.
         assert_eq!(

@@ -32,6 +32,7 @@ pub fn left_out() -> Vec<String> {
     vec![
         "MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices: no exported policy matches them; keep the webhook's validate-monovertexrollouts, validate-isbservicerollouts and validate-children webhooks for them".to_owned(),
         "rules 13 to 15: the force-promote label, marked-for-deletion and Numaplane's bookkeeping keys (in spec.pipeline.metadata and on the children): they need the rollout's or child's upgrade state and several gates' permissions; keep the webhooks for them".to_owned(),
+        "rule 26: changes of a rollout's child (its spec but scaling and pausing, its status and /status, ownerReferences, finalizers, and Numaplane's and Numaflow's keys) by anyone but Numaplane's and Numaflow's controllers need forceReapply.editChildren; no exported policy matches them; keep the webhook's validate-children webhook for them".to_owned(),
     ]
 }
 

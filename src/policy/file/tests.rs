@@ -277,7 +277,10 @@ fn edit_children_defaults_to_the_delete_undrained_grant() {
     let p = Policy::built_in();
     let ec = &p.force_reapply.edit_children;
     let du = &p.force_reapply.delete_undrained;
-    assert_eq!((&ec.users, &ec.groups, &ec.rbac), (&du.users, &du.groups, &None));
+    assert_eq!(
+        (&ec.users, &ec.groups, &ec.rbac),
+        (&du.users, &du.groups, &None)
+    );
     let p = Policy::from_yaml(
         "forceReapply:\n  groups: [sre]\n  rbac: {verb: force-reapply}\n  deleteUndrained: {users: [dora], rbacVerb: delete-undrained}\n  editChildren: {groups: [platform]}\n",
     )
@@ -291,8 +294,8 @@ fn edit_children_defaults_to_the_delete_undrained_grant() {
     );
     assert_eq!(ec.grant().key, "forceReapply.editChildren");
     assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
-    let err = Policy::from_yaml("forceReapply:\n  editChildren: {rbacVerb: x}\n")
-        .expect_err("no rbac");
+    let err =
+        Policy::from_yaml("forceReapply:\n  editChildren: {rbacVerb: x}\n").expect_err("no rbac");
     assert!(
         err.to_string()
             .contains("forceReapply.editChildren.rbacVerb is set but forceReapply.rbac is not"),

@@ -88,13 +88,11 @@ fn judged_keys(object: &PipelineRollout, labels: bool) -> Vec<(&str, &Value)> {
 fn changed_keys(new: &PipelineRollout, old: &PipelineRollout, labels: bool) -> Vec<String> {
     let (new_keys, old_keys) = (judged_keys(new, labels), judged_keys(old, labels));
     fn value(keys: &[(&str, &Value)], key: &str) -> Option<Value> {
-        keys.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).clone())
+        keys.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| (*v).clone())
     }
-    let names: BTreeSet<&str> = new_keys
-        .iter()
-        .chain(&old_keys)
-        .map(|(k, _)| *k)
-        .collect();
+    let names: BTreeSet<&str> = new_keys.iter().chain(&old_keys).map(|(k, _)| *k).collect();
     let map = if labels { "labels" } else { "annotations" };
     names
         .into_iter()

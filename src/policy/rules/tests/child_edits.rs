@@ -58,7 +58,11 @@ fn attack(kind: Kind, what: &str, field: &str, edit: impl FnOnce(&mut Value)) ->
         .events(&[EventReason::ChildEditDenied])
         .msg(&[
             &format!("user \"alice\" may not change {field}"),
-            &format!("of this {} of {} \"demo\"", kind.kind(), kind.rollout().kind()),
+            &format!(
+                "of this {} of {} \"demo\"",
+                kind.kind(),
+                kind.rollout().kind()
+            ),
             "change the",
             "forceReapply.editChildren",
         ])
@@ -70,9 +74,14 @@ fn cases() -> Vec<Case> {
     for kind in CHILDREN {
         let k = kind.kind();
         // The four attacks of a namespace editor.
-        cases.push(attack(kind, "forges a Failed status", "status.phase", |d| {
-            d["status"]["phase"] = json!("Failed");
-        }));
+        cases.push(attack(
+            kind,
+            "forges a Failed status",
+            "status.phase",
+            |d| {
+                d["status"]["phase"] = json!("Failed");
+            },
+        ));
         cases.push(attack(
             kind,
             "forges a drained pause",
@@ -127,10 +136,14 @@ fn cases() -> Vec<Case> {
             |d| d["metadata"]["labels"]["numaflow.numaproj.io/part-of"] = json!("x"),
         ));
         // Free for everyone.
-        cases.push(alice_edits(kind, "adds her own label and annotation", |d| {
-            d["metadata"]["labels"]["team"] = json!("b");
-            d["metadata"]["annotations"]["note"] = json!("hi");
-        }));
+        cases.push(alice_edits(
+            kind,
+            "adds her own label and annotation",
+            |d| {
+                d["metadata"]["labels"]["team"] = json!("b");
+                d["metadata"]["annotations"]["note"] = json!("hi");
+            },
+        ));
         cases.push(alice_edits(kind, "pauses it", |d| {
             d["spec"]["lifecycle"]["desiredPhase"] = json!("Paused");
         }));
@@ -155,7 +168,10 @@ fn cases() -> Vec<Case> {
             );
         }
         // A holder of the permission.
-        for (who, user) in [("system:masters", admin()), ("argocd-server", argocd_server())] {
+        for (who, user) in [
+            ("system:masters", admin()),
+            ("argocd-server", argocd_server()),
+        ] {
             cases.push(
                 update_json(
                     &format!("{k}: {who} forges the status"),
@@ -187,7 +203,8 @@ fn cases() -> Vec<Case> {
                 &format!("{k}: the garbage collector orphans it"),
                 kind,
                 edited(kind, |d| {
-                    d["metadata"]["finalizers"] = json!(["orphan", "numaflow.numaproj.io/finalizer"]);
+                    d["metadata"]["finalizers"] =
+                        json!(["orphan", "numaflow.numaproj.io/finalizer"]);
                 }),
                 edited(kind, |d| d["metadata"]["ownerReferences"] = json!([])),
             )
@@ -313,7 +330,10 @@ fn cases() -> Vec<Case> {
             })
             .policy(policy("forceReapply:\n  editChildren: {users: [alice]}\n"))
             .deny(&[Bookkeeping])
-            .audit("edit-child", "allowed: user \"alice\", listed in forceReapply.editChildren.users"),
+            .audit(
+                "edit-child",
+                "allowed: user \"alice\", listed in forceReapply.editChildren.users",
+            ),
         );
         cases.push(
             alice_edits(kind, "forges the status in warn mode", |d| {
@@ -334,7 +354,7 @@ fn cases() -> Vec<Case> {
             d["spec"]["replicas"] = json!(5);
         })
         .deny(&[EditChild])
-            .audit("edit-child", "denied by rule 26")
+        .audit("edit-child", "denied by rule 26")
         .msg(&["spec.replicas"]),
     );
     cases
