@@ -303,15 +303,13 @@ impl ChildEdits {
             .outcome()
             .map_err(|refused| Violation::ChildEditDenied {
                 user: user.to_owned(),
-                kind: kind.kind(),
-                rollout: kind.rollout().kind(),
+                kind,
                 parent: parent.clone(),
                 fields: if self.created {
-                    None
+                    String::new()
                 } else {
-                    Some(fields.clone())
+                    fields.clone()
                 },
-                first: self.fields.first().cloned().unwrap_or_default(),
                 refused,
             });
         let what = if self.created {
