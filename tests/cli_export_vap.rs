@@ -350,6 +350,11 @@ fn it_matches_what_the_webhook_configurations_match() {
         }
         ("monovertexrollouts", _) => export.left_out[0].contains("validate-monovertexrollouts"),
         ("isbservicerollouts", _) => export.left_out[0].contains("validate-isbservicerollouts"),
+        // A child's /status is rule 26's, which the export leaves out.
+        (status, _) if status.ends_with("/status") => export
+            .left_out
+            .iter()
+            .any(|l| l.starts_with("rule 26") && l.contains("/status")),
         _ => false,
     };
     for missing in webhooks.difference(&exported) {
