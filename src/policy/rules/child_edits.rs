@@ -41,7 +41,7 @@ use crate::kinds::{
 };
 use crate::policy::model::Policy;
 use crate::policy::user::Permission;
-use crate::rollout::{ChildContent, Ownership, PipelineRollout};
+use crate::rollout::{Ownership, PipelineRollout};
 
 /// The finalizers the Kubernetes deleters add and remove as they delete
 /// (foreground) and orphan.
@@ -113,6 +113,10 @@ fn judged_spec(kind: Kind, spec: Option<&Value>) -> Option<Value> {
         map.retain(|k, _| !free_spec_key(kind, k));
         if let Some(Value::Object(lifecycle)) = map.get_mut("lifecycle") {
             lifecycle.remove(DESIRED_PHASE);
+            // A lifecycle written only to pause is no lifecycle of note.
+            if lifecycle.is_empty() {
+                map.remove("lifecycle");
+            }
         }
     }
     Some(spec)
@@ -184,11 +188,6 @@ fn owner_references_changed(new: Option<&Value>, old: Option<&Value>, deleter: b
     }
 }
 
-/// A child's spec and status, or why they cannot be compared.
-fn content(object: &PipelineRollout) -> Option<&ChildContent> {
-    object.child_content()
-}
-
 /// What an UPDATE changes that rule 26 judges.
 fn update_fields(
     kind: Kind,
@@ -197,7 +196,7 @@ fn update_fields(
     deleter: bool,
 ) -> Vec<String> {
     let mut fields = Vec::new();
-    match (content(new), content(old)) {
+    match (new.child_content(), old.child_content()) {
         (Some(n), Some(o)) => {
             let (ns, os) = (
                 judged_spec(kind, n.spec.as_ref()),

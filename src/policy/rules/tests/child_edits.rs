@@ -148,6 +148,16 @@ fn cases() -> Vec<Case> {
             d["spec"]["lifecycle"]["desiredPhase"] = json!("Paused");
         }));
         cases.push(alice_edits(kind, "changes nothing", |_| {}));
+        cases.push(update_json(
+            &format!("{k}: alice pauses one with no lifecycle"),
+            kind,
+            edited(kind, |d| {
+                d["spec"].as_object_mut().map(|m| m.remove("lifecycle"));
+            }),
+            edited(kind, |d| {
+                d["spec"]["lifecycle"] = json!({"desiredPhase": "Paused"})
+            }),
+        ));
         // The controllers, wholesale.
         for (who, user) in [
             ("Numaplane's controller", controller()),
