@@ -207,11 +207,13 @@ pub const BOOKKEEPING_ANNOTATIONS: [&str; 5] = [
 ];
 
 /// Whether the lenient views keep `key` of a label or annotation map:
-/// the switches, the bookkeeping, and the two PipelineRollout annotations.
+/// every key under Numaplane's and Numaflow's prefixes (the switches, the
+/// bookkeeping, and what rule 26 keeps for their controllers), and the
+/// webhook's own.
 pub fn watched(key: &str) -> bool {
     key.starts_with("numaplane.numaproj.io/")
+        || key.starts_with("numaflow.numaproj.io/")
         || key.starts_with("pipelinerollout-webhook.")
-        || key == PAUSE_TIMESTAMP
 }
 
 #[cfg(test)]

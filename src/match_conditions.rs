@@ -6,7 +6,10 @@
 //! controller (rule 19), or an owned child is deleted by anyone but
 //! Numaplane's controller and Kubernetes' own deleters (rule 20), or a
 //! Pipeline's `spec.lifecycle` drain timeout is set or changed (rules 2 to
-//! 4 and 16 to 18); for a rollout, when it turns on
+//! 4 and 16 to 18), or a child a rollout owns has its spec (but scaling
+//! and pausing), status, finalizers, ownerReferences or Numaplane's and
+//! Numaflow's keys changed by anyone but those two controllers (rule 26);
+//! for a rollout, when it turns on
 //! `spec.strategy.progressive.forcePromote`. The Numaplane controller
 //! writes children constantly: none of its writes reach the webhook but
 //! one of `pause-timestamp`, and a condition of its own
@@ -19,7 +22,8 @@
 
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
-    NUMAFLOW_CONTROLLER, NUMAPLANE_CONTROLLER, PARENT_ROLLOUT, PAUSE_TIMESTAMP, SYSTEM_DELETERS,
+    NUMAFLOW_CONTROLLER, NUMAFLOW_GROUP, NUMAPLANE_CONTROLLER, NUMAPLANE_GROUP, PARENT_ROLLOUT,
+    PAUSE_TIMESTAMP, SYSTEM_DELETERS,
 };
 
 /// The kinds whose webhook rule carries a generated matchCondition (a
@@ -237,6 +241,113 @@ fn lifecycle_written(operation_create: bool) -> String {
     )
 }
 
+/// Whether an ownerReference `r` names a Numaplane rollout.
+fn names_a_rollout(r: &str) -> String {
+    let kinds: Vec<&str> = Kind::ALL
+        .into_iter()
+        .filter(|k| !k.is_child())
+        .map(Kind::kind)
+        .collect();
+    format!(
+        "(has({r}.apiVersion) && {r}.apiVersion.startsWith('{NUMAPLANE_GROUP}/')) || (has({r}.kind) && {r}.kind in {})",
+        list(&kinds)
+    )
+}
+
+/// Whether a rollout owns `root`: the parent-rollout-name label or an
+/// ownerReference to a rollout.
+fn owned(root: &str) -> String {
+    format!(
+        "((has({root}.metadata.labels) && '{PARENT_ROLLOUT}' in {root}.metadata.labels) || (has({root}.metadata.ownerReferences) && {root}.metadata.ownerReferences.exists(r, {})))",
+        names_a_rollout("r")
+    )
+}
+
+/// Whether the keys under Numaplane's and Numaflow's prefixes of the map
+/// `map` (labels or annotations) differ between the object and the stored one.
+fn prefixed_changed(map: &str) -> String {
+    let prefixed =
+        format!("(k.startsWith('{NUMAPLANE_GROUP}/') || k.startsWith('{NUMAFLOW_GROUP}/'))");
+    let (new, old) = (
+        format!("object.metadata.{map}"),
+        format!("oldObject.metadata.{map}"),
+    );
+    format!(
+        "((has({new}) && {new}.exists(k, {prefixed} && !(has({old}) && k in {old} && {old}[k] == {new}[k]))) || (has({old}) && {old}.exists(k, {prefixed} && !(has({new}) && k in {new}))))"
+    )
+}
+
+/// Whether a finalizer of `a` other than `free` is missing from `b`.
+fn finalizer_missing(a: &str, b: &str, free: &str) -> String {
+    format!(
+        "(has({a}.metadata.finalizers) && {a}.metadata.finalizers.exists(f, !(f in {free}) && !(has({b}.metadata.finalizers) && f in {b}.metadata.finalizers)))"
+    )
+}
+
+/// Whether the spec of `a` has a key, other than what anyone may change,
+/// that `b` lacks or holds otherwise (a MonoVertex's `replicas`,
+/// `lifecycle.desiredPhase`).
+fn spec_key_differs(a: &str, b: &str) -> String {
+    let life = format!(
+        "(!(k in {b}.spec) ? {a}.spec.lifecycle.exists(j, j != 'desiredPhase') : {a}.spec.lifecycle.exists(j, j != 'desiredPhase' && !(j in {b}.spec.lifecycle && {a}.spec.lifecycle[j] == {b}.spec.lifecycle[j])))"
+    );
+    format!(
+        "{a}.spec.exists(k, !(k == 'replicas' && request.resource.resource == 'monovertices') && (k == 'lifecycle' ? {life} : !(k in {b}.spec && {a}.spec[k] == {b}.spec[k])))"
+    )
+}
+
+/// Whether a write of a child changes what rule 26 keeps for Numaplane's
+/// and Numaflow's controllers, as anyone but them: on CREATE, an
+/// ownerReference to a rollout; on UPDATE of a child a rollout owns
+/// (before or after), its spec (but scaling and pausing), status, keys
+/// under the two prefixes, and its finalizers and ownerReferences (for the
+/// system deleters, but the deletion finalizers and the removal of
+/// ownerReferences, which is how they delete and orphan).
+fn edited_owned_child(update: bool, accounts: &Accounts<'_>) -> String {
+    let not_controllers = format!(
+        "request.userInfo.username != {} && request.userInfo.username != {}",
+        literal(accounts.numaplane),
+        literal(accounts.numaflow)
+    );
+    if !update {
+        return format!(
+            "({not_controllers} && has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, {}))",
+            names_a_rollout("r")
+        );
+    }
+    let deleters: Vec<String> = accounts
+        .system_deleters
+        .iter()
+        .map(|a| literal(a))
+        .collect();
+    let deleter = format!("request.userInfo.username in [{}]", deleters.join(", "));
+    let deletion_finalizers = "['foregroundDeletion', 'orphan']";
+    let status = "(has(object.status) != has(oldObject.status) || (has(object.status) && object.status != oldObject.status))";
+    let spec = format!(
+        "(has(object.spec) != has(oldObject.spec) || (has(object.spec) && ({} || {})))",
+        spec_key_differs("object", "oldObject"),
+        spec_key_differs("oldObject", "object")
+    );
+    let finalizers = |free: &str| {
+        format!(
+            "({} || {})",
+            finalizer_missing("object", "oldObject", free),
+            finalizer_missing("oldObject", "object", free)
+        )
+    };
+    let refs = "(has(object.metadata.ownerReferences) != has(oldObject.metadata.ownerReferences) || (has(object.metadata.ownerReferences) && object.metadata.ownerReferences != oldObject.metadata.ownerReferences))";
+    let refs_added = "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, !(has(oldObject.metadata.ownerReferences) && r in oldObject.metadata.ownerReferences)))";
+    format!(
+        "({not_controllers} && ({} || {}) && ({status} || {spec} || {} || {} || ({deleter} ? ({} || {refs_added}) : ({} || {refs}))))",
+        owned("oldObject"),
+        owned("object"),
+        prefixed_changed("labels"),
+        prefixed_changed("annotations"),
+        finalizers(deletion_finalizers),
+        finalizers("[]"),
+    )
+}
+
 /// The matchCondition expression for writes of `kind`, naming the
 /// built-in policy's accounts: true when the write touches what the rules
 /// judge. `None` for a PipelineRollout.
@@ -286,11 +397,13 @@ pub fn expression_for(kind: Kind, accounts: &Accounts<'_>) -> Option<String> {
     // Every write of Numaplane's controller is left out but one of
     // pause-timestamp, which rule 19 refuses it too.
     Some(format!(
-        "request.operation == 'DELETE' ? ({}) : (request.operation == 'CREATE' ? ({} || (request.userInfo.username != {np} && ({}))) : ({} || (request.userInfo.username != {np} && ({}))))",
+        "request.operation == 'DELETE' ? ({}) : (request.operation == 'CREATE' ? ({} || {} || (request.userInfo.username != {np} && ({}))) : ({} || {} || (request.userInfo.username != {np} && ({}))))",
         deleted_owned_child(accounts),
         pause_timestamp_written(false, accounts),
+        edited_owned_child(false, accounts),
         on_create.join(" || "),
         pause_timestamp_written(true, accounts),
+        edited_owned_child(true, accounts),
         on_update.join(" || "),
         np = literal(accounts.numaplane),
     ))

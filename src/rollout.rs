@@ -5,11 +5,13 @@
 //! other rollouts and the children): their labels, annotations, owner and
 //! the metadata a rollout copies onto its children ([`keys`]).
 
+mod child;
 mod config_data;
 mod drain;
 mod keys;
 mod lifecycle;
 
+pub use child::{ChildContent, Ownership};
 pub use config_data::ConfigData;
 pub use drain::{
     DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout, NUMAFLOW_DELETION_SECONDS,
@@ -33,7 +35,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::kinds::Kind;
 use crate::lenient::{JsonKind, List, Obj, Text};
 
-use self::keys::{OwnerRef, Template};
+use self::keys::Template;
 
 /// The API group of PipelineRollouts.
 pub const GROUP: &str = Kind::PipelineRollout.group();
@@ -72,19 +74,19 @@ pub const FORCE_PROMOTE_FOR: &str =
     "pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for";
 
 /// The fields of a PipelineRollout that the policy reads (and of the other
-/// guarded kinds: they share `metadata` and `spec.strategy`).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// guarded kinds: they share `metadata` and `spec.strategy`). Read by
+/// [`child`]'s reader: a child's `spec` and `status` are kept whole too.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PipelineRollout {
-    #[serde(default)]
     metadata: Obj<Metadata>,
-    #[serde(default)]
     spec: Obj<Spec>,
-    #[serde(default)]
     status: Obj<Status>,
     /// A ConfigMap's `data`, read for Numaplane's namespace-level
     /// configuration only (no rollout has a top-level `data`).
-    #[serde(default)]
     data: Obj<ConfigData>,
+    /// A child's `spec` and `status` as found (rule 26 compares them);
+    /// `None` for an object whose `kind` names no child.
+    child: Option<Box<ChildContent>>,
 }
 
 /// A stored PipelineRollout as a watch delivers it: the typed metadata
@@ -113,12 +115,22 @@ impl Stored {
             metadata: Obj::Present(Metadata {
                 annotations: keys(&self.metadata.annotations),
                 labels: keys(&self.metadata.labels),
-                owner_references: List::Missing,
+                owner_references: self
+                    .metadata
+                    .owner_references
+                    .as_ref()
+                    .and_then(|refs| serde_json::to_value(refs).ok()),
+                finalizers: self
+                    .metadata
+                    .finalizers
+                    .as_ref()
+                    .map(|f| Value::from(f.clone())),
                 uid: Text(self.metadata.uid.clone()),
             }),
             spec: self.spec.clone(),
             status: self.status.clone(),
             data: Obj::Missing,
+            child: None,
         }
     }
 }
@@ -162,8 +174,13 @@ struct Metadata {
     annotations: Obj<Keys>,
     #[serde(default)]
     labels: Obj<Keys>,
+    /// As found: rule 26 compares it whole, and [`PipelineRollout::parent`]
+    /// reads the owner from it.
     #[serde(default)]
-    owner_references: List<Obj<OwnerRef>>,
+    owner_references: Option<Value>,
+    /// As found: rule 26 compares it on children.
+    #[serde(default)]
+    finalizers: Option<Value>,
     #[serde(default)]
     uid: Text,
 }
@@ -510,8 +527,8 @@ mod tests {
         // the webhook's does.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission");
         let mut objects = vec![
-            json!({"metadata": {"name": "p", "namespace": "n"}}),
-            json!({"metadata": {"name": "p", "annotations": {ALLOW_DATA_LOSS: "true"}},
+            json!({"kind": KIND, "metadata": {"name": "p", "namespace": "n"}}),
+            json!({"kind": KIND, "metadata": {"name": "p", "annotations": {ALLOW_DATA_LOSS: "true"}},
                    "spec": {"strategy": {"progressive": {"forcePromote": true}}},
                    "status": {"upgradeInProgress": "Progressive", "conditions": "odd"}}),
         ];

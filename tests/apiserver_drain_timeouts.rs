@@ -148,7 +148,22 @@ fn a_child_pipelines_lifecycle_is_judged_unless_the_controller_writes_it() {
     assert_eq!(read("deleteGracePeriodSeconds"), Some(json!(30)));
 
     let patch = |key: &str, value: Value| json!({"spec": {"lifecycle": {key: value}}});
-    let alice = cluster.kubectl(User::Alice);
+    // Editing a rollout's child needs forceReapply.editChildren (rule 26),
+    // which carol holds through RBAC (the group sre); the timeouts are
+    // judged for her all the same.
+    let out = cluster.kubectl(User::Alice).merge_patch(
+        PIPELINES,
+        ns,
+        "demo-1",
+        &patch("pauseGracePeriodSeconds", json!(600)),
+        &[],
+    );
+    assert_refused_by(
+        &out,
+        CHILDREN_WEBHOOK,
+        "user \"alice\" may not change spec.lifecycle.pauseGracePeriodSeconds of this Pipeline",
+    );
+    let carol = cluster.kubectl(User::Carol);
     for (key, value, says) in [
         (
             "pauseGracePeriodSeconds",
@@ -166,13 +181,13 @@ fn a_child_pipelines_lifecycle_is_judged_unless_the_controller_writes_it() {
             "does not allow no timeout",
         ),
     ] {
-        let out = alice.merge_patch(PIPELINES, ns, "demo-1", &patch(key, value), &[]);
+        let out = carol.merge_patch(PIPELINES, ns, "demo-1", &patch(key, value), &[]);
         assert_refused_by(&out, CHILDREN_WEBHOOK, says);
     }
     assert_eq!(read("pauseGracePeriodSeconds"), Some(json!(30)));
     // Within range: allowed. The deprecated field, which Numaflow ignores
     // while deletionGracePeriodSeconds is set: allowed with a warning.
-    alice
+    carol
         .merge_patch(
             PIPELINES,
             ns,
@@ -181,7 +196,7 @@ fn a_child_pipelines_lifecycle_is_judged_unless_the_controller_writes_it() {
             &[],
         )
         .expect_success("a pause timeout within range");
-    let out = alice.merge_patch(
+    let out = carol.merge_patch(
         PIPELINES,
         ns,
         "demo-1",
@@ -215,7 +230,8 @@ fn a_child_pipelines_lifecycle_is_judged_unless_the_controller_writes_it() {
         "the controller's write was sent"
     );
     // A user's write of something else is not sent either.
-    alice
+    cluster
+        .kubectl(User::Alice)
         .merge_patch(
             PIPELINES,
             ns,
@@ -227,7 +243,7 @@ fn a_child_pipelines_lifecycle_is_judged_unless_the_controller_writes_it() {
     assert_eq!(children_calls(env), before, "an ordinary write was sent");
     // The stored 0 is the controller's; a user's edit of another timeout
     // is judged, and the unchanged 0 only warns (ratcheting).
-    let out = alice.merge_patch(
+    let out = carol.merge_patch(
         PIPELINES,
         ns,
         "demo-1",

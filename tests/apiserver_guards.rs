@@ -394,6 +394,60 @@ fn the_skipped_namespaces_refuse_deleting_an_owned_child_and_a_strategy_that_ski
     let out = admin.merge_patch(pipelines, "kube-system", "owned", &json!({"metadata": {"annotations": {"numaflow.numaproj.io/pause-timestamp": "2021-01-01T00:00:00Z"}}}), &[]);
     assert_refused_by(&out, policy, "may not be set or changed in namespace");
 
+    // An owned child's status, finalizers and owners are its controllers'
+    // (rule 26), there too; its labels are anyone's.
+    let out = admin.run(&[
+        "patch",
+        pipelines,
+        "owned",
+        "-n",
+        "kube-system",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Failed"}}"#,
+    ]);
+    assert_refused_by(
+        &out,
+        policy,
+        "may not be changed in namespace \"kube-system\"",
+    );
+    let out = admin.merge_patch(
+        pipelines,
+        "kube-system",
+        "owned",
+        &json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        &[],
+    );
+    assert_refused_by(
+        &out,
+        policy,
+        "the status, finalizers and ownerReferences of Pipeline",
+    );
+    admin
+        .run(&[
+            &format!("--as={NUMAFLOW}"),
+            "patch",
+            pipelines,
+            "owned",
+            "-n",
+            "kube-system",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ])
+        .expect_success("Numaflow's controller writes the status");
+    admin
+        .merge_patch(
+            pipelines,
+            "kube-system",
+            "owned",
+            &json!({"metadata": {"labels": {"team": "b"}}}),
+            &[],
+        )
+        .expect_success("a label of one's own");
+
     // The namespace's upgrade strategy.
     for (name, strategy) in [("none", "no-strategy"), ("empty", ""), ("blank", "  ")] {
         let out = admin.create(&namespace_config(name, strategy, true), &[]);

@@ -237,13 +237,30 @@ impl Cluster {
     /// and no serving port, and waits until it logs that each named
     /// controller started. The caller waits for the effect it needs.
     pub fn start_controller_manager(&self, controllers: &str) -> Result<(), String> {
+        self.start_controller_manager_with(controllers, &[])
+    }
+
+    /// [`Cluster::start_controller_manager`] with each controller writing
+    /// as its own service account (`--use-service-account-credentials`),
+    /// as a real control plane runs them: the garbage collector is then
+    /// `system:serviceaccount:kube-system:generic-garbage-collector`.
+    pub fn start_controllers_as_service_accounts(&self, controllers: &str) -> Result<(), String> {
+        self.start_controller_manager_with(controllers, &["--use-service-account-credentials"])
+    }
+
+    fn start_controller_manager_with(
+        &self,
+        controllers: &str,
+        extra: &[&str],
+    ) -> Result<(), String> {
         let binary = Assets::kube_controller_manager().map_err(|m: Missing| m.to_string())?;
-        let args = vec![
+        let mut args = vec![
             format!("--kubeconfig={}", self.kubeconfig(User::Admin).display()),
             format!("--controllers={controllers}"),
             "--leader-elect=false".to_owned(),
             "--secure-port=0".to_owned(),
         ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
         let mut process = self.spawn("kube-controller-manager", &binary, &args, Duration::ZERO)?;
         let log = self.dir.join("kube-controller-manager.log");
         let named: Vec<&str> = controllers

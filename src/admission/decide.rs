@@ -192,7 +192,26 @@ async fn validate<P: ForcePermission>(
             check.permission
         }
     };
-    (validation.finish(&Permissions { force, undrained }), rbac)
+    let edit_children = match validation.settled_edit_permission() {
+        Some(settled) => settled,
+        None => {
+            let grant = policy.force_reapply.edit_children.grant();
+            let check = asker
+                .authorizer
+                .check(grant, user, target, asker.timeout)
+                .await;
+            rbac = check.rbac.or(rbac);
+            check.permission
+        }
+    };
+    (
+        validation.finish(&Permissions {
+            force,
+            undrained,
+            edit_children,
+        }),
+        rbac,
+    )
 }
 
 /// `/validate` on a namespace-level ConfigMap: rules 23 and 24, and the

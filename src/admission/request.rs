@@ -241,11 +241,20 @@ impl AdmissionRequest {
         let Obj::Present(resource) = &self.resource else {
             return Err(Unjudgeable::Resource);
         };
-        if self.sub_resource.is_some() {
-            return Ok(Resource::Subresource);
-        }
         let group = resource.group.as_deref().unwrap_or_default();
         let name = resource.resource.as_deref().unwrap_or_default();
+        match self.sub_resource.as_deref() {
+            None => {}
+            // A child's status is Numaplane's to read and its controllers'
+            // to write (rule 26): its `/status` is judged like the object.
+            Some("status") => {
+                if let Some(kind) = Kind::from_resource(group, name).filter(|k| k.is_child()) {
+                    return Ok(Resource::Guarded(kind));
+                }
+                return Ok(Resource::Subresource);
+            }
+            Some(_) => return Ok(Resource::Subresource),
+        }
         if group.is_empty() && name == CONFIGMAPS {
             return Ok(Resource::NamespaceConfig);
         }
@@ -393,7 +402,7 @@ impl AdmissionRequest {
 
 /// What a request's `resource` names.
 enum Resource {
-    /// A subresource (`status`, ...): not judged.
+    /// A subresource (`scale`, a rollout's `status`, ...): not judged.
     Subresource,
     /// A kind the webhook guards.
     Guarded(Kind),

@@ -22,21 +22,32 @@ fn evaluate(
     user: &str,
     (object, old): (Value, Value),
 ) -> bool {
-    let program = cel::Program::compile(text).expect("compiles");
-    let mut context = cel::Context::default();
-    let value = |v: Value| cel::to_value(v).expect("a CEL value");
-    context.add_variable_from_value("object", value(object));
-    context.add_variable_from_value("oldObject", value(old));
-    context.add_variable_from_value(
-        "request",
-        value(json!({"operation": operation,
-            "resource": {"resource": kind.resource()},
-            "userInfo": {"username": user}})),
-    );
-    match program.execute(&context).expect("evaluates") {
-        cel::Value::Bool(b) => b,
-        other => panic!("not a bool: {other:?}"),
-    }
+    // The interpreter recurses once per operator of the long `||` chains:
+    // more than a test thread's stack holds.
+    let (text, operation, user) = (text.to_owned(), operation.to_owned(), user.to_owned());
+    let run = move || {
+        let program = cel::Program::compile(&text).expect("compiles");
+        let mut context = cel::Context::default();
+        let value = |v: Value| cel::to_value(v).expect("a CEL value");
+        context.add_variable_from_value("object", value(object));
+        context.add_variable_from_value("oldObject", value(old));
+        context.add_variable_from_value(
+            "request",
+            value(json!({"operation": operation,
+                "resource": {"resource": kind.resource()},
+                "userInfo": {"username": user}})),
+        );
+        match program.execute(&context).expect("evaluates") {
+            cel::Value::Bool(b) => b,
+            other => panic!("not a bool: {other:?}"),
+        }
+    };
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(run)
+        .expect("a thread")
+        .join()
+        .expect("evaluated")
 }
 
 fn child(labels: Value, annotations: Value) -> Value {
@@ -490,3 +501,162 @@ fn the_controllers_own_condition_leaves_only_it_out() {
 }
 
 const UPGRADE: &str = crate::kinds::UPGRADE_STATE;
+
+#[test]
+fn an_owned_childs_edit_is_sent_unless_the_controllers_make_it() {
+    let gc = SYSTEM_DELETERS[0];
+    let owner = json!([{"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "MonoVertexRollout",
+        "name": "demo", "uid": "u"}]);
+    let owned = |edit: &dyn Fn(&mut Value)| {
+        let mut o = json!({"metadata": {"name": "m", "labels": {"app": "x"}, "ownerReferences": owner,
+                "finalizers": ["numaflow.numaproj.io/finalizer"]},
+            "spec": {"replicas": 1, "lifecycle": {"desiredPhase": "Running", "pauseGracePeriodSeconds": 30},
+                "source": {"x": 1}},
+            "status": {"phase": "Running"}});
+        edit(&mut o);
+        o
+    };
+    let same = owned(&|_| {});
+    let cases: [(&str, &str, &str, Value, bool); 16] = [
+        (
+            "alice forges the status",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["status"]["phase"] = json!("Failed")),
+            true,
+        ),
+        (
+            "Numaflow writes the status",
+            "UPDATE",
+            NUMAFLOW_CONTROLLER,
+            owned(&|o| o["status"]["phase"] = json!("Failed")),
+            false,
+        ),
+        (
+            "Numaplane writes the spec",
+            "UPDATE",
+            NUMAPLANE_CONTROLLER,
+            owned(&|o| o["spec"]["source"] = json!({})),
+            false,
+        ),
+        (
+            "alice edits the spec",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["source"] = json!({})),
+            true,
+        ),
+        (
+            "alice removes the spec",
+            "UPDATE",
+            "alice",
+            owned(&|o| {
+                o.as_object_mut().map(|m| m.remove("spec"));
+            }),
+            true,
+        ),
+        (
+            "alice scales it",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["replicas"] = json!(9)),
+            false,
+        ),
+        (
+            "alice pauses it",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["lifecycle"]["desiredPhase"] = json!("Paused")),
+            false,
+        ),
+        (
+            "alice changes the pause timeout",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["spec"]["lifecycle"]["pauseGracePeriodSeconds"] = json!(1)),
+            true,
+        ),
+        (
+            "alice removes the finalizers",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["finalizers"] = json!([])),
+            true,
+        ),
+        (
+            "alice repoints the owner",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["ownerReferences"][0]["name"] = json!("x")),
+            true,
+        ),
+        (
+            "alice labels it her way",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["labels"]["team"] = json!("b")),
+            false,
+        ),
+        (
+            "alice sets a key of Numaflow's",
+            "UPDATE",
+            "alice",
+            owned(&|o| o["metadata"]["annotations"] = json!({"numaflow.numaproj.io/x": "1"})),
+            true,
+        ),
+        (
+            "the garbage collector orphans it",
+            "UPDATE",
+            gc,
+            owned(&|o| o["metadata"]["ownerReferences"] = json!([])),
+            false,
+        ),
+        (
+            "the garbage collector ends a foreground deletion",
+            "UPDATE",
+            gc,
+            same.clone(),
+            false,
+        ),
+        (
+            "the garbage collector removes Numaflow's finalizer",
+            "UPDATE",
+            gc,
+            owned(&|o| o["metadata"]["finalizers"] = json!([])),
+            true,
+        ),
+        (
+            "alice creates a child of a rollout",
+            "CREATE",
+            "alice",
+            same.clone(),
+            true,
+        ),
+    ];
+    for (name, operation, user, object, want) in cases {
+        let old = if name.contains("foreground") {
+            owned(&|o| {
+                o["metadata"]["finalizers"] =
+                    json!(["foregroundDeletion", "numaflow.numaproj.io/finalizer"])
+            })
+        } else if operation == "CREATE" {
+            Value::Null
+        } else {
+            same.clone()
+        };
+        assert_eq!(
+            matches_as(Kind::MonoVertex, operation, user, object, old),
+            want,
+            "{name}"
+        );
+    }
+    // A child no rollout owns is its owner's.
+    let mine =
+        |phase: &str| json!({"metadata": {"name": "m"}, "spec": {}, "status": {"phase": phase}});
+    assert!(!matches(
+        Kind::Pipeline,
+        "UPDATE",
+        mine("Failed"),
+        mine("Running")
+    ));
+}

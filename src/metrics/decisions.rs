@@ -76,6 +76,7 @@ impl DecisionMetrics {
             Gate::DeleteChild,
             Gate::DeleteRollout,
             Gate::NamespaceStrategy,
+            Gate::EditChild,
         ] {
             for result in [
                 GateResult::Allowed,

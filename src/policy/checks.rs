@@ -32,6 +32,10 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             &policy.force_reapply.namespace_strategy.rbac,
             "forceReapply.namespaceStrategy.rbacVerb",
         ),
+        (
+            &policy.force_reapply.edit_children.rbac,
+            "forceReapply.editChildren.rbacVerb",
+        ),
     ] {
         let Some(rbac) = rbac else { continue };
         let verb_ok = !rbac.verb.is_empty()
@@ -126,6 +130,14 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         (
             &policy.force_reapply.namespace_strategy.groups,
             "forceReapply.namespaceStrategy.groups",
+        ),
+        (
+            &policy.force_reapply.edit_children.users,
+            "forceReapply.editChildren.users",
+        ),
+        (
+            &policy.force_reapply.edit_children.groups,
+            "forceReapply.editChildren.groups",
         ),
     ] {
         if list.iter().any(|s| s.trim().is_empty()) {

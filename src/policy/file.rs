@@ -12,8 +12,8 @@ use super::checks;
 use super::duration::Seconds;
 use super::error::PolicyError;
 use super::model::{
-    DeleteUndrained, ForcePromote, ForceReapply, Mode, NamespaceStrategy, Numaflow, Numaplane,
-    Policy, RbacPolicy,
+    DeleteUndrained, EditChildren, ForcePromote, ForceReapply, Mode, NamespaceStrategy, Numaflow,
+    Numaplane, Policy, RbacPolicy,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -61,8 +61,10 @@ struct DeleteUndrainedFile {
     gate_rollout_deletes: Option<bool>,
 }
 
-/// A grant of its own (`forceReapply.namespaceStrategy`): each key left
-/// out takes forceReapply's value.
+/// A grant of its own (`forceReapply.namespaceStrategy`,
+/// `forceReapply.editChildren`): each key left out takes forceReapply's
+/// value (namespaceStrategy) or forceReapply.deleteUndrained's
+/// (editChildren).
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct GrantFile {
@@ -110,6 +112,8 @@ struct ForceReapplyFile {
     delete_undrained: Option<DeleteUndrainedFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     namespace_strategy: Option<GrantFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    edit_children: Option<GrantFile>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -174,6 +178,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
     let nf = given.numaflow.unwrap_or_default();
     let du = fr.delete_undrained.take().unwrap_or_default();
     let ns_strategy = fr.namespace_strategy.take().unwrap_or_default();
+    let edit_children = fr.edit_children.take().unwrap_or_default();
 
     // Each key: the file's value, else the built-in one. The built-in text
     // sets every key (a unit test checks it), so `missing` never shows.
@@ -254,6 +259,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
     };
     let namespace_strategy =
         namespace_strategy_of(ns_strategy, (&users, &groups), rbac.as_ref(), &mut problems);
+    let edit_children = edit_children_of(edit_children, &delete_undrained, &mut problems);
     let policy = Policy {
         mode,
         drain_timeout,
@@ -263,6 +269,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
             groups,
             delete_undrained,
             namespace_strategy,
+            edit_children,
             require_pausing: pick_or(
                 &mut problems,
                 fr.require_pausing,
@@ -382,6 +389,11 @@ fn to_file(policy: &Policy) -> PolicyFile {
                 groups: Some(fr.namespace_strategy.groups.iter().cloned().collect()),
                 rbac_verb: fr.namespace_strategy.rbac.as_ref().map(|r| r.verb.clone()),
             }),
+            edit_children: Some(GrantFile {
+                users: Some(fr.edit_children.users.iter().cloned().collect()),
+                groups: Some(fr.edit_children.groups.iter().cloned().collect()),
+                rbac_verb: fr.edit_children.rbac.as_ref().map(|r| r.verb.clone()),
+            }),
         }),
         force_promote: Some(ForcePromoteFile {
             one_shot: Some(policy.force_promote.one_shot),
@@ -419,6 +431,34 @@ fn namespace_strategy_of(
             .groups
             .map_or_else(|| groups.clone(), |g| g.into_iter().collect()),
         rbac: rbac.map(|r| RbacPolicy {
+            verb: file.rbac_verb.unwrap_or_else(|| r.verb.clone()),
+            ..r.clone()
+        }),
+    }
+}
+
+/// `forceReapply.editChildren`: each key left out takes
+/// forceReapply.deleteUndrained's (its lists, its RBAC verb).
+fn edit_children_of(
+    file: GrantFile,
+    delete_undrained: &DeleteUndrained,
+    problems: &mut Vec<String>,
+) -> EditChildren {
+    if file.rbac_verb.is_some() && delete_undrained.rbac.is_none() {
+        problems.push(
+            "forceReapply.editChildren.rbacVerb is set but forceReapply.rbac is not: RBAC is asked only when forceReapply.rbac is set".to_owned(),
+        );
+    }
+    EditChildren {
+        users: file.users.map_or_else(
+            || delete_undrained.users.clone(),
+            |u| u.into_iter().collect(),
+        ),
+        groups: file.groups.map_or_else(
+            || delete_undrained.groups.clone(),
+            |g| g.into_iter().collect(),
+        ),
+        rbac: delete_undrained.rbac.as_ref().map(|r| RbacPolicy {
             verb: file.rbac_verb.unwrap_or_else(|| r.verb.clone()),
             ..r.clone()
         }),

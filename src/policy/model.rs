@@ -163,6 +163,9 @@ pub struct ForceReapply {
     pub delete_undrained: DeleteUndrained,
     /// Who may give a namespace the upgrade strategy `no-strategy`.
     pub namespace_strategy: NamespaceStrategy,
+    /// Who may change what Numaplane's and Numaflow's controllers keep on a
+    /// rollout's child (rule 26).
+    pub edit_children: EditChildren,
 }
 
 impl ForceReapply {
@@ -238,6 +241,35 @@ impl NamespaceStrategy {
     pub fn grant(&self) -> Grant<'_> {
         Grant {
             key: "forceReapply.namespaceStrategy",
+            users: &self.users,
+            groups: &self.groups,
+            rbac: self.rbac.as_ref(),
+        }
+    }
+}
+
+/// Who may change a rollout's child the way only Numaplane's and Numaflow's
+/// controllers otherwise do (rule 26): its spec (but scaling and pausing),
+/// status, ownerReferences, finalizers, and its keys under Numaplane's and
+/// Numaflow's prefixes. Resolved at load: keys left out take
+/// forceReapply.deleteUndrained's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditChildren {
+    /// Usernames allowed.
+    pub users: BTreeSet<String>,
+    /// Groups whose members are allowed.
+    pub groups: BTreeSet<String>,
+    /// RBAC asked when the lists say no: forceReapply.rbac with this
+    /// gate's verb (`None` when forceReapply.rbac is off), asked on the
+    /// child's own resource in its namespace.
+    pub rbac: Option<RbacPolicy>,
+}
+
+impl EditChildren {
+    /// Who may edit a rollout's child, as the permission check reads it.
+    pub fn grant(&self) -> Grant<'_> {
+        Grant {
+            key: "forceReapply.editChildren",
             users: &self.users,
             groups: &self.groups,
             rbac: self.rbac.as_ref(),

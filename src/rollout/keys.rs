@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::PipelineRollout;
 use crate::kinds::{Kind, PARENT_ROLLOUT, watched};
-use crate::lenient::{JsonKind, Obj, Text};
+use crate::lenient::{JsonKind, Obj};
 
 /// The watched entries of a label or annotation map, with their values as
 /// found (a value need not be a string: the view is lenient).
@@ -24,6 +24,11 @@ impl Keys {
     /// The value of `key`, when present.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Every kept entry, in the order found.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// Leaves `key` out.
@@ -43,7 +48,7 @@ impl Keys {
 }
 
 /// A map key, borrowed from the input when it can be.
-struct Key<'de>(Cow<'de, str>);
+pub(super) struct Key<'de>(pub(super) Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -86,15 +91,6 @@ impl<'de> Deserialize<'de> for Keys {
         }
         deserializer.deserialize_map(KeysVisitor)
     }
-}
-
-/// One entry of `metadata.ownerReferences`: only what names the parent.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub(super) struct OwnerRef {
-    #[serde(default)]
-    kind: Text,
-    #[serde(default)]
-    name: Text,
 }
 
 /// A rollout's child template (`spec.monoVertex`, ...): only its metadata.
@@ -216,13 +212,11 @@ impl PipelineRollout {
     /// rollout's kind, else the `parent-rollout-name` label.
     pub fn parent(&self, kind: Kind) -> Option<&str> {
         let rollout = kind.rollout().kind();
-        let owner = self.metadata.get().and_then(|m| {
-            m.owner_references
-                .items()
+        let owner = self.owner_references().and_then(|refs| {
+            refs.as_array()?
                 .iter()
-                .filter_map(Obj::get)
-                .find(|o| o.kind.as_deref() == Some(rollout))
-                .and_then(|o| o.name.as_deref())
+                .find(|o| o.get("kind").and_then(Value::as_str) == Some(rollout))
+                .and_then(|o| o.get("name")?.as_str())
         });
         owner.or_else(|| self.label(PARENT_ROLLOUT).and_then(Value::as_str))
     }

@@ -275,9 +275,15 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
                     .flat_map(move |g| resources.clone().into_iter().map(move |r| (g.clone(), r)))
             })
             .collect();
+        // A child's `/status` is judged too (rule 26); `/scale` never is.
         let want: BTreeSet<(String, String)> = kinds
             .iter()
-            .map(|k| (k.group().to_owned(), k.resource().to_owned()))
+            .flat_map(|k| {
+                let status = k.is_child().then(|| format!("{}/status", k.resource()));
+                std::iter::once(k.resource().to_owned())
+                    .chain(status)
+                    .map(|r| (k.group().to_owned(), r))
+            })
             .collect();
         assert_eq!(got, want, "{name}: the kinds it is for");
         let conditions = hook.match_conditions.clone().unwrap_or_default();

@@ -273,6 +273,37 @@ fn first_matching_override_wins() {
 }
 
 #[test]
+fn edit_children_defaults_to_the_delete_undrained_grant() {
+    let p = Policy::built_in();
+    let ec = &p.force_reapply.edit_children;
+    let du = &p.force_reapply.delete_undrained;
+    assert_eq!(
+        (&ec.users, &ec.groups, &ec.rbac),
+        (&du.users, &du.groups, &None)
+    );
+    let p = Policy::from_yaml(
+        "forceReapply:\n  groups: [sre]\n  rbac: {verb: force-reapply}\n  deleteUndrained: {users: [dora], rbacVerb: delete-undrained}\n  editChildren: {groups: [platform]}\n",
+    )
+    .expect("valid");
+    let ec = &p.force_reapply.edit_children;
+    assert_eq!(ec.users.iter().collect::<Vec<_>>(), ["dora"]);
+    assert_eq!(ec.groups.iter().collect::<Vec<_>>(), ["platform"]);
+    assert_eq!(
+        ec.rbac.as_ref().map(|r| r.verb.as_str()),
+        Some("delete-undrained")
+    );
+    assert_eq!(ec.grant().key, "forceReapply.editChildren");
+    assert_eq!(Policy::from_yaml(&p.to_yaml()).expect("round trip"), p);
+    let err =
+        Policy::from_yaml("forceReapply:\n  editChildren: {rbacVerb: x}\n").expect_err("no rbac");
+    assert!(
+        err.to_string()
+            .contains("forceReapply.editChildren.rbacVerb is set but forceReapply.rbac is not"),
+        "{err}"
+    );
+}
+
+#[test]
 fn namespace_strategy_defaults_to_the_force_reapply_lists() {
     let p = Policy::built_in();
     let ns = &p.force_reapply.namespace_strategy;

@@ -31,7 +31,7 @@ pub struct Decision {
     pub audit: BTreeMap<String, String>,
     /// The drain timeout `/mutate` wrote, if it wrote one.
     pub defaulted: Option<u64>,
-    /// The gate decisions taken (rules 6, 7, 13, 14, 20, 21), for the metrics.
+    /// The gate decisions taken (rules 6, 7, 13, 14, 20, 21, 24, 26), for the metrics.
     pub gates: Vec<(Gate, GateResult)>,
     /// Kubernetes Events the decision asks for (sent at the edge, never on
     /// the request path, and not for dry runs).
@@ -64,11 +64,16 @@ pub enum EventReason {
     /// An UPDATE of a namespace-level ConfigMap whose strategy that skips
     /// draining was refused (rule 24).
     NamespaceStrategyDenied,
+    /// The validating webhook allowed a change of what Numaplane's and
+    /// Numaflow's controllers keep on a rollout's child (rule 26).
+    ChildEditAllowed,
+    /// An UPDATE of a rollout's child refused by rule 26.
+    ChildEditDenied,
 }
 
 impl EventReason {
     /// Every reason (the metrics export each at zero from the start).
-    pub const ALL: [EventReason; 9] = [
+    pub const ALL: [EventReason; 11] = [
         EventReason::ForceReapplyAllowed,
         EventReason::ForcePromoteAllowed,
         EventReason::ForceReapplyDenied,
@@ -78,6 +83,8 @@ impl EventReason {
         EventReason::DeleteUndrainedDenied,
         EventReason::NamespaceStrategyAllowed,
         EventReason::NamespaceStrategyDenied,
+        EventReason::ChildEditAllowed,
+        EventReason::ChildEditDenied,
     ];
 
     /// The reason as Kubernetes shows it.
@@ -92,6 +99,8 @@ impl EventReason {
             Self::DeleteUndrainedDenied => "DeleteUndrainedDenied",
             Self::NamespaceStrategyAllowed => "NamespaceStrategyAllowed",
             Self::NamespaceStrategyDenied => "NamespaceStrategyDenied",
+            Self::ChildEditAllowed => "ChildEditAllowed",
+            Self::ChildEditDenied => "ChildEditDenied",
         }
     }
 
@@ -106,10 +115,12 @@ impl EventReason {
             Self::ForceReapplyAllowed
             | Self::ForcePromoteAllowed
             | Self::DeleteUndrainedAllowed
-            | Self::NamespaceStrategyAllowed => "Allowed",
+            | Self::NamespaceStrategyAllowed
+            | Self::ChildEditAllowed => "Allowed",
             Self::ForceReapplyDenied
             | Self::DeleteUndrainedDenied
-            | Self::NamespaceStrategyDenied => "Denied",
+            | Self::NamespaceStrategyDenied
+            | Self::ChildEditDenied => "Denied",
             Self::ForceReapplyReset | Self::ForcePromoteReset => "Reset",
         }
     }
@@ -139,6 +150,8 @@ pub enum Gate {
     DeleteRollout,
     /// Rule 24: a namespace's upgrade strategy set to skip draining.
     NamespaceStrategy,
+    /// Rule 26: what the controllers keep on a rollout's child changed.
+    EditChild,
 }
 
 impl Gate {
@@ -151,6 +164,7 @@ impl Gate {
             Self::DeleteChild => "delete-child",
             Self::DeleteRollout => "delete-rollout",
             Self::NamespaceStrategy => "namespace-strategy",
+            Self::EditChild => "edit-child",
         }
     }
 }

@@ -274,6 +274,12 @@ impl Settle<'_> {
                 EventReason::NamespaceStrategyAllowed,
                 "data.upgradeStrategy to \"no-strategy\" (every rollout of the namespace upgrades without draining)",
             ),
+            // Recorded by rules::child_edits through `gate_as`, naming the
+            // fields and the owner.
+            Gate::EditChild => (
+                EventReason::ChildEditAllowed,
+                "a change of a rollout's child",
+            ),
         };
         self.gate_as(decision, gate, what, outcome);
     }
@@ -291,6 +297,7 @@ impl Settle<'_> {
                 EventReason::DeleteUndrainedDenied
             }
             Gate::NamespaceStrategy => EventReason::NamespaceStrategyDenied,
+            Gate::EditChild => EventReason::ChildEditDenied,
             Gate::ForceReapply | Gate::ForcePromote => EventReason::ForceReapplyDenied,
         };
         let what_on = (what.0, format!("{}{}", what.1, self.about));

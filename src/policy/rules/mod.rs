@@ -9,7 +9,8 @@
 //! templates), [`pause_timestamp`] (rule 19), [`deletes`] (rules 20 and
 //! 21, the only rules a DELETE meets), [`riders`] (rule 22) and
 //! [`namespace_strategy`] (rules 23 and 24, on Numaplane's namespace-level
-//! ConfigMap, with its own validation); for `/mutate`,
+//! ConfigMap, with its own validation), [`child_edits`] (rule 26: a
+//! rollout's children are its controllers'); for `/mutate`,
 //! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
 //! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
@@ -18,6 +19,7 @@
 //! [`Rule`] numbers and names every rule, for violations, metrics, the
 //! audit's reports and docs/rules.md.
 
+pub mod child_edits;
 pub mod child_lifecycle;
 pub mod decision;
 pub mod defaulting;
@@ -36,6 +38,7 @@ pub mod timeout;
 pub mod timeout_field;
 pub mod violation;
 
+pub use child_edits::ChildEdits;
 pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 pub use deletes::DeleteGates;
 pub use force::ForceGates;
@@ -60,6 +63,7 @@ pub struct Validation<'a> {
     gates: ForceGates,
     keys: KeyGates,
     deletes: DeleteGates,
+    edits: ChildEdits,
     /// Warnings that need no permission: the deprecated or ignored
     /// deletion timeout.
     notes: Vec<String>,
@@ -72,6 +76,8 @@ pub struct Permissions {
     pub force: Permission,
     /// forceReapply.deleteUndrained's: rules 14, 20 and 21.
     pub undrained: Permission,
+    /// forceReapply.editChildren's: rule 26.
+    pub edit_children: Permission,
 }
 
 /// Judges a CREATE or UPDATE for `/validate`, short of the permission:
@@ -89,6 +95,7 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
             gates,
             keys: KeyGates::default(),
             deletes,
+            edits: ChildEdits::default(),
             notes: Vec::new(),
         };
     }
@@ -108,6 +115,7 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
     findings.extend(numaplane_keys::findings(policy, &write));
     findings.extend(pause_timestamp::finding(policy, &write));
     let keys = KeyGates::of(policy, &write);
+    let edits = ChildEdits::of(policy, &write);
     Validation {
         policy,
         write,
@@ -115,6 +123,7 @@ pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'
         gates,
         keys,
         deletes,
+        edits,
         notes,
     }
 }
@@ -164,6 +173,15 @@ impl Validation<'_> {
         )
     }
 
+    /// The requester's permission to edit a rollout's child
+    /// (forceReapply.editChildren), when settled without asking; `None`: ask.
+    pub fn settled_edit_permission(&self) -> Option<Permission> {
+        self.settled(
+            self.edits.need_permission(),
+            self.policy.force_reapply.edit_children.grant(),
+        )
+    }
+
     /// Finishes the judgement with the static lists as the only source of
     /// permission: what the tables test (no RBAC is ever asked there).
     #[cfg(test)]
@@ -179,7 +197,18 @@ impl Validation<'_> {
                 .grant()
                 .static_permission(user)
         });
-        self.finish(&Permissions { force, undrained })
+        let edit_children = self.settled_edit_permission().unwrap_or_else(|| {
+            self.policy
+                .force_reapply
+                .edit_children
+                .grant()
+                .static_permission(user)
+        });
+        self.finish(&Permissions {
+            force,
+            undrained,
+            edit_children,
+        })
     }
 
     /// Finishes the judgement with the requester's permissions (the settled
@@ -220,6 +249,12 @@ impl Validation<'_> {
             self.policy,
             &self.write,
             &permissions.undrained,
+        );
+        self.edits.judge(
+            &mut decision,
+            self.policy,
+            &self.write,
+            &permissions.edit_children,
         );
         decision
             .warnings

@@ -79,11 +79,15 @@ pub enum Rule {
     /// 25: the one-shot forcePromote's record annotation is the webhook's
     /// own: written only by `/mutate`.
     ForcePromoteRecord = 25,
+    /// 26: changing what Numaplane's and Numaflow's controllers keep on a
+    /// rollout's child (spec, status, ownerReferences, finalizers, their
+    /// keys) needs the editChildren permission.
+    EditChild = 26,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 26] = [
+    pub const ALL: [Rule; 27] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -110,6 +114,7 @@ impl Rule {
         Rule::NamespaceStrategyValue,
         Rule::NamespaceStrategy,
         Rule::ForcePromoteRecord,
+        Rule::EditChild,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -148,6 +153,7 @@ impl Rule {
             Self::NamespaceStrategyValue => "namespace-strategy-value",
             Self::NamespaceStrategy => "namespace-strategy",
             Self::ForcePromoteRecord => "force-promote-record",
+            Self::EditChild => "edit-child",
         }
     }
 
@@ -176,6 +182,7 @@ impl Rule {
                 | Self::NamespaceStrategyValue
                 | Self::NamespaceStrategy
                 | Self::ForcePromoteRecord
+                | Self::EditChild
         )
     }
 
@@ -214,7 +221,7 @@ mod tests {
         assert_eq!(
             numbers,
             [
-                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25
+                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 26
             ]
         );
     }

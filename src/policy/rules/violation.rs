@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::rule::Rule;
 use super::timeout_field::TimeoutField;
 use crate::kinds::{
-    FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, PAUSE_TIMESTAMP, UPGRADE_STATE, UPGRADE_STRATEGY_KEY,
+    FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, PAUSE_TIMESTAMP, UPGRADE_STATE,
+    UPGRADE_STRATEGY_KEY,
 };
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
@@ -355,6 +356,28 @@ pub enum Violation {
         /// Why the requester lacks permission.
         refused: NotPermitted,
     },
+    /// Rule 26: changing what Numaplane's and Numaflow's controllers keep
+    /// on a rollout's child needs the editChildren permission.
+    #[error(
+        "user \"{user}\" may not {} this {} of {} \"{parent}\": only Numaplane's and Numaflow's controllers change a rollout's children (Numaplane reads their status to decide whether to drain, and applies a change that can lose data only by pausing and draining); {refused}; change the {} instead, or ask a platform admin to add you to forceReapply.editChildren in the webhook's policy (scaling, pausing, resuming and your own labels and annotations need no permission)",
+        if fields.is_empty() { "make".to_owned() } else { format!("change {fields} of") },
+        kind.kind(),
+        kind.rollout().kind(),
+        kind.rollout().kind()
+    )]
+    ChildEditDenied {
+        /// The requester.
+        user: String,
+        /// The child's kind.
+        kind: Kind,
+        /// The owning rollout's name.
+        parent: String,
+        /// What the write changes, as listed (the first is the
+        /// violation's field); empty for a CREATE.
+        fields: String,
+        /// Why the requester lacks permission.
+        refused: NotPermitted,
+    },
     /// Rule 21: with gateRolloutDeletes, deleting a PipelineRollout needs
     /// the deleteUndrained permission.
     #[error(
@@ -531,6 +554,7 @@ impl Violation {
             Self::BookkeepingChanged { .. } | Self::TemplateMalformed { .. } => Rule::Bookkeeping,
             Self::PauseTimestampChanged { .. } => Rule::PauseTimestamp,
             Self::ChildDeleteDenied { .. } => Rule::DeleteChild,
+            Self::ChildEditDenied { .. } => Rule::EditChild,
             Self::RolloutDeleteDenied { .. } => Rule::DeleteRollout,
             Self::StrategyDataMalformed { .. }
             | Self::StrategyInvalid { .. }
@@ -622,6 +646,12 @@ impl Violation {
             Self::RolloutDeleteDenied { user, .. } => {
                 format!("{} may not delete a PipelineRollout", short(user))
             }
+            Self::ChildEditDenied { user, kind, .. } => format!(
+                "{} may not change {} of a rollout's {}",
+                short(user),
+                cut(&self.field().unwrap_or_default(), 40),
+                kind.kind()
+            ),
             Self::StrategyDataMalformed { found } => format!("data is {found}, not an object"),
             Self::StrategyInvalid { value, .. } => {
                 format!("upgradeStrategy {value} is ignored by Numaplane")
@@ -675,6 +705,14 @@ impl Violation {
             Self::StrategyDataMalformed { .. } | Self::StrategyKeysClash { .. } => {
                 Some("data".to_owned())
             }
+            Self::ChildEditDenied { fields, .. } => Some(
+                fields
+                    .split(", ")
+                    .next()
+                    .filter(|f| !f.is_empty())
+                    .unwrap_or("metadata.ownerReferences")
+                    .to_owned(),
+            ),
             Self::StrategyInvalid { .. } | Self::NamespaceStrategyDenied { .. } => {
                 Some(format!("data.{UPGRADE_STRATEGY_KEY}"))
             }

@@ -64,7 +64,9 @@ fn bookkeeping_cases() -> Vec<Case> {
                     &[],
                 ),
             )
-            .deny(&[Bookkeeping, Bookkeeping, Bookkeeping])
+            // Its ownerReference to the rollout makes it a child too (rule 26).
+            .deny(&[Bookkeeping, Bookkeeping, Bookkeeping, EditChild])
+            .audit("edit-child", "denied by rule 26")
             .msg(&["may not set metadata.labels[\"numaplane.numaproj.io/parent-rollout-name\"]"]),
         );
         cases.push(

@@ -240,7 +240,11 @@ fn pause_timestamp_cases() -> Vec<Case> {
         update_json("alice sets it on a running Pipeline", p, none.clone(), at(t1))
             .deny(&[PauseTimestamp])
             .msg(&["may not set"]),
-        update_json("alice removes it (the pause starts over)", p, at(t0), none.clone()),
+        // Rule 19 lets it go; rule 26 keeps Numaflow's keys its own.
+        update_json("alice removes it", p, at(t0), none.clone())
+            .deny(&[EditChild])
+            .audit("edit-child", "denied by rule 26")
+            .msg(&["may not change metadata.annotations[\"numaflow.numaproj.io/pause-timestamp\"] of this Pipeline"]),
         update_json("alice leaves it as it was", p, at(t0), at(t0)),
         update_json("Numaplane's controller may not change it", p, at(t0), at(t1))
             .user(controller())

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::fixtures::{parse, pipeline_rollout, policy, warn_mode};
+use super::fixtures::{admin, parse, pipeline_rollout, policy, warn_mode};
 use super::numaplane_keys::{child, controller};
 use super::validate_case::{
     Case, ViolationKind, check_table, create, create_json, update, update_json,
@@ -192,8 +192,13 @@ fn crd_defaults(extra: Value) -> Value {
 fn child_cases() -> Vec<Case> {
     use ViolationKind::*;
     let stored = || pipeline(Some(crd_defaults(json!({"pauseGracePeriodSeconds": 600}))));
+    // Editing a rollout's child needs forceReapply.editChildren (rule 26),
+    // which system:masters holds; rules 2 to 4 and 16 to 18 judge the
+    // holder's values still.
     let edit = |name: &str, lifecycle: Value| {
         update_json(name, Kind::Pipeline, stored(), pipeline(Some(lifecycle)))
+            .user(admin())
+            .audit("edit-child", "allowed: user \"admin\"")
     };
     vec![
         // Bad input: no lifecycle, a lifecycle that is not an object.
@@ -221,7 +226,13 @@ fn child_cases() -> Vec<Case> {
             own_pipeline(Some(crd_defaults(json!({"pauseGracePeriodSeconds": 0})))),
         )
         .deny(&[TooShort]),
-        update_json("lifecycle removed", Kind::Pipeline, stored(), pipeline(None)),
+        update_json("lifecycle removed", Kind::Pipeline, stored(), pipeline(None))
+            .user(admin())
+            .audit("edit-child", "allowed"),
+        update_json("alice edits a child's lifecycle", Kind::Pipeline, stored(), pipeline(None))
+            .deny(&[EditChild])
+            .audit("edit-child", "denied by rule 26")
+            .msg(&["may not change spec.lifecycle of this Pipeline"]),
         edit(
             "pause 0",
             crd_defaults(json!({"pauseGracePeriodSeconds": 0})),
@@ -262,9 +273,11 @@ fn child_cases() -> Vec<Case> {
         .msg(&["spec.lifecycle.deleteGracePeriodSeconds is 0"])
         .warn(&["deprecated"]),
         // The controller copies a judged rollout's values: not judged.
-        edit(
+        update_json(
             "pause 0 by the controller",
-            crd_defaults(json!({"pauseGracePeriodSeconds": 0})),
+            Kind::Pipeline,
+            stored(),
+            pipeline(Some(crd_defaults(json!({"pauseGracePeriodSeconds": 0})))),
         )
         .user(controller()),
         // Rule 8 on a child: a bad stored value left as it is warns.
@@ -288,6 +301,8 @@ fn child_cases() -> Vec<Case> {
                 mono(json!({})),
                 mono(json!({"pauseGracePeriodSeconds": 0})),
             )
+            .user(admin())
+            .audit("edit-child", "allowed")
         },
     ]
 }

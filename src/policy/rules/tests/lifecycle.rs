@@ -464,6 +464,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     let d = validation.finish(&crate::policy::rules::Permissions {
         force: Permission::NotAsked,
         undrained: Permission::NotNeeded,
+        edit_children: Permission::NotNeeded,
     });
     let message = d.denial_message().unwrap_or_default();
     assert!(message.contains("the pipeline is not pausing"), "{message}");

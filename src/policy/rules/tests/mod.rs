@@ -9,6 +9,7 @@ mod runner;
 mod validate_case;
 
 mod bookkeeping_and_templates;
+mod child_edits;
 mod defaulting;
 mod deletes;
 mod deletion_timeouts;

@@ -33,6 +33,7 @@ pub(super) enum ViolationKind {
     DeleteChild,
     DeleteRollout,
     Record,
+    EditChild,
 }
 
 /// The kind of `v`.
@@ -59,6 +60,7 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::PauseTimestampChanged { .. } => PauseTimestamp,
         Violation::ChildDeleteDenied { .. } => DeleteChild,
         Violation::RolloutDeleteDenied { .. } => DeleteRollout,
+        Violation::ChildEditDenied { .. } => EditChild,
         Violation::StrategyDataMalformed { .. }
         | Violation::StrategyInvalid { .. }
         | Violation::StrategyKeysClash { .. }
