@@ -1,15 +1,24 @@
 //! The request bodies of the other kinds the webhook judges, built once from
 //! the captured fixture 07 so that their objects are as large as a real
-//! rollout's: a user's UPDATE of a child Pipeline's pause timeout, and a
-//! CREATE of Numaplane's namespace-level ConfigMap. Both are allowed.
+//! rollout's: an UPDATE of a child Pipeline's pause timeout by a holder of
+//! forceReapply.editChildren (a member of `system:masters`, which the
+//! built-in policy names), and a user's CREATE of Numaplane's
+//! namespace-level ConfigMap. Both are allowed.
 
 use serde_json::{Value, json};
 
 use crate::CountedError;
 use crate::decision::{DENIED, Encoding, fixture};
 
-/// The review around `object` and `old`, compact.
+/// A user with no grant.
+const ALICE: (&str, &[&str]) = ("alice", &["devs", "system:authenticated"]);
+/// A member of `system:masters`, who holds every grant of the built-in policy.
+const ADMIN: (&str, &[&str]) = ("admin", &["system:masters", "system:authenticated"]);
+
+/// The review around `object` and `old` by `user`, compact.
+#[allow(clippy::too_many_arguments)]
 fn review(
+    user: (&str, &[&str]),
     group: &str,
     version: &str,
     kind: &str,
@@ -29,7 +38,7 @@ fn review(
             "name": object["metadata"]["name"].clone(),
             "namespace": "team-a",
             "operation": operation,
-            "userInfo": {"username": "alice", "groups": ["devs", "system:authenticated"]},
+            "userInfo": {"username": user.0, "groups": user.1},
             "object": object,
             "oldObject": old,
             "dryRun": false,
@@ -46,8 +55,9 @@ fn rollout() -> Result<Value, CountedError> {
     Ok(review["request"]["object"].clone())
 }
 
-/// A child Pipeline of fixture 07's rollout whose pause timeout alice moves
-/// from 60 to 120 seconds (within the built-in policy's range).
+/// A child Pipeline of fixture 07's rollout whose pause timeout an admin
+/// moves from 60 to 120 seconds (within the built-in policy's range; a
+/// change of a child's spec needs forceReapply.editChildren).
 pub fn child_pipeline() -> Result<Vec<u8>, CountedError> {
     let rollout = rollout()?;
     let name = format!(
@@ -72,6 +82,7 @@ pub fn child_pipeline() -> Result<Vec<u8>, CountedError> {
         })
     };
     review(
+        ADMIN,
         "numaflow.numaproj.io",
         "v1alpha1",
         "Pipeline",
@@ -99,6 +110,7 @@ pub fn namespace_config() -> Result<Vec<u8>, CountedError> {
         "data": {"upgradeStrategy": "progressive"},
     });
     review(
+        ALICE,
         "",
         "v1",
         "ConfigMap",
