@@ -4,7 +4,7 @@
 //! the way the webhook's `/validate` (`admission::answer`) decides the same
 //! request under the same policy. Four policies: the built-in one; one
 //! with namespace overrides of both timeouts, a default scale factor and
-//! RBAC (the delete and strategy gates, rollout deletes included, granted
+//! RBAC (the delete, strategy and child edit gates, rollout deletes included, granted
 //! by verbs of their own through a Role: see
 //! `apiserver_vap_support::grants`); one with the other switches of the
 //! rule table and rollout deletes gated; one in warn mode, rollout deletes

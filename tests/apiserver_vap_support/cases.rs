@@ -122,6 +122,11 @@ pub struct Case {
     pub rejected: bool,
     /// A CREATE with `metadata.generateName` instead of a name.
     pub generate_name: bool,
+    /// An UPDATE whose `object` is a JSON merge patch (RFC 7386) on the
+    /// stored object as the API server returned it, defaults included, so
+    /// that what the schema defaults is written back unchanged, as a
+    /// client's read-modify-write does.
+    pub on_stored: bool,
 }
 
 /// A CREATE of `object` by alice.
@@ -143,6 +148,7 @@ pub fn create_of(resource: Resource, name: &str, object: Value) -> Case {
         object,
         rejected: false,
         generate_name: false,
+        on_stored: false,
     }
 }
 
@@ -231,6 +237,11 @@ impl Case {
             old.terminating = true;
             self.name = format!("{} (terminating)", self.name);
         }
+        self
+    }
+    /// `object` is a merge patch on the stored object (an UPDATE only).
+    pub fn on_stored(mut self) -> Self {
+        self.on_stored = true;
         self
     }
     /// Refused by the API server before admission.

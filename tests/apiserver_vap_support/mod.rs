@@ -307,7 +307,10 @@ pub async fn judge_all(
     let mut out = Vec::with_capacity(prepared.len());
     for p in prepared {
         let case = &p.case;
-        let mut object = case.object.clone();
+        let mut object = match &p.stored {
+            Some(stored) if case.on_stored => merged(stored.clone(), &case.object),
+            _ => case.object.clone(),
+        };
         object["metadata"]["namespace"] = json!(case.ns);
         if case.generate_name {
             object["metadata"]["generateName"] = json!(format!("{}-", p.name));
@@ -355,6 +358,28 @@ pub async fn judge_all(
         });
     }
     Ok(out)
+}
+
+/// `patch` applied to `target` as a JSON merge patch (RFC 7386): objects
+/// merged key by key, `null` removes, anything else replaces.
+fn merged(mut target: Value, patch: &Value) -> Value {
+    let Value::Object(changes) = patch else {
+        return patch.clone();
+    };
+    if !target.is_object() {
+        target = json!({});
+    }
+    if let Value::Object(map) = &mut target {
+        for (key, change) in changes {
+            if change.is_null() {
+                map.remove(key);
+            } else {
+                let before = map.remove(key).unwrap_or(Value::Null);
+                map.insert(key.clone(), merged(before, change));
+            }
+        }
+    }
+    target
 }
 
 /// The AdmissionReview the API server would send the webhook for this
