@@ -165,11 +165,13 @@ fn rbac(namespaces: &[&str]) -> Vec<Value> {
         json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "vap-e2e-writer"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-writer"},
             "subjects": subjects}),
-        // Children and ConfigMaps, for the users and the impersonated
+        // Children (and their /status, as Numaflow's aggregate-to-edit
+        // role grants) and ConfigMaps, for the users and the impersonated
         // accounts: what stops them is the policy, not RBAC.
         json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": "vap-e2e-children"},
             "rules": [{"apiGroups": ["numaflow.numaproj.io"],
-                "resources": ["pipelines", "monovertices", "interstepbufferservices"],
+                "resources": ["pipelines", "monovertices", "interstepbufferservices",
+                    "pipelines/status", "monovertices/status", "interstepbufferservices/status"],
                 "verbs": ["get", "create", "update", "patch", "delete"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update", "patch", "delete"]}]}),
         json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "vap-e2e-children"},

@@ -127,6 +127,8 @@ pub struct Case {
     /// that what the schema defaults is written back unchanged, as a
     /// client's read-modify-write does.
     pub on_stored: bool,
+    /// An UPDATE sent to the `/status` subresource.
+    pub through_status: bool,
 }
 
 /// A CREATE of `object` by alice.
@@ -149,6 +151,7 @@ pub fn create_of(resource: Resource, name: &str, object: Value) -> Case {
         rejected: false,
         generate_name: false,
         on_stored: false,
+        through_status: false,
     }
 }
 
@@ -242,6 +245,12 @@ impl Case {
     /// `object` is a merge patch on the stored object (an UPDATE only).
     pub fn on_stored(mut self) -> Self {
         self.on_stored = true;
+        self
+    }
+    /// Sent to the `/status` subresource (an UPDATE only).
+    pub fn through_status(mut self) -> Self {
+        self.name = format!("{} (/status)", self.name);
+        self.through_status = true;
         self
     }
     /// Refused by the API server before admission.

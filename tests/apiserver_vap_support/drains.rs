@@ -351,8 +351,8 @@ fn deletes() -> Vec<Case> {
     cases
 }
 
-/// Rule 26 through the main resource (the API server keeps a status sent
-/// there out of the object, so a forged status is tests/apiserver_child_edits.rs's).
+/// Rule 26: through the main resource, and a forged status through
+/// `/status`.
 fn edits() -> Vec<Case> {
     let owned = |kind: &str, spec: Value| {
         child(
@@ -396,6 +396,17 @@ fn edits() -> Vec<Case> {
                 "its own label edited",
                 json!({"metadata": {"labels": {"app": "y"}}}),
             ),
+            update(
+                "status.phase forged",
+                json!({"status": {"phase": "Failed"}}),
+            )
+            .through_status(),
+            update(
+                "status.phase forged",
+                json!({"status": {"phase": "Failed"}}),
+            )
+            .through_status()
+            .by(User::Admin),
             create_of(
                 resource,
                 &format!("{kind} owned by an ownerReference"),

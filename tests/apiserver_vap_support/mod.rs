@@ -324,7 +324,8 @@ pub async fn judge_all(
             Some(stored) => {
                 object["metadata"]["resourceVersion"] =
                     stored["metadata"]["resourceVersion"].clone();
-                (Method::PUT, format!("{collection}/{}", p.name))
+                let status = if case.through_status { "/status" } else { "" };
+                (Method::PUT, format!("{collection}/{}{status}", p.name))
             }
         };
         let body = (!case.delete).then_some(&object);
@@ -401,7 +402,7 @@ async fn webhook_answer(
         }
         // A write to the main resource keeps the stored status.
         Some(stored) => {
-            if stored.get("status").is_some() {
+            if !case.through_status && stored.get("status").is_some() {
                 object["status"] = stored["status"].clone();
             }
             "UPDATE"
@@ -422,6 +423,7 @@ async fn webhook_answer(
             "uid": format!("{}-{}", p.name, operation),
             "kind": {"group": r.group, "version": r.version, "kind": r.kind},
             "resource": {"group": r.group, "version": r.version, "resource": r.resource},
+            "subResource": if case.through_status { "status" } else { "" },
             "name": if case.generate_name { String::new() } else { p.name.clone() },
             "namespace": case.ns,
             "operation": operation,
