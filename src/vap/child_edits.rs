@@ -269,7 +269,10 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             ),
         );
     }
-    // What changes, as the webhook lists it: each part in byte order.
+    // What changes, as the webhook lists it: each part in byte order (the
+    // spec's by dotted path, which is the webhook's order but where a spec
+    // key continues `lifecycle` with a character below '.', which Numaflow's
+    // schema prunes).
     let parts = [
         first_four_sorted("(variables.specFields + variables.lcFields)"),
         first_four_sorted("variables.statusFields"),
