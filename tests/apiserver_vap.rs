@@ -4,7 +4,7 @@
 //! the way the webhook's `/validate` (`admission::answer`) decides the same
 //! request under the same policy. Four policies: the built-in one; one
 //! with namespace overrides of both timeouts, a default scale factor and
-//! RBAC (the delete and strategy gates, rollout deletes included, granted
+//! RBAC (the delete, strategy and child edit gates, rollout deletes included, granted
 //! by verbs of their own through a Role: see
 //! `apiserver_vap_support::grants`); one with the other switches of the
 //! rule table and rollout deletes gated; one in warn mode, rollout deletes
@@ -165,11 +165,13 @@ fn rbac(namespaces: &[&str]) -> Vec<Value> {
         json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "vap-e2e-writer"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "vap-e2e-writer"},
             "subjects": subjects}),
-        // Children and ConfigMaps, for the users and the impersonated
+        // Children (and their /status, as Numaflow's aggregate-to-edit
+        // role grants) and ConfigMaps, for the users and the impersonated
         // accounts: what stops them is the policy, not RBAC.
         json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": "vap-e2e-children"},
             "rules": [{"apiGroups": ["numaflow.numaproj.io"],
-                "resources": ["pipelines", "monovertices", "interstepbufferservices"],
+                "resources": ["pipelines", "monovertices", "interstepbufferservices",
+                    "pipelines/status", "monovertices/status", "interstepbufferservices/status"],
                 "verbs": ["get", "create", "update", "patch", "delete"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update", "patch", "delete"]}]}),
         json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "vap-e2e-children"},

@@ -30,10 +30,9 @@ pub fn inexpressible(policy: &Policy) -> Vec<String> {
 /// webhook.
 pub fn left_out() -> Vec<String> {
     vec![
-        "MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices: no exported policy matches them; keep the webhook's validate-monovertexrollouts, validate-isbservicerollouts and validate-children webhooks for them".to_owned(),
+        "MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices but an owned one's edits (which the child edit policy judges): no exported policy matches them; keep the webhook's validate-monovertexrollouts, validate-isbservicerollouts and validate-children webhooks for them".to_owned(),
         "rules 13 to 15: the force-promote label, marked-for-deletion and Numaplane's bookkeeping keys (in spec.pipeline.metadata and on the children): they need the rollout's or child's upgrade state and several gates' permissions; keep the webhooks for them".to_owned(),
         "Go's folding of non-ASCII key characters (the long s as s, the Kelvin sign as k), which Numaplane's encoding/json decoding applies: CEL folds keys with lowerAscii() only; the keys the export folds, a ConfigMap's data, can only be ASCII, so its upgradeStrategy is read as Numaplane reads it, but no exported rule reads another object Numaplane decodes that way".to_owned(),
-        "rule 26: changes of a rollout's child (its spec but scaling and pausing, its status and /status, ownerReferences, finalizers, and Numaplane's and Numaflow's keys) by anyone but Numaplane's and Numaflow's controllers need forceReapply.editChildren; no exported policy matches them; keep the webhook's validate-children webhook for them".to_owned(),
     ]
 }
 

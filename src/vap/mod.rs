@@ -4,17 +4,19 @@
 //! into the expressions (no params resource), so the output is
 //! deterministic and reviewable. See docs/vap.md.
 //!
-//! Five or six policies, each with its binding: [`rules`] (PipelineRollouts,
+//! Six or seven policies, each with its binding: [`rules`] (PipelineRollouts,
 //! with [`variables`]), [`children`] (a Pipeline's own writes), [`deletes`]
 //! (an owned child's DELETE), [`namespace_config`] (Numaplane's
-//! namespace-level ConfigMap) and [`rollout_deletes`] (a PipelineRollout's
-//! DELETE: its warning, and its gate where the policy asks for one) build
+//! namespace-level ConfigMap), [`rollout_deletes`] (a PipelineRollout's
+//! DELETE: its warning, and its gate where the policy asks for one) and
+//! [`child_edits`] (an owned child's CREATE and UPDATE, rule 26) build
 //! the CEL, with [`cel`]'s pieces, [`check`]'s grants and [`timeout`]'s
 //! drain-timeout checks; this module wraps it in the Kubernetes objects,
 //! and [`coverage`] says what the export does not cover.
 
 pub mod cel;
 pub mod check;
+pub mod child_edits;
 pub mod children;
 pub mod coverage;
 pub mod deletes;
@@ -55,6 +57,8 @@ pub const API_VERSION: &str = crate::rollout::VERSION;
 pub const CHILDREN_SUFFIX: &str = "-pipelines";
 /// The child DELETE policy's suffix.
 pub const DELETES_SUFFIX: &str = "-child-deletes";
+/// The child edit policy's suffix (rule 26).
+pub const CHILD_EDITS_SUFFIX: &str = "-child-edits";
 /// The namespace-level ConfigMap policy's suffix.
 pub const NAMESPACE_CONFIG_SUFFIX: &str = "-namespace-config";
 /// The rollout DELETE warning policy's suffix (rule 21's warning).
@@ -82,8 +86,8 @@ pub struct Export {
     /// The policies, each with its binding: PipelineRollouts (named as
     /// asked), then child Pipelines' writes, owned children's DELETEs,
     /// Numaplane's namespace-level ConfigMaps, PipelineRollout DELETEs'
-    /// warning and, under `gateRolloutDeletes`, their gate (the name and a
-    /// suffix).
+    /// warning and, under `gateRolloutDeletes`, their gate, then owned
+    /// children's edits (the name and a suffix).
     pub policies: Vec<Exported>,
     /// What the exported policies do not do that the webhook does, one
     /// line each (the comment block).
@@ -117,6 +121,7 @@ pub fn export(policy: &Policy, name: &str) -> Export {
     let create_update: &[&str] = &["CREATE", "UPDATE"];
     let (child_vars, child_checks) = children::rules(policy);
     let (delete_vars, delete_checks) = deletes::rules(policy);
+    let (edit_vars, edit_checks) = child_edits::rules(policy);
     let (config_vars, config_checks) = namespace_config::rules(policy);
     let (warning_vars, warning_checks) = rollout_deletes::warnings(policy);
     let rollout_deletes = Match {
@@ -200,6 +205,21 @@ pub fn export(policy: &Policy, name: &str) -> Export {
             gate_checks,
         ));
     }
+    policies.push(wrap(
+        policy.mode,
+        &format!("{name}{CHILD_EDITS_SUFFIX}"),
+        "Pipelines, MonoVertices and InterStepBufferServices, CREATE and UPDATE (and their /status): an owned child's spec but scaling and pausing, status, ownerReferences, finalizers and Numaplane's and Numaflow's keys are changed by anyone but numaplane.controllerAccount and numaflow.controllerAccount only with forceReapply.editChildren (rule 26)",
+        &Match {
+            kinds: child_edits::KINDS
+                .iter()
+                .flat_map(|k| [resource(*k), (k.group(), child_edits::status_of(*k))])
+                .collect(),
+            operations: create_update,
+            object_selector: None,
+        },
+        edit_vars,
+        edit_checks,
+    ));
     Export {
         policies,
         not_covered: not_covered(policy),

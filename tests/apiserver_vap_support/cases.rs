@@ -122,6 +122,13 @@ pub struct Case {
     pub rejected: bool,
     /// A CREATE with `metadata.generateName` instead of a name.
     pub generate_name: bool,
+    /// An UPDATE whose `object` is a JSON merge patch (RFC 7386) on the
+    /// stored object as the API server returned it, defaults included, so
+    /// that what the schema defaults is written back unchanged, as a
+    /// client's read-modify-write does.
+    pub on_stored: bool,
+    /// An UPDATE sent to the `/status` subresource.
+    pub through_status: bool,
 }
 
 /// A CREATE of `object` by alice.
@@ -143,6 +150,8 @@ pub fn create_of(resource: Resource, name: &str, object: Value) -> Case {
         object,
         rejected: false,
         generate_name: false,
+        on_stored: false,
+        through_status: false,
     }
 }
 
@@ -231,6 +240,17 @@ impl Case {
             old.terminating = true;
             self.name = format!("{} (terminating)", self.name);
         }
+        self
+    }
+    /// `object` is a merge patch on the stored object (an UPDATE only).
+    pub fn on_stored(mut self) -> Self {
+        self.on_stored = true;
+        self
+    }
+    /// Sent to the `/status` subresource (an UPDATE only).
+    pub fn through_status(mut self) -> Self {
+        self.name = format!("{} (/status)", self.name);
+        self.through_status = true;
         self
     }
     /// Refused by the API server before admission.

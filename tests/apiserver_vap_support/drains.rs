@@ -97,6 +97,7 @@ pub fn built_in(ns: &'static str) -> Vec<Case> {
     let mut cases = rollouts();
     cases.extend(pipelines());
     cases.extend(deletes());
+    cases.extend(edits());
     cases.extend(configs());
     cases.into_iter().map(|c| c.ns(ns)).collect()
 }
@@ -347,6 +348,115 @@ fn deletes() -> Vec<Case> {
         "unowned Pipeline",
         child("Pipeline", json!({}), json!({}), json!({})),
     ));
+    cases
+}
+
+/// Rule 26: through the main resource, and a forged status through
+/// `/status`.
+fn edits() -> Vec<Case> {
+    let owned = |kind: &str, spec: Value| {
+        child(
+            kind,
+            json!({"numaplane.numaproj.io/parent-rollout-name": "demo", "app": "x"}),
+            json!({}),
+            spec,
+        )
+    };
+    let with = |mut object: Value, path: &[&str], value: Value| {
+        let mut at = &mut object;
+        for key in path {
+            at = &mut at[*key];
+        }
+        *at = value;
+        object
+    };
+    let rollout_ref = json!([{"apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout", "name": "demo", "uid": "00000000-0000-0000-0000-000000000001"}]);
+    let config_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "c",
+        "uid": "00000000-0000-0000-0000-000000000002"}]);
+    let mut cases = Vec::new();
+    for (resource, kind) in [
+        (PIPELINES, "Pipeline"),
+        (MONOVERTICES, "MonoVertex"),
+        (ISB_SERVICES, "InterStepBufferService"),
+    ] {
+        let base = || owned(kind, json!({}));
+        // Each a merge patch on the stored object, as kubectl patch sends.
+        let update = |what: &str, patch: Value| {
+            update_of(resource, &format!("owned {kind}: {what}"), base(), patch).on_stored()
+        };
+        let pointed = || json!({"metadata": {"ownerReferences": config_ref.clone()}});
+        let keyed = || json!({"metadata": {"labels": {"numaplane.numaproj.io/note": "x"}}});
+        cases.extend([
+            update("ownerReferences pointed at a ConfigMap", pointed()),
+            update("ownerReferences pointed at a ConfigMap", pointed()).by(User::Admin),
+            update("a Numaplane label added", keyed()),
+            update("a Numaplane label added", keyed()).by_account(GARBAGE_COLLECTOR),
+            update(
+                "its own label edited",
+                json!({"metadata": {"labels": {"app": "y"}}}),
+            ),
+            update(
+                "status.phase forged",
+                json!({"status": {"phase": "Failed"}}),
+            )
+            .through_status(),
+            update(
+                "status.phase forged",
+                json!({"status": {"phase": "Failed"}}),
+            )
+            .through_status()
+            .by(User::Admin),
+            create_of(
+                resource,
+                &format!("{kind} owned by an ownerReference"),
+                with(
+                    child(kind, json!({}), json!({}), json!({})),
+                    &["metadata", "ownerReferences"],
+                    rollout_ref.clone(),
+                ),
+            ),
+        ]);
+    }
+    for (resource, kind) in [(PIPELINES, "Pipeline"), (MONOVERTICES, "MonoVertex")] {
+        let limits = |n: i64| json!({"spec": {"limits": {"readBatchSize": n}}});
+        let stored = || owned(kind, json!({"limits": {"readBatchSize": 500}}));
+        let phase = |p: &str| owned(kind, json!({"lifecycle": {"desiredPhase": p}}));
+        cases.extend([
+            update_of(
+                resource,
+                &format!("owned {kind}: spec.limits changed"),
+                stored(),
+                limits(100),
+            )
+            .on_stored(),
+            update_of(
+                resource,
+                &format!("owned {kind}: spec.limits changed"),
+                stored(),
+                limits(100),
+            )
+            .on_stored()
+            .by(User::NumaplaneController),
+            update_of(
+                resource,
+                &format!("owned {kind}: paused"),
+                phase("Running"),
+                json!({"spec": {"lifecycle": {"desiredPhase": "Paused"}}}),
+            )
+            .on_stored(),
+        ]);
+    }
+    let replicas = |n: i64| owned("MonoVertex", json!({"replicas": n}));
+    cases.push(
+        update_of(
+            MONOVERTICES,
+            "owned MonoVertex: scaled",
+            replicas(1),
+            json!({"spec": {"replicas": 3}}),
+        )
+        .on_stored(),
+    );
     cases
 }
 

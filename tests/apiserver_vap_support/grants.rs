@@ -1,7 +1,8 @@
-//! The gates of rules 20, 21 and 24 granted by RBAC on a real API server,
-//! under the overrides policy (tests/fixtures/policies/overrides-rbac.yaml:
-//! forceReapply's group `sre`, no users, RBAC on, deleteUndrained's verb
-//! `delete-undrained` with rollout deletes gated, namespaceStrategy's
+//! The gates of rules 20, 21, 24 and 26 granted by RBAC on a real API
+//! server, under the overrides policy
+//! (tests/fixtures/policies/overrides-rbac.yaml: forceReapply's group
+//! `sre`, no users, RBAC on, deleteUndrained's verb `delete-undrained` with
+//! rollout deletes gated, which editChildren takes, namespaceStrategy's
 //! `set-namespace-strategy`). A Role in payments-eu grants alice both
 //! verbs (on Pipelines, MonoVertices and PipelineRollouts; on ConfigMaps);
 //! one in ledger grants her only forceReapply's verb on the same
@@ -132,6 +133,16 @@ pub fn cases() -> Vec<Case> {
                     strategy(true, "progressive"),
                     strategy(true, ""),
                 ),
+                // Rule 26: editChildren takes deleteUndrained's verb.
+                update_of(
+                    PIPELINES,
+                    &format!("{ns}, gated: owned Pipeline's ownerReferences"),
+                    owned("Pipeline"),
+                    json!({"metadata": {"ownerReferences": [{"apiVersion": "v1",
+                        "kind": "ConfigMap", "name": "c",
+                        "uid": "00000000-0000-0000-0000-000000000002"}]}}),
+                )
+                .on_stored(),
             ];
             cases.extend(per_user.into_iter().map(|c| c.by(user).ns(ns)));
         }

@@ -307,7 +307,10 @@ pub async fn judge_all(
     let mut out = Vec::with_capacity(prepared.len());
     for p in prepared {
         let case = &p.case;
-        let mut object = case.object.clone();
+        let mut object = match &p.stored {
+            Some(stored) if case.on_stored => merged(stored.clone(), &case.object),
+            _ => case.object.clone(),
+        };
         object["metadata"]["namespace"] = json!(case.ns);
         if case.generate_name {
             object["metadata"]["generateName"] = json!(format!("{}-", p.name));
@@ -321,7 +324,8 @@ pub async fn judge_all(
             Some(stored) => {
                 object["metadata"]["resourceVersion"] =
                     stored["metadata"]["resourceVersion"].clone();
-                (Method::PUT, format!("{collection}/{}", p.name))
+                let status = if case.through_status { "/status" } else { "" };
+                (Method::PUT, format!("{collection}/{}{status}", p.name))
             }
         };
         let body = (!case.delete).then_some(&object);
@@ -357,6 +361,28 @@ pub async fn judge_all(
     Ok(out)
 }
 
+/// `patch` applied to `target` as a JSON merge patch (RFC 7386): objects
+/// merged key by key, `null` removes, anything else replaces.
+fn merged(mut target: Value, patch: &Value) -> Value {
+    let Value::Object(changes) = patch else {
+        return patch.clone();
+    };
+    if !target.is_object() {
+        target = json!({});
+    }
+    if let Value::Object(map) = &mut target {
+        for (key, change) in changes {
+            if change.is_null() {
+                map.remove(key);
+            } else {
+                let before = map.remove(key).unwrap_or(Value::Null);
+                map.insert(key.clone(), merged(before, change));
+            }
+        }
+    }
+    target
+}
+
 /// The AdmissionReview the API server would send the webhook for this
 /// request, answered by `admission::answer`.
 async fn webhook_answer(
@@ -376,7 +402,7 @@ async fn webhook_answer(
         }
         // A write to the main resource keeps the stored status.
         Some(stored) => {
-            if stored.get("status").is_some() {
+            if !case.through_status && stored.get("status").is_some() {
                 object["status"] = stored["status"].clone();
             }
             "UPDATE"
@@ -397,6 +423,7 @@ async fn webhook_answer(
             "uid": format!("{}-{}", p.name, operation),
             "kind": {"group": r.group, "version": r.version, "kind": r.kind},
             "resource": {"group": r.group, "version": r.version, "resource": r.resource},
+            "subResource": if case.through_status { "status" } else { "" },
             "name": if case.generate_name { String::new() } else { p.name.clone() },
             "namespace": case.ns,
             "operation": operation,
