@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use super::Webhook;
-use crate::authz::{ForcePermission, PermissionCheck, RbacTrace, Target};
+use crate::authz::{ForcePermission, RbacTrace, Target};
 use crate::kinds::CONFIGMAPS;
+use crate::policy::Policy;
 use crate::policy::rules::{
     self, Decision, Permissions, RolloutWrite, StrategyWrite, Violation, namespace_strategy,
 };
-use crate::policy::{Grant, Permission, Policy, UserInfo};
 
 /// Where a decision is asked for. The rules judge the same way for every
 /// origin; only admission records Events on the object, since the audit
@@ -83,27 +83,6 @@ pub struct Asker<'a, P> {
     pub authorizer: &'a P,
     /// How long one question may take.
     pub timeout: Duration,
-}
-
-impl<P: ForcePermission> Asker<'_, P> {
-    /// `settled` when the rules settled the permission without asking,
-    /// else what the authorizer answers for `grant`.
-    async fn permission(
-        &self,
-        settled: Option<Permission>,
-        grant: Grant<'_>,
-        user: &UserInfo,
-        target: Target<'_>,
-    ) -> PermissionCheck {
-        match settled {
-            Some(settled) => settled.into(),
-            None => {
-                self.authorizer
-                    .check(grant, user, target, self.timeout)
-                    .await
-            }
-        }
-    }
 }
 
 /// What [`decide`] found.
@@ -188,36 +167,48 @@ async fn validate<P: ForcePermission>(
         name,
     };
     let user = write.user;
-    let force = asker
-        .permission(
-            validation.settled_permission(),
-            policy.force_reapply.grant(),
-            user,
-            target,
-        )
-        .await;
-    let undrained = asker
-        .permission(
-            validation.settled_undrained_permission(),
-            policy.force_reapply.delete_undrained.grant(),
-            user,
-            target,
-        )
-        .await;
-    let edit_children = asker
-        .permission(
-            validation.settled_edit_permission(),
-            policy.force_reapply.edit_children.grant(),
-            user,
-            target,
-        )
-        .await;
-    let rbac = edit_children.rbac.or(undrained.rbac).or(force.rbac);
+    let mut rbac = None;
+    let force = match validation.settled_permission() {
+        Some(settled) => settled,
+        None => {
+            let grant = policy.force_reapply.grant();
+            let check = asker
+                .authorizer
+                .check(grant, user, target, asker.timeout)
+                .await;
+            rbac = check.rbac;
+            check.permission
+        }
+    };
+    let undrained = match validation.settled_undrained_permission() {
+        Some(settled) => settled,
+        None => {
+            let grant = policy.force_reapply.delete_undrained.grant();
+            let check = asker
+                .authorizer
+                .check(grant, user, target, asker.timeout)
+                .await;
+            rbac = check.rbac.or(rbac);
+            check.permission
+        }
+    };
+    let edit_children = match validation.settled_edit_permission() {
+        Some(settled) => settled,
+        None => {
+            let grant = policy.force_reapply.edit_children.grant();
+            let check = asker
+                .authorizer
+                .check(grant, user, target, asker.timeout)
+                .await;
+            rbac = check.rbac.or(rbac);
+            check.permission
+        }
+    };
     (
         validation.finish(&Permissions {
-            force: force.permission,
-            undrained: undrained.permission,
-            edit_children: edit_children.permission,
+            force,
+            undrained,
+            edit_children,
         }),
         rbac,
     )
