@@ -2,7 +2,8 @@
 //! webhook running: the namespaces the webhooks skip refuse the six kinds
 //! the webhooks judge and their forces (deleting an owned child and a
 //! namespace strategy that skips draining included, under any case of its
-//! key), the webhook's own account may change nothing but a reset of
+//! key, and changing an owned child's spec but pausing and scaling, or
+//! Numaplane's and Numaflow's keys on it), the webhook's own account may change nothing but a reset of
 //! `allow-data-loss` to "false", and the audit's RBAC reaches no
 //! PolicyReport but the webhook's own.
 //!
