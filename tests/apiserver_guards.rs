@@ -2,7 +2,8 @@
 //! webhook running: the namespaces the webhooks skip refuse the six kinds
 //! the webhooks judge and their forces (deleting an owned child and a
 //! namespace strategy that skips draining included, under any case of its
-//! key), the webhook's own account may change nothing but a reset of
+//! key, and changing an owned child's spec but pausing and scaling, or
+//! Numaplane's and Numaflow's keys on it), the webhook's own account may change nothing but a reset of
 //! `allow-data-loss` to "false", and the audit's RBAC reaches no
 //! PolicyReport but the webhook's own.
 //!
@@ -294,6 +295,7 @@ fn with_rollouts_allowed_there_a_force_is_still_refused() {
 
 const GARBAGE_COLLECTOR: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
 const NUMAFLOW: &str = "system:serviceaccount:numaflow-system:numaflow-sa";
+const NUMAPLANE: &str = "system:serviceaccount:numaplane-system:numaplane-sa";
 
 /// Numaplane's namespace-level ConfigMap (`labelled`: with its label).
 fn namespace_config(name: &str, strategy: &str, labelled: bool) -> Value {
@@ -700,4 +702,184 @@ fn the_webhooks_own_account_touches_no_policy_report_but_its_own() {
             .is_some(),
         "another tool's report is untouched"
     );
+}
+
+/// A MonoVertex a rollout owns, as Numaplane makes it.
+fn mono_vertex(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "MonoVertex",
+        "metadata": {"name": name, "namespace": namespace,
+            "labels": {"numaplane.numaproj.io/parent-rollout-name": "m"}},
+        "spec": {},
+    })
+}
+
+#[test]
+fn the_skipped_namespaces_refuse_editing_an_owned_childs_spec_and_keys() {
+    let Some(cluster) = cluster() else { return };
+    cluster
+        .install_crd(
+            &repo_root().join("tests/fixtures/numaflow/numaflow.numaproj.io_monovertices.yaml"),
+        )
+        .expect("CRD");
+    let admin = cluster.kubectl(User::Admin);
+    admin
+        .create(&pipeline("kube-system", "owned"), &[])
+        .expect_success("an owned Pipeline");
+    admin
+        .create(&mono_vertex("kube-system", "owned"), &[])
+        .expect_success("an owned MonoVertex");
+    let mut free = pipeline("kube-system", "free");
+    free["metadata"]["labels"] = json!({});
+    admin
+        .create(&free, &[])
+        .expect_success("an unowned Pipeline");
+    // Numaflow's and Numaplane's controllers write children, as their
+    // installs grant.
+    cluster
+        .create_all(vec![json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "e2e-controllers"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NUMAFLOW},
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NUMAPLANE},
+            ],
+        })])
+        .expect("the controllers' RBAC");
+    install(&cluster, SKIPPED_POLICY, &[]);
+    let policy = "pipelinerollout-webhook-skipped-namespaces";
+    let pipelines = "pipelines.numaflow.numaproj.io";
+    let monovertices = "monovertices.numaflow.numaproj.io";
+
+    // A dry run, so that an attempt before the policy is in force changes
+    // nothing (admission judges dry runs all the same).
+    let edit = json!({"spec": {"limits": {"readBatchSize": 100}}});
+    let out = until_refused("an owned child's spec", "which a rollout owns", || {
+        admin.merge_patch(
+            pipelines,
+            "kube-system",
+            "owned",
+            &edit,
+            &["--dry-run=server"],
+        )
+    });
+    assert_refused_by(
+        &out,
+        policy,
+        "Pipeline \"owned\", which a rollout owns, may not be changed in namespace \"kube-system\" but by Numaplane's and Numaflow's controllers (changed: spec.limits)",
+    );
+    let out = admin.merge_patch(pipelines, "kube-system", "owned", &edit, &[]);
+    assert_refused_by(&out, policy, "(changed: spec.limits)");
+    let out = admin.merge_patch(
+        pipelines,
+        "kube-system",
+        "owned",
+        &json!({"spec": {"lifecycle": {"pauseGracePeriodSeconds": 60}}}),
+        &[],
+    );
+    assert_refused_by(
+        &out,
+        policy,
+        "(changed: spec.lifecycle.pauseGracePeriodSeconds)",
+    );
+    let out = admin.merge_patch(
+        monovertices,
+        "kube-system",
+        "owned",
+        &json!({"spec": {"limits": {"concurrency": 2}}}),
+        &[],
+    );
+    assert_refused_by(&out, policy, "MonoVertex \"owned\", which a rollout owns");
+    // Numaplane's and Numaflow's keys, set or removed.
+    let out = admin.merge_patch(
+        pipelines,
+        "kube-system",
+        "owned",
+        &json!({"metadata": {"labels": {"numaplane.numaproj.io/upgrade-state": "promoted"}}}),
+        &[],
+    );
+    assert_refused_by(
+        &out,
+        policy,
+        "(changed: metadata.labels[\"numaplane.numaproj.io/upgrade-state\"])",
+    );
+    let out = admin.merge_patch(
+        pipelines,
+        "kube-system",
+        "owned",
+        &json!({"metadata": {"annotations": {"numaflow.numaproj.io/example": "x"}}}),
+        &[],
+    );
+    assert_refused_by(
+        &out,
+        policy,
+        "metadata.annotations[\"numaflow.numaproj.io/example\"]",
+    );
+    let out = admin.merge_patch(
+        pipelines,
+        "kube-system",
+        "owned",
+        &json!({"metadata": {"labels": {"numaplane.numaproj.io/parent-rollout-name": null}}}),
+        &[],
+    );
+    assert_refused_by(
+        &out,
+        policy,
+        "metadata.labels[\"numaplane.numaproj.io/parent-rollout-name\"]",
+    );
+
+    // Pausing, resuming and scaling are anyone's, and so are one's own keys.
+    for phase in ["Paused", "Running"] {
+        admin
+            .merge_patch(
+                pipelines,
+                "kube-system",
+                "owned",
+                &json!({"spec": {"lifecycle": {"desiredPhase": phase}}}),
+                &[],
+            )
+            .expect_success("pausing or resuming an owned Pipeline");
+    }
+    admin
+        .merge_patch(
+            monovertices,
+            "kube-system",
+            "owned",
+            &json!({"spec": {"replicas": 3, "lifecycle": {"desiredPhase": "Paused"}}}),
+            &[],
+        )
+        .expect_success("scaling and pausing an owned MonoVertex");
+    admin
+        .merge_patch(
+            pipelines,
+            "kube-system",
+            "owned",
+            &json!({"metadata": {"labels": {"team": "b"}, "annotations": {"example.com/note": "x"}}}),
+            &[],
+        )
+        .expect_success("a label and an annotation of one's own");
+    admin
+        .merge_patch(pipelines, "kube-system", "free", &edit, &[])
+        .expect_success("the spec of a Pipeline no rollout owns");
+
+    // The controllers change the spec and their keys.
+    for (account, size) in [(NUMAPLANE, 100), (NUMAFLOW, 200)] {
+        admin
+            .run(&[
+                &format!("--as={account}"),
+                "patch",
+                pipelines,
+                "owned",
+                "-n",
+                "kube-system",
+                "--type=merge",
+                "-p",
+                &json!({"spec": {"limits": {"readBatchSize": size}},
+                    "metadata": {"labels": {"numaplane.numaproj.io/upgrade-state": "promoted"}}})
+                .to_string(),
+            ])
+            .expect_success("a controller edits an owned child");
+    }
 }
