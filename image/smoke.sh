@@ -204,7 +204,14 @@ printf '%s\n' 'Uid: 65532 65532 65532 65532' 'Gid: 65532 65532 65532 65532' 'Gro
 diff -u "$work/expected-ids" "$work/ids" >&2 \
     || fail "the server does not run as uid 65532, gid 65532, with the one supplementary group 65532 (above)"
 echo "ok: runs as $(paste -sd' ' "$work/ids")"
-grep -q '"message":"no API server: RBAC checks, Events and the background controllers are off"' "$work/serve.log" \
+# The log sink writes in batches: the line may reach the log after /readyz
+# answers, so it is waited for (10 s at most).
+no_api_server='"message":"no API server: RBAC checks, Events and the background controllers are off"'
+for _ in $(seq 100); do
+    grep -q "$no_api_server" "$work/serve.log" && break
+    sleep 0.1
+done
+grep -q "$no_api_server" "$work/serve.log" \
     || fail "serve did not log that RBAC and Events are off: $(head -n 5 "$work/serve.log")"
 echo "ok: logged: no API server: RBAC checks, Events and the background controllers are off"
 
