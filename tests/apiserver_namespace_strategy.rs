@@ -356,30 +356,36 @@ fn unlabelled_configmaps_never_reach_the_webhook_and_adding_the_label_is_judged(
     }
 }
 
-#[test]
-fn the_audit_reports_a_stored_strategy_that_skips_draining() {
-    let Some((env, _turn)) = shared() else { return };
-    let cluster = &env.cluster;
+/// The results of the audit's report of `namespace`, once it has any
+/// (waits up to 120 s).
+#[track_caller]
+fn report_results(env: &Installation, namespace: &str) -> Vec<Value> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let results = loop {
-        let report = cluster.kubectl(User::Admin).get(
+    loop {
+        let report = env.cluster.kubectl(User::Admin).get(
             "policyreports.wgpolicyk8s.io",
-            PREDATING,
+            namespace,
             "pipelinerollout-webhook",
         );
         let results: Vec<Value> = report
             .map(|r| r["results"].as_array().cloned().unwrap_or_default())
             .unwrap_or_default();
         if !results.is_empty() {
-            break results;
+            return results;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no report for {PREDATING} after 120 s; log:\n{}",
+            "no report for {namespace} after 120 s; log:\n{}",
             env.webhook.log_tail(40)
         );
         std::thread::sleep(std::time::Duration::from_millis(500));
-    };
+    }
+}
+
+#[test]
+fn the_audit_reports_a_stored_strategy_that_skips_draining() {
+    let Some((env, _turn)) = shared() else { return };
+    let results = report_results(env, PREDATING);
     let of = |rule: &str| {
         results
             .iter()
@@ -522,27 +528,7 @@ fn keys_numaplane_reads_in_any_case_are_judged_as_it_reads_them() {
 #[test]
 fn the_audit_reports_keys_numaplane_reads_as_one_as_a_failure() {
     let Some((env, _turn)) = shared() else { return };
-    let cluster = &env.cluster;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let results = loop {
-        let report = cluster.kubectl(User::Admin).get(
-            "policyreports.wgpolicyk8s.io",
-            PREDATING_FOLDED,
-            "pipelinerollout-webhook",
-        );
-        let results: Vec<Value> = report
-            .map(|r| r["results"].as_array().cloned().unwrap_or_default())
-            .unwrap_or_default();
-        if !results.is_empty() {
-            break results;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no report for {PREDATING_FOLDED} after 120 s; log:\n{}",
-            env.webhook.log_tail(40)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    };
+    let results = report_results(env, PREDATING_FOLDED);
     let of = |rule: &str| {
         results
             .iter()
