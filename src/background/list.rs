@@ -3,10 +3,12 @@
 //! WatchList: `sendInitialEvents`, one object per watch event) so that the
 //! raw bytes held at once are one object's, whatever the number and size of
 //! the objects stored. A paged list holds a whole page: its body, the
-//! buffer it grew into and the parsed objects, all at once; 400
-//! PipelineRollouts carrying 250 KiB of annotations each, listed in the
-//! client's default pages of 500, took a leader from 14 to 214 MiB
-//! (BENCHMARKS.md, "The leader's memory").
+//! buffer it grew into and the parsed objects, all at once: 100
+//! PipelineRollouts of 1.4 MiB and 300 carrying 250 KiB of annotations,
+//! listed in the client's default pages of 500 (the audit's of 50), took a
+//! leader to a 459.6 MiB peak, and to 46.8 MiB listed this way
+//! (docs/performance.md, "The leader's memory under large objects";
+//! `tests/apiserver_audit.rs` holds it under 64 MiB).
 //!
 //! Where the API server refuses a streaming list (its WatchList feature is
 //! off, as by default before Kubernetes 1.32, or its etcd lacks progress
