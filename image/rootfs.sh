@@ -54,12 +54,16 @@ RUSTFLAGS="-C target-feature=+crt-static" \
 binary=${CARGO_TARGET_DIR:-target}/$target/release/pipelinerollout-webhook
 
 # Static: no program interpreter, no shared library needed. A scratch image
-# has no loader and no libc to offer one.
-if readelf --program-headers --wide "$binary" | grep -q INTERP \
-    || readelf --dynamic --wide "$binary" | grep -q NEEDED; then
-    die "$binary is dynamically linked:"$'\n'"$(readelf --dynamic --wide "$binary" | grep NEEDED)"
+# has no loader and no libc to offer one. readelf's output is read whole
+# before it is searched: `readelf | grep -q` under pipefail fails at random
+# when grep stops reading before readelf has written its last line.
+program_headers=$(readelf --program-headers --wide "$binary")
+dynamic=$(readelf --dynamic --wide "$binary")
+sections=$(readelf --sections --wide "$binary")
+if [[ $program_headers == *INTERP* || $dynamic == *NEEDED* ]]; then
+    die "$binary is dynamically linked:"$'\n'"$(grep NEEDED <<<"$dynamic")"
 fi
-readelf --sections --wide "$binary" | grep -q '\.dep-v0' \
+[[ $sections == *" .dep-v0 "* ]] \
     || die "$binary has no .dep-v0 section: cargo auditable did not embed the dependency list"
 version=$("$binary" --version)
 case $version in
