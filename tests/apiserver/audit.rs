@@ -10,7 +10,7 @@
 //! reports off. Only the PipelineRollout CRD is installed: the audit's
 //! other kinds are not served, which it says once and works around. Same harness and skip rules as tests/apiserver_webhook.rs.
 
-mod apiserver_support;
+use crate::apiserver_support;
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};

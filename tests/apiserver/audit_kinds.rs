@@ -6,7 +6,7 @@
 //! PipelineRollout, each kind with its own rules. Same harness and skip
 //! rules as tests/apiserver_audit.rs.
 
-mod apiserver_support;
+use crate::apiserver_support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -10,8 +10,8 @@
 //! is refused and by Numaflow's controller account allowed, and Numaflow's
 //! and Numaplane's ordinary writes reach no webhook.
 
-mod apiserver_children_support;
-mod apiserver_support;
+use crate::apiserver_children_support;
+use crate::apiserver_support;
 
 use std::sync::MutexGuard;
 

@@ -15,8 +15,8 @@
 //! of the permission may; and the garbage collector deletes (foreground
 //! and background) and orphans the children of a deleted rollout.
 
-mod apiserver_children_support;
-mod apiserver_support;
+use crate::apiserver_children_support;
+use crate::apiserver_support;
 
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};

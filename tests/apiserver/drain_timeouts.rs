@@ -7,8 +7,8 @@
 //! The scenarios share one cluster and take turns (`TURN`): the webhook
 //! call counter read in one needs no other request in flight.
 
-mod apiserver_children_support;
-mod apiserver_support;
+use crate::apiserver_children_support;
+use crate::apiserver_support;
 
 use std::sync::MutexGuard;
 

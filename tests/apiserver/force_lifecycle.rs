@@ -5,7 +5,7 @@
 //! tests/apiserver_webhook.rs; this binary runs its own cluster, whose webhook also runs
 //! the sweeper (as the Deployment in manifests/base does).
 
-mod apiserver_support;
+use crate::apiserver_support;
 
 use std::path::Path;
 use std::sync::OnceLock;

@@ -9,8 +9,7 @@
 //!
 //! Without the binaries these tests print a skip line each, and fail in CI.
 
-mod apiserver_support;
-#[path = "apiserver_guards/own_account.rs"]
+use crate::apiserver_support;
 mod own_account;
 
 use std::process::Command;

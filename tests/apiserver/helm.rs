@@ -11,7 +11,7 @@
 //! Without the envtest binaries each test prints a skip line, and fails in
 //! CI; helm must be on the PATH.
 
-mod helm_support;
+use crate::helm_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -9,7 +9,7 @@
 //!
 //! Without the binaries the test prints a skip line, and fails in CI.
 
-mod apiserver_support;
+use crate::apiserver_support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -19,8 +19,7 @@
 //! replicas, whose sweepers watch every namespace) and use short Lease
 //! settings (tests/apiserver_leader_support/).
 
-mod apiserver_leader_support;
-mod apiserver_support;
+use crate::apiserver_leader_support;
 
 use std::time::{Duration, Instant};
 

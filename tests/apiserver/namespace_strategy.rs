@@ -18,9 +18,9 @@
 //! The scenarios share one cluster and take turns (`TURN`): the counter
 //! test needs no other request in flight.
 
-mod apiserver_children_support;
+use crate::apiserver_children_support;
+#[path = "apiserver_namespace_strategy_events/mod.rs"]
 mod apiserver_namespace_strategy_events;
-mod apiserver_support;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};

@@ -23,8 +23,7 @@
 //! One cluster for all four, one policy installed at a time. Without the
 //! binaries this test prints a skip line, and fails in CI.
 
-mod apiserver_vap_support;
-mod cel_support;
+use crate::apiserver_vap_support;
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -42,7 +41,7 @@ use serde_json::{Value, json};
 use test_builders::pipeline_rollout;
 
 /// The overrides policy (see the file for what it exercises).
-const OVERRIDES_POLICY: &str = include_str!("fixtures/policies/overrides-rbac.yaml");
+const OVERRIDES_POLICY: &str = include_str!("../fixtures/policies/overrides-rbac.yaml");
 
 /// The remaining switches: no pause condition, forcePromote not gated, no
 /// timeout nowhere, a default scale factor of 1, and rollout deletes gated.

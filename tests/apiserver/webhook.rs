@@ -10,7 +10,7 @@
 //!
 //! Without the binaries these tests print a skip line each, and fail in CI.
 
-mod apiserver_support;
+use crate::apiserver_support;
 
 use std::io::Write as _;
 use std::path::Path;

@@ -14,8 +14,7 @@
 //! every step. Without the binaries these tests print a skip line each, and
 //! fail in CI.
 
-mod apiserver_certs_support;
-mod apiserver_support;
+use crate::apiserver_certs_support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,8 +4,7 @@
 //! the new certificate and a propagation delay has passed, so no write
 //! fails; then the old CA leaves. The harness is tests/apiserver_certs.rs's.
 
-mod apiserver_certs_support;
-mod apiserver_support;
+use crate::apiserver_certs_support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

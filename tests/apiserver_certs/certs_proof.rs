@@ -13,8 +13,7 @@
 //! it still takes `one_at_a_time`. Without the envtest binaries it prints
 //! a skip line, and fails in CI.
 
-mod apiserver_certs_support;
-mod apiserver_support;
+use crate::apiserver_certs_support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -25,8 +25,8 @@
 //!
 //! Same harness and skip rules as tests/apiserver_certs.rs.
 
-mod apiserver_certs_support;
-mod apiserver_support;
+use crate::apiserver_certs_support;
+use crate::apiserver_support;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! The binary's commands, run as a user runs them.
 
-mod https_support;
+use crate::https_support;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};

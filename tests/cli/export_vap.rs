@@ -16,7 +16,7 @@ use serde_json::Value;
 
 /// Namespace overrides (first match wins, wildcards), RBAC, a default scale
 /// factor, and no timeout refused in some namespaces.
-const OVERRIDES_RBAC: &str = include_str!("fixtures/policies/overrides-rbac.yaml");
+const OVERRIDES_RBAC: &str = include_str!("../fixtures/policies/overrides-rbac.yaml");
 
 fn policies() -> Vec<(&'static str, Policy)> {
     let parse = |yaml: &str| Policy::from_yaml(yaml).expect("test policy is valid");

@@ -14,7 +14,7 @@
 //! here grant by users and groups only; the RBAC verb is exercised on a
 //! real API server by tests/apiserver_vap.rs.
 
-mod cel_support;
+use crate::cel_support;
 
 use cel_support::table::{Case, Expect, case, run};
 use cel_support::{Request, Resource};

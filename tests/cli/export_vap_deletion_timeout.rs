@@ -10,7 +10,7 @@
 //! The webhook's warnings about the deprecated or ignored field have no
 //! exported counterpart (docs/vap.md); they are not compared.
 
-mod cel_support;
+use crate::cel_support;
 
 use cel_support::table::{Case, Expect, case, run};
 use cel_support::{Request, Resource};

@@ -11,7 +11,7 @@
 //! tests/apiserver_vap.rs. The webhook's notes on a ConfigMap without data
 //! or strategy have no exported counterpart (docs/vap.md).
 
-mod cel_support;
+use crate::cel_support;
 
 use cel_support::table::{Case, Expect, case, run};
 use cel_support::{CONFIGMAPS, Request};

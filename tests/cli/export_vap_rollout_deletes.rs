@@ -9,7 +9,7 @@
 //! the real API server's CEL and the binding's `[Warn]` are exercised by
 //! tests/apiserver_vap.rs.
 
-mod cel_support;
+use crate::cel_support;
 
 use cel_support::table::{Case, Expect, case, run};
 use cel_support::{Request, Resource, judged, policy_named};

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use pipelinerollout_webhook::policy::rules::Rule;
 
-const PAGE: &str = include_str!("../docs/rules.md");
+const PAGE: &str = include_str!("../../docs/rules.md");
 const TABLE_HEADING: &str = "## Every rule, by number and name";
 
 /// The (number, name) rows of the page's table of rules.

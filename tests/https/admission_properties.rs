@@ -8,8 +8,8 @@
 //! `PROPTEST_CASES=100000 cargo test --release --test admission_properties`
 //! (see docs/robustness.md); every `PROPTEST_*` variable is honoured.
 
-mod admission_bodies;
-mod https_support;
+use crate::admission_bodies;
+use crate::https_support;
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};

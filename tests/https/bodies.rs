@@ -8,8 +8,8 @@
 //! their memory figures do not disturb one another. Findings and numbers:
 //! docs/robustness.md (`-- --nocapture` prints them).
 
-mod admission_bodies;
-mod https_support;
+use crate::admission_bodies;
+use crate::https_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! account is in the controller's namespace); the controller's own write,
 //! a person's refused write and a dry run leave it as it was.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{TestServer, fixture_json, metric_value, response_for};
 use pipelinerollout_webhook::policy::Policy;

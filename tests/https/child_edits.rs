@@ -5,7 +5,7 @@
 //! a holder of forceReapply.editChildren; a `/scale` write is not judged;
 //! bad input gets a clear refusal, never a silent allow.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{TestServer, metric_value, response_for};
 use pipelinerollout_webhook::policy::Policy;

@@ -8,7 +8,7 @@
 //! their timings do not disturb one another. Findings and numbers:
 //! docs/robustness.md (`-- --nocapture` prints them).
 
-mod https_support;
+use crate::https_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

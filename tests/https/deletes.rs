@@ -4,7 +4,7 @@
 //! warning (rule 21), and a DELETE without a readable `oldObject` refused
 //! with the reason, never allowed silently.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{TestServer, fixture_json, response_for, warnings_of};
 use pipelinerollout_webhook::policy::Policy;

@@ -3,7 +3,7 @@
 //! value, through `/validate` (denials, warnings) and `/mutate` (the patch,
 //! applied to the object).
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{Client, TestServer, fixture_json, patch_of, response_for, warnings_of};
 use pipelinerollout_webhook::policy::Policy;

@@ -2,7 +2,7 @@
 //! over real HTTPS: the answer tests/fixtures/README.md documents for it,
 //! and each patch applied, checked and sent again.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{
     TIMEOUT_POINTER, TestServer, fixture, fixture_json, patch_of, patched_object, response_for,

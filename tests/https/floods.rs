@@ -6,7 +6,7 @@
 //! timings and memory figures do not disturb one another. Findings and
 //! numbers: docs/robustness.md (`-- --nocapture` prints them).
 
-mod https_support;
+use crate::https_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

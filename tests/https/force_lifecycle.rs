@@ -2,7 +2,7 @@
 //! (patch applied to the object and checked), the minimum pause age in
 //! `/validate`, and `review --now` reproducing a clock-dependent decision.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{TestServer, fixture_json, patch_of, response_for, warnings_of};
 use pipelinerollout_webhook::policy::Policy;

@@ -2,7 +2,7 @@
 //! stops reading cannot stall requests (lines are dropped and counted), and
 //! request fields cannot forge a log line of their own.
 
-mod https_support;
+use crate::https_support;
 
 use std::time::{Duration, Instant};
 

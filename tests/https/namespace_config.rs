@@ -5,7 +5,7 @@
 //! reads as upgradeStrategy in another case, and several of them. Each gets a clear answer with
 //! the uid, never a panic; the gate's audit annotation and metric.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{TestServer, response_for, warnings_of};
 use pipelinerollout_webhook::policy::Policy;

@@ -1,7 +1,7 @@
 //! Operations: certificate and policy reload, readiness, metrics, mTLS and
 //! request deadlines, against the real server over HTTPS.
 
-mod https_support;
+use crate::https_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! force a reapply, the drain timeout's values, every violation in one
 //! denial, warn mode, namespace overrides and dry runs.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{
     Client, TIMEOUT_POINTER, TestServer, fixture, fixture_json, patched_object, response_for,

@@ -15,8 +15,8 @@
 //!
 //! Without prometheus this prints a skip line, and fails when CI=true.
 
-mod helm_support;
-mod https_support;
+use crate::helm_support;
+use crate::https_support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

@@ -2,7 +2,7 @@
 //! malformed objects answered with the request's uid, and the HTTP error
 //! cases (bad bodies, the size limit, methods, paths).
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{TestServer, fixture, fixture_json, patch_of, response_for, warnings_of};
 use hyper::{Method, StatusCode};

@@ -1,7 +1,7 @@
 //! RBAC authorisation of the forced re-apply through SubjectAccessReviews,
 //! against an HTTPS stand-in for the API server's endpoint.
 
-mod https_support;
+use crate::https_support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! guard is allowed with a warning, a child Pipeline is judged by its own
 //! rules.
 
-mod https_support;
+use crate::https_support;
 
 use https_support::{TestServer, fixture_json, response_for};
 use pipelinerollout_webhook::policy::Policy;

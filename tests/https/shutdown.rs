@@ -1,7 +1,7 @@
 //! SIGTERM while requests are in flight: the binary keeps answering during
 //! the shutdown delay, loses no request, and exits 0.
 
-mod https_support;
+use crate::https_support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

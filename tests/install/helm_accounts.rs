@@ -10,7 +10,7 @@
 //!
 //! Needs `helm` (3.8 or newer) on the PATH.
 
-mod helm_support;
+use crate::helm_support;
 
 use helm_support::{policy_text, template, write};
 use pipelinerollout_webhook::kinds::{

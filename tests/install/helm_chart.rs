@@ -13,7 +13,7 @@
 //! Needs `helm` (3.8 or newer) and `kubectl` on the PATH; without them the
 //! tests fail and say so.
 
-mod helm_support;
+use crate::helm_support;
 
 use std::process::Command;
 

@@ -7,7 +7,7 @@
 //!
 //! Needs `helm` (3.8 or newer) on the PATH.
 
-mod helm_support;
+use crate::helm_support;
 
 use base64::Engine as _;
 use helm_support::{CHART, NAMESPACE, example, helm, object, policy_text, root, template};

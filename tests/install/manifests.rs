@@ -27,25 +27,25 @@ mod rbac;
 mod render;
 mod webhooks;
 
-use crate::certificates::ca_comes_from_cert_manager_or_gen_certs;
-use crate::deployment::{
+use crate::manifests::certificates::ca_comes_from_cert_manager_or_gen_certs;
+use crate::manifests::deployment::{
     allocator_returns_large_buffers, args_are_flags_serve_has,
     deployment_selects_at_least_two_replicas, memory_limit_holds_the_body_budget,
     ports_are_the_listen_ports, probes_ask_the_admin_server,
     resources_request_and_limit_memory_only, termination_outlasts_the_shutdown,
 };
-use crate::network::{network_policy_opens_the_ports, service_targets_the_container_ports};
-use crate::pod::{
+use crate::manifests::network::{network_policy_opens_the_ports, service_targets_the_container_ports};
+use crate::manifests::pod::{
     disruption_budget_keeps_one_pod, namespace_is_restricted, pods_spread_over_nodes_and_zones,
     policy_configmap_keeps_its_name_and_asks_rbac, security_context_is_restricted,
     tls_and_policy_are_read_only_directories,
 };
-use crate::policies::skipped_namespaces_and_own_account_are_guarded;
-use crate::rbac::{
+use crate::manifests::policies::skipped_namespaces_and_own_account_are_guarded;
+use crate::manifests::rbac::{
     force_is_granted_only_by_the_opt_in_bindings, rbac_grants_exactly_what_is_needed,
 };
-use crate::render::{OVERLAYS, Rendering, rendering};
-use crate::webhooks::{
+use crate::manifests::render::{OVERLAYS, Rendering, rendering};
+use crate::manifests::webhooks::{
     force_key_webhooks_send_only_force_writes, webhook_configurations_match_the_server,
 };
 use std::collections::BTreeSet;

@@ -10,7 +10,7 @@
 //! Needs promtool (Debian's `prometheus` package) and helm; without
 //! promtool the promtool tests print a skip line, and fail when CI=true.
 
-mod helm_support;
+use crate::helm_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

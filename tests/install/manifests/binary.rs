@@ -2,7 +2,7 @@
 //! flag (its defaults), the value a container gives a flag, and
 //! `check-policy` on a policy file.
 
-use crate::BIN;
+use crate::manifests::BIN;
 use k8s_openapi::api::core::v1::Container;
 use std::collections::BTreeMap;
 use std::fs;

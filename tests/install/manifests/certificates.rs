@@ -2,12 +2,12 @@
 //! `gen-certs` (its files and the caBundle patch), or from the webhook
 //! itself (`serve --manage-certs`, with its names and its guard policy).
 
-use crate::binary::{HELP, duration, flag_value};
-use crate::install::{Install, named, one, sorted};
-use crate::pod::{mounted_dir, pod};
-use crate::render::{CaSource, NO_KUBECTL, Rendering, Workspace, on_every_rendering};
-use crate::webhooks::{Webhooks, service_name, webhooks};
-use crate::{INJECT_CA, NAMESPACE, TLS_SECRET};
+use crate::manifests::binary::{HELP, duration, flag_value};
+use crate::manifests::install::{Install, named, one, sorted};
+use crate::manifests::pod::{mounted_dir, pod};
+use crate::manifests::render::{CaSource, NO_KUBECTL, Rendering, Workspace, on_every_rendering};
+use crate::manifests::webhooks::{Webhooks, service_name, webhooks};
+use crate::manifests::{INJECT_CA, NAMESPACE, TLS_SECRET};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Container;
 use serde_json::Value;

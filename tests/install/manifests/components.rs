@@ -2,9 +2,9 @@
 //! no-stale-force-sweeper component turns the sweeper off with its RBAC,
 //! and the binary reads the variable it sets.
 
-use crate::holds_every_invariant;
-use crate::install::Install;
-use crate::render::{NO_SWEEPER, rendering};
+use crate::manifests::holds_every_invariant;
+use crate::manifests::install::Install;
+use crate::manifests::render::{NO_SWEEPER, rendering};
 use std::time::Duration;
 
 /// What `serve` logs at start-up with WEBHOOK_RESET_STALE_FORCE=`value` and

@@ -1,11 +1,11 @@
 //! The Deployment and its container: replicas, the flags it passes, its
 //! ports and probes, its shutdown, its resources and memory limit.
 
-use crate::NAMESPACE;
-use crate::binary::{HELP, duration, flag_value};
-use crate::install::{one, selects};
-use crate::pod::{http_probe, pod, ports};
-use crate::render::{Rendering, on_every_rendering};
+use crate::manifests::NAMESPACE;
+use crate::manifests::binary::{HELP, duration, flag_value};
+use crate::manifests::install::{one, selects};
+use crate::manifests::pod::{http_probe, pod, ports};
+use crate::manifests::render::{Rendering, on_every_rendering};
 use pipelinerollout_webhook::server::budget::parse_size;
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,8 +3,8 @@
 //! with every place that names the install's namespace naming `webhooks`,
 //! and the old namespace left only where it names something else.
 
-use crate::BIN;
-use crate::render::{OVERLAYS, Workspace};
+use crate::manifests::BIN;
+use crate::manifests::render::{OVERLAYS, Workspace};
 use serde_json::Value;
 use std::fs;
 use std::process::Command;

@@ -1,10 +1,10 @@
 //! The Service and the NetworkPolicy: the webhook and admin ports, the
 //! one open to all, the other to the namespaces that scrape it.
 
-use crate::NAMESPACE;
-use crate::install::{Install, one, selects};
-use crate::pod::{pod, ports, service_port};
-use crate::render::{Rendering, on_every_rendering};
+use crate::manifests::NAMESPACE;
+use crate::manifests::install::{Install, one, selects};
+use crate::manifests::pod::{pod, ports, service_port};
+use crate::manifests::render::{Rendering, on_every_rendering};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 

@@ -2,10 +2,10 @@
 //! context, its spread over nodes and zones, its disruption budget, the
 //! TLS and policy volumes and the policy ConfigMap they come from.
 
-use crate::binary::{HELP, flag_value, port_of};
-use crate::install::{Install, named, one, selects};
-use crate::render::{Rendering, on_every_rendering};
-use crate::{NAMESPACE, POLICY_CONFIGMAP, TLS_SECRET};
+use crate::manifests::binary::{HELP, flag_value, port_of};
+use crate::manifests::install::{Install, named, one, selects};
+use crate::manifests::render::{Rendering, on_every_rendering};
+use crate::manifests::{NAMESPACE, POLICY_CONFIGMAP, TLS_SECRET};
 use k8s_openapi::api::core::v1::{Container, PodSpec, Probe, Service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;

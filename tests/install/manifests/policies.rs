@@ -1,11 +1,11 @@
 //! The ValidatingAdmissionPolicies of the base: the skipped namespaces
 //! and the webhook's own account.
 
-use crate::NAMESPACE;
-use crate::install::{named, one};
-use crate::pod::pod;
-use crate::render::{Rendering, WITH_OPT_INS, on_every_rendering};
-use crate::webhooks::webhooks;
+use crate::manifests::NAMESPACE;
+use crate::manifests::install::{named, one};
+use crate::manifests::pod::pod;
+use crate::manifests::render::{Rendering, WITH_OPT_INS, on_every_rendering};
+use crate::manifests::webhooks::webhooks;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// The ValidatingAdmissionPolicies of the base: the one for the skipped

@@ -2,12 +2,12 @@
 //! sweeper, leader election and `--manage-certs`), the force-reapply
 //! grant, and who it is bound to.
 
-use crate::NAMESPACE;
-use crate::binary::{HELP, flag_value};
-use crate::certificates::manages_certs;
-use crate::install::{Install, named, sorted};
-use crate::pod::pod;
-use crate::render::{Rendering, WITH_OPT_INS, on_every_rendering};
+use crate::manifests::NAMESPACE;
+use crate::manifests::binary::{HELP, flag_value};
+use crate::manifests::certificates::manages_certs;
+use crate::manifests::install::{Install, named, sorted};
+use crate::manifests::pod::pod;
+use crate::manifests::render::{Rendering, WITH_OPT_INS, on_every_rendering};
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::Value;

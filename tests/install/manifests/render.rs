@@ -2,10 +2,10 @@
 //! overlay (and the test overlays) rendered once per test process with
 //! `kubectl kustomize`, and what each must render to.
 
-use crate::BIN;
-use crate::binary::check_policy;
-use crate::install::{Install, named, parse};
-use crate::pod::{pod, policy_source};
+use crate::manifests::BIN;
+use crate::manifests::binary::check_policy;
+use crate::manifests::install::{Install, named, parse};
+use crate::manifests::pod::{pod, policy_source};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -2,10 +2,10 @@
 //! namespaceSelector and failurePolicy, and the CEL matchConditions of the
 //! webhooks for the children and the other rollouts.
 
-use crate::install::{Install, named, one, sorted};
-use crate::pod::{pod, ports, service_port};
-use crate::render::{Rendering, on_every_rendering};
-use crate::{MUTATE_NAME, NAMESPACE, VALIDATE_NAME, WEBHOOK_CONFIG};
+use crate::manifests::install::{Install, named, one, sorted};
+use crate::manifests::pod::{pod, ports, service_port};
+use crate::manifests::render::{Rendering, on_every_rendering};
+use crate::manifests::{MUTATE_NAME, NAMESPACE, VALIDATE_NAME, WEBHOOK_CONFIG};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
     ValidatingWebhookConfiguration, WebhookClientConfig,
