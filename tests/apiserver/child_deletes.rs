@@ -30,7 +30,8 @@ const PIPELINES: &str = "pipelines.numaflow.numaproj.io";
 
 /// The shared installation, and this scenario's turn on it.
 fn shared() -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
-    apiserver_children_support::shared(|cluster| {
+    static SHARED: apiserver_children_support::Shared = apiserver_children_support::Shared::new();
+    apiserver_children_support::shared(&SHARED, |cluster| {
         before_webhooks(cluster)?;
         // Numaflow's controller writes Pipelines, as its install grants.
         cluster.create_all(vec![json!({

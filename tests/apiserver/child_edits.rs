@@ -60,7 +60,8 @@ fn setup(cluster: &Cluster) -> Result<(), String> {
 
 /// The shared installation, and this scenario's turn on it.
 fn shared() -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
-    apiserver_children_support::shared(setup)
+    static SHARED: apiserver_children_support::Shared = apiserver_children_support::Shared::new();
+    apiserver_children_support::shared(&SHARED, setup)
 }
 
 /// A namespace where alice holds what `numaflow-aggregate-to-edit` grants.

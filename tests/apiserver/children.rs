@@ -31,7 +31,8 @@ use serde_json::{Value, json};
 
 /// The shared installation, and this scenario's turn on it.
 fn shared() -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
-    apiserver_children_support::shared(before_webhooks)
+    static SHARED: apiserver_children_support::Shared = apiserver_children_support::Shared::new();
+    apiserver_children_support::shared(&SHARED, before_webhooks)
 }
 
 #[test]

@@ -23,7 +23,8 @@ const PIPELINES: &str = "pipelines.numaflow.numaproj.io";
 
 /// The shared installation, and this scenario's turn on it.
 fn shared() -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
-    apiserver_children_support::shared(before_webhooks)
+    static SHARED: apiserver_children_support::Shared = apiserver_children_support::Shared::new();
+    apiserver_children_support::shared(&SHARED, before_webhooks)
 }
 
 /// The sample rollout with a pause timeout of 300 and `lifecycle` besides.

@@ -34,7 +34,9 @@ use crate::manifests::deployment::{
     ports_are_the_listen_ports, probes_ask_the_admin_server,
     resources_request_and_limit_memory_only, termination_outlasts_the_shutdown,
 };
-use crate::manifests::network::{network_policy_opens_the_ports, service_targets_the_container_ports};
+use crate::manifests::network::{
+    network_policy_opens_the_ports, service_targets_the_container_ports,
+};
 use crate::manifests::pod::{
     disruption_budget_keeps_one_pod, namespace_is_restricted, pods_spread_over_nodes_and_zones,
     policy_configmap_keeps_its_name_and_asks_rbac, security_context_is_restricted,

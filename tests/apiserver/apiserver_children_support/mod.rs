@@ -1,5 +1,6 @@
-//! What `tests/apiserver_children.rs` shares: the CRDs and the RBAC its
-//! cluster needs, children as Numaplane makes them, Argo CD's child
+//! What the scenarios of children (`children.rs`, `child_edits.rs`,
+//! `child_deletes.rs`, `drain_timeouts.rs`) share: the CRDs and the RBAC
+//! their clusters need, children as Numaplane makes them, Argo CD's child
 //! actions, the rollouts' templates, and the checks and counters the
 //! scenarios read.
 // Not every item is used by every scenario.
@@ -22,15 +23,31 @@ pub const UPGRADE_STATE: &str = "numaplane.numaproj.io/upgrade-state";
 pub const CHILDREN_WEBHOOK: &str =
     "validate-children.pipelinerollout-webhook.numaplane.numaproj.io";
 
-/// The installation this test binary's scenarios share (started on first
-/// use, with `setup` run before the webhooks are registered), and this
-/// scenario's turn on it: they run one at a time.
+/// One test module's installation and the turns on it: each module that
+/// shares one declares its own.
+pub struct Shared {
+    installation: OnceLock<Result<Installation, String>>,
+    turn: Mutex<()>,
+}
+
+impl Shared {
+    /// Nothing started yet.
+    pub const fn new() -> Self {
+        Self {
+            installation: OnceLock::new(),
+            turn: Mutex::new(()),
+        }
+    }
+}
+
+/// The installation `module`'s scenarios share (started on first use, with
+/// `setup` run before the webhooks are registered), and this scenario's
+/// turn on it: they run one at a time.
 pub fn shared(
+    module: &'static Shared,
     setup: fn(&Cluster) -> Result<(), String>,
 ) -> Option<(&'static Installation, MutexGuard<'static, ()>)> {
-    static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
-    static TURN: Mutex<()> = Mutex::new(());
-    let env = envtest::shared(&SHARED, &envtest::test_name(), |assets| {
+    let env = envtest::shared(&module.installation, &envtest::test_name(), |assets| {
         Installation::start(
             assets,
             Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
@@ -38,7 +55,10 @@ pub fn shared(
             setup,
         )
     })?;
-    Some((env, TURN.lock().unwrap_or_else(PoisonError::into_inner)))
+    Some((
+        env,
+        module.turn.lock().unwrap_or_else(PoisonError::into_inner),
+    ))
 }
 
 /// The CRDs these scenarios need beyond the PipelineRollout's.
