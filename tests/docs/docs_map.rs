@@ -9,6 +9,14 @@
 //! workspace crate) must be covered, and every path the map names must
 //! exist.
 //!
+//! Where a line of the map names a function for a file, the file must have
+//! it: `name()` is a function of the file itself (a `fn name` in it), and
+//! `module::name` (a path under `src/`, such as `admission::decide`) is a
+//! function the file goes through: the module's file has a `fn name` (or
+//! re-exports it from `module/name.rs`), and the file's code (comments
+//! aside) uses `name`. A path whose first part is
+//! not a module of `src/` names another crate and is not checked.
+//!
 //! Anywhere on the page, a word in code (an inline code span or a fenced
 //! block, the map's descriptions among them) that starts with one of the
 //! repository's top-level directories (`PATH_ROOTS`) names a path, which
@@ -50,12 +58,18 @@ const WILDCARDS: &[char] = &['*', '?', '<', '>', '{', '}'];
 
 /// The paths the map names, in its order.
 fn map_entries(markdown: &str) -> Result<Vec<String>, String> {
+    map_rows(markdown).map(|rows| rows.into_iter().map(|(path, _)| path).collect())
+}
+
+/// The map's rows in order: each path with its description (the rest of
+/// its line and the indented lines after it, joined by spaces).
+fn map_rows(markdown: &str) -> Result<Vec<(String, String)>, String> {
     let mut lines = markdown.lines();
     lines
         .by_ref()
         .find(|line| line.trim_end() == MAP_HEADING)
         .ok_or_else(|| format!("{MAP_FILE} has no `{MAP_HEADING}` heading"))?;
-    let mut entries = Vec::new();
+    let mut rows: Vec<(String, String)> = Vec::new();
     let mut inside = false;
     for line in lines {
         if line.starts_with("## ") && !inside {
@@ -63,21 +77,150 @@ fn map_entries(markdown: &str) -> Result<Vec<String>, String> {
         }
         if line.trim_start().starts_with("```") {
             if inside {
-                return Ok(entries);
+                return Ok(rows);
             }
             inside = true;
             continue;
         }
-        if !inside || line.starts_with(char::is_whitespace) {
+        if !inside {
             continue;
         }
-        if let Some(path) = line.split_whitespace().next() {
-            entries.push(path.to_string());
+        if line.starts_with(char::is_whitespace) {
+            if let Some((_, description)) = rows.last_mut() {
+                description.push(' ');
+                description.push_str(line.trim());
+            }
+            continue;
+        }
+        let mut words = line.splitn(2, char::is_whitespace);
+        if let Some(path) = words.next().filter(|p| !p.is_empty()) {
+            let description = words.next().unwrap_or("").trim().to_string();
+            rows.push((path.to_string(), description));
         }
     }
     Err(format!(
         "no complete code block under `{MAP_HEADING}` in {MAP_FILE}"
     ))
+}
+
+/// A function a description names for its file.
+#[derive(Debug, PartialEq)]
+enum Named {
+    /// `name()`: the file's own.
+    Own(String),
+    /// `module::name`: a function of `src/module` that the file goes through.
+    Through(Vec<String>, String),
+}
+
+/// Whether `word` is a Rust name in snake case (a function's or a module's).
+fn snake_case(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && word
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The functions `description` names: `name()` and `module::name`.
+fn named_functions(description: &str) -> Vec<Named> {
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut named = Vec::new();
+    let mut rest = description;
+    while let Some(start) = rest.find(is_name_char) {
+        let after = &rest[start..];
+        let end = after.find(|c: char| !is_name_char(c)).unwrap_or(after.len());
+        let word = after[..end].trim_matches(':');
+        let called = after[end..].starts_with("()");
+        let parts: Vec<&str> = word.split("::").collect();
+        if parts.iter().all(|p| snake_case(p)) {
+            match parts.as_slice() {
+                [name] if called => named.push(Named::Own((*name).to_string())),
+                [module @ .., name] if !module.is_empty() => named.push(Named::Through(
+                    module.iter().map(|m| (*m).to_string()).collect(),
+                    (*name).to_string(),
+                )),
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    named
+}
+
+/// Whether the Rust source `code` defines a function `name`.
+fn defines(code: &str, name: &str) -> bool {
+    code.match_indices(&format!("fn {name}")).any(|(at, found)| {
+        code[at + found.len()..].starts_with(['(', '<'])
+            && (at == 0 || !code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+    })
+}
+
+/// Whether `code` uses the word `name` outside its comments.
+fn uses(code: &str, name: &str) -> bool {
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .any(|line| {
+            line.match_indices(name).any(|(at, _)| {
+                !line[..at].ends_with(word_char) && !line[at + name.len()..].starts_with(word_char)
+            })
+        })
+}
+
+/// What the map says of its files' functions that is not so: for each row
+/// naming a function for a file, the file and what is wrong. `read` gives
+/// the text of a repository file, `None` when there is none.
+fn wrong_functions(
+    rows: &[(String, String)],
+    read: impl Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (path, description) in rows.iter().filter(|(p, _)| p.ends_with(".rs")) {
+        let named = named_functions(description);
+        if named.is_empty() {
+            continue;
+        }
+        let Some(code) = read(path) else { continue };
+        for function in named {
+            match function {
+                Named::Own(name) if !defines(&code, &name) => {
+                    wrong.push(format!("{path}: names {name}(), but has no `fn {name}`"));
+                }
+                Named::Own(_) => {}
+                Named::Through(module, name) => {
+                    let dir = format!("src/{}", module.join("/"));
+                    let Some(module_code) =
+                        read(&format!("{dir}.rs")).or_else(|| read(&format!("{dir}/mod.rs")))
+                    else {
+                        if read(&format!("src/{}.rs", module[0]))
+                            .or_else(|| read(&format!("src/{}/mod.rs", module[0])))
+                            .is_some()
+                        {
+                            wrong.push(format!(
+                                "{path}: names {}::{name}, but src/ has no module {}",
+                                module.join("::"),
+                                module.join("::")
+                            ));
+                        }
+                        continue;
+                    };
+                    let full = format!("{}::{name}", module.join("::"));
+                    // Defined there, or in a file of its own that the module re-exports.
+                    let own_file = read(&format!("{dir}/{name}.rs"));
+                    let defined = defines(&module_code, &name)
+                        || (own_file.is_some_and(|f| defines(&f, &name))
+                            && uses(&module_code, &name));
+                    if !defined {
+                        wrong.push(format!("{path}: names {full}, but {dir} has no `fn {name}`"));
+                    } else if !uses(&code, &name) {
+                        wrong.push(format!(
+                            "{path}: says it goes through {full}, but its code never uses `{name}`"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    wrong
 }
 
 /// The roots whose every file the map must cover: `src/`, `tests/`, and
@@ -321,12 +464,77 @@ fn the_check_reports_every_missing_file_and_every_stale_entry() {
 }
 
 #[test]
+fn every_function_the_map_names_for_a_file_is_there() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let markdown = fs::read_to_string(root.join(MAP_FILE)).expect("read docs/development.md");
+    let rows = map_rows(&markdown).unwrap_or_else(|e| panic!("{e}"));
+    let checked = rows
+        .iter()
+        .filter(|(_, d)| !named_functions(d).is_empty())
+        .count();
+    assert!(
+        checked > 0,
+        "no row of the map names a function: is {MAP_FILE} still read?"
+    );
+    let wrong = wrong_functions(&rows, |path| fs::read_to_string(root.join(path)).ok());
+    assert!(
+        wrong.is_empty(),
+        "the `{MAP_HEADING}` block in {MAP_FILE} names functions that are not so ({}); \
+         fix the description or the code:\n  {}",
+        wrong.len(),
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn the_function_check_reads_both_forms_and_names_each_wrong_one() {
+    let markdown = "## Project layout\n\n```\n\
+        src/a.rs        run() and go(), through b::c::answer and kube::api, not Type() nor list::\n\
+        \x20               wrapped: step() and b::c::decide\n\
+        src/d.rs        uses b::gone, b::helper and nothing::here\n\
+        src/e/          a directory's run() is not read\n\
+        ```\n";
+    let rows = map_rows(markdown).unwrap();
+    assert_eq!(rows[0].0, "src/a.rs");
+    assert_eq!(
+        named_functions(&rows[0].1),
+        [
+            Named::Own("run".into()),
+            Named::Own("go".into()),
+            Named::Through(vec!["b".into(), "c".into()], "answer".into()),
+            Named::Through(vec!["kube".into()], "api".into()),
+            Named::Own("step".into()),
+            Named::Through(vec!["b".into(), "c".into()], "decide".into()),
+        ]
+    );
+    let files = |path: &str| -> Option<String> {
+        let text = match path {
+            "src/a.rs" => "pub async fn run<P>() {}\n// answer() in a comment is no use\nfn stepping() {}\nlet x = c::decide(1);\nfn go() {}",
+            "src/b/c.rs" => "pub fn answer() {}\npub(crate) fn decide() {}",
+            "src/b/mod.rs" => "pub mod c;\nmod helper;\npub use helper::helper;",
+            "src/b/helper.rs" => "pub fn helper() {}",
+            "src/d.rs" => "b::gone();\nb::helper();",
+            _ => return None,
+        };
+        Some(text.to_string())
+    };
+    assert_eq!(
+        wrong_functions(&rows, files),
+        [
+            "src/a.rs: says it goes through b::c::answer, but its code never uses `answer`",
+            "src/a.rs: names step(), but has no `fn step`",
+            "src/d.rs: names b::gone, but src/b has no `fn gone`",
+        ]
+    );
+}
+
+#[test]
 fn every_path_named_in_docs_development_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let markdown = fs::read_to_string(root.join(MAP_FILE)).expect("read docs/development.md");
     let named = named_paths(&markdown);
     assert!(
-        named.iter().any(|(_, p)| p == "tests/docs_map.rs"),
+        named.iter().any(|(_, p)| p == "tests/docs/docs_map.rs"),
         "no paths found in {MAP_FILE}: is its code still read? (found {})",
         named.len()
     );
@@ -353,7 +561,7 @@ fn paths_are_found_in_every_kind_of_code_and_the_stale_ones_named() {
     let markdown = "# Page\n\
         \n\
         Prose names src/not_in_code.rs, which is not checked.\n\
-        Run `cargo test --test docs_map` on `tests/docs_map.rs`, and see\n\
+        Run `cargo test --test docs_map` on `tests/docs/docs_map.rs`, and see\n\
         ``docs/a `quoted` page.md`` and `bench/*.sh`, `tests/apiserver_<name>.rs`.\n\
         A span over `two\n\
         docs/lines.md` lines; `charts/chart/templates/`, `src/gone.rs:12`,\n\
@@ -374,7 +582,7 @@ fn paths_are_found_in_every_kind_of_code_and_the_stale_ones_named() {
     assert_eq!(
         named,
         expect(&[
-            (4, "tests/docs_map.rs"),
+            (4, "tests/docs/docs_map.rs"),
             (5, "docs/a"),
             (5, "bench/"),
             (5, "tests/"),
