@@ -8,7 +8,7 @@
 //! server stopped and started again during an audit loses nothing. A
 //! second cluster without the PolicyReport CRD runs the audit with its
 //! reports off. Only the PipelineRollout CRD is installed: the audit's
-//! other kinds are not served, which it says once and works around. Same harness and skip rules as tests/apiserver_webhook.rs.
+//! other kinds are not served, which it says once and works around. Same harness and skip rules as tests/apiserver/webhook.rs.
 
 use crate::apiserver_support;
 

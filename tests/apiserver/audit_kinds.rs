@@ -4,7 +4,7 @@
 //! force-promote label and Numaplane's bookkeeping in the child template)
 //! are reported in their namespace's PolicyReport next to a
 //! PipelineRollout, each kind with its own rules. Same harness and skip
-//! rules as tests/apiserver_audit.rs.
+//! rules as tests/apiserver/audit.rs.
 
 use crate::apiserver_support;
 

@@ -2,7 +2,7 @@
 //! the one-shot reset stored by the next write, the sweeper resetting
 //! without any write, the minimum pause age, and the Events each step
 //! records (none for a dry run). Same harness and skip rules as
-//! tests/apiserver_webhook.rs; this binary runs its own cluster, whose webhook also runs
+//! tests/apiserver/webhook.rs; this module runs its own cluster, whose webhook also runs
 //! the sweeper (as the Deployment in manifests/base does).
 
 use crate::apiserver_support;

@@ -10,14 +10,14 @@
 //! token with a huge duration is taken over after the replicas' own
 //! duration, and one that token keeps renewing shows up in every replica's
 //! `leader_lease_followed_seconds` and log. Same
-//! harness and skip rules as tests/apiserver_webhook.rs.
+//! harness and skip rules as tests/apiserver/webhook.rs.
 //!
 //! The installation's own webhook, which the webhook configurations point
 //! at, only serves admission (no election, no sweeper), so that killing a
 //! leader never fails the test's writes; the replicas serve admission on
 //! ports of their own. The tests run one at a time (each starts its own
 //! replicas, whose sweepers watch every namespace) and use short Lease
-//! settings (tests/apiserver_leader_support/).
+//! settings (tests/apiserver/apiserver_leader_support/).
 
 use crate::apiserver_leader_support;
 

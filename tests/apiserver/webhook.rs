@@ -71,7 +71,7 @@ fn shared_policy() -> Result<String, String> {
         Some(found) if *found == want => Ok(()),
         found => Err(format!(
             "the end-to-end scenarios assume base policy.yaml has {pointer} = {want}, \
-             found {found:?}: update tests/apiserver_webhook.rs"
+             found {found:?}: update tests/apiserver/webhook.rs"
         )),
     };
     expect("/mode", json!("enforce"))?;

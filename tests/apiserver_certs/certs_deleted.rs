@@ -2,7 +2,7 @@
 //! through a real kube-apiserver: the leader keeps the CA the replica
 //! serves from in the caBundle beside the new CA until the replica serves
 //! the new certificate and a propagation delay has passed, so no write
-//! fails; then the old CA leaves. The harness is tests/apiserver_certs.rs's.
+//! fails; then the old CA leaves. The harness is tests/apiserver_certs/certs.rs's.
 
 use crate::apiserver_certs_support;
 

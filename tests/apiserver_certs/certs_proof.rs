@@ -1,5 +1,5 @@
 //! The three-minute proof of `serve --manage-certs` through a real
-//! kube-apiserver (the harness of tests/apiserver_certs.rs: the overlay
+//! kube-apiserver (the harness of tests/apiserver_certs/certs.rs: the overlay
 //! manifests/overlays/self-managed, an `ExternalName` Service naming a
 //! replica's loopback address, `envtest::SecretMirror` playing the
 //! kubelet): serving certificates of 30 s and CAs of 75 s rotate under a

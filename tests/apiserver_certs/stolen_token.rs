@@ -23,7 +23,7 @@
 //! - Bad input: a CA Secret of a type the webhook does not write gets a log
 //!   line that says how to get out and retries with backoff, no write.
 //!
-//! Same harness and skip rules as tests/apiserver_certs.rs.
+//! Same harness and skip rules as tests/apiserver_certs/certs.rs.
 
 use crate::apiserver_certs_support;
 use crate::apiserver_support;

@@ -2,7 +2,7 @@
 //! Kubernetes types it was built from, every CEL expression parses with a
 //! Rust CEL parser (the `cel` crate), variables are defined before they are
 //! read, and the command's flags behave. The API server's own verdict (type
-//! checking and every rule-table case) is in tests/apiserver_vap.rs.
+//! checking and every rule-table case) is in tests/apiserver/vap.rs.
 
 use std::collections::BTreeSet;
 use std::process::Command;

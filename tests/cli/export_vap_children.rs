@@ -12,7 +12,7 @@
 //! ownerReference, by a user, the controllers, the garbage collector and
 //! users `forceReapply.editChildren` permits, denials word for word. The interpreter has no `authorizer`, so the policies
 //! here grant by users and groups only; the RBAC verb is exercised on a
-//! real API server by tests/apiserver_vap.rs.
+//! real API server by tests/apiserver/vap.rs.
 
 use crate::cel_support;
 

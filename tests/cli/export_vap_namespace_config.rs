@@ -8,7 +8,7 @@
 //! applies it (to the object and to the stored object). The interpreter
 //! has no `authorizer`, so the policies here grant by users and groups
 //! only; the RBAC verb is exercised on a real API server by
-//! tests/apiserver_vap.rs. The webhook's notes on a ConfigMap without data
+//! tests/apiserver/vap.rs. The webhook's notes on a ConfigMap without data
 //! or strategy have no exported counterpart (docs/vap.md).
 
 use crate::cel_support;

@@ -7,7 +7,7 @@
 //! differential table). The interpreter has
 //! no `authorizer`, so the policies here grant by lists only; the RBAC verb,
 //! the real API server's CEL and the binding's `[Warn]` are exercised by
-//! tests/apiserver_vap.rs.
+//! tests/apiserver/vap.rs.
 
 use crate::cel_support;
 

@@ -127,7 +127,9 @@ fn named_functions(description: &str) -> Vec<Named> {
     let mut rest = description;
     while let Some(start) = rest.find(is_name_char) {
         let after = &rest[start..];
-        let end = after.find(|c: char| !is_name_char(c)).unwrap_or(after.len());
+        let end = after
+            .find(|c: char| !is_name_char(c))
+            .unwrap_or(after.len());
         let word = after[..end].trim_matches(':');
         let called = after[end..].starts_with("()");
         let parts: Vec<&str> = word.split("::").collect();
@@ -148,10 +150,12 @@ fn named_functions(description: &str) -> Vec<Named> {
 
 /// Whether the Rust source `code` defines a function `name`.
 fn defines(code: &str, name: &str) -> bool {
-    code.match_indices(&format!("fn {name}")).any(|(at, found)| {
-        code[at + found.len()..].starts_with(['(', '<'])
-            && (at == 0 || !code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
-    })
+    code.match_indices(&format!("fn {name}"))
+        .any(|(at, found)| {
+            code[at + found.len()..].starts_with(['(', '<'])
+                && (at == 0
+                    || !code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+        })
 }
 
 /// Whether `code` uses the word `name` outside its comments.
@@ -210,7 +214,9 @@ fn wrong_functions(
                         || (own_file.is_some_and(|f| defines(&f, &name))
                             && uses(&module_code, &name));
                     if !defined {
-                        wrong.push(format!("{path}: names {full}, but {dir} has no `fn {name}`"));
+                        wrong.push(format!(
+                            "{path}: names {full}, but {dir} has no `fn {name}`"
+                        ));
                     } else if !uses(&code, &name) {
                         wrong.push(format!(
                             "{path}: says it goes through {full}, but its code never uses `{name}`"
@@ -509,7 +515,9 @@ fn the_function_check_reads_both_forms_and_names_each_wrong_one() {
     );
     let files = |path: &str| -> Option<String> {
         let text = match path {
-            "src/a.rs" => "pub async fn run<P>() {}\n// answer() in a comment is no use\nfn stepping() {}\nlet x = c::decide(1);\nfn go() {}",
+            "src/a.rs" => {
+                "pub async fn run<P>() {}\n// answer() in a comment is no use\nfn stepping() {}\nlet x = c::decide(1);\nfn go() {}"
+            }
             "src/b/c.rs" => "pub fn answer() {}\npub(crate) fn decide() {}",
             "src/b/mod.rs" => "pub mod c;\nmod helper;\npub use helper::helper;",
             "src/b/helper.rs" => "pub fn helper() {}",
@@ -561,7 +569,7 @@ fn paths_are_found_in_every_kind_of_code_and_the_stale_ones_named() {
     let markdown = "# Page\n\
         \n\
         Prose names src/not_in_code.rs, which is not checked.\n\
-        Run `cargo test --test docs_map` on `tests/docs/docs_map.rs`, and see\n\
+        Run `cargo test --test docs` on `tests/docs/docs_map.rs`, and see\n\
         ``docs/a `quoted` page.md`` and `bench/*.sh`, `tests/apiserver_<name>.rs`.\n\
         A span over `two\n\
         docs/lines.md` lines; `charts/chart/templates/`, `src/gone.rs:12`,\n\

@@ -5,7 +5,7 @@
 //! a well-formed AdmissionReview that carries the request's uid.
 //!
 //! The default run is short (256 cases per property). For a long run:
-//! `PROPTEST_CASES=100000 cargo test --release --test admission_properties`
+//! `PROPTEST_CASES=100000 cargo test --release --test https admission_properties::`
 //! (see docs/robustness.md); every `PROPTEST_*` variable is honoured.
 
 use crate::admission_bodies;

@@ -1,7 +1,7 @@
 //! The accounts the webhook configurations keep off the webhook follow the
 //! chart's policy value: `helm template` with other accounts, and the
 //! rendered matchConditions evaluated by a CEL interpreter (the real API
-//! server runs the default ones in `tests/apiserver_children.rs`) on the
+//! server runs the default ones in `tests/apiserver/children.rs`) on the
 //! shapes the API server sends. Each account the rendered policy names (as
 //! the rules read it, parsed by the webhook's own loader) is exempt where
 //! the rules would allow it, and the built-in one is not; Numaplane's

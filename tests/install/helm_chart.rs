@@ -8,7 +8,7 @@
 //! overlay, `certificates.mode=selfManaged` against the self-managed one,
 //! and each component against its values. Also `helm lint --strict`, the values
 //! schema's refusals and `check-policy` on every example's policy; what
-//! each value changes is in tests/helm_values.rs.
+//! each value changes is in tests/install/helm_values.rs.
 //!
 //! Needs `helm` (3.8 or newer) and `kubectl` on the PATH; without them the
 //! tests fail and say so.
@@ -349,7 +349,7 @@ fn every_kustomize_component_has_chart_values() {
     }
     assert!(
         missing.is_empty(),
-        "these kustomize components have no chart values in EQUIVALENTS (tests/helm_chart.rs): \
+        "these kustomize components have no chart values in EQUIVALENTS (tests/install/helm_chart.rs): \
          add values that render the same, and the pair there: {missing:?}"
     );
 }

@@ -3,7 +3,7 @@
 //! pods), each certificate mode, the managed-cluster ports and hostNetwork,
 //! the skipped namespaces, another namespace, Helm's labels, the
 //! PodDisruptionBudget and NOTES.txt.
-//! The comparison with the kustomize install is in tests/helm_chart.rs.
+//! The comparison with the kustomize install is in tests/install/helm_chart.rs.
 //!
 //! Needs `helm` (3.8 or newer) on the PATH.
 

@@ -116,7 +116,7 @@ fn every_overlay_is_checked() {
     let known: BTreeSet<String> = OVERLAYS.iter().map(|(n, _)| (*n).to_owned()).collect();
     assert_eq!(
         found, known,
-        "every overlay in manifests/overlays has expectations in tests/manifests/render.rs (OVERLAYS)"
+        "every overlay in manifests/overlays has expectations in tests/install/manifests/render.rs (OVERLAYS)"
     );
 }
 

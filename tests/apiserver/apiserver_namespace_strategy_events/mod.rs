@@ -1,5 +1,5 @@
 //! Rule 24's Events through the real kube-apiserver, on the shared
-//! installation of `tests/apiserver_namespace_strategy.rs`: an allowed
+//! installation of `tests/apiserver/namespace_strategy.rs`: an allowed
 //! strategy that skips draining and a refused UPDATE are Events on the
 //! ConfigMap the API server stored (its uid); dry runs and a forged review
 //! with a made-up uid record none.

@@ -1,4 +1,4 @@
-//! The machinery of the differential test (tests/apiserver_vap.rs): writing each
+//! The machinery of the differential test (tests/apiserver/vap.rs): writing each
 //! case to the API server as one of the harness's users, and asking the
 //! webhook's decision path (`admission::answer`) about the same request.
 //!

@@ -331,7 +331,7 @@ pub fn built_in(ns: &'static str) -> Vec<Case> {
     cases.into_iter().map(|c| c.ns(ns)).collect()
 }
 
-/// The namespaces the overrides policy is tried in (tests/apiserver_vap.rs
+/// The namespaces the overrides policy is tried in (tests/apiserver/vap.rs
 /// creates them): two overrides, and namespaces that match neither.
 pub const OVERRIDE_NAMESPACES: [&str; 8] = [
     "payments-eu",
@@ -345,7 +345,7 @@ pub const OVERRIDE_NAMESPACES: [&str; 8] = [
 ];
 
 /// Namespace overrides, defaultRecycleScaleFactor 25 and RBAC (see
-/// `OVERRIDES_POLICY` in tests/apiserver_vap.rs): alice may force only in
+/// `OVERRIDES_POLICY` in tests/apiserver/vap.rs): alice may force only in
 /// payments-eu, through a RoleBinding; carol through the group sre.
 pub fn overrides() -> Vec<Case> {
     let mut cases = Vec::new();
@@ -531,7 +531,7 @@ pub fn warn(ns: &'static str) -> Vec<Case> {
 }
 
 /// The other policy switches of the rule table (see `VARIANTS_POLICY` in
-/// tests/apiserver_vap.rs): no pause condition, forcePromote not gated, no
+/// tests/apiserver/vap.rs): no pause condition, forcePromote not gated, no
 /// timeout not allowed anywhere, and a default scale factor of 1 (x100).
 pub fn variants(ns: &'static str) -> Vec<Case> {
     let mut cases = Vec::new();

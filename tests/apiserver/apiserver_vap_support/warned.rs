@@ -1,5 +1,5 @@
 //! Rules 16 to 20, 23 and 24 in warn mode (`WARN_POLICY` in
-//! tests/apiserver_vap.rs: the built-in lists, no RBAC): nothing is denied,
+//! tests/apiserver/vap.rs: the built-in lists, no RBAC): nothing is denied,
 //! and each request the webhook would deny draws from the exported
 //! policies one warning per violation, as from the webhook.
 

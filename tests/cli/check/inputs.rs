@@ -170,7 +170,9 @@ fn a_kustomize_overlay_piped_in() {
             String::from_utf8_lossy(&out.stderr)
         ),
         Err(e) => {
-            panic!("tests/cli_check/ needs kubectl (with its built-in kustomize) on the PATH: {e}")
+            panic!(
+                "tests/cli/check.rs needs kubectl (with its built-in kustomize) on the PATH: {e}"
+            )
         }
     };
     let run = check_with_stdin(&["--output", "junit", "-"], Some(&rendered));

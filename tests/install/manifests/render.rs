@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::{LazyLock, OnceLock};
 
 /// What to do without kubectl: fail, saying so, rather than skip.
-pub(crate) const NO_KUBECTL: &str = "kubectl is required for tests/manifests/ (it renders manifests/ with \
+pub(crate) const NO_KUBECTL: &str = "kubectl is required for tests/install/manifests/ (it renders manifests/ with \
     `kubectl kustomize`) but is not on the PATH: install kubectl 1.24 or newer (apt-get install kubectl \
     from the Kubernetes apt repository, or the binary from the Kubernetes release; Debian's own \
     kubernetes-client 1.20 bundles a kustomize too old for these manifests)";
