@@ -124,20 +124,26 @@ pub fn shared<T: Send + Sync + 'static>(
     init: impl FnOnce(&Assets) -> Result<T, String>,
 ) -> Option<&'static T> {
     let assets = require(test, Assets::find())?;
-    let key = std::ptr::from_ref(cell) as usize;
-    let value = match running::<T>(key) {
-        Some(value) => value,
-        None => {
-            let _starting = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
-            match running::<T>(key) {
-                Some(value) => value,
-                None => start(cell, key, &assets, init),
-            }
-        }
-    };
-    match value {
+    match get(cell, || init(&assets)) {
         Ok(value) => Some(value),
         Err(why) => panic!("{test}: the shared test cluster did not start: {why}"),
+    }
+}
+
+/// [`shared`] once the binaries are found: the running value for `cell`,
+/// else one started with `init`.
+fn get<T: Send + Sync + 'static>(
+    cell: &'static OnceLock<Result<T, String>>,
+    init: impl FnOnce() -> Result<T, String>,
+) -> &'static Result<T, String> {
+    let key = std::ptr::from_ref(cell) as usize;
+    if let Some(value) = running::<T>(key) {
+        return value;
+    }
+    let _starting = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
+    match running::<T>(key) {
+        Some(value) => value,
+        None => start(cell, key, init),
     }
 }
 
@@ -146,8 +152,7 @@ pub fn shared<T: Send + Sync + 'static>(
 fn start<T: Send + Sync + 'static>(
     cell: &'static OnceLock<Result<T, String>>,
     key: usize,
-    assets: &Assets,
-    init: impl FnOnce(&Assets) -> Result<T, String>,
+    init: impl FnOnce() -> Result<T, String>,
 ) -> &'static Result<T, String> {
     let idle: Vec<Control> = {
         let mut guard = entries();
@@ -162,7 +167,7 @@ fn start<T: Send + Sync + 'static>(
             .collect()
     };
     stop(idle);
-    let (result, controls) = collect(|| init(assets));
+    let (result, controls) = collect(init);
     // The first start lives in the cell; a start again is leaked beside it.
     let value: &'static Result<T, String> = match cell.set(result) {
         Ok(()) => cell.get().expect("just set"),
@@ -183,4 +188,89 @@ fn start<T: Send + Sync + 'static>(
         *starts += 1;
     }
     running::<T>(key).unwrap_or(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::process::Process;
+
+    /// A server as a shared value holds one: a `sleep` under the wrapper.
+    struct Sleeper(Process);
+
+    fn sleeper(dir: &Path, name: &str) -> Result<Sleeper, String> {
+        Process::spawn(
+            name,
+            Path::new("sleep"),
+            &["600".to_owned()],
+            &dir.join(format!("{name}.log")),
+            Duration::ZERO,
+        )
+        .map(Sleeper)
+    }
+
+    /// Asks for `cell` on a thread of its own, as a test does, and returns
+    /// the pid once that thread has ended.
+    fn ask(
+        cell: &'static OnceLock<Result<Sleeper, String>>,
+        dir: &'static Path,
+        name: &'static str,
+    ) -> u32 {
+        std::thread::spawn(move || match get(cell, || sleeper(dir, name)) {
+            Ok(sleeper) => sleeper.0.pid(),
+            Err(why) => panic!("{why}"),
+        })
+        .join()
+        .expect("the asking thread")
+    }
+
+    fn alive(pid: u32) -> bool {
+        Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    #[test]
+    fn an_idle_shared_value_stops_once_another_starts_and_starts_again_when_asked() {
+        static A: OnceLock<Result<Sleeper, String>> = OnceLock::new();
+        static B: OnceLock<Result<Sleeper, String>> = OnceLock::new();
+        let dir: &'static Path = Box::leak(
+            tempfile::tempdir()
+                .expect("a scratch directory")
+                .keep()
+                .into_boxed_path(),
+        );
+
+        let a = ask(&A, dir, "a");
+        assert!(alive(a), "the newest value runs while idle");
+        assert_eq!(ask(&A, dir, "a"), a, "asked again, the same value");
+
+        // A test of B while another thread still uses A: A keeps running
+        // until that thread ends.
+        let (using_a, done) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let pid = get(&A, || Err("A is running".to_owned()))
+                .as_ref()
+                .map(|s| s.0.pid());
+            let _ = done.recv();
+            pid
+        });
+        let b = ask(&B, dir, "b");
+        assert!(alive(a) && alive(b), "A is in use, so it runs beside B");
+        drop(using_a);
+        assert_eq!(holder.join().expect("the holder"), Ok(a));
+        assert!(
+            !alive(a),
+            "A stops once its last user ends, B having started since"
+        );
+        assert!(alive(b), "B, the newest, runs while idle");
+
+        // Asked after it stopped, A starts again, and idle B stops.
+        let again = ask(&A, dir, "a-again");
+        assert_ne!(again, a);
+        assert!(alive(again), "A runs again");
+        assert!(!alive(b), "B stopped when A started again");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
