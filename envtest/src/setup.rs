@@ -1,5 +1,6 @@
-//! A cluster with the webhook installed the way users install it, and
-//! sharing one such cluster between the tests of a test binary.
+//! A cluster with the webhook installed the way users install it, the
+//! policy users install, and the running test's name (`shared.rs` keeps
+//! one installation for a test module's tests).
 
 use std::path::Path;
 

@@ -9,9 +9,9 @@
 //! healthy replica's `/readyz` may answer 503, and the foreign CA may
 //! never reach a caBundle.
 //!
-//! Its own test binary, so that no other certificate test runs beside it;
-//! it still takes `one_at_a_time`. Without the envtest binaries it prints
-//! a skip line, and fails in CI.
+//! It takes `one_at_a_time`, as every test of its binary does, so that no
+//! other certificate test runs beside it. Without the envtest binaries it
+//! prints a skip line, and fails in CI.
 
 use crate::apiserver_certs_support;
 
