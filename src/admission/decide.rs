@@ -308,3 +308,6 @@ impl<'a> Judgement<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
