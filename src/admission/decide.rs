@@ -94,6 +94,10 @@ pub struct Judgement<'a> {
     state: State<'a>,
 }
 
+/// One permission a judgement reads: settled without asking (`Ok`), or
+/// the question to ask (`Err`).
+type Slot<'a> = Result<Permission, Question<'a>>;
+
 /// Where a judgement stands. A judgement lives on the stack for one
 /// request, so its size costs nothing that boxing the large variant (an
 /// allocation per request) would save.
@@ -102,24 +106,27 @@ pub struct Judgement<'a> {
 enum State<'a> {
     /// Nothing left to ask: the verdict, and whether the rules judged.
     Done(Verdict, bool),
-    /// `/validate` on a write, waiting for the permissions not settled
-    /// (`None`) without asking.
-    Write {
-        validation: Validation<'a>,
-        target: Target<'a>,
-        user: &'a UserInfo,
-        force: Option<Permission>,
-        undrained: Option<Permission>,
-        edit_children: Option<Permission>,
-    },
-    /// `/validate` on a namespace-level ConfigMap, waiting for rule 24's
-    /// permission when it is not settled.
-    NamespaceConfig {
-        validation: StrategyValidation<'a>,
-        target: Target<'a>,
-        user: &'a UserInfo,
-        permission: Option<Permission>,
-    },
+    /// `/validate` on a write, and its three permissions: forceReapply's,
+    /// deleteUndrained's, editChildren's.
+    Write(Validation<'a>, [Slot<'a>; 3]),
+    /// `/validate` on a namespace-level ConfigMap, and rule 24's permission.
+    NamespaceConfig(StrategyValidation<'a>, Slot<'a>),
+}
+
+/// The slot of one permission: `settled`, else the question of `grant`.
+fn slot<'a>(
+    settled: Option<Permission>,
+    need: Need,
+    grant: Grant<'a>,
+    user: &'a UserInfo,
+    target: Target<'a>,
+) -> Slot<'a> {
+    settled.ok_or(Question {
+        need,
+        grant,
+        user,
+        target,
+    })
 }
 
 /// Judges `input` under `policy`, short of the permissions no policy list
@@ -164,12 +171,14 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
             };
             let user = write.user;
             let validation = namespace_strategy::validate(policy, write);
-            State::NamespaceConfig {
-                permission: validation.settled_permission(),
-                validation,
-                target,
+            let permission = slot(
+                validation.settled_permission(),
+                Need::NamespaceStrategy,
+                validation.grant(),
                 user,
-            }
+                target,
+            );
+            State::NamespaceConfig(validation, permission)
         }
         (Subject::Write { write, name }, Webhook::Validate) => {
             let target = Target {
@@ -180,14 +189,31 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
             };
             let user = write.user;
             let validation = rules::validate(policy, write);
-            State::Write {
-                force: validation.settled_permission(),
-                undrained: validation.settled_undrained_permission(),
-                edit_children: validation.settled_edit_permission(),
-                validation,
-                target,
-                user,
-            }
+            let reapply = &policy.force_reapply;
+            let slots = [
+                slot(
+                    validation.settled_permission(),
+                    Need::ForceReapply,
+                    reapply.grant(),
+                    user,
+                    target,
+                ),
+                slot(
+                    validation.settled_undrained_permission(),
+                    Need::DeleteUndrained,
+                    reapply.delete_undrained.grant(),
+                    user,
+                    target,
+                ),
+                slot(
+                    validation.settled_edit_permission(),
+                    Need::EditChildren,
+                    reapply.edit_children.grant(),
+                    user,
+                    target,
+                ),
+            ];
+            State::Write(validation, slots)
         }
     };
     Judgement { state }
@@ -196,115 +222,33 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
 impl<'a> Judgement<'a> {
     /// The permissions the judgement still needs, in the order they are
     /// asked (none for most requests).
-    pub fn questions(&self) -> impl Iterator<Item = Question<'a>> + use<'a> {
-        let mut open: [Option<Question<'a>>; 3] = [None, None, None];
-        let ask = |need, grant, target, user| Question {
-            need,
-            grant,
-            user,
-            target,
+    pub fn questions(&self) -> impl Iterator<Item = Question<'a>> + use<'a, '_> {
+        let slots: &[Slot<'a>] = match &self.state {
+            State::Done(..) => &[],
+            State::Write(_, slots) => slots,
+            State::NamespaceConfig(_, slot) => std::slice::from_ref(slot),
         };
-        match &self.state {
-            State::Done(..) => {}
-            State::Write {
-                validation,
-                target,
-                user,
-                force,
-                undrained,
-                edit_children,
-            } => {
-                let reapply = &validation.policy().force_reapply;
-                if force.is_none() {
-                    open[0] = Some(ask(Need::ForceReapply, reapply.grant(), *target, *user));
-                }
-                if undrained.is_none() {
-                    let grant = reapply.delete_undrained.grant();
-                    open[1] = Some(ask(Need::DeleteUndrained, grant, *target, *user));
-                }
-                if edit_children.is_none() {
-                    let grant = reapply.edit_children.grant();
-                    open[2] = Some(ask(Need::EditChildren, grant, *target, *user));
-                }
-            }
-            State::NamespaceConfig {
-                validation,
-                target,
-                user,
-                permission,
-            } => {
-                if permission.is_none() {
-                    let grant = validation.grant();
-                    open[0] = Some(ask(Need::NamespaceStrategy, grant, *target, *user));
-                }
-            }
-        }
-        open.into_iter().flatten()
+        slots.iter().filter_map(|slot| slot.as_ref().err().copied())
     }
 
     /// Finishes the judgement, `answer` giving the permission each open
     /// question asks about (it is not called when none is open).
     pub fn finish(self, mut answer: impl FnMut(&Question<'a>) -> Permission) -> Decided {
-        let mut ask = |need, grant, target, user| {
-            answer(&Question {
-                need,
-                grant,
-                user,
-                target,
-            })
-        };
+        let mut answered = |slot: Slot<'a>| slot.unwrap_or_else(|question| answer(&question));
         match self.state {
             State::Done(verdict, judged) => Decided { verdict, judged },
-            State::Write {
-                validation,
-                target,
-                user,
-                force,
-                undrained,
-                edit_children,
-            } => {
-                let reapply = &validation.policy().force_reapply;
-                let force =
-                    force.unwrap_or_else(|| ask(Need::ForceReapply, reapply.grant(), target, user));
-                let undrained = undrained.unwrap_or_else(|| {
-                    ask(
-                        Need::DeleteUndrained,
-                        reapply.delete_undrained.grant(),
-                        target,
-                        user,
-                    )
-                });
-                let edit_children = edit_children.unwrap_or_else(|| {
-                    ask(
-                        Need::EditChildren,
-                        reapply.edit_children.grant(),
-                        target,
-                        user,
-                    )
-                });
-                Decided {
-                    verdict: validation.finish(&Permissions {
-                        force,
-                        undrained,
-                        edit_children,
-                    }),
-                    judged: true,
-                }
-            }
-            State::NamespaceConfig {
-                validation,
-                target,
-                user,
-                permission,
-            } => {
-                let permission = permission.unwrap_or_else(|| {
-                    ask(Need::NamespaceStrategy, validation.grant(), target, user)
-                });
-                Decided {
-                    verdict: validation.finish(&permission),
-                    judged: true,
-                }
-            }
+            State::Write(validation, [force, undrained, edit_children]) => Decided {
+                verdict: validation.finish(&Permissions {
+                    force: answered(force),
+                    undrained: answered(undrained),
+                    edit_children: answered(edit_children),
+                }),
+                judged: true,
+            },
+            State::NamespaceConfig(validation, permission) => Decided {
+                verdict: validation.finish(&answered(permission)),
+                judged: true,
+            },
         }
     }
 }

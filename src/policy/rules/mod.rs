@@ -128,12 +128,7 @@ pub fn validate<'a>(policy: &'a Policy, write: GuardedWrite<'a>) -> Validation<'
     }
 }
 
-impl<'a> Validation<'a> {
-    /// The policy judged under.
-    pub fn policy(&self) -> &'a Policy {
-        self.policy
-    }
-
+impl Validation<'_> {
     /// Whether the request is denied whatever the permissions: in enforce
     /// mode, a changed violation or a gate's own condition.
     fn denied_anyway(&self) -> bool {
