@@ -142,7 +142,7 @@ fn check(webhook: Webhook, body: &[u8], tampered: bool) -> Result<Seen, TestCase
                 .and_then(Value::as_u64);
             // The pause timeout is the default written, or as it was (a
             // patch may default only the deletion timeout).
-            prop_assert_eq!(written, outcome.decision.defaulted.or(before));
+            prop_assert_eq!(written, outcome.verdict.defaulted.or(before));
             return Ok(Seen::Patched);
         }
     }

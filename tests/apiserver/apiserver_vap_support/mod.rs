@@ -439,12 +439,12 @@ async fn webhook_answer(
     Ok(WebhookAnswer {
         allowed: outcome.allowed(),
         denials: outcome
-            .decision
+            .verdict
             .denials
             .iter()
             .map(ToString::to_string)
             .collect(),
-        warnings: outcome.decision.warnings.clone(),
+        warnings: outcome.verdict.warnings.clone(),
     })
 }
 
@@ -453,7 +453,7 @@ async fn answer(
     policy: &Policy,
     authorizer: &Authorizer,
     review: &Value,
-) -> Result<admission::Outcome, String> {
+) -> Result<admission::Reply, String> {
     let judge = AnswerContext {
         authorizer,
         permission_timeout: Duration::from_secs(10),
@@ -522,12 +522,12 @@ pub async fn check_scope(api: &Api, ns: &str, policy: &Policy) -> Result<(), Str
         // rollout policy does not match DELETE).
         let delete_ok = operation == "DELETE"
             && outcome.judged
-            && outcome.decision.warnings.len() == 1
-            && outcome.decision.warnings[0].starts_with("its Pipelines are deleted too");
+            && outcome.verdict.warnings.len() == 1
+            && outcome.verdict.warnings[0].starts_with("its Pipelines are deleted too");
         if !outcome.allowed() || (outcome.judged && !delete_ok) {
             return Err(format!(
                 "the webhook judged a {operation} {sub_resource}: {:?}",
-                outcome.decision
+                outcome.verdict
             ));
         }
     }

@@ -39,11 +39,11 @@ impl fmt::Display for Operation {
     }
 }
 
-/// One write of a PipelineRollout, as the rules look at it: the
-/// operation, the namespace, the user, the object, the stored object, and
-/// the time it is judged at.
+/// One write of a guarded object (a rollout of any kind, or a rollout's
+/// child), as the rules look at it: the operation, the namespace, the
+/// user, the object, the stored object, and the time it is judged at.
 #[derive(Debug, Clone, Copy)]
-pub struct RolloutWrite<'a> {
+pub struct GuardedWrite<'a> {
     /// The kind written (the request's resource).
     pub kind: Kind,
     /// CREATE, UPDATE or DELETE.
@@ -62,7 +62,7 @@ pub struct RolloutWrite<'a> {
     pub now: OffsetDateTime,
 }
 
-impl RolloutWrite<'_> {
+impl GuardedWrite<'_> {
     /// The stored object, on UPDATE only.
     pub fn old(&self) -> Option<&PipelineRollout> {
         match self.operation {

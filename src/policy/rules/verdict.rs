@@ -19,7 +19,7 @@ pub struct Finding {
 
 /// What the webhook decided, before it is put on the wire.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Decision {
+pub struct Verdict {
     /// The violations that deny the request; empty means allowed.
     pub denials: Vec<Violation>,
     /// Warnings for the requester.
@@ -191,7 +191,7 @@ impl GateResult {
     }
 }
 
-impl Decision {
+impl Verdict {
     /// Whether the request is allowed.
     pub fn allowed(&self) -> bool {
         self.denials.is_empty()
