@@ -2,7 +2,7 @@
 //!
 //! The types are also the policy file's schema: serde reads a file into
 //! them, a key left out taking the built-in policy's value (see
-//! [`BASE`]). What one key inherits from another (a grant's lists, a
+//! `BASE`). What one key inherits from another (a grant's lists, a
 //! namespace override's rules) is resolved after reading, into the fields
 //! serde skips.
 
@@ -250,15 +250,15 @@ pub struct ForceReapply {
     pub require_pausing: bool,
     /// Turning on `forcePromote` needs the same permission.
     pub gate_force_promote: bool,
-    /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rbac: Option<RbacPolicy>,
     /// Reset the annotation to "false" once the forced re-apply is over.
     pub one_shot: bool,
     /// How long a pause must have lasted before a force is allowed, in
     /// seconds (0: no minimum); a namespace override may set its own.
     #[serde(rename = "minPauseAge", with = "as_seconds")]
     pub min_pause_age_seconds: u64,
+    /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rbac: Option<RbacPolicy>,
     /// Who may mark a recyclable Pipeline for deletion (deleted undrained).
     pub delete_undrained: DeleteUndrained,
     /// Who may give a namespace the upgrade strategy `no-strategy`.
@@ -537,7 +537,9 @@ impl RbacPolicy {
     }
 }
 
-/// A complete, validated policy.
+/// A complete, validated policy. Its `Default` is the zero value serde
+/// starts from while the built-in text is read; the built-in policy is
+/// `Policy::built_in()`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(
     default = "Policy::base",
