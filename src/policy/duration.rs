@@ -8,7 +8,16 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::model::DefaultTimeout;
+/// What the mutating webhook writes when a rollout sets no drain timeout;
+/// written `none` or a duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DefaultTimeout {
+    /// No timeout: write `noTimeoutSeconds`.
+    #[default]
+    NoTimeout,
+    /// This many seconds.
+    Seconds(u64),
+}
 
 /// A number of seconds, written as an integer or a duration such as `45s`,
 /// `5m`, `1h30m`; rendered as a duration.
@@ -119,28 +128,48 @@ impl Visitor<'_> for DefaultVisitor {
     }
 }
 
-/// The drain-timeout default as the file writes it: `none` or a duration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DefaultSpec(pub DefaultTimeout);
-
-impl Default for DefaultSpec {
-    fn default() -> Self {
-        Self(DefaultTimeout::NoTimeout)
-    }
-}
-
-impl<'de> Deserialize<'de> for DefaultSpec {
+impl<'de> Deserialize<'de> for DefaultTimeout {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(DefaultVisitor).map(DefaultSpec)
+        d.deserialize_any(DefaultVisitor)
     }
 }
 
-impl Serialize for DefaultSpec {
+impl Serialize for DefaultTimeout {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            DefaultTimeout::NoTimeout => s.serialize_str("none"),
-            DefaultTimeout::Seconds(n) => s.serialize_str(&format_seconds(n)),
+        match self {
+            Self::NoTimeout => s.serialize_str("none"),
+            Self::Seconds(n) => s.serialize_str(&format_seconds(*n)),
         }
+    }
+}
+
+/// `#[serde(with)]` for a number of seconds held as `u64`.
+pub mod as_seconds {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes the seconds as a duration.
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        super::Seconds(*v).serialize(s)
+    }
+
+    /// Reads a duration or an integer number of seconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        super::Seconds::deserialize(d).map(|s| s.0)
+    }
+}
+
+/// `#[serde(with)]` for an optional number of seconds held as `Option<u64>`.
+pub mod as_opt_seconds {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes the seconds as a duration.
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        v.map(super::Seconds).serialize(s)
+    }
+
+    /// Reads a duration or an integer number of seconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Option::<super::Seconds>::deserialize(d).map(|s| s.map(|s| s.0))
     }
 }
 

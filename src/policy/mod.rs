@@ -3,9 +3,10 @@
 //! server, cli): who is asking ([`UserInfo`]) and whether they may
 //! ([`Permission`]) are types it owns, filled in by those layers.
 //!
-//! Inside, the data moves one way: [`user`] and [`timestamp`] ← [`model`] ←
-//! [`duration`] ← [`rules`] ← `checks` ← `file` (parsing and rendering the
-//! policy file); each imports only from those before it.
+//! Inside, the data moves one way: [`user`], [`timestamp`] and [`duration`]
+//! ← [`model`] (also the policy file's schema) ← [`rules`] ← `checks` ←
+//! `file` (reading and rendering the policy file); each imports only from
+//! those before it.
 
 mod checks;
 pub mod duration;

@@ -1,9 +1,41 @@
-//! The policy as the rules read it: validated values, no file syntax.
+//! The policy as the rules read it, and as the policy file writes it.
+//!
+//! The types are also the policy file's schema: serde reads a file into
+//! them, a key left out taking the built-in policy's value (see
+//! `BASE`). What one key inherits from another (a grant's lists, a
+//! namespace override's rules) is resolved after reading, into the fields
+//! serde skips.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::OnceLock;
 
+use serde::{Deserialize, Deserializer, Serialize};
+
+pub use super::duration::DefaultTimeout;
+use super::duration::{as_opt_seconds, as_seconds};
 use super::user::{Permission, UserInfo};
+
+/// The built-in policy as read, before what keys inherit is resolved,
+/// and the values `forceReapply.rbac` takes for the keys it leaves out:
+/// the values of the keys a policy file leaves out. Unset while the
+/// built-in text itself is read (it sets every key).
+pub(super) static BASE: OnceLock<Result<(Policy, RbacPolicy), String>> = OnceLock::new();
+
+thread_local! {
+    /// Set while `deletionTimeout` is read: its defaults are its own.
+    static READING_DELETION: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The built-in value picked by `part`, or the type's zero value while the
+/// built-in text is read.
+fn base<T: Default>(part: impl FnOnce(&Policy, &RbacPolicy) -> T) -> T {
+    match BASE.get() {
+        Some(Ok((policy, rbac))) => part(policy, rbac),
+        _ => T::default(),
+    }
+}
 
 /// Numaflow compares drain deadlines with Go's `time.Duration` (int64
 /// nanoseconds): more seconds than this overflow it.
@@ -16,9 +48,11 @@ pub const MAX_RECYCLE_MULTIPLIER: u64 = 100;
 pub const MAX_NO_TIMEOUT_SECONDS: u64 = MAX_CLOCK_SECONDS / MAX_RECYCLE_MULTIPLIER;
 
 /// What happens to violations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Violations deny the request.
+    #[default]
     Enforce,
     /// Nothing is denied; every violation becomes a warning.
     Warn,
@@ -33,18 +67,9 @@ impl fmt::Display for Mode {
     }
 }
 
-/// What the mutating webhook writes when a rollout sets no drain timeout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DefaultTimeout {
-    /// No timeout: write `noTimeoutSeconds`.
-    NoTimeout,
-    /// This many seconds.
-    Seconds(u64),
-}
-
 /// The drain-timeout rules of one scope: the whole cluster, or the
 /// namespaces an override matches.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TimeoutRules {
     /// Written by `/mutate` when the timeout is absent.
     pub default: DefaultTimeout,
@@ -57,30 +82,82 @@ pub struct TimeoutRules {
 }
 
 /// An override for the namespaces whose names match one of `patterns`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NamespaceRules {
     /// Namespace names; `*` matches any run of characters.
+    #[serde(rename = "match")]
     pub patterns: Vec<String>,
     /// The rules in force there, with keys the override did not give taken
-    /// from the cluster-wide rules.
+    /// from the cluster-wide rules (resolved from the four keys below).
+    #[serde(skip)]
     pub rules: TimeoutRules,
+    /// `default` as written; left out: the section's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<DefaultTimeout>,
+    /// `allowNoTimeout` as written; left out: the section's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_no_timeout: Option<bool>,
+    /// `min` as written; left out: the section's.
+    #[serde(
+        default,
+        with = "as_opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub min: Option<u64>,
+    /// `max` as written; left out: the section's.
+    #[serde(
+        default,
+        with = "as_opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max: Option<u64>,
     /// The minimum pause age before a force there, in seconds; `None`:
     /// `forceReapply.minPauseAge`.
+    #[serde(
+        rename = "minPauseAge",
+        default,
+        with = "as_opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub min_pause_age_seconds: Option<u64>,
 }
 
 /// One drain-timeout section of the policy: `drainTimeout` (the pause
 /// timeout) or `deletionTimeout` (the deletion timeout), which share keys,
 /// checks and rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "DrainTimeout::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct DrainTimeout {
-    /// Cluster-wide rules.
+    /// Cluster-wide rules (resolved from the four keys below).
+    #[serde(skip)]
     pub rules: TimeoutRules,
+    /// `default` as written.
+    pub default: DefaultTimeout,
     /// The value that stands for "no timeout"; values at or above it mean no timeout.
     pub no_timeout_seconds: u64,
+    /// `allowNoTimeout` as written.
+    pub allow_no_timeout: bool,
+    /// `min` as written, in seconds.
+    #[serde(with = "as_seconds")]
+    pub min: u64,
+    /// `max` as written, in seconds.
+    #[serde(with = "as_seconds")]
+    pub max: u64,
+    /// `defaultRecycleScaleFactor` as written (only the pause timeout has it).
+    #[serde(
+        rename = "defaultRecycleScaleFactor",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub recycle_scale_factor: Option<u64>,
     /// The recycle scale factor (percent) assumed when a rollout sets none;
     /// 100 (a multiplier of 1) for the deletion timeout, which Numaplane
     /// does not multiply.
+    #[serde(skip)]
     pub default_recycle_scale_factor: u64,
     /// Overrides, first match wins.
     pub namespaces: Vec<NamespaceRules>,
@@ -105,6 +182,22 @@ impl fmt::Display for Scope<'_> {
 }
 
 impl DrainTimeout {
+    /// The built-in section being read (`drainTimeout` or `deletionTimeout`).
+    fn base() -> Self {
+        base(|p, _| match READING_DELETION.get() {
+            true => p.deletion_timeout.clone(),
+            false => p.drain_timeout.clone(),
+        })
+    }
+
+    /// Reads `deletionTimeout`, whose keys left out take its own defaults.
+    fn deserialize_deletion<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        READING_DELETION.set(true);
+        let section = Self::deserialize(d);
+        READING_DELETION.set(false);
+        section
+    }
+
     /// The rules in force in `namespace`: the first override that matches, or
     /// the cluster-wide rules.
     pub fn scope(&self, namespace: &str) -> Scope<'_> {
@@ -141,7 +234,12 @@ impl DrainTimeout {
 }
 
 /// Who may force a re-apply (and turn on forcePromote), and when.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "ForceReapply::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct ForceReapply {
     /// Usernames allowed.
     pub users: BTreeSet<String>,
@@ -152,13 +250,15 @@ pub struct ForceReapply {
     pub require_pausing: bool,
     /// Turning on `forcePromote` needs the same permission.
     pub gate_force_promote: bool,
-    /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
-    pub rbac: Option<RbacPolicy>,
     /// Reset the annotation to "false" once the forced re-apply is over.
     pub one_shot: bool,
     /// How long a pause must have lasted before a force is allowed, in
     /// seconds (0: no minimum); a namespace override may set its own.
+    #[serde(rename = "minPauseAge", with = "as_seconds")]
     pub min_pause_age_seconds: u64,
+    /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rbac: Option<RbacPolicy>,
     /// Who may mark a recyclable Pipeline for deletion (deleted undrained).
     pub delete_undrained: DeleteUndrained,
     /// Who may give a namespace the upgrade strategy `no-strategy`.
@@ -169,6 +269,10 @@ pub struct ForceReapply {
 }
 
 impl ForceReapply {
+    fn base() -> Self {
+        base(|p, _| p.force_reapply.clone())
+    }
+
     /// The static lists' answer: the username in `users`, or one of the
     /// groups in `groups`. Pure: no API server is asked.
     pub fn static_permission(&self, user: &UserInfo) -> Permission {
@@ -189,14 +293,31 @@ impl ForceReapply {
 /// Who may set `marked-for-deletion: "true"` on a recyclable Pipeline (or
 /// in a PipelineRollout's `spec.pipeline.metadata`): Numaplane deletes it
 /// without draining. Resolved at load: keys left out take forceReapply's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "DeleteUndrained::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct DeleteUndrained {
+    /// `users` as written; left out: inherited.
+    #[serde(rename = "users", default, skip_serializing_if = "Option::is_none")]
+    pub given_users: Option<BTreeSet<String>>,
+    /// `groups` as written; left out: inherited.
+    #[serde(rename = "groups", default, skip_serializing_if = "Option::is_none")]
+    pub given_groups: Option<BTreeSet<String>>,
+    /// `rbacVerb` as written; left out: inherited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rbac_verb: Option<String>,
     /// Usernames allowed.
+    #[serde(skip)]
     pub users: BTreeSet<String>,
     /// Groups whose members are allowed.
+    #[serde(skip)]
     pub groups: BTreeSet<String>,
     /// RBAC asked when the lists say no: forceReapply.rbac with this
     /// gate's verb (`None` when forceReapply.rbac is off).
+    #[serde(skip)]
     pub rbac: Option<RbacPolicy>,
     /// The accounts that delete a rollout's children as Kubernetes itself
     /// (the garbage collector, the namespace controller): their DELETEs of
@@ -208,6 +329,10 @@ pub struct DeleteUndrained {
 }
 
 impl DeleteUndrained {
+    fn base() -> Self {
+        base(|p, _| p.force_reapply.delete_undrained.clone())
+    }
+
     /// Who may delete undrained, as the permission check reads it.
     pub fn grant(&self) -> Grant<'_> {
         Grant {
@@ -223,19 +348,40 @@ impl DeleteUndrained {
 /// Numaplane's namespace-level ConfigMap: every rollout of the namespace
 /// then upgrades by plain apply, with no pause and no drain. Resolved at
 /// load: keys left out take forceReapply's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "NamespaceStrategy::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct NamespaceStrategy {
+    /// `users` as written; left out: inherited.
+    #[serde(rename = "users", default, skip_serializing_if = "Option::is_none")]
+    pub given_users: Option<BTreeSet<String>>,
+    /// `groups` as written; left out: inherited.
+    #[serde(rename = "groups", default, skip_serializing_if = "Option::is_none")]
+    pub given_groups: Option<BTreeSet<String>>,
+    /// `rbacVerb` as written; left out: inherited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rbac_verb: Option<String>,
     /// Usernames allowed.
+    #[serde(skip)]
     pub users: BTreeSet<String>,
     /// Groups whose members are allowed.
+    #[serde(skip)]
     pub groups: BTreeSet<String>,
     /// RBAC asked when the lists say no: forceReapply.rbac with this
     /// gate's verb (`None` when forceReapply.rbac is off), asked on the
     /// ConfigMap (`configmaps`, core group) in its namespace.
+    #[serde(skip)]
     pub rbac: Option<RbacPolicy>,
 }
 
 impl NamespaceStrategy {
+    fn base() -> Self {
+        base(|p, _| p.force_reapply.namespace_strategy.clone())
+    }
+
     /// Who may make a namespace skip draining, as the permission check
     /// reads it.
     pub fn grant(&self) -> Grant<'_> {
@@ -253,19 +399,40 @@ impl NamespaceStrategy {
 /// status, ownerReferences, finalizers, and its keys under Numaplane's and
 /// Numaflow's prefixes. Resolved at load: keys left out take
 /// forceReapply.deleteUndrained's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "EditChildren::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct EditChildren {
+    /// `users` as written; left out: inherited.
+    #[serde(rename = "users", default, skip_serializing_if = "Option::is_none")]
+    pub given_users: Option<BTreeSet<String>>,
+    /// `groups` as written; left out: inherited.
+    #[serde(rename = "groups", default, skip_serializing_if = "Option::is_none")]
+    pub given_groups: Option<BTreeSet<String>>,
+    /// `rbacVerb` as written; left out: inherited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rbac_verb: Option<String>,
     /// Usernames allowed.
+    #[serde(skip)]
     pub users: BTreeSet<String>,
     /// Groups whose members are allowed.
+    #[serde(skip)]
     pub groups: BTreeSet<String>,
     /// RBAC asked when the lists say no: forceReapply.rbac with this
     /// gate's verb (`None` when forceReapply.rbac is off), asked on the
     /// child's own resource in its namespace.
+    #[serde(skip)]
     pub rbac: Option<RbacPolicy>,
 }
 
 impl EditChildren {
+    fn base() -> Self {
+        base(|p, _| p.force_reapply.edit_children.clone())
+    }
+
     /// Who may edit a rollout's child, as the permission check reads it.
     pub fn grant(&self) -> Grant<'_> {
         Grant {
@@ -309,7 +476,12 @@ impl Grant<'_> {
 }
 
 /// What the webhook knows of the Numaplane controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "Numaplane::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct Numaplane {
     /// The controller's username: the only one that may change Numaplane's
     /// bookkeeping keys on a child, and whose writes of children are not
@@ -318,7 +490,12 @@ pub struct Numaplane {
 }
 
 /// What the webhook knows of the Numaflow controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "Numaflow::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct Numaflow {
     /// The controller's username: the only one that may set or change a
     /// Pipeline's `numaflow.numaproj.io/pause-timestamp`.
@@ -326,7 +503,12 @@ pub struct Numaflow {
 }
 
 /// What happens to `spec.strategy.progressive.forcePromote` once it is on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "ForcePromote::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct ForcePromote {
     /// Reset it to `false` (by `/mutate`, on the next write) once the
     /// progressive upgrade it was set for has finished. Off by default: a
@@ -335,25 +517,42 @@ pub struct ForcePromote {
 }
 
 /// How RBAC is asked whether a requester may force a re-apply.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(default = "RbacPolicy::base", deny_unknown_fields)]
 pub struct RbacPolicy {
     /// The custom verb checked on `pipelinerollouts` in `numaplane.numaproj.io`.
     pub verb: String,
     /// How long an answer is reused, in seconds (0: not cached).
+    #[serde(rename = "cacheTTL", with = "as_seconds")]
     pub cache_ttl_seconds: u64,
     /// The longest a check may take, in seconds (further bounded by the
     /// request's own deadline).
+    #[serde(rename = "timeout", with = "as_seconds")]
     pub timeout_seconds: u64,
 }
 
-/// A complete, validated policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl RbacPolicy {
+    fn base() -> Self {
+        base(|_, rbac| rbac.clone())
+    }
+}
+
+/// A complete, validated policy. Its `Default` is the zero value serde
+/// starts from while the built-in text is read; the built-in policy is
+/// `Policy::built_in()`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(
+    default = "Policy::base",
+    deny_unknown_fields,
+    rename_all = "camelCase"
+)]
 pub struct Policy {
     /// enforce or warn.
     pub mode: Mode,
     /// The pause timeout's rules (`drainTimeout`).
     pub drain_timeout: DrainTimeout,
     /// The deletion timeout's rules (`deletionTimeout`).
+    #[serde(deserialize_with = "DrainTimeout::deserialize_deletion")]
     pub deletion_timeout: DrainTimeout,
     /// Forced re-apply rules.
     pub force_reapply: ForceReapply,
@@ -366,6 +565,10 @@ pub struct Policy {
 }
 
 impl Policy {
+    fn base() -> Self {
+        base(|p, _| p.clone())
+    }
+
     /// The minimum pause age before a force in `namespace`, in seconds: the
     /// first matching override's, else `forceReapply.minPauseAge`.
     pub fn min_pause_age_seconds(&self, namespace: &str) -> u64 {
@@ -396,6 +599,24 @@ pub fn wildcard_match(pattern: &str, name: &str) -> bool {
         }
     }
     rest.len() >= last.len() && rest.ends_with(last)
+}
+
+impl Numaplane {
+    fn base() -> Self {
+        base(|p, _| p.numaplane.clone())
+    }
+}
+
+impl Numaflow {
+    fn base() -> Self {
+        base(|p, _| p.numaflow.clone())
+    }
+}
+
+impl ForcePromote {
+    fn base() -> Self {
+        base(|p, _| p.force_promote.clone())
+    }
 }
 
 #[cfg(test)]

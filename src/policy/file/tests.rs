@@ -1,8 +1,8 @@
-//! The policy file: parsing, merging over the built-in values, start-up
+//! The policy file: reading it over the built-in values, start-up
 //! errors and rendering.
 
 use super::*;
-use crate::policy::model::DefaultTimeout;
+use crate::policy::model::{DefaultTimeout, Mode};
 
 fn problems(yaml: &str) -> String {
     match Policy::from_yaml(yaml) {
@@ -11,27 +11,36 @@ fn problems(yaml: &str) -> String {
     }
 }
 
+/// The keys of `want` (recursively) that `have` lacks.
+fn missing(want: &serde_json::Value, have: &serde_json::Value, path: &str) -> Vec<String> {
+    let Some(want) = want.as_object() else {
+        return Vec::new();
+    };
+    want.iter()
+        .flat_map(|(key, value)| match have.get(key) {
+            Some(had) => missing(value, had, &format!("{path}{key}.")),
+            None => vec![format!("{path}{key}")],
+        })
+        .collect()
+}
+
 #[test]
 fn built_in_text_sets_every_key() {
-    let (raw, optional) = built_in_files().expect("built-in parses");
-    let rbac = optional
-        .force_reapply
-        .and_then(|f| f.rbac)
-        .expect("rbac defaults");
-    assert!(rbac.verb.is_some() && rbac.cache_ttl.is_some() && rbac.timeout.is_some());
+    // Every key a policy renders whatever it holds (every key whose
+    // default is the built-in's) is in the built-in text, and so is every
+    // key of forceReapply.rbac in its second document.
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_str_multiple(BUILT_IN_POLICY).expect("built-in parses");
+    let keys = serde_json::to_value(Policy::default()).expect("renders");
+    assert_eq!(missing(&keys, &docs[0], ""), Vec::<String>::new());
     assert!(
-        raw.force_reapply.as_ref().is_some_and(|f| f.rbac.is_none()),
-        "RBAC is off"
+        keys.get("drainTimeout")
+            .is_some_and(|d| d.get("max").is_some())
     );
-    let dt = raw.drain_timeout.expect("drainTimeout");
-    let fr = raw.force_reapply.expect("forceReapply");
-    assert!(raw.mode.is_some());
-    assert!(dt.default.is_some() && dt.no_timeout_seconds.is_some());
-    assert!(dt.allow_no_timeout.is_some() && dt.min.is_some() && dt.max.is_some());
-    assert!(dt.default_recycle_scale_factor.is_some() && dt.namespaces.is_some());
-    assert!(fr.users.is_some() && fr.groups.is_some());
-    assert!(fr.require_pausing.is_some() && fr.gate_force_promote.is_some());
-    assert!(fr.one_shot.is_some() && fr.min_pause_age.is_some());
+    let rbac = serde_json::to_value(RbacPolicy::default()).expect("renders");
+    let optional = &docs[1]["forceReapply"]["rbac"];
+    assert_eq!(missing(&rbac, optional, ""), Vec::<String>::new());
+    assert!(docs[0]["forceReapply"].get("rbac").is_none(), "RBAC is off");
 }
 
 #[test]

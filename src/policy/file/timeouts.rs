@@ -1,50 +1,8 @@
 //! The two drain-timeout sections of the policy file, `drainTimeout` (the
-//! pause) and `deletionTimeout` (the deletion): one schema, read into one
-//! model type ([`DrainTimeout`]) and rendered back.
+//! pause) and `deletionTimeout` (the deletion): what their keys inherit,
+//! and the keys only the pause timeout has.
 
-use serde::{Deserialize, Serialize};
-
-use super::pick_or;
-use crate::policy::duration::{DefaultSpec, Seconds};
-use crate::policy::model::{DrainTimeout, NamespaceRules, TimeoutRules};
-
-/// A drain-timeout section as written.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct TimeoutFile {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) default: Option<DefaultSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) no_timeout_seconds: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) allow_no_timeout: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) min: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) max: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) default_recycle_scale_factor: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) namespaces: Option<Vec<NamespaceFile>>,
-}
-
-/// One namespace override as written.
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(super) struct NamespaceFile {
-    #[serde(rename = "match")]
-    patterns: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    default: Option<DefaultSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allow_no_timeout: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max: Option<Seconds>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min_pause_age: Option<Seconds>,
-}
+use crate::policy::model::{DrainTimeout, TimeoutRules};
 
 /// Which section is read: the keys only the pause timeout has are refused
 /// in `deletionTimeout`.
@@ -56,82 +14,37 @@ pub(super) enum Section {
     Deletion,
 }
 
-impl Section {
-    fn key(self) -> &'static str {
-        match self {
-            Self::Pause => "drainTimeout",
-            Self::Deletion => "deletionTimeout",
-        }
-    }
-}
-
-/// Reads a section: each key the file's value, else the built-in one.
-pub(super) fn parse_section(
-    problems: &mut Vec<String>,
-    section: Section,
-    given: TimeoutFile,
-    base: TimeoutFile,
-) -> DrainTimeout {
-    let key = section.key();
-    let rules = TimeoutRules {
-        default: pick_or(
-            problems,
-            given.default,
-            base.default,
-            &format!("{key}.default"),
-        )
-        .0,
-        allow_no_timeout: pick_or(
-            problems,
-            given.allow_no_timeout,
-            base.allow_no_timeout,
-            &format!("{key}.allowNoTimeout"),
-        ),
-        min: pick_or(
-            problems,
-            given.min.map(|s| s.0),
-            base.min.map(|s| s.0),
-            &format!("{key}.min"),
-        ),
-        max: pick_or(
-            problems,
-            given.max.map(|s| s.0),
-            base.max.map(|s| s.0),
-            &format!("{key}.max"),
-        ),
+/// Resolves a section as read: its rules, its overrides' rules (each key
+/// an override leaves out is the section's, then written in), and its
+/// recycle scale factor.
+pub(super) fn resolve_section(dt: &mut DrainTimeout, section: Section, problems: &mut Vec<String>) {
+    let key = match section {
+        Section::Pause => "drainTimeout",
+        Section::Deletion => "deletionTimeout",
     };
-    let namespaces: Vec<NamespaceRules> = given
-        .namespaces
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .map(|(i, ns)| {
-            if section == Section::Deletion && ns.min_pause_age.is_some() {
-                problems.push(format!(
-                    "{key}.namespaces[{i}].minPauseAge does not apply to the deletion timeout: set it under drainTimeout.namespaces"
-                ));
-            }
-            NamespaceRules {
-                patterns: ns.patterns,
-                rules: TimeoutRules {
-                    default: ns.default.map_or(rules.default, |d| d.0),
-                    allow_no_timeout: ns.allow_no_timeout.unwrap_or(rules.allow_no_timeout),
-                    min: ns.min.map_or(rules.min, |s| s.0),
-                    max: ns.max.map_or(rules.max, |s| s.0),
-                },
-                min_pause_age_seconds: ns.min_pause_age.map(|s| s.0),
-            }
-        })
-        .collect();
-    let default_recycle_scale_factor = match section {
-        Section::Pause => pick_or(
-            problems,
-            given.default_recycle_scale_factor,
-            base.default_recycle_scale_factor,
-            "drainTimeout.defaultRecycleScaleFactor",
-        ),
+    dt.rules = TimeoutRules {
+        default: dt.default,
+        allow_no_timeout: dt.allow_no_timeout,
+        min: dt.min,
+        max: dt.max,
+    };
+    for (i, ns) in dt.namespaces.iter_mut().enumerate() {
+        if section == Section::Deletion && ns.min_pause_age_seconds.is_some() {
+            problems.push(format!(
+                "{key}.namespaces[{i}].minPauseAge does not apply to the deletion timeout: set it under drainTimeout.namespaces"
+            ));
+        }
+        ns.rules = TimeoutRules {
+            default: *ns.default.get_or_insert(dt.default),
+            allow_no_timeout: *ns.allow_no_timeout.get_or_insert(dt.allow_no_timeout),
+            min: *ns.min.get_or_insert(dt.min),
+            max: *ns.max.get_or_insert(dt.max),
+        };
+    }
+    dt.default_recycle_scale_factor = match section {
+        Section::Pause => dt.recycle_scale_factor.unwrap_or_default(),
         Section::Deletion => {
-            if given.default_recycle_scale_factor.is_some() {
+            if dt.recycle_scale_factor.take().is_some() {
                 problems.push(
                     "deletionTimeout.defaultRecycleScaleFactor does not apply: Numaplane multiplies only the pause timeout (set it under drainTimeout)".to_owned(),
                 );
@@ -140,45 +53,7 @@ pub(super) fn parse_section(
             100
         }
     };
-    DrainTimeout {
-        rules,
-        no_timeout_seconds: pick_or(
-            problems,
-            given.no_timeout_seconds,
-            base.no_timeout_seconds,
-            &format!("{key}.noTimeoutSeconds"),
-        ),
-        default_recycle_scale_factor,
-        namespaces,
-    }
 }
-
-/// A section in the file's schema, every key spelled out.
-pub(super) fn render_section(section: Section, dt: &DrainTimeout) -> TimeoutFile {
-    TimeoutFile {
-        default: Some(DefaultSpec(dt.rules.default)),
-        no_timeout_seconds: Some(dt.no_timeout_seconds),
-        allow_no_timeout: Some(dt.rules.allow_no_timeout),
-        min: Some(Seconds(dt.rules.min)),
-        max: Some(Seconds(dt.rules.max)),
-        default_recycle_scale_factor: (section == Section::Pause)
-            .then_some(dt.default_recycle_scale_factor),
-        namespaces: Some(
-            dt.namespaces
-                .iter()
-                .map(|ns| NamespaceFile {
-                    patterns: ns.patterns.clone(),
-                    default: Some(DefaultSpec(ns.rules.default)),
-                    allow_no_timeout: Some(ns.rules.allow_no_timeout),
-                    min: Some(Seconds(ns.rules.min)),
-                    max: Some(Seconds(ns.rules.max)),
-                    min_pause_age: ns.min_pause_age_seconds.map(Seconds),
-                })
-                .collect(),
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use crate::policy::Policy;
