@@ -10,7 +10,6 @@
 //! build the [`Input`] themselves and call [`decide`].
 
 mod decide;
-mod json_out;
 mod request;
 mod response;
 
