@@ -13,7 +13,6 @@
 //! Events.
 
 mod decide;
-mod json_out;
 mod request;
 mod response;
 

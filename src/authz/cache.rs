@@ -1,27 +1,51 @@
-//! Recent RBAC answers, keyed by everything that can change them.
+//! Recent RBAC answers, keyed by everything that can change them: a
+//! `moka` cache, with a hard byte bound of our own around it.
 //!
-//! The cache is bounded twice, by answers and by the bytes of their keys,
-//! because a key holds the requester's groups and extra attributes, which a
-//! forged request can make large. Answers expire after the policy's
-//! cacheTTL; expired answers are dropped whenever a new key is added; when
-//! either bound is reached the answer closest to expiry goes first. A check
-//! that fails, times out or is abandoned leaves nothing behind. Concurrent
-//! misses for one key share one SubjectAccessReview.
+//! Answers expire after the policy's cacheTTL, read at each check (a
+//! reloaded policy changes it), so each answer carries its own time to live
+//! ([`moka::Expiry`]) rather than the cache one for all. Concurrent misses
+//! for one key share one SubjectAccessReview (`try_get_with`); a check that
+//! fails, times out or is abandoned leaves nothing behind.
+//!
+//! A key holds the requester's groups and extra attributes, which a forged
+//! request can make large, so the cache keeps the key's SHA-256 digest, not
+//! the key: moka frees removed entries (and its table of checks in flight)
+//! only when crossbeam-epoch collects them, and with whole keys the
+//! forged-identity flood of tests/https_rbac.rs left 27 MiB behind a
+//! round. An entry weighs [`ENTRY_BYTES`], in units of the byte bound
+//! divided by the entry bound (at least one unit), so that the one bound in
+//! units bounds both; moka sizes its frequency sketch by its capacity,
+//! which in units stays near the number of answers. moka enforces its weigher
+//! asynchronously: an insert is counted, and something evicted for it, only
+//! when its pending tasks run, so under a flood of forged identities moka
+//! alone would hold more than its capacity for a while. Hence the bound is
+//! ours: a key is charged to a counter before it is asked for, and moka's
+//! eviction listener takes it off when the entry leaves; a key that does
+//! not fit is answered without being kept (after one run of moka's pending
+//! tasks, which drops what expired). moka's own capacity is three quarters
+//! of the bound, so that once its tasks have run there is room for new keys
+//! (the unit test `the_byte_bound_holds_whatever_the_key_sizes` and the
+//! forged-identity floods of tests/https_rbac.rs show the bound).
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::OnceCell;
+use moka::future::Cache;
 
-/// One key's answer: set once by the first caller, shared by those who
-/// asked meanwhile. Holds when it expires and whether the verb is allowed.
-type Slot = Arc<OnceCell<(Instant, bool)>>;
+/// What one entry costs: the key's digest, moka's entry and its
+/// bookkeeping, rounded up.
+const ENTRY_BYTES: usize = 160;
 
-/// What one entry costs beyond its key's bytes: the map's bucket, the
-/// slot's allocation and the `String` header, rounded up.
-const ENTRY_OVERHEAD: usize = 128;
+/// A key as the cache holds it: the SHA-256 digest of the key's text.
+type Digest = [u8; 32];
+
+fn digest(key: &str) -> Digest {
+    let mut out = [0; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, key.as_bytes()).as_ref());
+    out
+}
 
 /// Whether an answer was asked for now or reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,124 +59,115 @@ pub enum Source {
 /// How large the cache may grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
-    /// The most answers (and checks in flight) held at once.
+    /// The most answers held at once.
     pub entries: usize,
-    /// The most bytes of keys (plus a fixed overhead per entry) held at once.
+    /// The most bytes of entries ([`ENTRY_BYTES`] each) held at once,
+    /// checks in flight included.
     pub bytes: usize,
 }
 
-#[derive(Debug, Default)]
-struct Slots {
-    map: HashMap<String, Slot>,
-    /// Bytes charged for the entries in `map`: each key's length plus
-    /// [`ENTRY_OVERHEAD`].
-    bytes: usize,
+/// One answer, and how long it is kept.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    allowed: bool,
+    ttl: Duration,
 }
 
-impl Slots {
-    fn cost(key: &str) -> usize {
-        key.len() + ENTRY_OVERHEAD
-    }
+/// Each answer expires after its own time to live.
+struct PerAnswer;
 
-    fn remove(&mut self, key: &str) {
-        if self.map.remove(key).is_some() {
-            self.bytes -= Self::cost(key);
-        }
-    }
-
-    fn drop_expired(&mut self, now: Instant) {
-        let mut freed = 0;
-        self.map.retain(|key, slot| {
-            let live = slot.get().is_none_or(|(expires, _)| *expires > now);
-            if !live {
-                freed += Self::cost(key);
-            }
-            live
-        });
-        self.bytes -= freed;
-    }
-
-    /// Removes the answer closest to expiry; false when only checks in
-    /// flight are left.
-    fn drop_soonest(&mut self) -> bool {
-        let soonest = self
-            .map
-            .iter()
-            .filter_map(|(k, s)| s.get().map(|(expires, _)| (*expires, k)))
-            .min()
-            .map(|(_, k)| k.clone());
-        match soonest {
-            Some(key) => {
-                self.remove(&key);
-                true
-            }
-            None => false,
-        }
+impl moka::Expiry<Digest, Answer> for PerAnswer {
+    fn expire_after_create(&self, _: &Digest, answer: &Answer, _: Instant) -> Option<Duration> {
+        Some(answer.ttl)
     }
 }
 
 /// A bounded map of answers.
-#[derive(Debug)]
 pub struct AnswerCache {
-    slots: Mutex<Slots>,
-    bounds: Bounds,
+    answers: Cache<Digest, Answer>,
+    /// Units charged for the keys held or being asked for.
+    charged: Arc<AtomicUsize>,
+    /// The most units charged at once.
+    bound: usize,
+    /// Bytes a unit: the byte bound divided by the entry bound.
+    unit: usize,
+}
+
+impl std::fmt::Debug for AnswerCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerCache")
+            .field("charged", &self.charged)
+            .field("bound", &self.bound)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an entry weighs against the bound, in units of `unit` bytes.
+fn weight(unit: usize) -> usize {
+    ENTRY_BYTES.div_ceil(unit)
 }
 
 impl AnswerCache {
-    /// A cache within `bounds`. Checks in flight count against both bounds
-    /// but are never dropped for room; a key larger than the byte bound is
-    /// checked without being kept.
+    /// A cache within `bounds`. Checks in flight count against the byte
+    /// bound; a key that does not fit is checked without being kept.
     pub fn new(bounds: Bounds) -> Self {
+        let unit = (bounds.bytes / bounds.entries.max(1)).max(1);
+        let bound = bounds.bytes / unit;
+        let charged = Arc::new(AtomicUsize::new(0));
+        let released = Arc::clone(&charged);
+        let answers = Cache::builder()
+            .max_capacity(u64::try_from(bound.saturating_mul(3) / 4).unwrap_or(u64::MAX))
+            .weigher(move |_: &Digest, _: &Answer| u32::try_from(weight(unit)).unwrap_or(u32::MAX))
+            .expire_after(PerAnswer)
+            .eviction_listener(move |_: Arc<Digest>, _, _| {
+                released.fetch_sub(weight(unit), Ordering::AcqRel);
+            })
+            .build();
         Self {
-            slots: Mutex::new(Slots::default()),
-            bounds: Bounds {
-                entries: bounds.entries.max(1),
-                bytes: bounds.bytes,
-            },
+            answers,
+            charged,
+            bound,
+            unit,
         }
     }
 
-    /// How many answers (and checks in flight) it holds, and the bytes
-    /// charged for them.
+    /// How many answers it holds, and the bytes charged for them and for
+    /// the checks in flight.
     #[cfg(test)]
-    pub fn usage(&self) -> (usize, usize) {
-        self.slots.lock().map_or((0, 0), |s| (s.map.len(), s.bytes))
+    pub async fn usage(&self) -> (u64, usize) {
+        self.answers.run_pending_tasks().await;
+        (self.answers.entry_count(), self.charged())
     }
 
-    /// The slot for `key`, and whether it is kept in the map: the live one,
-    /// or a new one in place of a missing or expired one.
-    fn slot(&self, key: &str) -> (Slot, bool) {
-        let Ok(mut slots) = self.slots.lock() else {
-            // A poisoned lock only loses the sharing, never the answer.
-            return (Slot::default(), false);
-        };
-        let now = Instant::now();
-        if let Some(slot) = slots.map.get(key)
-            && slot.get().is_none_or(|(expires, _)| *expires > now)
-        {
-            return (Arc::clone(slot), true);
-        }
-        slots.remove(key);
-        slots.drop_expired(now);
-        let cost = Slots::cost(key);
-        if cost > self.bounds.bytes {
-            return (Slot::default(), false);
-        }
-        while slots.map.len() >= self.bounds.entries || slots.bytes + cost > self.bounds.bytes {
-            if !slots.drop_soonest() {
-                // Full of checks in flight: answer this one without keeping it.
-                return (Slot::default(), false);
-            }
-        }
-        let slot = Slot::default();
-        slots.map.insert(key.to_owned(), Arc::clone(&slot));
-        slots.bytes += cost;
-        (slot, true)
+    /// The bytes charged so far, without running moka's pending tasks.
+    #[cfg(test)]
+    pub fn charged(&self) -> usize {
+        self.charged.load(Ordering::Acquire) * self.unit
+    }
+
+    /// The bytes an entry is charged, whatever its key.
+    #[cfg(test)]
+    pub fn charge_of(&self) -> usize {
+        weight(self.unit) * self.unit
+    }
+
+    /// Charges `cost` units if they fit under the bound.
+    fn charge(&self, cost: usize) -> bool {
+        self.charged
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held + cost <= self.bound).then_some(held + cost)
+            })
+            .is_ok()
     }
 
     /// The answer for `key`: from the cache, from a check already in flight
     /// for the same key, or from `ask` (whose answer is kept for `ttl`).
     /// Errors are not kept: the next caller asks again.
+    ///
+    /// moka's futures are large, and every request's future holds this
+    /// one's state whether it asks RBAC or not: boxing it here keeps that
+    /// off the request (11 k instructions a request of copying the
+    /// handler's future, `bench/instructions.sh`).
     pub async fn get_or_ask<E, F>(
         &self,
         key: &str,
@@ -161,47 +176,73 @@ impl AnswerCache {
     ) -> Result<(bool, Source), E>
     where
         F: Future<Output = Result<bool, E>>,
+        E: Clone + Send + Sync + 'static,
     {
-        let (slot, kept) = self.slot(key);
-        // Removes the entry if this call ends (with an error, or dropped by
-        // a timeout) while the slot is still unanswered.
-        let _unanswered = kept.then(|| Unanswered {
-            cache: self,
-            key,
-            slot: Arc::clone(&slot),
-        });
-        let mut source = Source::Cached;
-        let (_, allowed) = *slot
-            .get_or_try_init(|| {
-                source = Source::Fresh;
-                async move { ask().await.map(|allowed| (Instant::now() + ttl, allowed)) }
-            })
-            .await?;
-        Ok((allowed, source))
+        Box::pin(self.lookup(key, ttl, ask)).await
+    }
+
+    async fn lookup<E, F>(
+        &self,
+        key: &str,
+        ttl: Duration,
+        ask: impl FnOnce() -> F,
+    ) -> Result<(bool, Source), E>
+    where
+        F: Future<Output = Result<bool, E>>,
+        E: Clone + Send + Sync + 'static,
+    {
+        let key = digest(key);
+        if let Some(answer) = self.answers.get(&key).await {
+            return Ok((answer.allowed, Source::Cached));
+        }
+        let cost = weight(self.unit);
+        let fits = self.charge(cost) || {
+            self.answers.run_pending_tasks().await;
+            self.charge(cost)
+        };
+        if !fits {
+            return ask().await.map(|allowed| (allowed, Source::Fresh));
+        }
+        let charge = Charge {
+            charged: &self.charged,
+            cost,
+            kept: AtomicBool::new(false),
+        };
+        let asked = AtomicBool::new(false);
+        let init = async {
+            asked.store(true, Ordering::Release);
+            let allowed = ask().await?;
+            // Once `init` returns Ok, moka inserts the answer even if this
+            // caller is dropped: the charge stays until it is evicted.
+            charge.kept.store(true, Ordering::Release);
+            Ok(Answer { allowed, ttl })
+        };
+        let answer = self
+            .answers
+            .try_get_with(key, init)
+            .await
+            .map_err(|e: Arc<E>| E::clone(&e))?;
+        let source = if asked.load(Ordering::Acquire) {
+            Source::Fresh
+        } else {
+            Source::Cached
+        };
+        Ok((answer.allowed, source))
     }
 }
 
-/// Takes an unanswered slot out of the cache when its caller goes away.
-struct Unanswered<'a> {
-    cache: &'a AnswerCache,
-    key: &'a str,
-    slot: Slot,
+/// The units charged for a key being asked for: given back when dropped,
+/// unless its answer was kept (moka's eviction listener gives them back).
+struct Charge<'a> {
+    charged: &'a AtomicUsize,
+    cost: usize,
+    kept: AtomicBool,
 }
 
-impl Drop for Unanswered<'_> {
+impl Drop for Charge<'_> {
     fn drop(&mut self) {
-        if self.slot.initialized() {
-            return;
-        }
-        let Ok(mut slots) = self.cache.slots.lock() else {
-            return;
-        };
-        if slots
-            .map
-            .get(self.key)
-            .is_some_and(|s| Arc::ptr_eq(s, &self.slot))
-        {
-            slots.remove(self.key);
+        if !self.kept.load(Ordering::Acquire) {
+            self.charged.fetch_sub(self.cost, Ordering::AcqRel);
         }
     }
 }

@@ -18,9 +18,9 @@ pub use crate::rollout::GROUP as RBAC_GROUP;
 /// The resource the custom verb is checked on for a PipelineRollout.
 pub use crate::rollout::RESOURCE as RBAC_RESOURCE;
 
-/// The most answers kept, and the most bytes their keys may take: 10,000
-/// typical requesters (a few hundred bytes each) fit, and whatever the
-/// requesters carry the cache stays within a few MiB.
+/// The most answers kept, and the bytes they may take: the cache keeps a
+/// digest of each key, so whatever the requesters carry 10,000 answers fit
+/// and the cache stays within a few MiB.
 const CACHE_BOUNDS: Bounds = Bounds {
     entries: 10_000,
     bytes: 4 << 20,

@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
@@ -72,22 +73,20 @@ async fn expired_answers_and_errors_are_asked_again() {
 }
 
 #[tokio::test]
-async fn a_full_cache_drops_the_oldest_answer_first() {
+async fn a_full_cache_holds_no_more_than_its_entry_bound() {
     let cache = AnswerCache::new(Bounds {
         entries: 3,
         bytes: 1 << 20,
     });
-    for (key, ttl) in [("a", 30), ("b", 10), ("c", 20)] {
-        allow(&cache, key, Duration::from_secs(ttl)).await;
-    }
-    allow(&cache, "d", Duration::from_secs(40)).await;
-    assert_eq!(cache.usage().0, 3);
-    for (key, kept) in [("a", true), ("b", false), ("c", true), ("d", true)] {
-        let (_, source) = allow(&cache, key, Duration::from_secs(40)).await;
-        assert_eq!(source == Source::Cached, kept, "{key}");
-        if !kept {
-            break; // asking again re-inserted it and evicted another
-        }
+    allow(&cache, "a", Duration::from_secs(60)).await;
+    assert_eq!(
+        allow(&cache, "a", Duration::from_secs(60)).await.1,
+        Source::Cached
+    );
+    for key in ["b", "c", "d", "e", "f", "g"] {
+        allow(&cache, key, Duration::from_secs(60)).await;
+        assert!(cache.charged() <= 1 << 20);
+        assert!(cache.usage().await.0 <= 3);
     }
 }
 
@@ -102,7 +101,7 @@ async fn a_failed_check_leaves_no_entry() {
             .await;
         assert!(got.is_err());
     }
-    assert_eq!(cache.usage(), (0, 0), "failed checks are not kept");
+    assert_eq!(cache.usage().await, (0, 0), "failed checks are not kept");
 }
 
 #[tokio::test]
@@ -114,7 +113,11 @@ async fn an_abandoned_check_leaves_no_entry() {
     });
     let timed_out = tokio::time::timeout(Duration::from_millis(10), slow).await;
     assert!(timed_out.is_err(), "the check should have timed out");
-    assert_eq!(cache.usage(), (0, 0), "a check given up on is not kept");
+    assert_eq!(
+        cache.usage().await,
+        (0, 0),
+        "a check given up on is not kept"
+    );
     assert_eq!(
         allow(&cache, "slow", Duration::from_secs(60)).await,
         (true, Source::Fresh),
@@ -122,16 +125,23 @@ async fn an_abandoned_check_leaves_no_entry() {
     );
 }
 
+/// Expired answers leave the cache, and give their bytes back, within
+/// moka's timer granularity (about a second).
 #[tokio::test]
-async fn expired_answers_go_when_a_key_is_added() {
+async fn expired_answers_are_dropped() {
     let cache = AnswerCache::new(ROOMY);
     for i in 0..5 {
         allow(&cache, &format!("old-{i}"), Duration::ZERO).await;
     }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
     allow(&cache, "new", Duration::from_secs(60)).await;
-    assert_eq!(cache.usage().0, 1, "only the live answer is left");
+    let (entries, bytes) = cache.usage().await;
+    assert_eq!(entries, 1, "only the live answer is left");
+    assert_eq!(bytes, cache.charge_of());
 }
 
+/// The bound is hard: the bytes charged never pass it, even before moka
+/// has run the tasks that evict for the weigher.
 #[tokio::test]
 async fn the_byte_bound_holds_whatever_the_key_sizes() {
     let bounds = Bounds {
@@ -142,15 +152,52 @@ async fn the_byte_bound_holds_whatever_the_key_sizes() {
     for i in 0..100 {
         let key = format!("{i:04}{}", "g".repeat(1_500));
         allow(&cache, &key, Duration::from_secs(60)).await;
-        let (entries, bytes) = cache.usage();
-        assert!(bytes <= bounds.bytes, "{bytes} bytes in {entries} entries");
+        let bytes = cache.charged();
+        assert!(bytes <= bounds.bytes, "{bytes} bytes charged");
     }
-    let (entries, _) = cache.usage();
-    assert_eq!(entries, 10_000 / (1_504 + ENTRY_OVERHEAD));
+    let (entries, bytes) = cache.usage().await;
+    let weight = cache.charge_of();
+    assert_eq!(weight, ENTRY_BYTES, "a key costs its digest's entry");
+    let weight = weight as u64;
+    assert!(
+        (7_500 / weight..=10_000 / weight).contains(&entries),
+        "{entries} entries, {bytes} bytes"
+    );
+    assert_eq!(bytes as u64, entries * weight, "charges match what is held");
 }
 
+/// Concurrent distinct keys, as a flood of forged identities sends them:
+/// the bytes charged never pass the bound while they are asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_byte_bound_holds_under_concurrent_misses() {
+    let bounds = Bounds {
+        entries: 10_000,
+        bytes: 50_000,
+    };
+    let cache = Arc::new(AnswerCache::new(bounds));
+    let tasks: Vec<_> = (0..8)
+        .map(|lane| {
+            let cache = Arc::clone(&cache);
+            tokio::spawn(async move {
+                for i in 0..200 {
+                    let key = format!("{lane}-{i:04}{}", "g".repeat(900));
+                    allow(&cache, &key, Duration::from_secs(60)).await;
+                    let bytes = cache.charged();
+                    assert!(bytes <= bounds.bytes, "{bytes} bytes charged");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("lane");
+    }
+    assert!(cache.usage().await.1 <= bounds.bytes);
+}
+
+/// The cache keeps a key's digest: a requester whose groups take
+/// kilobytes costs the cache what any other does.
 #[tokio::test]
-async fn a_key_above_the_byte_bound_is_answered_but_not_kept() {
+async fn a_huge_key_costs_what_any_key_costs() {
     let cache = AnswerCache::new(Bounds {
         entries: 10,
         bytes: 1_000,
@@ -160,9 +207,9 @@ async fn a_key_above_the_byte_bound_is_answered_but_not_kept() {
         allow(&cache, &huge, Duration::from_secs(60)).await,
         (true, Source::Fresh)
     );
-    assert_eq!(cache.usage(), (0, 0));
+    assert_eq!(cache.usage().await, (1, cache.charge_of()));
     assert_eq!(
         allow(&cache, &huge, Duration::from_secs(60)).await,
-        (true, Source::Fresh)
+        (true, Source::Cached)
     );
 }
