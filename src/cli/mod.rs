@@ -11,6 +11,7 @@ mod gen_certs;
 pub mod logging;
 mod review;
 pub mod serve;
+pub mod size;
 
 use std::process::ExitCode;
 
