@@ -1,7 +1,7 @@
 //! The command line: `serve` (the default), `review`, `check`,
 //! `check-policy`, `gen-certs` and `export-vap`. [`args`] defines them all;
 //! each command's wiring is in the file of its name, logging set-up in
-//! [`logging`].
+//! [`logging`], sizes such as `32Mi` in [`size`].
 
 pub mod args;
 mod check;
