@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use pipelinerollout_webhook::admission::{
-    self, AdmissionRequest, Asker, Decided, Input, Origin, Outcome, ParseError, Webhook,
+    self, AdmissionRequest, Decided, Input, ParseError, Reply, Webhook,
 };
-use pipelinerollout_webhook::authz::StaticLists;
+use pipelinerollout_webhook::authz::{Authorizer, StaticLists};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::Value;
 use support::{MAIN, fixture, grown};
@@ -61,9 +61,9 @@ fn bodies() -> Vec<(&'static str, Webhook, Vec<u8>)> {
 fn answer_now(
     webhook: Webhook,
     policy: &Policy,
-    lists: &StaticLists,
+    lists: &Authorizer,
     body: &[u8],
-) -> Result<(AdmissionRequest, Outcome), ParseError> {
+) -> Result<(AdmissionRequest, Reply), ParseError> {
     let judge = admission::AnswerContext::now(lists, Duration::from_secs(1));
     let future = admission::answer(webhook, policy, body, judge);
     let mut future = pin!(future);
@@ -102,8 +102,8 @@ fn typed_cases() -> Vec<(&'static str, Webhook, bool, AdmissionRequest)> {
     ]
 }
 
-/// Decides on typed input with the static lists, which never wait: the
-/// future is ready on its first poll.
+/// Decides on typed input, the static lists answering what it asks (as
+/// `check` does).
 fn decide_now(
     webhook: Webhook,
     policy: &Policy,
@@ -112,22 +112,9 @@ fn decide_now(
 ) -> Decided {
     let input = Input {
         webhook,
-        origin: Origin::Audit,
         subject: request.subject(time::OffsetDateTime::now_utc()),
     };
-    let asker = Asker {
-        authorizer: lists,
-        timeout: Duration::from_secs(1),
-    };
-    let future = admission::decide(policy, input, asker);
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(decided) => decided,
-        Poll::Pending => panic!("the static lists never wait"),
-    }
+    admission::decide(policy, input).finish(|question| lists.answer(question.grant, question.user))
 }
 
 fn decide(c: &mut Criterion) {
@@ -138,14 +125,14 @@ fn decide(c: &mut Criterion) {
     for (name, webhook, allowed, request) in &cases {
         let decided = decide_now(*webhook, &policy, &lists, request);
         assert!(decided.judged, "{name}: not judged");
-        assert_eq!(decided.decision.allowed(), *allowed, "{name}");
+        assert_eq!(decided.verdict.allowed(), *allowed, "{name}");
     }
     let mut group = c.benchmark_group("decide");
     for (name, webhook, _, request) in &cases {
         group.bench_with_input(BenchmarkId::from_parameter(name), request, |b, request| {
             b.iter(|| {
                 let decided = decide_now(*webhook, &policy, &lists, black_box(request));
-                black_box(decided.decision.denials.len())
+                black_box(decided.verdict.denials.len())
             });
         });
     }
@@ -153,7 +140,7 @@ fn decide(c: &mut Criterion) {
 }
 
 fn decision(c: &mut Criterion) {
-    let lists = StaticLists::new("no API server in the benchmark");
+    let lists = Authorizer::StaticLists(StaticLists::new("no API server in the benchmark"));
     let policy = Policy::built_in();
     let bodies = bodies();
     // Every body must be answered, not refused, or the figures mean nothing.

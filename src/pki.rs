@@ -302,7 +302,7 @@ pub const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
 /// How many webhooks the ValidatingWebhookConfiguration of
 /// `manifests/base/webhooks.yaml` holds (PipelineRollouts, the children,
 /// MonoVertexRollouts, ISBServiceRollouts, Numaplane's namespace-level
-/// ConfigMap); `tests/manifests/` checks it.
+/// ConfigMap); `tests/install/manifests/` checks it.
 pub const VALIDATING_WEBHOOKS: usize = 5;
 
 /// Writes JSON 6902 patches (as YAML) that set `clientConfig.caBundle` to

@@ -19,7 +19,8 @@
 //!   [`ServeCommand`] on port 0 unless told otherwise and reads the
 //!   addresses `serve` reports it bound ([`Bound`]).
 //! - [`Installation::start`] does all of that in the order users do, and
-//!   [`shared`] shares one installation between a test binary's tests.
+//!   [`shared`] shares one installation between a test module's tests, and
+//!   stops it once they are done (`shared.rs`).
 //! - [`Cluster::install_self_managed`] and [`SecretMirror`] run the
 //!   webhook with `serve --manage-certs`: the webhooks call a Service, and
 //!   the harness plays the kubelet, copying the webhook's Secret into each
@@ -55,6 +56,7 @@ mod proxy;
 mod rbac;
 mod serve;
 mod setup;
+mod shared;
 mod user;
 mod webhook;
 
@@ -68,6 +70,7 @@ pub use pki::{CertPair, Pki};
 pub use proxy::Proxy;
 pub use rbac::binding;
 pub use serve::{BOUND_TARGET, Bound, DEPLOYMENT_ENV, ServeCommand, Served, on_path};
-pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, shared, test_name};
+pub use setup::{CRD, Installation, MANIFESTS, PROBE_NAMESPACE, base_policy, test_name};
+pub use shared::shared;
 pub use user::User;
 pub use webhook::{Webhook, WebhookOptions};

@@ -10,10 +10,12 @@
 //! other child keeps it open. A [`Janitor`] removes the scratch directory
 //! the same way, once the servers are gone.
 
+use std::cell::RefCell;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The wrapper. Arguments: log file, grace seconds, program, its arguments.
@@ -61,12 +63,64 @@ done
 rm -rf -- "$1"
 "#;
 
+/// The write end of a wrapper's (or a janitor's) stdin and the wrapper
+/// itself: closing the one and waiting for the other stops a server. It is
+/// shared with [`collect`], which can stop a server whose owner is never
+/// dropped (a shared installation, `shared.rs`).
+#[derive(Debug)]
+pub struct Control {
+    stdin: Option<ChildStdin>,
+    child: Child,
+}
+
+impl Control {
+    /// Closes the pipe (the signal; the wrapper does the rest) and waits
+    /// until the wrapper has ended. Stopping twice does nothing.
+    pub fn stop(&mut self) {
+        self.stdin.take();
+        let _ = self.child.wait();
+    }
+}
+
+/// A [`Control`] as [`Process`], [`Janitor`] and [`collect`] hold it.
+pub type Shared = Arc<Mutex<Control>>;
+
+thread_local! {
+    /// The controls of what this thread starts inside [`collect`].
+    static COLLECTED: RefCell<Option<Vec<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Runs `start`, and returns with its result the controls of every server
+/// and janitor it started on this thread, in the order they started.
+pub fn collect<R>(start: impl FnOnce() -> R) -> (R, Vec<Shared>) {
+    let outer = COLLECTED.with(|c| c.borrow_mut().replace(Vec::new()));
+    let result = start();
+    let collected = COLLECTED.with(|c| std::mem::replace(&mut *c.borrow_mut(), outer));
+    (result, collected.unwrap_or_default())
+}
+
+/// A new control, recorded when a [`collect`] is under way on this thread.
+fn control(stdin: Option<ChildStdin>, child: Child) -> Shared {
+    let shared = Arc::new(Mutex::new(Control { stdin, child }));
+    COLLECTED.with(|c| {
+        if let Some(collected) = c.borrow_mut().as_mut() {
+            collected.push(Arc::clone(&shared));
+        }
+    });
+    shared
+}
+
+/// The control, whatever a panicking holder left in it.
+fn lock(control: &Shared) -> std::sync::MutexGuard<'_, Control> {
+    control.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A server started through the wrapper; stopped when dropped.
 #[derive(Debug)]
 pub struct Process {
     name: String,
-    wrapper: Child,
-    stdin: Option<ChildStdin>,
+    control: Shared,
+    wrapper_pid: u32,
     pid: u32,
     /// `None`: its output goes to a pipe ([`Process::spawn_to_pipe`]).
     log: Option<PathBuf>,
@@ -140,10 +194,11 @@ impl Process {
                 ));
             }
         };
+        let wrapper_pid = wrapper.id();
         Ok(Self {
             name: name.to_owned(),
-            wrapper,
-            stdin,
+            control: control(stdin, wrapper),
+            wrapper_pid,
             pid,
             log: log.map(Path::to_owned),
         })
@@ -161,13 +216,14 @@ impl Process {
 
     /// The wrapper's pid (what a [`Janitor`] waits for).
     pub fn wrapper_pid(&self) -> u32 {
-        self.wrapper.id()
+        self.wrapper_pid
     }
 
     /// `Some(why)` when the server has ended on its own: its exit status
     /// and the end of its log.
     pub fn exited(&mut self) -> Option<String> {
-        match self.wrapper.try_wait() {
+        let status = lock(&self.control).child.try_wait();
+        match status {
             Ok(None) => None,
             Ok(Some(status)) => Some(format!(
                 "{} exited ({status}); the end of its log:\n{}",
@@ -181,7 +237,7 @@ impl Process {
     /// The server's exit status once it has ended on its own (the wrapper
     /// exits with it), else `None`.
     pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
-        self.wrapper.try_wait().ok().flatten()
+        lock(&self.control).child.try_wait().ok().flatten()
     }
 
     /// The last `lines` lines of the server's log (with its path).
@@ -195,9 +251,7 @@ impl Process {
     /// Stops the server and waits until it is gone. Stopping a stopped
     /// process does nothing.
     pub fn stop(&mut self) {
-        // Closing the pipe is the signal; the wrapper does the rest.
-        self.stdin.take();
-        let _ = self.wrapper.wait();
+        lock(&self.control).stop();
     }
 }
 
@@ -223,8 +277,7 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 /// ([`Janitor::watch`]) has ended.
 #[derive(Debug)]
 pub struct Janitor {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    control: Shared,
 }
 
 impl Janitor {
@@ -241,12 +294,14 @@ impl Janitor {
             .spawn()
             .map_err(|e| format!("cannot start bash for the scratch-directory janitor: {e}"))?;
         let stdin = child.stdin.take();
-        Ok(Self { child, stdin })
+        Ok(Self {
+            control: control(stdin, child),
+        })
     }
 
     /// Waits for `process` to end before removing the directory.
     pub fn watch(&mut self, process: &Process) {
-        if let Some(stdin) = &mut self.stdin {
+        if let Some(stdin) = &mut lock(&self.control).stdin {
             let _ = writeln!(stdin, "{}", process.wrapper_pid());
         }
     }
@@ -254,8 +309,7 @@ impl Janitor {
 
 impl Drop for Janitor {
     fn drop(&mut self) {
-        self.stdin.take();
-        let _ = self.child.wait();
+        lock(&self.control).stop();
     }
 }
 

@@ -1,10 +1,10 @@
-//! A cluster with the webhook installed the way users install it, and
-//! sharing one such cluster between the tests of a test binary.
+//! A cluster with the webhook installed the way users install it, the
+//! policy users install, and the running test's name (`shared.rs` keeps
+//! one installation for a test module's tests).
 
 use std::path::Path;
-use std::sync::OnceLock;
 
-use crate::assets::{Assets, require};
+use crate::assets::Assets;
 use crate::cluster::Cluster;
 use crate::install::{Installed, repo_root};
 use crate::webhook::{Webhook, WebhookOptions};
@@ -82,25 +82,6 @@ impl Installation {
 pub fn base_policy() -> Result<String, String> {
     let path = repo_root().join(MANIFESTS).join("policy.yaml");
     std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", Path::new(&path).display()))
-}
-
-/// The value in `cell`, started with `init` by the first test that asks;
-/// `None` (after printing a skip line) when the binaries are missing
-/// outside CI. A failed start fails every test that asks, with the reason.
-///
-/// Shared values are never dropped: their processes stop, and their
-/// scratch directories go, when the test process exits.
-#[track_caller]
-pub fn shared<T: Send + Sync>(
-    cell: &'static OnceLock<Result<T, String>>,
-    test: &str,
-    init: impl FnOnce(&Assets) -> Result<T, String>,
-) -> Option<&'static T> {
-    let assets = require(test, Assets::find())?;
-    match cell.get_or_init(|| init(&assets)) {
-        Ok(value) => Some(value),
-        Err(why) => panic!("{test}: the shared test cluster did not start: {why}"),
-    }
 }
 
 /// The running test's name (libtest names each test's thread after it).

@@ -1,42 +1,20 @@
-//! The decision, on typed input: what a request (or a stored object the
-//! audit judges, or a manifest `check` judges) is, the rules applied to it,
-//! and the permission asked of the authorizer when a force needs it. No
-//! JSON and no AdmissionReview here: [`super::answer`] reads those and
-//! writes the answer; the audit and `check` call [`decide`] directly.
-
-use std::time::Duration;
+//! The decision, on typed input, as a pure and synchronous core: what a
+//! request (or a stored object the audit judges, or a manifest `check`
+//! judges) is, and the rules applied to it. [`decide`] judges everything
+//! that needs no I/O and names the permissions it still needs as
+//! [`Question`]s; [`Judgement::finish`] completes it with their answers.
+//! Only the server asks anyone (RBAC, in [`super::answer`]); the audit
+//! and `check` answer from what they know. No JSON and no AdmissionReview
+//! here: [`super::answer`] reads those and writes the answer.
 
 use super::Webhook;
-use crate::authz::{ForcePermission, RbacTrace, Target};
+use crate::authz::Target;
 use crate::kinds::CONFIGMAPS;
-use crate::policy::Policy;
 use crate::policy::rules::{
-    self, Decision, Permissions, RolloutWrite, StrategyWrite, Violation, namespace_strategy,
+    self, GuardedWrite, Permissions, StrategyValidation, StrategyWrite, Validation, Verdict,
+    Violation, namespace_strategy,
 };
-
-/// Where a decision is asked for. The rules judge the same way for every
-/// origin; only admission records Events on the object, since the audit
-/// and `check` change nothing they judge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// A request from the API server (or `review`, which answers one).
-    Admission,
-    /// The audit, judging a stored object as its CREATE would be judged.
-    Audit,
-    /// `check`, judging a manifest offline.
-    OfflineCheck,
-}
-
-impl Origin {
-    /// The name used in logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Admission => "admission",
-            Self::Audit => "audit",
-            Self::OfflineCheck => "offline-check",
-        }
-    }
-}
+use crate::policy::{Grant, Permission, Policy, UserInfo};
 
 /// What the rules make of a request, before they judge it.
 #[derive(Debug, Clone)]
@@ -50,7 +28,7 @@ pub enum Subject<'a> {
     /// A write the rules judge.
     Write {
         /// The write.
-        write: RolloutWrite<'a>,
+        write: GuardedWrite<'a>,
         /// The object's name (the permission is asked about it; empty on
         /// a CREATE with generateName).
         name: &'a str,
@@ -65,183 +43,215 @@ pub enum Subject<'a> {
     },
 }
 
-/// The typed input of [`decide`]: which webhook judges what, for whom.
+/// The typed input of [`decide`]: which webhook judges what.
 #[derive(Debug, Clone)]
 pub struct Input<'a> {
     /// `/validate` or `/mutate`.
     pub webhook: Webhook,
-    /// Who asks.
-    pub origin: Origin,
     /// What is judged.
     pub subject: Subject<'a>,
 }
 
-/// Who may force, and how long asking may take.
-#[derive(Debug, Clone, Copy)]
-pub struct Asker<'a, P> {
-    /// The source of the force permissions.
-    pub authorizer: &'a P,
-    /// How long one question may take.
-    pub timeout: Duration,
+/// Which of the policy's grants a [`Question`] asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// `forceReapply`: rules 6, 7 and 13.
+    ForceReapply,
+    /// `forceReapply.deleteUndrained`: rules 14, 20 and 21.
+    DeleteUndrained,
+    /// `forceReapply.editChildren`: rule 26.
+    EditChildren,
+    /// `forceReapply.namespaceStrategy`: rule 24.
+    NamespaceStrategy,
 }
 
-/// What [`decide`] found.
+/// A permission a judgement waits for: may `user` have `grant` on `target`?
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    /// Which grant, so that the answer finds its place.
+    pub need: Need,
+    /// Who the policy lets have it, and how RBAC is asked.
+    pub grant: Grant<'a>,
+    /// The requester.
+    pub user: &'a UserInfo,
+    /// The object the permission is asked on.
+    pub target: Target<'a>,
+}
+
+/// What [`Judgement::finish`] found.
 #[derive(Debug)]
 pub struct Decided {
-    /// The decision.
-    pub decision: Decision,
+    /// The verdict.
+    pub verdict: Verdict,
     /// Whether the rules judged it (false for CONNECT, other resources, ...).
     pub judged: bool,
-    /// The RBAC check made for it, if one was.
-    pub rbac: Option<RbacTrace>,
 }
 
-/// Judges `input` under `policy`, asking `asker` when a force needs a
-/// permission the policy's lists do not settle.
-pub async fn decide<P: ForcePermission>(
-    policy: &Policy,
-    input: Input<'_>,
-    asker: Asker<'_, P>,
-) -> Decided {
-    let mut rbac = None;
-    let (mut decision, judged) = match (input.subject, input.webhook) {
+/// A judgement up to the permissions it needs: ask its
+/// [`questions`](Judgement::questions), then [`finish`](Judgement::finish) it.
+#[derive(Debug)]
+pub struct Judgement<'a> {
+    state: State<'a>,
+}
+
+/// One permission a judgement reads: settled without asking (`Ok`), or
+/// the question to ask (`Err`).
+type Slot<'a> = Result<Permission, Question<'a>>;
+
+/// Where a judgement stands. A judgement lives on the stack for one
+/// request, so its size costs nothing that boxing the large variant (an
+/// allocation per request) would save.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum State<'a> {
+    /// Nothing left to ask: the verdict, and whether the rules judged.
+    Done(Verdict, bool),
+    /// `/validate` on a write, and its three permissions: forceReapply's,
+    /// deleteUndrained's, editChildren's.
+    Write(Validation<'a>, [Slot<'a>; 3]),
+    /// `/validate` on a namespace-level ConfigMap, and rule 24's permission.
+    NamespaceConfig(StrategyValidation<'a>, Slot<'a>),
+}
+
+/// The slot of one permission: `settled`, else the question of `grant`.
+fn slot<'a>(
+    settled: Option<Permission>,
+    need: Need,
+    grant: Grant<'a>,
+    user: &'a UserInfo,
+    target: Target<'a>,
+) -> Slot<'a> {
+    settled.ok_or(Question {
+        need,
+        grant,
+        user,
+        target,
+    })
+}
+
+/// Judges `input` under `policy`, short of the permissions no policy list
+/// settles: the [`Judgement`] names them.
+pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
+    let state = match (input.subject, input.webhook) {
         (Subject::Skipped, _) | (Subject::Unguarded(_), Webhook::Mutate) => {
-            (Decision::default(), false)
+            State::Done(Verdict::default(), false)
         }
         (Subject::Unguarded(why), Webhook::Validate) => {
-            let mut decision = Decision::default();
-            decision.audit.insert("not-judged".to_owned(), why.clone());
-            decision.warnings.push(why);
-            (decision, false)
+            let mut verdict = Verdict::default();
+            verdict.audit.insert("not-judged".to_owned(), why.clone());
+            verdict.warnings.push(why);
+            State::Done(verdict, false)
         }
         (Subject::Unjudgeable(message), webhook) => {
-            let mut decision = Decision::default();
+            let mut verdict = Verdict::default();
             match webhook {
                 // The validating webhook denies what it cannot judge.
-                Webhook::Validate => decision.denials.push(Violation::Unjudgeable(message)),
-                Webhook::Mutate => decision.warnings.push(format!("not defaulted: {message}")),
+                Webhook::Validate => verdict.denials.push(Violation::Unjudgeable(message)),
+                Webhook::Mutate => verdict.warnings.push(format!("not defaulted: {message}")),
             }
-            (decision, true)
+            State::Done(verdict, true)
         }
         // `/mutate` defaults PipelineRollouts only.
         (Subject::Write { write, .. }, Webhook::Mutate) if !write.is_pipeline_rollout() => {
-            (Decision::default(), false)
+            State::Done(Verdict::default(), false)
         }
-        (Subject::Write { write, .. }, Webhook::Mutate) => (rules::mutate(policy, &write), true),
+        (Subject::Write { write, .. }, Webhook::Mutate) => {
+            State::Done(rules::mutate(policy, &write), true)
+        }
         // Nothing in a ConfigMap is defaulted.
-        (Subject::NamespaceConfig { .. }, Webhook::Mutate) => (Decision::default(), false),
+        (Subject::NamespaceConfig { .. }, Webhook::Mutate) => {
+            State::Done(Verdict::default(), false)
+        }
         (Subject::NamespaceConfig { write, name }, Webhook::Validate) => {
-            let (decision, trace) = validate_namespace_config(policy, write, name, asker).await;
-            rbac = trace;
-            (decision, true)
-        }
-        (Subject::Write { write, name }, Webhook::Validate) => {
-            let (decision, trace) = validate(policy, write, name, asker).await;
-            rbac = trace;
-            (decision, true)
-        }
-    };
-    if input.origin != Origin::Admission {
-        decision.events.clear();
-    }
-    Decided {
-        decision,
-        judged,
-        rbac,
-    }
-}
-
-/// `/validate` on a write: the rules, and the permissions they need.
-async fn validate<P: ForcePermission>(
-    policy: &Policy,
-    write: RolloutWrite<'_>,
-    name: &str,
-    asker: Asker<'_, P>,
-) -> (Decision, Option<RbacTrace>) {
-    let validation = rules::validate(policy, write);
-    let kind = write.kind;
-    let target = Target {
-        group: kind.group(),
-        resource: kind.resource(),
-        namespace: write.namespace,
-        name,
-    };
-    let user = write.user;
-    let mut rbac = None;
-    let force = match validation.settled_permission() {
-        Some(settled) => settled,
-        None => {
-            let grant = policy.force_reapply.grant();
-            let check = asker
-                .authorizer
-                .check(grant, user, target, asker.timeout)
-                .await;
-            rbac = check.rbac;
-            check.permission
-        }
-    };
-    let undrained = match validation.settled_undrained_permission() {
-        Some(settled) => settled,
-        None => {
-            let grant = policy.force_reapply.delete_undrained.grant();
-            let check = asker
-                .authorizer
-                .check(grant, user, target, asker.timeout)
-                .await;
-            rbac = check.rbac.or(rbac);
-            check.permission
-        }
-    };
-    let edit_children = match validation.settled_edit_permission() {
-        Some(settled) => settled,
-        None => {
-            let grant = policy.force_reapply.edit_children.grant();
-            let check = asker
-                .authorizer
-                .check(grant, user, target, asker.timeout)
-                .await;
-            rbac = check.rbac.or(rbac);
-            check.permission
-        }
-    };
-    (
-        validation.finish(&Permissions {
-            force,
-            undrained,
-            edit_children,
-        }),
-        rbac,
-    )
-}
-
-/// `/validate` on a namespace-level ConfigMap: rules 23 and 24, and the
-/// permission rule 24 needs, asked on the ConfigMap itself.
-async fn validate_namespace_config<P: ForcePermission>(
-    policy: &Policy,
-    write: StrategyWrite<'_>,
-    name: &str,
-    asker: Asker<'_, P>,
-) -> (Decision, Option<RbacTrace>) {
-    let namespace = write.namespace;
-    let user = write.user;
-    let validation = namespace_strategy::validate(policy, write);
-    let mut rbac = None;
-    let permission = match validation.settled_permission() {
-        Some(settled) => settled,
-        None => {
             let target = Target {
                 group: "",
                 resource: CONFIGMAPS,
-                namespace,
+                namespace: write.namespace,
                 name,
             };
-            let check = asker
-                .authorizer
-                .check(validation.grant(), user, target, asker.timeout)
-                .await;
-            rbac = check.rbac;
-            check.permission
+            let user = write.user;
+            let validation = namespace_strategy::validate(policy, write);
+            let permission = slot(
+                validation.settled_permission(),
+                Need::NamespaceStrategy,
+                validation.grant(),
+                user,
+                target,
+            );
+            State::NamespaceConfig(validation, permission)
+        }
+        (Subject::Write { write, name }, Webhook::Validate) => {
+            let target = Target {
+                group: write.kind.group(),
+                resource: write.kind.resource(),
+                namespace: write.namespace,
+                name,
+            };
+            let user = write.user;
+            let validation = rules::validate(policy, write);
+            let reapply = &policy.force_reapply;
+            let slots = [
+                slot(
+                    validation.settled_permission(),
+                    Need::ForceReapply,
+                    reapply.grant(),
+                    user,
+                    target,
+                ),
+                slot(
+                    validation.settled_undrained_permission(),
+                    Need::DeleteUndrained,
+                    reapply.delete_undrained.grant(),
+                    user,
+                    target,
+                ),
+                slot(
+                    validation.settled_edit_permission(),
+                    Need::EditChildren,
+                    reapply.edit_children.grant(),
+                    user,
+                    target,
+                ),
+            ];
+            State::Write(validation, slots)
         }
     };
-    (validation.finish(&permission), rbac)
+    Judgement { state }
 }
+
+impl<'a> Judgement<'a> {
+    /// The permissions the judgement still needs, in the order they are
+    /// asked (none for most requests).
+    pub fn questions(&self) -> impl Iterator<Item = Question<'a>> + use<'a, '_> {
+        let slots: &[Slot<'a>] = match &self.state {
+            State::Done(..) => &[],
+            State::Write(_, slots) => slots,
+            State::NamespaceConfig(_, slot) => std::slice::from_ref(slot),
+        };
+        slots.iter().filter_map(|slot| slot.as_ref().err().copied())
+    }
+
+    /// Finishes the judgement, `answer` giving the permission each open
+    /// question asks about (it is not called when none is open).
+    pub fn finish(self, mut answer: impl FnMut(&Question<'a>) -> Permission) -> Decided {
+        let mut answered = |slot: Slot<'a>| slot.unwrap_or_else(|question| answer(&question));
+        match self.state {
+            State::Done(verdict, judged) => Decided { verdict, judged },
+            State::Write(validation, [force, undrained, edit_children]) => Decided {
+                verdict: validation.finish(&Permissions {
+                    force: answered(force),
+                    undrained: answered(undrained),
+                    edit_children: answered(edit_children),
+                }),
+                judged: true,
+            },
+            State::NamespaceConfig(validation, permission) => Decided {
+                verdict: validation.finish(&answered(permission)),
+                judged: true,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,13 +1,16 @@
 //! Parse, decide, respond: an AdmissionReview read into typed input
-//! ([`request`]), judged by [`decide`] with the request's origin as data,
-//! and answered from the decision ([`response`]).
+//! ([`request`]), judged by [`decide`] (pure, synchronous), the
+//! permissions it names asked of the [`Authorizer`], and answered from the
+//! verdict ([`response`]).
 //!
 //! The request is read with a small lenient envelope of our own (so a
 //! broken object still yields the uid to answer with); the answer is built
-//! from the Decision in one place, in the request's apiVersion, with the
+//! from the Verdict in one place, in the request's apiVersion, with the
 //! patch as base64 text. The server and `review` go through [`answer`];
 //! the audit and `check`, which hold objects rather than AdmissionReviews,
-//! build the [`Input`] themselves and call [`decide`].
+//! build the [`Input`] themselves, call [`decide`] and answer its
+//! questions from what they know. Only the server turns verdicts into
+//! Events.
 
 mod decide;
 mod json_out;
@@ -19,11 +22,11 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-pub use self::decide::{Asker, Decided, Input, Origin, Subject, decide};
+pub use self::decide::{Decided, Input, Judgement, Need, Question, Subject, decide};
 pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
-use crate::authz::{ForcePermission, RbacTrace};
-use crate::policy::Policy;
-use crate::policy::rules::Decision;
+use crate::authz::{Authorizer, RbacTrace};
+use crate::policy::rules::Verdict;
+use crate::policy::{Permission, Policy};
 
 /// The AdmissionReview apiVersions we speak.
 pub const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -53,49 +56,49 @@ impl fmt::Display for Webhook {
     }
 }
 
-/// The whole outcome of one request: the decision, and the answer built
+/// The reply to one AdmissionReview: the verdict, and the answer built
 /// from it.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct Reply {
     /// Which webhook answered.
     pub webhook: Webhook,
     /// The response AdmissionReview, serialised.
     pub body: Vec<u8>,
     /// Whether the rules judged it (false for CONNECT, other resources, ...).
     pub judged: bool,
-    /// The decision behind the answer: the only record of the outcome.
-    pub decision: Decision,
+    /// The verdict behind the answer: the only record of the outcome.
+    pub verdict: Verdict,
     /// The RBAC check made for it, if one was.
     pub rbac: Option<RbacTrace>,
 }
 
-impl Outcome {
+impl Reply {
     /// Whether the request was allowed.
     pub fn allowed(&self) -> bool {
-        self.decision.allowed()
+        self.verdict.allowed()
     }
 
     /// The denial message, if denied.
     pub fn message(&self) -> Option<String> {
-        self.decision.denial_message()
+        self.verdict.denial_message()
     }
 }
 
 /// What [`answer`] is given besides the policy and the body: who may force
 /// (asked within `permission_timeout`) and the time the request is judged at.
 #[derive(Debug, Clone, Copy)]
-pub struct AnswerContext<'a, P> {
-    /// The source of the force-reapply permission.
-    pub authorizer: &'a P,
+pub struct AnswerContext<'a> {
+    /// The source of the permissions the rules need.
+    pub authorizer: &'a Authorizer,
     /// How long asking it may take.
     pub permission_timeout: Duration,
     /// The time the request is judged at.
     pub now: OffsetDateTime,
 }
 
-impl<'a, P: ForcePermission> AnswerContext<'a, P> {
+impl<'a> AnswerContext<'a> {
     /// Judging now, by the system clock.
-    pub fn now(authorizer: &'a P, permission_timeout: Duration) -> Self {
+    pub fn now(authorizer: &'a Authorizer, permission_timeout: Duration) -> Self {
         Self {
             authorizer,
             permission_timeout,
@@ -105,37 +108,53 @@ impl<'a, P: ForcePermission> AnswerContext<'a, P> {
 }
 
 /// Parses, judges and answers one AdmissionReview body for `webhook` under
-/// `policy`, asking `context.authorizer` when a force needs permission: the
-/// server's and `review`'s path (parse, [`decide`], respond), and the
-/// wire-level tests' and benches'.
-pub async fn answer<P: ForcePermission>(
+/// `policy`, asking `context.authorizer` the permissions the judgement
+/// needs: the server's and `review`'s path (parse, [`decide`], ask,
+/// finish, respond), and the wire-level tests' and benches'. The only
+/// caller of [`decide`] that asks anyone.
+pub async fn answer(
     webhook: Webhook,
     policy: &Policy,
     body: &[u8],
-    context: AnswerContext<'_, P>,
-) -> Result<(AdmissionRequest, Outcome), ParseError> {
+    context: AnswerContext<'_>,
+) -> Result<(AdmissionRequest, Reply), ParseError> {
     let request = AdmissionRequest::parse(body)?;
     let input = Input {
         webhook,
-        origin: Origin::Admission,
         subject: request.subject(context.now),
     };
-    let asker = Asker {
-        authorizer: context.authorizer,
-        timeout: context.permission_timeout,
-    };
-    let Decided {
-        decision,
-        judged,
-        rbac,
-    } = decide(policy, input, asker).await;
-    let body = response::wire_body(&request, &decision);
-    let outcome = Outcome {
+    let judgement = decide(policy, input);
+    let mut rbac = None;
+    let mut answers = Vec::new();
+    for question in judgement.questions() {
+        let check = context
+            .authorizer
+            .ask(
+                question.grant,
+                question.user,
+                question.target,
+                context.permission_timeout,
+            )
+            .await;
+        rbac = check.rbac.or(rbac);
+        answers.push((question.need, check.permission));
+    }
+    let Decided { verdict, judged } = judgement.finish(|question| {
+        answers
+            .iter()
+            .position(|(need, _)| *need == question.need)
+            .map_or_else(
+                || Permission::Refused("its permission was not asked".to_owned()),
+                |at| answers.swap_remove(at).1,
+            )
+    });
+    let body = response::wire_body(&request, &verdict);
+    let reply = Reply {
         webhook,
         body,
         judged,
-        decision,
+        verdict,
         rbac,
     };
-    Ok((request, outcome))
+    Ok((request, reply))
 }

@@ -13,7 +13,7 @@ use crate::kinds::{self, CONFIGMAPS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELET
 use crate::lenient::{Obj, Text};
 use crate::namespace_config::ConfigRead;
 use crate::policy::UserInfo;
-use crate::policy::rules::{Operation, RolloutWrite, StrategyWrite};
+use crate::policy::rules::{GuardedWrite, Operation, StrategyWrite};
 use crate::rollout::PipelineRollout;
 
 /// The operation of an admission request, as the API server names it.
@@ -302,7 +302,7 @@ impl AdmissionRequest {
                 });
             };
             return Ok(Subject::Write {
-                write: RolloutWrite {
+                write: GuardedWrite {
                     kind,
                     operation,
                     namespace: &self.namespace,
@@ -332,7 +332,7 @@ impl AdmissionRequest {
             }
         };
         Ok(Subject::Write {
-            write: RolloutWrite {
+            write: GuardedWrite {
                 kind,
                 operation,
                 namespace: &self.namespace,

@@ -1,4 +1,4 @@
-//! The answer side: the AdmissionReview response built from a Decision, in
+//! The answer side: the AdmissionReview response built from a Verdict, in
 //! one place, written as JSON text of our own (kube-core's types carry the
 //! patch as an array of byte values): the patch goes out as base64 text,
 //! the form the Kubernetes documentation shows, a third to a quarter of the
@@ -8,14 +8,14 @@ use base64::Engine as _;
 
 use super::json_out;
 use super::request::AdmissionRequest;
-use crate::policy::rules::Decision;
+use crate::policy::rules::Verdict;
 
 /// The response AdmissionReview, serialised: uid echoed, apiVersion kept,
 /// status 403 with the message on denial, else the patch (if any), and the
 /// warnings and audit annotations. Written straight into one buffer sized
 /// for it ([`json_out`]): the shape is fixed and every value is a string,
 /// a boolean or a number.
-pub(super) fn wire_body(request: &AdmissionRequest, decision: &Decision) -> Vec<u8> {
+pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u8> {
     let denial = decision.denial_message();
     let mut extra_warning = None;
     let patch = match (&denial, decision.patch.is_empty()) {

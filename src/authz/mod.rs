@@ -1,7 +1,8 @@
-//! Whether the requester may force a re-apply, behind one seam:
-//! [`ForcePermission`], with one implementation per source.
+//! Whether the requester has one of the policy's grants (forceReapply,
+//! deleteUndrained, editChildren, namespaceStrategy) on an object: the
+//! server's only source of the permissions a judgement asks for.
 //!
-//! [`StaticLists`] reads the policy's `users` and `groups` only (no I/O);
+//! [`StaticLists`] reads the grant's `users` and `groups` only (no I/O);
 //! [`RbacAuthorizer`] reads them first, then asks Kubernetes RBAC through a
 //! SubjectAccessReview with a custom verb (the way cert-manager authorises
 //! approvals), where any error denies. [`Authorizer`] holds either, for the
@@ -10,7 +11,6 @@
 mod cache;
 mod rbac;
 
-use std::future::Future;
 use std::time::Duration;
 
 pub use rbac::{RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError};
@@ -77,7 +77,7 @@ impl From<Permission> for PermissionCheck {
     }
 }
 
-/// The object a force is asked for.
+/// The object a permission is asked on.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
     /// Its API group.
@@ -88,19 +88,6 @@ pub struct Target<'a> {
     pub namespace: &'a str,
     /// Its name.
     pub name: &'a str,
-}
-
-/// One source of the answer to "may this requester force a re-apply of
-/// this object?".
-pub trait ForcePermission: Sync {
-    /// Asks, within `limit`.
-    fn check(
-        &self,
-        grant: Grant<'_>,
-        user: &UserInfo,
-        target: Target<'_>,
-        limit: Duration,
-    ) -> impl Future<Output = PermissionCheck> + Send;
 }
 
 /// The policy's static lists as the only source: when the policy also
@@ -134,18 +121,6 @@ impl StaticLists {
     }
 }
 
-impl ForcePermission for StaticLists {
-    fn check(
-        &self,
-        grant: Grant<'_>,
-        user: &UserInfo,
-        _target: Target<'_>,
-        _limit: Duration,
-    ) -> impl Future<Output = PermissionCheck> + Send {
-        std::future::ready(self.answer(grant, user).into())
-    }
-}
-
 /// Either source, chosen at start-up.
 #[derive(Debug)]
 pub enum Authorizer {
@@ -155,8 +130,9 @@ pub enum Authorizer {
     Rbac(RbacAuthorizer),
 }
 
-impl ForcePermission for Authorizer {
-    async fn check(
+impl Authorizer {
+    /// Whether `user` has `grant` on `target`, asked within `limit`.
+    pub async fn ask(
         &self,
         grant: Grant<'_>,
         user: &UserInfo,
@@ -164,8 +140,8 @@ impl ForcePermission for Authorizer {
         limit: Duration,
     ) -> PermissionCheck {
         match self {
-            Self::StaticLists(lists) => lists.check(grant, user, target, limit).await,
-            Self::Rbac(rbac) => rbac.check(grant, user, target, limit).await,
+            Self::StaticLists(lists) => lists.answer(grant, user).into(),
+            Self::Rbac(rbac) => rbac.ask(grant, user, target, limit).await,
         }
     }
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::PostParams;
 
 use super::cache::{AnswerCache, Bounds, Source};
-use super::{ForcePermission, PermissionCheck, RbacTrace, Target, oversized_user};
+use super::{PermissionCheck, RbacTrace, Target, oversized_user};
 use crate::policy::{Grant, Permission, RbacPolicy, UserInfo};
 
 /// The API group the custom verb is checked on for a PipelineRollout (for
@@ -119,12 +119,11 @@ impl RbacAuthorizer {
             .await
             .map_err(|_| RbacError::Timeout(limit))?
     }
-}
 
-impl ForcePermission for RbacAuthorizer {
-    /// The static lists first, then RBAC when the policy names it. Any RBAC
-    /// error refuses, saying why.
-    async fn check(
+    /// Whether `user` has `grant` on `target`: the static lists first, then
+    /// RBAC when the policy names it, within `limit`. Any RBAC error
+    /// refuses, saying why.
+    pub async fn ask(
         &self,
         grant: Grant<'_>,
         user: &UserInfo,

@@ -8,7 +8,7 @@
 //! listed in the client's default pages of 500 (the audit's of 50), took a
 //! leader to a 459.6 MiB peak, and to 46.8 MiB listed this way
 //! (docs/performance.md, "The leader's memory under large objects";
-//! `tests/apiserver_audit.rs` holds it under 64 MiB).
+//! `tests/apiserver/audit.rs` holds it under 64 MiB).
 //!
 //! Where the API server refuses a streaming list (its WatchList feature is
 //! off, as by default before Kubernetes 1.32, or its etcd lacks progress

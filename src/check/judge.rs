@@ -1,22 +1,21 @@
 //! Judging one manifest as the API server and the webhook would: its
 //! CREATE (or its UPDATE from the deployed object) given to
 //! [`admission::decide`] for `/mutate`, the patch applied, then for
-//! `/validate`, with the offline check as the origin and the policy's
-//! static lists as the only source of permission.
+//! `/validate`, the policy's static lists answering the permissions the
+//! judgement asks for (no API server is asked).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::input::{Checked, Manifest};
 use super::report::{JudgedManifest, Remark, Severity};
-use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
+use crate::admission::{self, Input, Subject, Webhook};
 use crate::authz::StaticLists;
 use crate::kinds::Kind;
 use crate::namespace_config::ConfigRead;
-use crate::policy::rules::{Decision, Operation, RolloutWrite, StrategyWrite};
+use crate::policy::rules::{GuardedWrite, Operation, StrategyWrite, Verdict};
 use crate::policy::{Policy, UserInfo, format_seconds};
 use crate::rollout::{PipelineRollout, TIMEOUT_FIELD};
 
@@ -94,7 +93,7 @@ impl ManifestJudge<'_> {
     }
 
     /// Judges one manifest.
-    pub async fn judge(&self, manifest: Manifest) -> JudgedManifest {
+    pub fn judge(&self, manifest: Manifest) -> JudgedManifest {
         let (namespace, name) = identity(&manifest.object, self.default_namespace);
         let deployed = name
             .as_deref()
@@ -104,13 +103,9 @@ impl ManifestJudge<'_> {
         prepare(&mut object, &namespace, old);
         let name_or_none = name.as_deref().unwrap_or_default();
         let remarks = match manifest.kind {
-            Checked::Guarded(kind) => {
-                self.remarks(kind, &namespace, name_or_none, old, object)
-                    .await
-            }
+            Checked::Guarded(kind) => self.remarks(kind, &namespace, name_or_none, old, object),
             Checked::NamespaceConfig => {
                 self.namespace_config_remarks(&namespace, name_or_none, old, &object)
-                    .await
             }
         };
         JudgedManifest {
@@ -127,7 +122,7 @@ impl ManifestJudge<'_> {
     /// What the webhook would say of the write of `object` (over `old`):
     /// `/mutate`'s default and warnings, then `/validate`'s denials and
     /// warnings on the patched object.
-    async fn remarks(
+    fn remarks(
         &self,
         kind: Kind,
         namespace: &str,
@@ -149,7 +144,7 @@ impl ManifestJudge<'_> {
         let mut remarks = Vec::new();
         match view(&object) {
             Ok(view) => {
-                let decision = self.decide(Webhook::Mutate, &write, &view).await;
+                let decision = self.decide(Webhook::Mutate, &write, &view);
                 if let Some(seconds) = decision.defaulted {
                     remarks.push(Remark {
                         severity: Severity::Info,
@@ -169,7 +164,7 @@ impl ManifestJudge<'_> {
         }
         match view(&object) {
             Ok(view) => {
-                let decision = self.decide(Webhook::Validate, &write, &view).await;
+                let decision = self.decide(Webhook::Validate, &write, &view);
                 remarks.extend(denials(&decision));
                 warnings(&mut remarks, &decision);
             }
@@ -180,7 +175,7 @@ impl ManifestJudge<'_> {
 
     /// What `/validate` would say of the write of a namespace-level
     /// ConfigMap (over `old`): rules 23 and 24; nothing is defaulted.
-    async fn namespace_config_remarks(
+    fn namespace_config_remarks(
         &self,
         namespace: &str,
         name: &str,
@@ -205,15 +200,9 @@ impl ManifestJudge<'_> {
         };
         let input = Input {
             webhook: Webhook::Validate,
-            origin: Origin::OfflineCheck,
             subject: Subject::NamespaceConfig { write, name },
         };
-        let authorizer = StaticLists::new(OFFLINE_PERMISSION);
-        let asker = Asker {
-            authorizer: &authorizer,
-            timeout: Duration::from_secs(10),
-        };
-        let decision = admission::decide(self.policy, input, asker).await.decision;
+        let decision = decide_offline(self.policy, input);
         let mut remarks = denials(&decision);
         warnings(&mut remarks, &decision);
         remarks
@@ -229,18 +218,11 @@ impl ManifestJudge<'_> {
     }
 
     /// The decision of `webhook` on the write of `object`.
-    async fn decide(
-        &self,
-        webhook: Webhook,
-        write: &Write<'_>,
-        object: &PipelineRollout,
-    ) -> Decision {
-        let authorizer = StaticLists::new(OFFLINE_PERMISSION);
+    fn decide(&self, webhook: Webhook, write: &Write<'_>, object: &PipelineRollout) -> Verdict {
         let input = Input {
             webhook,
-            origin: Origin::OfflineCheck,
             subject: Subject::Write {
-                write: RolloutWrite {
+                write: GuardedWrite {
                     kind: write.kind,
                     operation: write.operation(),
                     namespace: write.namespace,
@@ -252,12 +234,17 @@ impl ManifestJudge<'_> {
                 name: write.name,
             },
         };
-        let asker = Asker {
-            authorizer: &authorizer,
-            timeout: Duration::from_secs(10),
-        };
-        admission::decide(self.policy, input, asker).await.decision
+        decide_offline(self.policy, input)
     }
+}
+
+/// The verdict on `input`, the policy's static lists answering every
+/// permission it asks for.
+fn decide_offline(policy: &Policy, input: Input<'_>) -> Verdict {
+    let lists = StaticLists::new(OFFLINE_PERMISSION);
+    admission::decide(policy, input)
+        .finish(|question| lists.answer(question.grant, question.user))
+        .verdict
 }
 
 /// The rules' view of a manifest.
@@ -313,7 +300,7 @@ impl Write<'_> {
 /// Why `check` can grant a force only from the policy's lists.
 const OFFLINE_PERMISSION: &str = "`check` runs without an API server; it judges --as and --as-group against the policy's users and groups lists only";
 
-fn denials(decision: &Decision) -> Vec<Remark> {
+fn denials(decision: &Verdict) -> Vec<Remark> {
     decision
         .denials
         .iter()
@@ -326,7 +313,7 @@ fn denials(decision: &Decision) -> Vec<Remark> {
         .collect()
 }
 
-fn warnings(remarks: &mut Vec<Remark>, decision: &Decision) {
+fn warnings(remarks: &mut Vec<Remark>, decision: &Verdict) {
     remarks.extend(decision.warnings.iter().cloned().map(warning));
 }
 

@@ -44,7 +44,7 @@ pub struct CheckOptions {
 
 /// Reads the deployed objects and the manifests, and judges each
 /// PipelineRollout (and each object of another guarded kind).
-pub async fn check(policy: &Policy, args: &CheckOptions) -> CheckReport {
+pub fn check(policy: &Policy, args: &CheckOptions) -> CheckReport {
     let mut report = CheckReport {
         against: !args.against.is_empty(),
         ..CheckReport::default()
@@ -85,7 +85,7 @@ pub async fn check(policy: &Policy, args: &CheckOptions) -> CheckReport {
     };
     for item in inputs.items {
         report.entries.push(match item {
-            Item::Rollout(manifest) => CheckEntry::Rollout(judge.judge(manifest).await),
+            Item::Rollout(manifest) => CheckEntry::Rollout(judge.judge(manifest)),
             Item::Problem(problem) => CheckEntry::Problem(problem),
         });
     }

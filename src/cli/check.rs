@@ -3,17 +3,12 @@
 use std::process::ExitCode;
 
 use super::args::{CheckArgs, OutputFormat};
-use super::current_thread_runtime;
 use crate::check::{self, CheckOptions, junit};
 use crate::policy::Policy;
 
 /// Runs `check`: exit 0 when nothing would be denied, 1 when something
 /// would, 2 when some input was unreadable or the policy is invalid.
 pub fn run(args: &CheckArgs) -> ExitCode {
-    let runtime = match current_thread_runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return code,
-    };
     let policy = match Policy::from_file_or_built_in(args.policy.as_deref()) {
         Ok(policy) => policy,
         Err(e) => {
@@ -27,7 +22,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let report = runtime.block_on(check::check(&policy, &CheckOptions::from(args)));
+    let report = check::check(&policy, &CheckOptions::from(args));
     let rendered = match args.output {
         OutputFormat::Text => report.text(),
         OutputFormat::Json => report.json() + "\n",

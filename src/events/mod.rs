@@ -25,7 +25,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
-use crate::admission::{AdmissionRequest, Outcome, RequestOperation};
+use crate::admission::{AdmissionRequest, Reply, RequestOperation};
 use crate::kinds::Kind;
 use crate::policy::rules::EventReason;
 
@@ -207,20 +207,20 @@ impl EventQueue {
 impl EventQueue {
     /// Queues the Events an answered review's decision asks for (none for a
     /// dry run: the webhook configurations say `sideEffects: NoneOnDryRun`).
-    pub fn send_decision_events(&self, request: &AdmissionRequest, outcome: &Outcome) {
+    pub fn send_decision_events(&self, request: &AdmissionRequest, outcome: &Reply) {
         if request.dry_run || !self.is_on() {
             return;
         }
         if self.unguarded.contains(&request.namespace) {
             if let Some((_, counts)) = &self.tx {
-                for event in &outcome.decision.events {
+                for event in &outcome.verdict.events {
                     count(counts, event.reason, "unguarded");
                 }
             }
             return;
         }
         let (regarded, api_version) = Regarded::of(request);
-        for event in &outcome.decision.events {
+        for event in &outcome.verdict.events {
             let regarding = (
                 request.namespace.as_str(),
                 request.name.as_str(),

@@ -169,17 +169,17 @@ fn config_map_request(operation: &str, dry_run: bool) -> AdmissionRequest {
     AdmissionRequest::parse(review.to_string().as_bytes()).expect("an AdmissionReview")
 }
 
-fn outcome_with(reason: EventReason) -> Outcome {
-    let mut decision = crate::policy::rules::Decision::default();
-    decision.events.push(crate::policy::rules::ForceEvent {
+fn outcome_with(reason: EventReason) -> Reply {
+    let mut verdict = crate::policy::rules::Verdict::default();
+    verdict.events.push(crate::policy::rules::ForceEvent {
         reason,
         note: "refused".to_owned(),
     });
-    Outcome {
+    Reply {
         webhook: crate::admission::Webhook::Validate,
         body: Vec::new(),
         judged: true,
-        decision,
+        verdict,
         rbac: None,
     }
 }

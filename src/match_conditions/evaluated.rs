@@ -1,6 +1,6 @@
 //! The expressions evaluated by a CEL interpreter on the shapes the API
 //! server sends (the real API server runs them in
-//! `tests/apiserver_children.rs`).
+//! `tests/apiserver/children.rs`).
 
 use serde_json::{Value, json};
 

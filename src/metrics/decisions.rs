@@ -9,7 +9,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::force_resets::{ForceResets, ResetBy};
 use super::recent_forces::RecentForces;
-use crate::admission::{AdmissionRequest, Outcome};
+use crate::admission::{AdmissionRequest, Reply};
 use crate::policy::rules::{Gate, GateResult, Rule};
 
 /// Labels of a force-reapply or force-promote decision.
@@ -104,18 +104,18 @@ impl DecisionMetrics {
 
     /// Records what one answered review decided: the reset of a stale
     /// force, the broken rules, the force gates.
-    pub fn record_decision(&self, request: &AdmissionRequest, outcome: &Outcome) {
-        if outcome.decision.reset_force && !request.dry_run {
+    pub fn record_decision(&self, request: &AdmissionRequest, outcome: &Reply) {
+        if outcome.verdict.reset_force && !request.dry_run {
             self.resets.record_reset(ResetBy::Mutate);
         }
-        for violation in &outcome.decision.denials {
+        for violation in &outcome.verdict.denials {
             self.denials
                 .get_or_create(&RuleLabels {
                     rule: violation.rule().number(),
                 })
                 .inc();
         }
-        for (gate, result) in &outcome.decision.gates {
+        for (gate, result) in &outcome.verdict.gates {
             if !request.dry_run {
                 self.recent_forces.record(
                     (gate.as_str(), result.as_str()),

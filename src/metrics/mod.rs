@@ -42,7 +42,7 @@ use self::rbac::RbacMetrics;
 use self::reloads::ReloadMetrics;
 use self::requests::RequestMetrics;
 use self::sweeper::SweeperMetrics;
-use crate::admission::{AdmissionRequest, Outcome};
+use crate::admission::{AdmissionRequest, Reply};
 use crate::events::EventCounts;
 
 /// The Content-Type of [`Metrics::encode`]'s output.
@@ -131,10 +131,10 @@ impl Metrics {
 
     /// Records what one answered review decided, and the RBAC check made
     /// for it.
-    pub fn record_answer(&self, request: &AdmissionRequest, outcome: &Outcome) {
+    pub fn record_answer(&self, request: &AdmissionRequest, outcome: &Reply) {
         self.decisions.record_decision(request, outcome);
         if let Some(kind) = request.kind().filter(|_| !request.dry_run) {
-            self.bookkeeping.record(kind, &outcome.decision.denials);
+            self.bookkeeping.record(kind, &outcome.verdict.denials);
         }
         if let Some(trace) = &outcome.rbac {
             self.rbac.record_check(trace);

@@ -20,7 +20,7 @@ use axum::routing::post;
 use super::Shared;
 use super::deadline::{self, Deadline};
 use super::plain_text;
-use crate::admission::{self, AdmissionRequest, AnswerContext, Outcome, Webhook};
+use crate::admission::{self, AdmissionRequest, AnswerContext, Reply, Webhook};
 use crate::logtext::{Escaped, EscapedObject};
 use crate::metrics::requests::RequestLabels;
 
@@ -121,8 +121,8 @@ async fn answer_request(
 }
 
 /// The decision log: one line per answered review.
-fn log_decision(request: &AdmissionRequest, outcome: &Outcome, started: Instant) {
-    let decision = &outcome.decision;
+fn log_decision(request: &AdmissionRequest, outcome: &Reply, started: Instant) {
+    let decision = &outcome.verdict;
     if let Some(trace) = outcome.rbac {
         tracing::debug!(uid = %Escaped(&request.uid), result = trace.result, cached = trace.cached, duration = ?trace.duration, "RBAC check");
     }

@@ -2,8 +2,8 @@
 //! the stored object hold on the paths the rules read, each read once, and
 //! guarded so that no wrongly typed value raises a CEL runtime error. Each
 //! expression also type-checks against the CRD's schema: the API server's
-//! checker reports nothing about variables, so tests/apiserver_vap.rs has it
-//! check each one as a validation (and tests/cli_export_vap.rs checks that each is
+//! checker reports nothing about variables, so tests/apiserver/vap.rs has it
+//! check each one as a validation (and tests/cli/export_vap.rs checks that each is
 //! defined before it is read).
 
 use super::cel::{self, Step};

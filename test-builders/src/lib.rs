@@ -3,7 +3,7 @@
 //! users who write them ([`users`]).
 //!
 //! The unit tables in `src/policy/rules/tests/` and the end-to-end tables
-//! in `tests/apiserver_vap_support/` build their requests here, so both
+//! in `tests/apiserver/apiserver_vap_support/` build their requests here, so both
 //! judge the same documents. This crate does not depend on the webhook: it spells
 //! the field paths out itself, and each side turns the documents into its
 //! own types.

@@ -13,7 +13,7 @@
 //! crate is built without regular expressions). There is no `authorizer`:
 //! a policy whose grant names an RBAC verb fails to evaluate here, so the
 //! tables grant by users and groups; the real API server covers the verb
-//! (tests/apiserver_vap.rs).
+//! (tests/apiserver/vap.rs).
 
 #![allow(dead_code)] // each test binary uses a part
 

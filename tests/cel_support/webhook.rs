@@ -66,12 +66,12 @@ pub fn webhook(policy: &Policy, request: &Request) -> Webhook {
         judged: outcome.judged,
         allowed: outcome.allowed(),
         denials: outcome
-            .decision
+            .verdict
             .denials
             .iter()
             .map(ToString::to_string)
             .collect(),
-        warnings: outcome.decision.warnings.clone(),
+        warnings: outcome.verdict.warnings.clone(),
     }
 }
 

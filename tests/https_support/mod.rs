@@ -234,13 +234,15 @@ pub fn answer_now(
 ) -> Result<
     (
         pipelinerollout_webhook::admission::AdmissionRequest,
-        pipelinerollout_webhook::admission::Outcome,
+        pipelinerollout_webhook::admission::Reply,
     ),
     pipelinerollout_webhook::admission::ParseError,
 > {
     use std::future::Future as _;
     use std::task::{Context, Poll, Waker};
-    let lists = pipelinerollout_webhook::authz::StaticLists::new("no connection to the API server");
+    let lists = pipelinerollout_webhook::authz::Authorizer::StaticLists(
+        pipelinerollout_webhook::authz::StaticLists::new("no connection to the API server"),
+    );
     let judge =
         pipelinerollout_webhook::admission::AnswerContext::now(&lists, Duration::from_secs(1));
     let future = pipelinerollout_webhook::admission::answer(webhook, policy, body, judge);

@@ -1,13 +1,10 @@
 //! Judging one stored object as a CREATE of it would be judged: the
 //! object's typed view (read once from its slim JSON) given to
-//! [`admission::decide`] for `/validate`, with the audit as its origin,
-//! and the denials sorted into one result per rule. A stored force is
-//! judged by state instead, since who set it cannot be known afterwards:
-//! it is left out of what is decided, and [`StoredState`], the permission
-//! source, asks no one.
-
-use std::future::Future;
-use std::time::Duration;
+//! [`admission::decide`] for `/validate`, and the denials sorted into one
+//! result per rule. A stored force is judged by state instead, since who
+//! set it cannot be known afterwards: it is left out of what is decided,
+//! and any permission the judgement asks for is granted as
+//! [`BY_STATE`] says (no one is asked).
 
 use time::OffsetDateTime;
 
@@ -16,14 +13,11 @@ use self::state::{
     template_deletion_state, template_label_state,
 };
 use super::audited::{Audited, KindEntry};
-use crate::admission::{self, Asker, Input, Origin, Subject, Webhook};
-use crate::authz::{ForcePermission, PermissionCheck, Target};
+use crate::admission::{self, Input, Subject, Webhook};
 use crate::kinds::Kind;
 use crate::namespace_config::ConfigRead;
-use crate::policy::rules::{
-    Operation, RolloutWrite, Rule, StrategyWrite, Violation, namespace_strategy,
-};
-use crate::policy::{Grant, Mode, Permission, Policy, UserInfo};
+use crate::policy::rules::{GuardedWrite, Operation, Rule, StrategyWrite, Verdict, Violation};
+use crate::policy::{Mode, Permission, Policy, UserInfo};
 use crate::rollout::{DeletionTimeout, PipelineRollout};
 
 /// The requester the audit judges a CREATE for.
@@ -98,7 +92,7 @@ impl<'a> Judge<'a> {
     /// Judges one stored object of the kind `entry` names (its slim JSON),
     /// in `namespace` under `name`: a PipelineRollout, a MonoVertexRollout
     /// or an ISBServiceRollout.
-    pub async fn object(
+    pub fn object(
         &self,
         entry: &KindEntry,
         namespace: &str,
@@ -106,7 +100,7 @@ impl<'a> Judge<'a> {
         json: &str,
     ) -> ObjectResults {
         match PipelineRollout::from_json(json) {
-            Ok(view) => self.view(entry, namespace, name, &view).await,
+            Ok(view) => self.view(entry, namespace, name, &view),
             Err(e) => unjudgeable(format!("the stored object is not JSON: {e}")),
         }
     }
@@ -121,29 +115,19 @@ pub fn enforcing(policy: &Policy) -> (Policy, bool) {
     (enforcing, warn_only)
 }
 
-/// The permission source of the audit: it does no SubjectAccessReview.
-/// The audit takes a stored force out of what it decides (see
-/// [`PipelineRollout::without_stored_forces`]) and judges it by state, so
-/// this answers only a gate a future rule might add, granting it with the
-/// reason.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StoredState;
+/// How the audit answers a permission a judgement asks for: granted, since
+/// the stored forces are taken out of what it decides (see
+/// [`PipelineRollout::without_stored_forces`]) and judged by state, and a
+/// namespace's strategy is judged by state too.
+pub const BY_STATE: &str =
+    "who set a stored force or strategy is unknown to the audit; it is judged by state";
 
-impl ForcePermission for StoredState {
-    fn check(
-        &self,
-        _grant: Grant<'_>,
-        _user: &UserInfo,
-        _target: Target<'_>,
-        _limit: Duration,
-    ) -> impl Future<Output = PermissionCheck> + Send {
-        std::future::ready(
-            Permission::Granted(
-                "who set a stored force is unknown to the audit; it is judged by state".to_owned(),
-            )
-            .into(),
-        )
-    }
+/// The verdict on `input` (a CREATE for `/validate`), every permission it
+/// asks for granted [`BY_STATE`].
+fn decide_by_state(policy: &Policy, input: Input<'_>) -> Verdict {
+    admission::decide(policy, input)
+        .finish(|_| Permission::Granted(BY_STATE.to_owned()))
+        .verdict
 }
 
 /// Whether a violation says the object has a wrong shape rather than a
@@ -159,7 +143,7 @@ fn is_shape_problem(violation: &Violation) -> bool {
 }
 
 impl Judge<'_> {
-    async fn view(
+    fn view(
         &self,
         entry: &KindEntry,
         namespace: &str,
@@ -168,16 +152,15 @@ impl Judge<'_> {
     ) -> ObjectResults {
         let kind = match entry.guarded {
             Audited::Rollout(kind) => kind,
-            Audited::NamespaceConfig => return self.namespace_config(namespace, view),
+            Audited::NamespaceConfig => return self.namespace_config(namespace, name, view),
         };
         // The stored forces are judged by state: the CREATE decided leaves
         // them out.
         let object = view.without_stored_forces();
         let input = Input {
             webhook: Webhook::Validate,
-            origin: Origin::Audit,
             subject: Subject::Write {
-                write: RolloutWrite {
+                write: GuardedWrite {
                     kind,
                     operation: Operation::Create,
                     namespace,
@@ -189,19 +172,20 @@ impl Judge<'_> {
                 name,
             },
         };
-        let asker = Asker {
-            authorizer: &StoredState,
-            timeout: Duration::from_secs(1),
-        };
-        let decision = admission::decide(self.policy, input, asker).await.decision;
-        self.results(entry, kind, view, &decision.denials)
+        let verdict = decide_by_state(self.policy, input);
+        self.results(entry, kind, view, &verdict.denials)
     }
 
     /// A namespace-level ConfigMap's results: rule 23 as a CREATE of it
     /// would be judged, rule 24 by state (who set the strategy cannot be
     /// known afterwards): a strategy that skips draining is a warning
     /// naming the namespace.
-    fn namespace_config(&self, namespace: &str, view: &PipelineRollout) -> ObjectResults {
+    fn namespace_config(
+        &self,
+        namespace: &str,
+        name: &str,
+        view: &PipelineRollout,
+    ) -> ObjectResults {
         let read = ConfigRead::of(view);
         let skips = read.skips_draining();
         let shown = read.shown();
@@ -212,8 +196,11 @@ impl Judge<'_> {
             object: read,
             old_object: None,
         };
-        let granted = Permission::Granted("judged by state".to_owned());
-        let decision = namespace_strategy::validate(self.policy, write).finish(&granted);
+        let input = Input {
+            webhook: Webhook::Validate,
+            subject: Subject::NamespaceConfig { write, name },
+        };
+        let decision = decide_by_state(self.policy, input);
         let broken = if self.warn_only {
             Status::Warn
         } else {

@@ -255,7 +255,7 @@ impl Auditor {
             let mut done = Vec::with_capacity(chunk.len());
             for (namespace, key, json) in chunk {
                 let entry = &KINDS[key.0];
-                let results = judge.object(entry, &namespace, &key.1, &json).await;
+                let results = judge.object(entry, &namespace, &key.1, &json);
                 done.push((namespace, key, json, results));
             }
             {

@@ -31,9 +31,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::decision::{Decision, EventReason, Gate};
 use super::force::Settle;
-use super::rollout_write::{Operation, RolloutWrite};
+use super::guarded_write::{GuardedWrite, Operation};
+use super::verdict::{EventReason, Gate, Verdict};
 use super::violation::{Violation, cut};
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
@@ -221,7 +221,7 @@ fn update_fields(
 }
 
 /// The owner of a write: the stored object's, else the new object's.
-fn owner_of(write: &RolloutWrite<'_>) -> Option<String> {
+fn owner_of(write: &GuardedWrite<'_>) -> Option<String> {
     let new = write.object.ownership();
     let old = write.old().map(PipelineRollout::ownership);
     match (old, new) {
@@ -232,7 +232,7 @@ fn owner_of(write: &RolloutWrite<'_>) -> Option<String> {
 
 impl ChildEdits {
     /// Works out what rule 26 asks of a request.
-    pub fn of(policy: &Policy, write: &RolloutWrite<'_>) -> Self {
+    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         if !write.kind.is_child() || write.is_delete() {
             return Self::default();
         }
@@ -286,9 +286,9 @@ impl ChildEdits {
     /// metric label) and its denial.
     pub fn judge(
         &self,
-        decision: &mut Decision,
+        decision: &mut Verdict,
         policy: &Policy,
-        write: &RolloutWrite<'_>,
+        write: &GuardedWrite<'_>,
         permission: &Permission,
     ) {
         if !self.need_permission() {

@@ -9,7 +9,7 @@
 //! is).
 
 use super::deletion_timeout::{self, DeletionFindings, Holder};
-use super::rollout_write::RolloutWrite;
+use super::guarded_write::GuardedWrite;
 use super::timeout::{JudgedSlot, Overflow};
 use super::timeout_field::TimeoutField;
 use crate::kinds::Kind;
@@ -18,7 +18,7 @@ use crate::rollout::{LifecycleKey, TimeoutSlot};
 
 /// The findings on a child Pipeline's lifecycle: none for other kinds and
 /// for the Numaplane controller's own writes.
-pub fn findings(policy: &Policy, write: &RolloutWrite<'_>) -> DeletionFindings {
+pub fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> DeletionFindings {
     if write.kind != Kind::Pipeline || write.user.username() == policy.numaplane.controller_account
     {
         return DeletionFindings::default();

@@ -9,8 +9,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use serde_json::Value;
 
-use super::decision::Decision;
-use super::rollout_write::RolloutWrite;
+use super::guarded_write::GuardedWrite;
+use super::verdict::Verdict;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{DrainTimeout, Policy};
 use crate::rollout::{LifecycleKey, TimeoutSlot};
@@ -18,7 +18,7 @@ use crate::rollout::{LifecycleKey, TimeoutSlot};
 /// Fills in the missing drain timeouts: JSON Patch operations that add the
 /// namespace's defaults, creating the objects on the way. A present
 /// timeout (even an invalid one) is never changed.
-pub fn default_timeout(policy: &Policy, write: &RolloutWrite<'_>, decision: &mut Decision) {
+pub fn default_timeout(policy: &Policy, write: &GuardedWrite<'_>, decision: &mut Verdict) {
     let object = write.object;
     let pause = object.timeout();
     let created_lifecycle = match pause {
@@ -67,7 +67,7 @@ fn add_default(
     namespace: &str,
     key: LifecycleKey,
     depth: usize,
-    decision: &mut Decision,
+    decision: &mut Verdict,
 ) -> u64 {
     let seconds = dt.default_seconds(dt.scope(namespace).rules.default);
     let path = key.rollout_path();
@@ -84,7 +84,7 @@ fn add_default(
 }
 
 /// Records a default in the audit annotations: the seconds and their meaning.
-fn audit(decision: &mut Decision, key: &str, seconds: u64, dt: &DrainTimeout) {
+fn audit(decision: &mut Verdict, key: &str, seconds: u64, dt: &DrainTimeout) {
     let meaning = if seconds >= dt.no_timeout_seconds {
         "no timeout".to_owned()
     } else {

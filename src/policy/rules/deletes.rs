@@ -18,9 +18,9 @@
 
 use serde_json::Value;
 
-use super::decision::{Decision, EventReason, ForceEvent, Gate};
 use super::force::record_gate;
-use super::rollout_write::RolloutWrite;
+use super::guarded_write::GuardedWrite;
+use super::verdict::{EventReason, ForceEvent, Gate, Verdict};
 use super::violation::{Violation, cut};
 use crate::kinds::{Kind, PARENT_ROLLOUT};
 use crate::policy::model::{Mode, Policy};
@@ -45,7 +45,7 @@ pub struct DeleteGates {
 /// The owning rollout's name of a child (its parent-rollout-name label).
 /// Labels that cannot be read may hide the label: judged as owned, so a
 /// stored object of a wrong shape never lets a delete through unasked.
-fn owner<'a>(write: &'a RolloutWrite<'_>) -> Option<&'a str> {
+fn owner<'a>(write: &'a GuardedWrite<'_>) -> Option<&'a str> {
     if let Some(("metadata" | "metadata.labels", _)) = write.object.malformed_metadata() {
         return Some("(its labels cannot be read)");
     }
@@ -59,7 +59,7 @@ fn owner<'a>(write: &'a RolloutWrite<'_>) -> Option<&'a str> {
 
 impl DeleteGates {
     /// Works out which of rules 20 and 21 a request meets.
-    pub fn of(policy: &Policy, write: &RolloutWrite<'_>) -> Self {
+    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         if !write.is_delete() {
             return Self::default();
         }
@@ -118,9 +118,9 @@ impl DeleteGates {
     /// annotation, metric label), its denial and rule 21's warning.
     pub fn judge(
         &self,
-        decision: &mut Decision,
+        decision: &mut Verdict,
         policy: &Policy,
-        write: &RolloutWrite<'_>,
+        write: &GuardedWrite<'_>,
         undrained: &Permission,
     ) {
         let user = write.user.username();
@@ -192,7 +192,7 @@ impl DeleteGates {
 /// included; or refused: the object is stored, so it can carry one), its
 /// audit annotation and metric label, and its denial.
 fn gate(
-    decision: &mut Decision,
+    decision: &mut Verdict,
     mode: Mode,
     gate: Gate,
     user: &str,

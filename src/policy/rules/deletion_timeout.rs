@@ -6,10 +6,10 @@
 //! (`GetTerminationGracePeriodSeconds`): the field it reads is judged, and
 //! the other one warns.
 
-use super::decision::Finding;
-use super::rollout_write::RolloutWrite;
+use super::guarded_write::GuardedWrite;
 use super::timeout::{JudgedSlot, Overflow};
 use super::timeout_field::TimeoutField;
+use super::verdict::Finding;
 use super::violation::show;
 use crate::policy::model::DrainTimeout;
 use crate::rollout::{LifecycleKey, PipelineRollout, TimeoutSlot};
@@ -60,7 +60,7 @@ impl Holder {
 /// Rules 16 to 18 for the deletion timeout of a PipelineRollout write.
 /// A lifecycle that is not an object is reported once, by rule 2 (the
 /// pause timeout behind it cannot be read either).
-pub fn rollout_findings(dt: &DrainTimeout, write: &RolloutWrite<'_>) -> DeletionFindings {
+pub fn rollout_findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> DeletionFindings {
     judge(dt, write, Holder::Rollout, true)
 }
 
@@ -71,7 +71,7 @@ pub fn rollout_findings(dt: &DrainTimeout, write: &RolloutWrite<'_>) -> Deletion
 /// so a child carries both).
 pub fn judge(
     dt: &DrainTimeout,
-    write: &RolloutWrite<'_>,
+    write: &GuardedWrite<'_>,
     holder: Holder,
     warn_ignored_always: bool,
 ) -> DeletionFindings {

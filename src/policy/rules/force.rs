@@ -3,8 +3,8 @@
 
 use time::OffsetDateTime;
 
-use super::decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
-use super::rollout_write::{Operation, RolloutWrite};
+use super::guarded_write::{GuardedWrite, Operation};
+use super::verdict::{EventReason, Finding, ForceEvent, Gate, GateResult, Verdict};
 use super::violation::{NotPausing, PauseAgeProblem, Violation, cut, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{Mode, Policy};
@@ -13,7 +13,7 @@ use crate::policy::user::Permission;
 use crate::rollout::PauseStart;
 
 /// Rule 5's first half: `metadata` and its annotations must be objects.
-pub fn metadata_finding(write: &RolloutWrite<'_>) -> Option<Finding> {
+pub fn metadata_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
     let (path, kind) = write.object.malformed_metadata()?;
     let unchanged = write
         .old()
@@ -25,7 +25,7 @@ pub fn metadata_finding(write: &RolloutWrite<'_>) -> Option<Finding> {
 }
 
 /// Rule 5: the annotation, when present, is exactly "true" or "false".
-pub fn annotation_finding(write: &RolloutWrite<'_>) -> Option<Finding> {
+pub fn annotation_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
     if !write.is_pipeline_rollout() {
         return None;
     }
@@ -84,7 +84,7 @@ enum PauseAgeUnknown {
 
 /// The age of the stored object's pause at `now`, in seconds (a start in
 /// the future counts as 0), or why it cannot be read.
-fn pause_age(write: &RolloutWrite<'_>) -> Result<(u64, OffsetDateTime), PauseAgeUnknown> {
+fn pause_age(write: &GuardedWrite<'_>) -> Result<(u64, OffsetDateTime), PauseAgeUnknown> {
     let Some(old) = write.old() else {
         return Err(PauseAgeUnknown::NewObject);
     };
@@ -128,7 +128,7 @@ fn pause_age_problem(
 
 impl ForceGates {
     /// Works out which gates a request meets.
-    pub fn of(policy: &Policy, write: &RolloutWrite<'_>) -> Self {
+    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         let reapply = write.annotation_becomes_true();
         let pausing = write.is_pipeline_rollout() && write.old_is_pausing();
         let not_pausing = match (
@@ -175,9 +175,9 @@ impl ForceGates {
 /// Rules 6 and 7: records each gate's decision (audit annotation, metric
 /// label) and its denial.
 pub fn judge_gates(
-    decision: &mut Decision,
+    decision: &mut Verdict,
     policy: &Policy,
-    write: &RolloutWrite<'_>,
+    write: &GuardedWrite<'_>,
     gates: &ForceGates,
     permission: &Permission,
 ) {
@@ -249,7 +249,7 @@ pub(super) struct Settle<'a> {
 impl Settle<'_> {
     /// Records one gate's decision: its Event, audit annotation, metric
     /// label and denial.
-    pub(super) fn gate(&self, decision: &mut Decision, gate: Gate, outcome: Result<(), Violation>) {
+    pub(super) fn gate(&self, decision: &mut Verdict, gate: Gate, outcome: Result<(), Violation>) {
         let what = match gate {
             Gate::ForceReapply => (
                 EventReason::ForceReapplyAllowed,
@@ -287,7 +287,7 @@ impl Settle<'_> {
     /// [`Settle::gate`], saying what was set in the Event's note.
     pub(super) fn gate_as(
         &self,
-        decision: &mut Decision,
+        decision: &mut Verdict,
         gate: Gate,
         what: (EventReason, &str),
         outcome: Result<(), Violation>,
@@ -356,7 +356,7 @@ fn force_event(
 }
 
 /// Rule 11: the annotation left at "true" after the force is over.
-pub fn stale_force_warning(write: &RolloutWrite<'_>, gates: &ForceGates) -> Option<String> {
+pub fn stale_force_warning(write: &GuardedWrite<'_>, gates: &ForceGates) -> Option<String> {
     let stale = write.is_pipeline_rollout()
         && write.object.forces_reapply()
         && write
@@ -371,7 +371,7 @@ pub fn stale_force_warning(write: &RolloutWrite<'_>, gates: &ForceGates) -> Opti
 
 /// Records a gate's decision: the audit annotation, and the denial.
 pub(super) fn record_gate(
-    decision: &mut Decision,
+    decision: &mut Verdict,
     mode: Mode,
     gate: Gate,
     user: &str,

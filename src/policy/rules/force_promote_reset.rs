@@ -22,8 +22,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Value, json};
 
-use super::decision::{Decision, EventReason, Finding, ForceEvent};
-use super::rollout_write::{Operation, RolloutWrite};
+use super::guarded_write::{GuardedWrite, Operation};
+use super::verdict::{EventReason, Finding, ForceEvent, Verdict};
 use super::violation::{RecordProblem, Violation, cut};
 use crate::policy::model::Policy;
 use crate::rollout::{FORCE_PROMOTE_FOR, FORCE_PROMOTE_PATH, PipelineRollout, ProgressiveUpgrade};
@@ -36,7 +36,7 @@ pub const RESET_WARNING: &str = "forcePromote was reset to false: the upgrade it
 
 /// Rule 12: an UPDATE that keeps `forcePromote: true` (the reset, when it
 /// comes, answers with its own warning instead).
-pub fn left_on_warning(write: &RolloutWrite<'_>) -> Option<String> {
+pub fn left_on_warning(write: &GuardedWrite<'_>) -> Option<String> {
     let kept = write.operation == Operation::Update
         && write.is_pipeline_rollout()
         && write.object.force_promote()
@@ -77,7 +77,7 @@ pub fn is_record(record: &str) -> bool {
 
 /// The stored record, when the stored forcePromote is on and its record
 /// readable: the one record a write that keeps forcePromote on carries.
-fn standing_record<'a>(write: &'a RolloutWrite<'_>) -> Option<&'a str> {
+fn standing_record<'a>(write: &'a GuardedWrite<'_>) -> Option<&'a str> {
     write
         .old()
         .filter(|old| old.force_promote())
@@ -87,7 +87,7 @@ fn standing_record<'a>(write: &'a RolloutWrite<'_>) -> Option<&'a str> {
 
 /// The record a write with forcePromote on carries: the standing one, or
 /// else the upgrade the stored status shows now.
-fn expected_record(write: &RolloutWrite<'_>) -> String {
+fn expected_record(write: &GuardedWrite<'_>) -> String {
     standing_record(write).map_or_else(|| record(write.old()), str::to_owned)
 }
 
@@ -95,7 +95,7 @@ fn expected_record(write: &RolloutWrite<'_>) -> String {
 /// stored object does not have) that is not the one `/mutate` writes.
 /// Dropping the record is never refused; `/mutate` puts it back while it
 /// is needed.
-pub fn record_finding(policy: &Policy, write: &RolloutWrite<'_>) -> Option<Finding> {
+pub fn record_finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Finding> {
     if !write.is_pipeline_rollout() {
         return None;
     }
@@ -146,8 +146,8 @@ fn record_path() -> PointerBuf {
 /// and drops a record whose forcePromote is gone.
 pub fn reset_finished_force_promote(
     policy: &Policy,
-    write: &RolloutWrite<'_>,
-    decision: &mut Decision,
+    write: &GuardedWrite<'_>,
+    decision: &mut Verdict,
 ) {
     if !policy.force_promote.one_shot || write.object.malformed_metadata().is_some() {
         return;
@@ -202,7 +202,7 @@ pub fn reset_finished_force_promote(
     }
 }
 
-fn reset(write: &RolloutWrite<'_>, decision: &mut Decision) {
+fn reset(write: &GuardedWrite<'_>, decision: &mut Verdict) {
     decision.patch.extend([
         PatchOperation::Replace(ReplaceOperation {
             path: PointerBuf::from_tokens(FORCE_PROMOTE_PATH),

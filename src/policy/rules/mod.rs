@@ -1,5 +1,5 @@
 //! The admission rules, as pure functions of the policy and the write they
-//! judge ([`RolloutWrite`]).
+//! judge ([`GuardedWrite`]).
 //!
 //! Each concern returns its findings: [`timeout`] (rules 2 to 4),
 //! [`deletion_timeout`] (rules 16 to 18), [`child_lifecycle`] (a child
@@ -15,39 +15,39 @@
 //! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
 //! (rule 10) in one place; [`mutate`] builds the patch. Both end in a
-//! [`Decision`], which the admission layer turns into the wire answer.
+//! [`Verdict`], which the admission layer turns into the wire answer.
 //! [`Rule`] numbers and names every rule, for violations, metrics, the
 //! audit's reports and docs/rules.md.
 
 pub mod child_edits;
 pub mod child_lifecycle;
-pub mod decision;
 pub mod defaulting;
 pub mod deletes;
 pub mod deletion_timeout;
 pub mod force;
 pub mod force_promote_reset;
+pub mod guarded_write;
 pub mod namespace_strategy;
 pub mod numaplane_keys;
 pub mod pause_timestamp;
 pub mod riders;
-pub mod rollout_write;
 pub mod rule;
 pub mod stale_force_reset;
 pub mod timeout;
 pub mod timeout_field;
+pub mod verdict;
 pub mod violation;
 
 pub use child_edits::ChildEdits;
-pub use decision::{Decision, EventReason, Finding, ForceEvent, Gate, GateResult};
 pub use deletes::DeleteGates;
 pub use force::ForceGates;
+pub use guarded_write::{GuardedWrite, Operation};
 pub use namespace_strategy::{StrategyValidation, StrategyWrite};
 pub use numaplane_keys::KeyGates;
-pub use rollout_write::{Operation, RolloutWrite};
 pub use rule::Rule;
 pub use timeout::{Overflow, check_timeout};
 pub use timeout_field::{Drain, TimeoutField};
+pub use verdict::{EventReason, Finding, ForceEvent, Gate, GateResult, Verdict};
 pub use violation::{NotActable, NotPausing, PauseAgeProblem, RecordProblem, Violation};
 
 use super::model::{Grant, Mode, Policy};
@@ -58,7 +58,7 @@ use super::user::Permission;
 #[derive(Debug)]
 pub struct Validation<'a> {
     policy: &'a Policy,
-    write: RolloutWrite<'a>,
+    write: GuardedWrite<'a>,
     findings: Vec<Finding>,
     gates: ForceGates,
     keys: KeyGates,
@@ -82,7 +82,7 @@ pub struct Permissions {
 
 /// Judges a CREATE or UPDATE for `/validate`, short of the permission:
 /// finish it with [`Validation::finish`].
-pub fn validate<'a>(policy: &'a Policy, write: RolloutWrite<'a>) -> Validation<'a> {
+pub fn validate<'a>(policy: &'a Policy, write: GuardedWrite<'a>) -> Validation<'a> {
     let gates = ForceGates::of(policy, &write);
     let deletes = DeleteGates::of(policy, &write);
     // A DELETE meets rules 20 and 21 only: what the stored object holds
@@ -185,7 +185,7 @@ impl Validation<'_> {
     /// Finishes the judgement with the static lists as the only source of
     /// permission: what the tables test (no RBAC is ever asked there).
     #[cfg(test)]
-    pub(crate) fn finish_by_static_lists(self) -> Decision {
+    pub(crate) fn finish_by_static_lists(self) -> Verdict {
         let user = self.write.user;
         let force = self
             .settled_permission()
@@ -213,11 +213,11 @@ impl Validation<'_> {
 
     /// Finishes the judgement with the requester's permissions (the settled
     /// ones, or the answers of whoever was asked).
-    pub fn finish(self, permissions: &Permissions) -> Decision {
+    pub fn finish(self, permissions: &Permissions) -> Verdict {
         let permission = &permissions.force;
-        let mut decision = Decision {
+        let mut decision = Verdict {
             warnings: self.notes,
-            ..Decision::default()
+            ..Verdict::default()
         };
         // Rule 8: a violation whose inputs are unchanged warns.
         for finding in self.findings {
@@ -279,8 +279,8 @@ impl Validation<'_> {
 
 /// Judges a CREATE or UPDATE for `/mutate`: the patch that fills in what the
 /// policy defaults, and resets a force that is over (one-shot).
-pub fn mutate(policy: &Policy, write: &RolloutWrite<'_>) -> Decision {
-    let mut decision = Decision::default();
+pub fn mutate(policy: &Policy, write: &GuardedWrite<'_>) -> Verdict {
+    let mut decision = Verdict::default();
     // `/mutate` is not called for DELETE; if it is, it changes nothing.
     if write.is_delete() {
         return decision;

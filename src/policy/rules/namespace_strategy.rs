@@ -12,9 +12,9 @@
 //! an UPDATE (a refused CREATE leaves no ConfigMap to record it on); an
 //! unchanged strategy is no decision and records none.
 
-use super::decision::{Decision, EventReason, Finding, Gate};
 use super::force::Settle;
-use super::rollout_write::Operation;
+use super::guarded_write::Operation;
+use super::verdict::{EventReason, Finding, Gate, Verdict};
 use super::violation::Violation;
 use crate::namespace_config::{ConfigRead, StrategyRead};
 use crate::policy::model::{Grant, Mode, Policy};
@@ -110,9 +110,9 @@ pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyVal
     }
 }
 
-impl StrategyValidation<'_> {
+impl<'a> StrategyValidation<'a> {
     /// Who may make the namespace skip draining.
-    pub fn grant(&self) -> Grant<'_> {
+    pub fn grant(&self) -> Grant<'a> {
         self.policy.force_reapply.namespace_strategy.grant()
     }
 
@@ -123,8 +123,8 @@ impl StrategyValidation<'_> {
     }
 
     /// Finishes the judgement with the requester's permission.
-    pub fn finish(self, permission: &Permission) -> Decision {
-        let mut decision = Decision::default();
+    pub fn finish(self, permission: &Permission) -> Verdict {
+        let mut decision = Verdict::default();
         let write = &self.write;
         // Rule 8: a violation whose inputs are unchanged warns.
         for finding in self.findings {

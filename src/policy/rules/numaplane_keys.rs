@@ -20,9 +20,9 @@
 
 use serde_json::Value;
 
-use super::decision::{Decision, EventReason, Finding, Gate};
 use super::force::Settle;
-use super::rollout_write::{Operation, RolloutWrite};
+use super::guarded_write::{GuardedWrite, Operation};
+use super::verdict::{EventReason, Finding, Gate, Verdict};
 use super::violation::{NotActable, Violation, cut, show};
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
@@ -33,12 +33,12 @@ use crate::policy::user::Permission;
 use crate::rollout::{Map, PipelineRollout};
 
 /// Whether the write is the Numaplane controller's own.
-fn by_controller(policy: &Policy, write: &RolloutWrite<'_>) -> bool {
+fn by_controller(policy: &Policy, write: &GuardedWrite<'_>) -> bool {
     write.user.username() == policy.numaplane.controller_account
 }
 
 /// The controller's writes of children are not judged by rules 13 to 15.
-fn exempt(policy: &Policy, write: &RolloutWrite<'_>) -> bool {
+fn exempt(policy: &Policy, write: &GuardedWrite<'_>) -> bool {
     write.kind.is_child() && by_controller(policy, write)
 }
 
@@ -54,7 +54,7 @@ fn maps(kind: Kind) -> (Map, Map) {
 
 /// The value of `key` in `map`, in the object and in the stored object.
 fn values<'a>(
-    write: &'a RolloutWrite<'_>,
+    write: &'a GuardedWrite<'_>,
     map: Map,
     key: &str,
 ) -> (Option<&'a Value>, Option<&'a Value>) {
@@ -64,7 +64,7 @@ fn values<'a>(
 }
 
 /// The force-promote label, when the write adds it or changes its value.
-fn promote_label<'a>(write: &'a RolloutWrite<'_>) -> Option<(Map, &'a Value)> {
+fn promote_label<'a>(write: &'a GuardedWrite<'_>) -> Option<(Map, &'a Value)> {
     let (labels, _) = maps(write.kind);
     match values(write, labels, FORCE_PROMOTE_LABEL) {
         (Some(new), old) if old != Some(new) => Some((labels, new)),
@@ -73,7 +73,7 @@ fn promote_label<'a>(write: &'a RolloutWrite<'_>) -> Option<(Map, &'a Value)> {
 }
 
 /// marked-for-deletion, when the write makes it "true".
-fn marked_for_deletion(write: &RolloutWrite<'_>) -> Option<Map> {
+fn marked_for_deletion(write: &GuardedWrite<'_>) -> Option<Map> {
     if !write.kind.honours_marked_for_deletion() {
         return None;
     }
@@ -85,7 +85,7 @@ fn marked_for_deletion(write: &RolloutWrite<'_>) -> Option<Map> {
 
 /// Where a force on a child stands: the stored object's upgrade state (on
 /// CREATE, the object's own), unless it is one of `wanted`.
-fn not_actable(write: &RolloutWrite<'_>, wanted: [&'static str; 2]) -> Option<NotActable> {
+fn not_actable(write: &GuardedWrite<'_>, wanted: [&'static str; 2]) -> Option<NotActable> {
     if !write.kind.is_child() {
         return None;
     }
@@ -102,7 +102,7 @@ fn not_actable(write: &RolloutWrite<'_>, wanted: [&'static str; 2]) -> Option<No
 
 /// Rules 5 (for a rollout's template), 13 (the label's value) and 15:
 /// the findings that need no permission.
-pub fn findings(policy: &Policy, write: &RolloutWrite<'_>) -> Vec<Finding> {
+pub fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
     if exempt(policy, write) {
         return found;
@@ -183,7 +183,7 @@ pub struct KeyGates {
 
 impl KeyGates {
     /// Works out which of rules 13 and 14 a request meets.
-    pub fn of(policy: &Policy, write: &RolloutWrite<'_>) -> Self {
+    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         if exempt(policy, write) {
             let mut by_controller = Vec::new();
             if promote_label(write).is_some() {
@@ -231,9 +231,9 @@ impl KeyGates {
     /// annotation, metric label) and its denial.
     pub fn judge(
         &self,
-        decision: &mut Decision,
+        decision: &mut Verdict,
         policy: &Policy,
-        write: &RolloutWrite<'_>,
+        write: &GuardedWrite<'_>,
         force: &Permission,
         undrained: &Permission,
     ) {
@@ -339,7 +339,7 @@ fn gate_outcome(
 
 fn settle<'a>(
     policy: &Policy,
-    write: &RolloutWrite<'a>,
+    write: &GuardedWrite<'a>,
     permission: &'a Permission,
     about: &str,
 ) -> Settle<'a> {

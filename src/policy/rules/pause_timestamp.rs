@@ -15,8 +15,8 @@
 
 use serde_json::Value;
 
-use super::decision::Finding;
-use super::rollout_write::RolloutWrite;
+use super::guarded_write::GuardedWrite;
+use super::verdict::Finding;
 use super::violation::{Violation, show};
 use crate::kinds::{Kind, PAUSE_TIMESTAMP};
 use crate::policy::model::Policy;
@@ -24,7 +24,7 @@ use crate::rollout::Map;
 
 /// Rule 19's finding, if the write sets or changes the annotation and is
 /// not Numaflow's controller's (for a template: anyone's).
-pub fn finding(policy: &Policy, write: &RolloutWrite<'_>) -> Option<Finding> {
+pub fn finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Finding> {
     let map = match write.kind {
         Kind::Pipeline => Map::Annotations,
         Kind::PipelineRollout => Map::TemplateAnnotations,

@@ -3,10 +3,10 @@
 //! 75c9dd5, `progressiveUnsupported`): allowed, with a warning, on every
 //! CREATE and UPDATE that carries one; the audit reports it as `warn`.
 
-use super::rollout_write::RolloutWrite;
+use super::guarded_write::GuardedWrite;
 
 /// Rule 22's warning, when the written PipelineRollout has an HPA rider.
-pub fn hpa_rider_warning(write: &RolloutWrite<'_>) -> Option<String> {
+pub fn hpa_rider_warning(write: &GuardedWrite<'_>) -> Option<String> {
     if !write.is_pipeline_rollout() || write.is_delete() {
         return None;
     }

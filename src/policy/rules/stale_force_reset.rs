@@ -5,8 +5,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation};
 use serde_json::Value;
 
-use super::decision::{Decision, EventReason, ForceEvent};
-use super::rollout_write::{Operation, RolloutWrite};
+use super::guarded_write::{GuardedWrite, Operation};
+use super::verdict::{EventReason, ForceEvent, Verdict};
 use super::violation::cut;
 use crate::policy::model::Policy;
 use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
@@ -27,7 +27,7 @@ pub fn force_is_stale(object: &PipelineRollout) -> bool {
 /// one drain as usual. Never on CREATE, never when this request turns the
 /// annotation on, never while a pause is in progress; a re-invocation sees
 /// "false" and does nothing.
-pub fn reset_stale_force(policy: &Policy, write: &RolloutWrite<'_>, decision: &mut Decision) {
+pub fn reset_stale_force(policy: &Policy, write: &GuardedWrite<'_>, decision: &mut Verdict) {
     let Some(old) = write.old() else {
         return;
     };

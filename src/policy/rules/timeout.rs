@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
-use super::decision::Finding;
-use super::rollout_write::RolloutWrite;
+use super::guarded_write::GuardedWrite;
 use super::timeout_field::{Drain, TimeoutField};
+use super::verdict::Finding;
 use super::violation::{Violation, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, Scope};
@@ -27,7 +27,7 @@ pub enum Overflow {
 
 /// The findings of rules 2 to 4 for one request, each with whether its
 /// inputs are unchanged from the stored object.
-pub fn findings(dt: &DrainTimeout, write: &RolloutWrite<'_>) -> Vec<Finding> {
+pub fn findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
     let object = write.object;
     let old = write.old();

@@ -1,16 +1,15 @@
-//! One broken rule, with the message a denial shows and the short summary
-//! a warning shows.
+//! One broken rule, with the message a denial shows: the [`Violation`]
+//! enum (each variant's `Display` is its denial) and the rule each breaks.
+//! The reasons a denial is composed of are in [`reasons`]; the one-line
+//! summaries warnings show, and the field each violation is about, in
+//! [`summary`].
 
-use std::fmt;
-
-use serde_json::Value;
+mod reasons;
+mod summary;
 
 use super::rule::Rule;
 use super::timeout_field::TimeoutField;
-use crate::kinds::{
-    FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, PAUSE_TIMESTAMP, UPGRADE_STATE,
-    UPGRADE_STRATEGY_KEY,
-};
+use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, PAUSE_TIMESTAMP};
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
@@ -18,32 +17,9 @@ use crate::policy::user::NotPermitted;
 use crate::rollout::{
     ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
 };
-
-/// Why the pause condition of rule 6 is not met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotPausing {
-    /// A CREATE: a new object cannot be pausing.
-    NewObject,
-    /// The stored status shows no pause in progress.
-    Idle,
-}
-
-/// Why a value of the one-shot record is not one the webhook writes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordProblem {
-    /// Not `upgrade:CHILD` or `after:CHILD`.
-    #[error("which is not a record the webhook writes (upgrade:CHILD or after:CHILD)")]
-    Unreadable,
-    /// `forcePromote.oneShot` is off: the webhook writes none.
-    #[error("but the policy's forcePromote.oneShot is off, so the webhook writes no record")]
-    OneShotOff,
-    /// forcePromote is off: the webhook drops the record.
-    #[error("but forcePromote is off, so the webhook keeps no record")]
-    PromoteOff,
-    /// A record of another upgrade than the one this forcePromote is for.
-    #[error("while the webhook's record for this forcePromote is \"{0}\"")]
-    NotThisOne(String),
-}
+pub use reasons::{NotActable, NotPausing, PauseAgeProblem, RecordProblem};
+use reasons::{crd_of, force_reapply_reasons, gate_reasons};
+pub(super) use summary::{cut, show};
 
 /// One broken rule. The `Display` text is the full message a denial shows:
 /// what is wrong, where, the value, and how to fix it.
@@ -403,128 +379,6 @@ pub enum Violation {
     },
 }
 
-/// Why a force on a child cannot act there: its upgrade state, as the
-/// stored object's `upgrade-state` label says, is not one Numaplane acts in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotActable {
-    /// The state found (`None`: no such label, or not a string).
-    pub state: Option<String>,
-    /// The states in which the force acts.
-    pub wanted: [&'static str; 2],
-}
-
-impl fmt::Display for NotActable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b] = self.wanted;
-        match &self.state {
-            Some(state) => write!(
-                f,
-                "its label {UPGRADE_STATE} is \"{}\", and Numaplane acts on this key only on a child that is {a} or {b}: set it only while the child is {a} or {b}",
-                cut(state, 40)
-            ),
-            None => write!(
-                f,
-                "it has no {UPGRADE_STATE} label, so it is no child Numaplane is upgrading or recycling (Numaplane labels every child it makes) and the key would do nothing now but act later: leave it out"
-            ),
-        }
-    }
-}
-
-/// Why a pause is not old enough for a force (`forceReapply.minPauseAge`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PauseAgeProblem {
-    /// The pause began too recently.
-    TooYoung {
-        /// How long it has lasted, in seconds.
-        age: u64,
-        /// The minimum, in seconds.
-        min: u64,
-        /// When a force will be allowed (RFC 3339, UTC).
-        allowed_from: String,
-    },
-    /// The status does not say when the pause began in a readable way.
-    StartUnreadable {
-        /// What is wrong with it.
-        detail: String,
-        /// The minimum, in seconds.
-        min: u64,
-    },
-}
-
-impl fmt::Display for PauseAgeProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TooYoung {
-                age,
-                min,
-                allowed_from,
-            } => write!(
-                f,
-                "the pause has lasted {}, less than the minimum of {} (forceReapply.minPauseAge) before a force: let it drain, and force only from {allowed_from} if it is still stuck",
-                format_seconds(*age),
-                format_seconds(*min)
-            ),
-            Self::StartUnreadable { detail, min } => write!(
-                f,
-                "the pause start cannot be read ({detail}), so its age cannot be checked against the minimum of {} (forceReapply.minPauseAge): wait until the Numaplane controller records it",
-                format_seconds(*min)
-            ),
-        }
-    }
-}
-
-/// The CRD that describes the object holding `field`.
-fn crd_of(field: TimeoutField) -> &'static str {
-    if field.path.starts_with("spec.pipeline.") {
-        "PipelineRollout"
-    } else {
-        "Pipeline"
-    }
-}
-
-fn gate_reasons(refused: Option<&str>, state: Option<&NotActable>, action: &str) -> String {
-    let mut reasons = Vec::new();
-    if let Some(why) = refused {
-        reasons.push(format!(
-            "{why}; ask a platform admin to add you to the webhook's policy, or use {action}"
-        ));
-    }
-    if let Some(state) = state {
-        reasons.push(state.to_string());
-    }
-    reasons.join("; and ")
-}
-
-fn force_reapply_reasons(
-    refused: Option<&str>,
-    not_pausing: Option<NotPausing>,
-    too_young: Option<&PauseAgeProblem>,
-) -> String {
-    let mut reasons = Vec::new();
-    if let Some(why) = refused {
-        reasons.push(format!(
-            "{why}; ask a platform admin to add you to forceReapply in the webhook's policy, or use Argo CD's allow-data-loss action"
-        ));
-    }
-    match not_pausing {
-        Some(NotPausing::NewObject) => reasons.push(
-            "a new PipelineRollout cannot be pausing: create it without the annotation and set it only while a pause is stuck"
-                .to_owned(),
-        ),
-        Some(NotPausing::Idle) => reasons.push(
-            "the pipeline is not pausing (status.upgradeInProgress is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"
-                .to_owned(),
-        ),
-        None => {}
-    }
-    if let Some(problem) = too_young {
-        reasons.push(problem.to_string());
-    }
-    reasons.join("; and ")
-}
-
-const SHORT_TIMEOUT: &str = "pauseGracePeriodSeconds";
-
 /// The three strategies Numaplane accepts, as denials list them.
 const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
 
@@ -563,192 +417,5 @@ impl Violation {
             Self::ForcePromoteRecordWritten { .. } => Rule::ForcePromoteRecord,
             Self::Unjudgeable(_) => Rule::Judgeable,
         }
-    }
-
-    /// A one-line summary for warnings (kubectl shows them; kept short).
-    pub fn summary(&self) -> String {
-        match self {
-            Self::TimeoutUnreachable { path, found, field } => {
-                format!(
-                    "{path} is {found}, not an object: no {} can be set",
-                    field.name()
-                )
-            }
-            Self::TimeoutNotInteger { value, field } => {
-                format!(
-                    "{} {value} is not an integer number of seconds",
-                    field.name()
-                )
-            }
-            Self::TimeoutTooShort {
-                value, min, field, ..
-            } => {
-                format!("{} {value} is below the minimum {min}", field.name())
-            }
-            Self::TimeoutTooLong {
-                value, max, field, ..
-            } => {
-                format!("{} {value} is above the maximum {max}", field.name())
-            }
-            Self::NoTimeoutNotAllowed { value, field, .. } => {
-                format!(
-                    "{} {value} means no timeout, which is not allowed here",
-                    field.name()
-                )
-            }
-            Self::ClockOverflow { value, field } => {
-                format!("{} {value} overflows Numaflow's clock", field.name())
-            }
-            Self::TimeoutOverflows {
-                value, multiplier, ..
-            } => format!(
-                "{SHORT_TIMEOUT} {value} x{multiplier} (recycle) overflows Numaflow's clock"
-            ),
-            Self::ScaleFactorInvalid { value, .. } => {
-                format!("scaleFactor {value} is not an integer from 1 to 100")
-            }
-            Self::MetadataMalformed { path, found } => format!("{path} is {found}, not an object"),
-            Self::AnnotationInvalid { value } => {
-                format!(
-                    "allow-data-loss {value} is ignored by Numaplane: use \"true\" or \"false\""
-                )
-            }
-            Self::ForceReapplyDenied { user, .. } => {
-                format!("{} may not set allow-data-loss to \"true\"", short(user))
-            }
-            Self::ForcePromoteDenied { user, .. } => {
-                format!("{} may not turn on forcePromote", short(user))
-            }
-            Self::ForcePromoteLabelValue { value, .. } => {
-                format!("force-promote label {value}: any value force-promotes")
-            }
-            Self::ForcePromoteLabelDenied { user, .. } => {
-                format!("{} may not set the force-promote label", short(user))
-            }
-            Self::DeleteUndrainedDenied { user, .. } => {
-                format!(
-                    "{} may not mark a Pipeline for undrained deletion",
-                    short(user)
-                )
-            }
-            Self::BookkeepingChanged { key, .. } => {
-                format!("{} is Numaplane's bookkeeping", cut(key, 60))
-            }
-            Self::TemplateMalformed { path, found } => {
-                format!("{} is {found}, not an object", cut(path, 60))
-            }
-            Self::PauseTimestampChanged { user, .. } => {
-                format!("{} may not write Numaflow's pause-timestamp", short(user))
-            }
-            Self::ChildDeleteDenied { user, kind, .. } => {
-                format!("{} may not delete a rollout's {kind}", short(user))
-            }
-            Self::RolloutDeleteDenied { user, .. } => {
-                format!("{} may not delete a PipelineRollout", short(user))
-            }
-            Self::ChildEditDenied { user, kind, .. } => format!(
-                "{} may not change {} of a rollout's {}",
-                short(user),
-                cut(&self.field().unwrap_or_default(), 40),
-                kind.kind()
-            ),
-            Self::StrategyDataMalformed { found } => format!("data is {found}, not an object"),
-            Self::StrategyInvalid { value, .. } => {
-                format!("upgradeStrategy {value} is ignored by Numaplane")
-            }
-            Self::StrategyKeysClash { kept, also } => {
-                format!(
-                    "data keys \"{}\" and \"{}\" are both upgradeStrategy to Numaplane",
-                    cut(kept, 30),
-                    cut(also, 30)
-                )
-            }
-            Self::NamespaceStrategyDenied { user, .. } => {
-                format!(
-                    "{} may not make the namespace upgrade without draining",
-                    short(user)
-                )
-            }
-            Self::ForcePromoteRecordWritten { .. } => {
-                "force-promote-for is the webhook's own record: leave it out".to_owned()
-            }
-            Self::Unjudgeable(message) => format!("cannot be judged: {}", cut(message, 80)),
-        }
-    }
-
-    /// The field this violation is about, dotted as users write it (`None`
-    /// when the request could not be judged). Rules added later without an
-    /// arm here are mapped by their rule number.
-    pub fn field(&self) -> Option<String> {
-        match self {
-            Self::TimeoutUnreachable { path, .. } | Self::MetadataMalformed { path, .. } => {
-                Some((*path).to_owned())
-            }
-            Self::TimeoutNotInteger { field, .. }
-            | Self::TimeoutTooShort { field, .. }
-            | Self::TimeoutTooLong { field, .. }
-            | Self::NoTimeoutNotAllowed { field, .. }
-            | Self::ClockOverflow { field, .. } => Some(field.path.to_owned()),
-            Self::ScaleFactorInvalid { .. } => Some(SCALE_FACTOR_FIELD.to_owned()),
-            Self::TemplateMalformed { path, .. } => Some(path.clone()),
-            Self::ForcePromoteLabelValue { path, .. }
-            | Self::ForcePromoteLabelDenied { path, .. } => {
-                Some(format!("{path}[\"{FORCE_PROMOTE_LABEL}\"]"))
-            }
-            Self::DeleteUndrainedDenied { path, .. } => {
-                Some(format!("{path}[\"{MARKED_FOR_DELETION}\"]"))
-            }
-            Self::BookkeepingChanged { path, key, .. } => Some(format!("{path}[\"{key}\"]")),
-            Self::PauseTimestampChanged { path, .. } => {
-                Some(format!("{path}[\"{PAUSE_TIMESTAMP}\"]"))
-            }
-            Self::StrategyDataMalformed { .. } | Self::StrategyKeysClash { .. } => {
-                Some("data".to_owned())
-            }
-            Self::ChildEditDenied { fields, .. } => Some(
-                fields
-                    .split(", ")
-                    .next()
-                    .filter(|f| !f.is_empty())
-                    .unwrap_or("metadata.ownerReferences")
-                    .to_owned(),
-            ),
-            Self::StrategyInvalid { .. } | Self::NamespaceStrategyDenied { .. } => {
-                Some(format!("data.{UPGRADE_STRATEGY_KEY}"))
-            }
-            other => match other.rule() {
-                Rule::TimeoutInteger | Rule::TimeoutRange | Rule::TimeoutOverflow => {
-                    Some(TIMEOUT_FIELD.to_owned())
-                }
-                Rule::AllowDataLossValue | Rule::ForceReapply => {
-                    Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]"))
-                }
-                Rule::ForcePromote => Some(FORCE_PROMOTE_FIELD.to_owned()),
-                Rule::ForcePromoteRecord => {
-                    Some(format!("metadata.annotations[\"{FORCE_PROMOTE_FOR}\"]"))
-                }
-                _ => None,
-            },
-        }
-    }
-}
-
-/// Shows a JSON value compactly, cut short when long.
-pub(super) fn show(value: &Value) -> String {
-    cut(&value.to_string(), 32)
-}
-
-/// Shows a user name, cut short when long.
-fn short(text: &str) -> String {
-    cut(text, 48)
-}
-
-/// Cuts a text to `limit` characters, marking the cut with `…`.
-pub(super) fn cut(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        text.to_owned()
-    } else {
-        let kept: String = text.chars().take(limit - 1).collect();
-        format!("{kept}…")
     }
 }

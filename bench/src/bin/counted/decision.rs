@@ -10,9 +10,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use pipelinerollout_webhook::admission::{
-    self, AdmissionRequest, Asker, Decided, Input, Origin, Outcome, ParseError, Webhook,
+    self, AdmissionRequest, Decided, Input, ParseError, Reply, Webhook,
 };
-use pipelinerollout_webhook::authz::StaticLists;
+use pipelinerollout_webhook::authz::{Authorizer, StaticLists};
 use pipelinerollout_webhook::policy::Policy;
 
 use crate::{CountedError, Entry, Scenario};
@@ -55,9 +55,9 @@ pub fn fixture(name: &str, encoding: Encoding) -> Result<Vec<u8>, CountedError> 
 /// never wait: the future is ready on its first poll.
 fn answer_now(
     policy: &Policy,
-    lists: &StaticLists,
+    lists: &Authorizer,
     body: &[u8],
-) -> Option<Result<(AdmissionRequest, Outcome), ParseError>> {
+) -> Option<Result<(AdmissionRequest, Reply), ParseError>> {
     let context = admission::AnswerContext::now(lists, Duration::from_secs(1));
     let future = admission::answer(Webhook::Validate, policy, body, context);
     let mut future = pin!(future);
@@ -73,7 +73,7 @@ fn answer_now(
 /// `admission::answer` on one body, under the built-in policy.
 struct Answer {
     policy: Policy,
-    lists: StaticLists,
+    lists: Authorizer,
     body: Vec<u8>,
 }
 
@@ -86,7 +86,7 @@ impl Answer {
     ) -> Result<Box<dyn Scenario>, CountedError> {
         let this = Self {
             policy: Policy::built_in(),
-            lists: StaticLists::new("no API server in the guard"),
+            lists: Authorizer::StaticLists(StaticLists::new("no API server in the guard")),
             body: fixture(fixture_name, encoding)?,
         };
         let wrong = |why: String| CountedError::Answer { scenario, why };
@@ -154,33 +154,22 @@ pub fn scenarios() -> Vec<Entry> {
     ]
 }
 
-/// `admission::decide` on a request parsed once: the rules alone.
+/// `admission::decide` on a request parsed once, finished with the static
+/// lists: the rules alone.
 struct Decide {
     policy: Policy,
     lists: StaticLists,
     request: AdmissionRequest,
 }
 
-/// Decides `request` with the static lists, which never wait: `None` if the
-/// future was not ready on its first poll.
-fn decide_now(policy: &Policy, lists: &StaticLists, request: &AdmissionRequest) -> Option<Decided> {
+/// Decides `request`, the static lists answering what it asks, as `check`
+/// does.
+fn decide_now(policy: &Policy, lists: &StaticLists, request: &AdmissionRequest) -> Decided {
     let input = Input {
         webhook: Webhook::Validate,
-        origin: Origin::Admission,
         subject: request.subject(time::OffsetDateTime::UNIX_EPOCH),
     };
-    let asker = Asker {
-        authorizer: lists,
-        timeout: Duration::from_secs(1),
-    };
-    let mut future = pin!(admission::decide(policy, input, asker));
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(decided) => Some(decided),
-        Poll::Pending => None,
-    }
+    admission::decide(policy, input).finish(|question| lists.answer(question.grant, question.user))
 }
 
 impl Decide {
@@ -198,15 +187,12 @@ impl Decide {
             lists: StaticLists::new("no API server in the guard"),
             request,
         };
-        match decide_now(&this.policy, &this.lists, &this.request) {
-            None => return Err(wrong("the static lists never wait, yet it did".to_owned())),
-            Some(decided) if decided.decision.allowed() != allowed => {
-                return Err(wrong(format!(
-                    "expected allowed={allowed}, decided allowed={}",
-                    decided.decision.allowed()
-                )));
-            }
-            Some(_) => {}
+        let decided = decide_now(&this.policy, &this.lists, &this.request);
+        if decided.verdict.allowed() != allowed {
+            return Err(wrong(format!(
+                "expected allowed={allowed}, decided allowed={}",
+                decided.verdict.allowed()
+            )));
         }
         Ok(Box::new(this))
     }
@@ -216,7 +202,7 @@ impl Scenario for Decide {
     fn run(&mut self, n: u64) -> Result<(), CountedError> {
         for _ in 0..n {
             let decided = decide_now(&self.policy, &self.lists, black_box(&self.request));
-            black_box(decided.map(|d| d.decision.denials.len()));
+            black_box(decided.verdict.denials.len());
         }
         Ok(())
     }

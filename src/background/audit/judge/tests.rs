@@ -22,10 +22,7 @@ fn judged_as(kind: usize, policy: &Policy, object: Value) -> ObjectResults {
             .and_then(Value::as_str)
             .unwrap_or_default()
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    runtime.block_on(judge.object(&KINDS[kind], text("namespace"), text("name"), &json))
+    judge.object(&KINDS[kind], text("namespace"), text("name"), &json)
 }
 
 fn rollout(timeout: Value, annotations: Value, status: Value) -> Value {

@@ -11,7 +11,7 @@ use super::fixtures::{NOW, alice, built_in, overrides, parse, policy};
 use super::runner::{Mismatches, Named, run_table};
 use super::validate_case::{check_warnings_short, create, run};
 use crate::policy::Policy;
-use crate::policy::rules::{Decision, Operation, RolloutWrite, mutate};
+use crate::policy::rules::{GuardedWrite, Operation, Verdict, mutate};
 use crate::rollout::{LifecycleKey, TimeoutSlot};
 
 /// One `/mutate` case.
@@ -34,10 +34,10 @@ impl Named for MutateCase {
 }
 
 /// Runs `/mutate` on a case (by alice; an UPDATE leaves the object as stored).
-pub(super) fn run_mutate(case: &MutateCase) -> Decision {
+pub(super) fn run_mutate(case: &MutateCase) -> Verdict {
     let object = parse(&case.object);
     let user = alice();
-    let write = RolloutWrite {
+    let write = GuardedWrite {
         kind: crate::kinds::Kind::PipelineRollout,
         operation: case.op,
         namespace: case.ns,

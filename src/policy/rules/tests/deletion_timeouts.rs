@@ -12,7 +12,7 @@ use super::validate_case::{
     Case, ViolationKind, check_table, create, create_json, update, update_json,
 };
 use crate::kinds::Kind;
-use crate::policy::rules::{Operation, RolloutWrite, Rule, validate};
+use crate::policy::rules::{GuardedWrite, Operation, Rule, validate};
 
 const DELETION: &str = "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds";
 const DEPRECATED: &str = "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds";
@@ -320,7 +320,7 @@ fn deletion_violations_carry_rules_16_to_18() {
     let judged = |object: Value, kind: Kind| {
         let object = parse(&object);
         let user = super::fixtures::alice();
-        let write = RolloutWrite {
+        let write = GuardedWrite {
             kind,
             operation: Operation::Create,
             namespace: "default",

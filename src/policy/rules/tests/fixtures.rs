@@ -7,7 +7,7 @@ use test_builders::{PipelineRolloutDoc, rollout, users};
 use time::OffsetDateTime;
 use time::macros::datetime;
 
-use crate::policy::rules::{Decision, Operation, RolloutWrite, mutate};
+use crate::policy::rules::{GuardedWrite, Operation, Verdict, mutate};
 use crate::policy::{Policy, UserInfo};
 use crate::rollout::PipelineRollout;
 
@@ -124,11 +124,11 @@ fn the_builders_paths_are_the_webhooks() {
 
 /// Runs `/mutate` on an UPDATE from `old` to `new` (or a CREATE of `new`)
 /// by Argo CD's API server.
-pub(super) fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Decision {
+pub(super) fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Verdict {
     let object = parse(new);
     let old = old.map(parse);
     let user = argocd_server();
-    let write = RolloutWrite {
+    let write = GuardedWrite {
         kind: crate::kinds::Kind::PipelineRollout,
         operation: if old.is_some() {
             Operation::Update

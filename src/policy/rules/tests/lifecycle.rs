@@ -12,7 +12,7 @@ use super::fixtures::{
 };
 use super::runner::{Mismatches, Named, run_table};
 use crate::policy::rules::{
-    Decision, EventReason, Operation, RolloutWrite, stale_force_reset, validate,
+    EventReason, GuardedWrite, Operation, Verdict, stale_force_reset, validate,
 };
 use crate::policy::{Permission, Policy, UserInfo};
 
@@ -28,10 +28,10 @@ fn validated(
     user: &UserInfo,
     old: Option<&Value>,
     new: &Value,
-) -> Decision {
+) -> Verdict {
     let object = parse(new);
     let old = old.map(parse);
-    let write = RolloutWrite {
+    let write = GuardedWrite {
         kind: crate::kinds::Kind::PipelineRollout,
         operation: if old.is_some() {
             Operation::Update
@@ -450,7 +450,7 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
     let object = parse(&new);
     let stored = parse(&old);
     let user = alice();
-    let write = RolloutWrite {
+    let write = GuardedWrite {
         kind: crate::kinds::Kind::PipelineRollout,
         operation: Operation::Update,
         namespace: "default",

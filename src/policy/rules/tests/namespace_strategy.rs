@@ -11,7 +11,7 @@ use crate::namespace_config::ConfigRead;
 use crate::policy::Policy;
 use crate::policy::rules::namespace_strategy::validate;
 use crate::policy::rules::{
-    Decision, EventReason, Gate, GateResult, Operation, Rule, StrategyWrite,
+    EventReason, Gate, GateResult, Operation, Rule, StrategyWrite, Verdict,
 };
 use crate::policy::user::UserInfo;
 use crate::rollout::PipelineRollout;
@@ -34,7 +34,7 @@ fn read(object: &Value) -> ConfigRead {
 }
 
 /// Judges a write with the static lists as the only source of permission.
-fn judged(policy: &Policy, user: &UserInfo, old: Option<&Value>, new: &Value) -> Decision {
+fn judged(policy: &Policy, user: &UserInfo, old: Option<&Value>, new: &Value) -> Verdict {
     let write = StrategyWrite {
         operation: if old.is_some() {
             Operation::Update

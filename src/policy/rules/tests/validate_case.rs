@@ -7,7 +7,7 @@ use test_builders::PipelineRolloutDoc;
 use super::fixtures::{NOW, alice, built_in, parse};
 use super::runner::{Mismatches, Named};
 use crate::kinds::Kind;
-use crate::policy::rules::{Decision, EventReason, Operation, RolloutWrite, Violation, validate};
+use crate::policy::rules::{EventReason, GuardedWrite, Operation, Verdict, Violation, validate};
 use crate::policy::{Policy, UserInfo};
 
 /// The kinds of violation, so that a table can name the denials it expects.
@@ -209,10 +209,10 @@ impl Case {
 
 /// Runs `/validate` on a case, asking for permission the way the admission
 /// layer does.
-pub(super) fn run(case: &Case) -> Decision {
+pub(super) fn run(case: &Case) -> Verdict {
     let object = parse(&case.object);
     let old = case.old.as_ref().map(parse);
-    let write = RolloutWrite {
+    let write = GuardedWrite {
         kind: case.kind,
         operation: case.op,
         namespace: case.ns,
@@ -233,7 +233,7 @@ pub(super) fn check_warnings_short(warnings: &[String], m: &mut Mismatches) {
 }
 
 /// Runs a case and records every expectation it does not meet.
-pub(super) fn check(case: &Case, m: &mut Mismatches) -> Decision {
+pub(super) fn check(case: &Case, m: &mut Mismatches) -> Verdict {
     let d = run(case);
     let mut got: Vec<ViolationKind> = d.denials.iter().map(kind_of).collect();
     got.sort();

@@ -1,0 +1,106 @@
+//! What the rules judge: one write (a CREATE, UPDATE or DELETE) of a
+//! PipelineRollout or another guarded kind, with who makes it, where and
+//! when.
+
+use std::fmt;
+
+use time::OffsetDateTime;
+
+use crate::kinds::Kind;
+use crate::policy::user::UserInfo;
+use crate::rollout::PipelineRollout;
+
+/// The operations the rules judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// A new object.
+    Create,
+    /// A change to a stored object.
+    Update,
+    /// The removal of a stored object: judged on the stored object, which
+    /// is then the write's `object`.
+    Delete,
+}
+
+impl Operation {
+    /// The name the API server gives it.
+    pub fn to_str(self) -> &'static str {
+        match self {
+            Self::Create => "CREATE",
+            Self::Update => "UPDATE",
+            Self::Delete => "DELETE",
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.to_str())
+    }
+}
+
+/// One write of a guarded object (a rollout of any kind, or a rollout's
+/// child), as the rules look at it: the operation, the namespace, the
+/// user, the object, the stored object, and the time it is judged at.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardedWrite<'a> {
+    /// The kind written (the request's resource).
+    pub kind: Kind,
+    /// CREATE, UPDATE or DELETE.
+    pub operation: Operation,
+    /// The object's namespace (selects the namespace override).
+    pub namespace: &'a str,
+    /// Who is asking.
+    pub user: &'a UserInfo,
+    /// The object as it would be stored; on DELETE, the stored object
+    /// being deleted.
+    pub object: &'a PipelineRollout,
+    /// The stored object, on UPDATE (on DELETE it is `object`).
+    pub old_object: Option<&'a PipelineRollout>,
+    /// The time the request is judged at (the webhook's clock, or
+    /// `review --now`): clock-dependent rules read only this.
+    pub now: OffsetDateTime,
+}
+
+impl GuardedWrite<'_> {
+    /// The stored object, on UPDATE only.
+    pub fn old(&self) -> Option<&PipelineRollout> {
+        match self.operation {
+            Operation::Update => self.old_object,
+            Operation::Create | Operation::Delete => None,
+        }
+    }
+
+    /// Whether this is a write of a PipelineRollout (the drain-timeout and
+    /// allow-data-loss rules judge nothing else).
+    pub fn is_pipeline_rollout(&self) -> bool {
+        self.kind == Kind::PipelineRollout
+    }
+
+    /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request.
+    pub fn annotation_becomes_true(&self) -> bool {
+        self.is_pipeline_rollout()
+            && !self.is_delete()
+            && self.object.forces_reapply()
+            && !self.old().is_some_and(PipelineRollout::forces_reapply)
+    }
+
+    /// Rule 7's trigger: `forcePromote` is turned on with this request (on
+    /// any rollout kind).
+    pub fn force_promote_turned_on(&self) -> bool {
+        !self.kind.is_child()
+            && !self.is_delete()
+            && self.object.force_promote()
+            && !self.old().is_some_and(PipelineRollout::force_promote)
+    }
+
+    /// Whether this is a DELETE.
+    pub fn is_delete(&self) -> bool {
+        self.operation == Operation::Delete
+    }
+
+    /// Whether the stored object says its pipeline is pausing.
+    pub fn old_is_pausing(&self) -> bool {
+        self.old().is_some_and(PipelineRollout::is_pausing)
+    }
+}

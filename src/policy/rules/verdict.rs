@@ -1,0 +1,215 @@
+//! What the webhook decided, before it is put on the wire: the only record
+//! of a request's outcome.
+
+use std::collections::BTreeMap;
+
+use json_patch::PatchOperation;
+
+use super::violation::Violation;
+
+/// A broken rule, and whether its inputs are unchanged from the stored
+/// object (rule 8: then it warns instead of denying).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The broken rule.
+    pub violation: Violation,
+    /// Whether the stored object breaks it the same way.
+    pub unchanged: bool,
+}
+
+/// What the webhook decided, before it is put on the wire.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// The violations that deny the request; empty means allowed.
+    pub denials: Vec<Violation>,
+    /// Warnings for the requester.
+    pub warnings: Vec<String>,
+    /// The JSON Patch operations to apply, in order (only from `/mutate`);
+    /// empty: no patch.
+    pub patch: Vec<PatchOperation>,
+    /// Audit annotations (keys without the webhook's prefix).
+    pub audit: BTreeMap<String, String>,
+    /// The drain timeout `/mutate` wrote, if it wrote one.
+    pub defaulted: Option<u64>,
+    /// The gate decisions taken (rules 6, 7, 13, 14, 20, 21, 24, 26), for the metrics.
+    pub gates: Vec<(Gate, GateResult)>,
+    /// Kubernetes Events the decision asks for (sent at the edge, never on
+    /// the request path, and not for dry runs).
+    pub events: Vec<ForceEvent>,
+    /// Whether `/mutate` reset a stale force (the one-shot rule).
+    pub reset_force: bool,
+}
+
+/// The reasons of the Events the webhook records on the objects it judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventReason {
+    /// The validating webhook allowed `allow-data-loss` to become "true".
+    ForceReapplyAllowed,
+    /// The validating webhook allowed `forcePromote` to be turned on.
+    ForcePromoteAllowed,
+    /// An UPDATE whose force was refused.
+    ForceReapplyDenied,
+    /// The annotation was reset to "false" once the force was over.
+    ForceReapplyReset,
+    /// forcePromote was reset to false once its upgrade was over.
+    ForcePromoteReset,
+    /// The validating webhook allowed `marked-for-deletion: "true"` (a
+    /// recyclable Pipeline deleted without draining).
+    DeleteUndrainedAllowed,
+    /// An UPDATE whose `marked-for-deletion: "true"` was refused.
+    DeleteUndrainedDenied,
+    /// The validating webhook allowed a namespace-level ConfigMap's
+    /// `upgradeStrategy` to become one that skips draining (rule 24).
+    NamespaceStrategyAllowed,
+    /// An UPDATE of a namespace-level ConfigMap whose strategy that skips
+    /// draining was refused (rule 24).
+    NamespaceStrategyDenied,
+    /// The validating webhook allowed a change of what Numaplane's and
+    /// Numaflow's controllers keep on a rollout's child (rule 26).
+    ChildEditAllowed,
+    /// An UPDATE of a rollout's child refused by rule 26.
+    ChildEditDenied,
+}
+
+impl EventReason {
+    /// Every reason (the metrics export each at zero from the start).
+    pub const ALL: [EventReason; 11] = [
+        EventReason::ForceReapplyAllowed,
+        EventReason::ForcePromoteAllowed,
+        EventReason::ForceReapplyDenied,
+        EventReason::ForceReapplyReset,
+        EventReason::ForcePromoteReset,
+        EventReason::DeleteUndrainedAllowed,
+        EventReason::DeleteUndrainedDenied,
+        EventReason::NamespaceStrategyAllowed,
+        EventReason::NamespaceStrategyDenied,
+        EventReason::ChildEditAllowed,
+        EventReason::ChildEditDenied,
+    ];
+
+    /// The reason as Kubernetes shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ForceReapplyAllowed => "ForceReapplyAllowed",
+            Self::ForcePromoteAllowed => "ForcePromoteAllowed",
+            Self::ForceReapplyDenied => "ForceReapplyDenied",
+            Self::ForceReapplyReset => "ForceReapplyReset",
+            Self::ForcePromoteReset => "ForcePromoteReset",
+            Self::DeleteUndrainedAllowed => "DeleteUndrainedAllowed",
+            Self::DeleteUndrainedDenied => "DeleteUndrainedDenied",
+            Self::NamespaceStrategyAllowed => "NamespaceStrategyAllowed",
+            Self::NamespaceStrategyDenied => "NamespaceStrategyDenied",
+            Self::ChildEditAllowed => "ChildEditAllowed",
+            Self::ChildEditDenied => "ChildEditDenied",
+        }
+    }
+
+    /// Whether the Event is a Warning (else Normal).
+    pub fn is_warning(self) -> bool {
+        !matches!(self, Self::ForceReapplyReset | Self::ForcePromoteReset)
+    }
+
+    /// The Event's action: the reason's verb.
+    pub fn action(self) -> &'static str {
+        match self {
+            Self::ForceReapplyAllowed
+            | Self::ForcePromoteAllowed
+            | Self::DeleteUndrainedAllowed
+            | Self::NamespaceStrategyAllowed
+            | Self::ChildEditAllowed => "Allowed",
+            Self::ForceReapplyDenied
+            | Self::DeleteUndrainedDenied
+            | Self::NamespaceStrategyDenied
+            | Self::ChildEditDenied => "Denied",
+            Self::ForceReapplyReset | Self::ForcePromoteReset => "Reset",
+        }
+    }
+}
+
+/// One Event to record on the object a request is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForceEvent {
+    /// Why.
+    pub reason: EventReason,
+    /// The human-readable note (at most 1 kB, as Kubernetes allows).
+    pub note: String,
+}
+
+/// The permission gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Rule 6: allow-data-loss set to "true".
+    ForceReapply,
+    /// Rules 7 and 13: forcePromote turned on, or the force-promote label set.
+    ForcePromote,
+    /// Rule 14: marked-for-deletion set to "true".
+    DeleteUndrained,
+    /// Rule 20: a rollout's child deleted.
+    DeleteChild,
+    /// Rule 21: a PipelineRollout deleted (with gateRolloutDeletes).
+    DeleteRollout,
+    /// Rule 24: a namespace's upgrade strategy set to skip draining.
+    NamespaceStrategy,
+    /// Rule 26: what the controllers keep on a rollout's child changed.
+    EditChild,
+}
+
+impl Gate {
+    /// The name used in audit annotations and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ForceReapply => "force-reapply",
+            Self::ForcePromote => "force-promote",
+            Self::DeleteUndrained => "delete-undrained",
+            Self::DeleteChild => "delete-child",
+            Self::DeleteRollout => "delete-rollout",
+            Self::NamespaceStrategy => "namespace-strategy",
+            Self::EditChild => "edit-child",
+        }
+    }
+}
+
+/// What a gate decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateResult {
+    /// Allowed.
+    Allowed,
+    /// Denied.
+    Denied,
+    /// Would have been denied; warn mode let it through.
+    WouldDeny,
+}
+
+impl GateResult {
+    /// The name used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::WouldDeny => "would_deny",
+        }
+    }
+}
+
+impl Verdict {
+    /// Whether the request is allowed.
+    pub fn allowed(&self) -> bool {
+        self.denials.is_empty()
+    }
+
+    /// The denial text for `status.message`: every violation, numbered when
+    /// there are several.
+    pub fn denial_message(&self) -> Option<String> {
+        match self.denials.as_slice() {
+            [] => None,
+            [one] => Some(one.to_string()),
+            many => Some(
+                many.iter()
+                    .enumerate()
+                    .map(|(i, v)| format!("({}) {v}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+        }
+    }
+}

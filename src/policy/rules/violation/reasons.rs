@@ -1,0 +1,161 @@
+//! The reasons a denial is composed of: why a pause does not allow a
+//! force (rule 6), why a child's state does not let a key act (rules 13
+//! and 14), why a one-shot record is not the webhook's (rule 25), and the
+//! sentences that join them.
+
+use std::fmt;
+
+use super::summary::cut;
+use crate::kinds::UPGRADE_STATE;
+use crate::policy::duration::format_seconds;
+use crate::policy::rules::timeout_field::TimeoutField;
+
+/// Why the pause condition of rule 6 is not met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotPausing {
+    /// A CREATE: a new object cannot be pausing.
+    NewObject,
+    /// The stored status shows no pause in progress.
+    Idle,
+}
+
+/// Why a value of the one-shot record is not one the webhook writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordProblem {
+    /// Not `upgrade:CHILD` or `after:CHILD`.
+    #[error("which is not a record the webhook writes (upgrade:CHILD or after:CHILD)")]
+    Unreadable,
+    /// `forcePromote.oneShot` is off: the webhook writes none.
+    #[error("but the policy's forcePromote.oneShot is off, so the webhook writes no record")]
+    OneShotOff,
+    /// forcePromote is off: the webhook drops the record.
+    #[error("but forcePromote is off, so the webhook keeps no record")]
+    PromoteOff,
+    /// A record of another upgrade than the one this forcePromote is for.
+    #[error("while the webhook's record for this forcePromote is \"{0}\"")]
+    NotThisOne(String),
+}
+
+/// Why a force on a child cannot act there: its upgrade state, as the
+/// stored object's `upgrade-state` label says, is not one Numaplane acts in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotActable {
+    /// The state found (`None`: no such label, or not a string).
+    pub state: Option<String>,
+    /// The states in which the force acts.
+    pub wanted: [&'static str; 2],
+}
+
+impl fmt::Display for NotActable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b] = self.wanted;
+        match &self.state {
+            Some(state) => write!(
+                f,
+                "its label {UPGRADE_STATE} is \"{}\", and Numaplane acts on this key only on a child that is {a} or {b}: set it only while the child is {a} or {b}",
+                cut(state, 40)
+            ),
+            None => write!(
+                f,
+                "it has no {UPGRADE_STATE} label, so it is no child Numaplane is upgrading or recycling (Numaplane labels every child it makes) and the key would do nothing now but act later: leave it out"
+            ),
+        }
+    }
+}
+
+/// Why a pause is not old enough for a force (`forceReapply.minPauseAge`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PauseAgeProblem {
+    /// The pause began too recently.
+    TooYoung {
+        /// How long it has lasted, in seconds.
+        age: u64,
+        /// The minimum, in seconds.
+        min: u64,
+        /// When a force will be allowed (RFC 3339, UTC).
+        allowed_from: String,
+    },
+    /// The status does not say when the pause began in a readable way.
+    StartUnreadable {
+        /// What is wrong with it.
+        detail: String,
+        /// The minimum, in seconds.
+        min: u64,
+    },
+}
+
+impl fmt::Display for PauseAgeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooYoung {
+                age,
+                min,
+                allowed_from,
+            } => write!(
+                f,
+                "the pause has lasted {}, less than the minimum of {} (forceReapply.minPauseAge) before a force: let it drain, and force only from {allowed_from} if it is still stuck",
+                format_seconds(*age),
+                format_seconds(*min)
+            ),
+            Self::StartUnreadable { detail, min } => write!(
+                f,
+                "the pause start cannot be read ({detail}), so its age cannot be checked against the minimum of {} (forceReapply.minPauseAge): wait until the Numaplane controller records it",
+                format_seconds(*min)
+            ),
+        }
+    }
+}
+
+/// The CRD that describes the object holding `field`.
+pub(super) fn crd_of(field: TimeoutField) -> &'static str {
+    if field.path.starts_with("spec.pipeline.") {
+        "PipelineRollout"
+    } else {
+        "Pipeline"
+    }
+}
+
+pub(super) fn gate_reasons(
+    refused: Option<&str>,
+    state: Option<&NotActable>,
+    action: &str,
+) -> String {
+    let mut reasons = Vec::new();
+    if let Some(why) = refused {
+        reasons.push(format!(
+            "{why}; ask a platform admin to add you to the webhook's policy, or use {action}"
+        ));
+    }
+    if let Some(state) = state {
+        reasons.push(state.to_string());
+    }
+    reasons.join("; and ")
+}
+
+pub(super) fn force_reapply_reasons(
+    refused: Option<&str>,
+    not_pausing: Option<NotPausing>,
+    too_young: Option<&PauseAgeProblem>,
+) -> String {
+    let mut reasons = Vec::new();
+    if let Some(why) = refused {
+        reasons.push(format!(
+            "{why}; ask a platform admin to add you to forceReapply in the webhook's policy, or use Argo CD's allow-data-loss action"
+        ));
+    }
+    match not_pausing {
+        Some(NotPausing::NewObject) => reasons.push(
+            "a new PipelineRollout cannot be pausing: create it without the annotation and set it only while a pause is stuck"
+                .to_owned(),
+        ),
+        Some(NotPausing::Idle) => reasons.push(
+            "the pipeline is not pausing (status.upgradeInProgress is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"
+                .to_owned(),
+        ),
+        None => {}
+    }
+    if let Some(problem) = too_young {
+        reasons.push(problem.to_string());
+    }
+    reasons.join("; and ")
+}
