@@ -144,7 +144,7 @@ pub struct ServeArgs {
     #[arg(long, env = "WEBHOOK_KEEP_ALIVE_INTERVAL", default_value = "20s", value_parser = humantime::parse_duration)]
     pub keep_alive_interval: Duration,
     /// The most request body bytes held at once, across all requests (e.g. 32Mi); a body that does not fit waits, within its deadline, then gets 503.
-    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_BODY_BYTES", default_value = "32Mi", value_parser = crate::server::budget::parse_size)]
+    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_BODY_BYTES", default_value = "32Mi", value_parser = crate::cli::size::parse_size)]
     pub max_inflight_body_bytes: usize,
     /// The most requests in flight at once, across all connections and HTTP/2 streams; more get 503 at once.
     #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_REQUESTS", default_value_t = crate::server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS)]

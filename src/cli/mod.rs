@@ -1,7 +1,7 @@
 //! The command line: `serve` (the default), `review`, `check`,
 //! `check-policy`, `gen-certs` and `export-vap`. [`args`] defines them all;
 //! each command's wiring is in the file of its name, logging set-up in
-//! [`logging`].
+//! [`logging`], sizes such as `32Mi` in [`size`].
 
 pub mod args;
 mod check;
@@ -11,6 +11,7 @@ mod gen_certs;
 pub mod logging;
 mod review;
 pub mod serve;
+pub mod size;
 
 use std::process::ExitCode;
 

@@ -1,6 +1,20 @@
 //! Serving connections: the accept loop, the TLS handshake, HTTP/1.1 and
 //! HTTP/2 with bounded buffers, and the timeouts that close silent, idle and
 //! dead connections so that none holds a connection slot for ever.
+//!
+//! hyper-util's `auto::Builder` holds the buffers, the HTTP/1.1 header
+//! timeout and the HTTP/2 limits and pings. The timer per connection is
+//! ours, for the two bounds it does not hold: a client that sends nothing,
+//! or only part of the HTTP/2 preface, after the handshake (hyper's header
+//! timeout starts only once the protocol is known:
+//! `silent_connections_cannot_hold_every_slot` in
+//! tests/https_connections.rs fails without it, the server accepting
+//! nothing more), and an HTTP/2 connection with no request in flight, which
+//! hyper keeps open while it answers pings
+//! (`an_idle_http2_connection_is_closed_after_the_idle_timeout`). The
+//! shutdown is that timer's too: hyper-util's `GracefulShutdown` takes the
+//! connection whole (its `GracefulConnection` trait is sealed), after which
+//! the idle close can no longer reach it.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

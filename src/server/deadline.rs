@@ -1,11 +1,14 @@
 //! The request deadline: the API server's `?timeout=` (at most 30 seconds),
-//! after which nobody waits for the answer, so work on it stops.
+//! after which nobody waits for the answer, so work on it stops. Ours, not
+//! tower-http's `TimeoutLayer`: that one has a single duration for every
+//! request, and each review brings its own (a slow body is cut off at a
+//! `?timeout=1s` in `a_slow_body_is_cut_off_at_the_api_servers_deadline`,
+//! tests/https_operations.rs; RBAC checks are given what is left of it in
+//! `a_slow_answer_past_the_deadline_denies_in_time`, tests/https_rbac.rs).
 
 use std::time::{Duration, Instant};
 
-use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::Response;
 
 use super::plain_text;
@@ -42,14 +45,19 @@ fn requested_deadline(query: Option<&str>) -> Duration {
         .map_or(DEFAULT_DEADLINE, |d| d.min(DEFAULT_DEADLINE))
 }
 
-/// The middleware that stops work on a request once the API server has
-/// stopped waiting for it, reading a slow body included.
-pub async fn enforce(mut request: Request, next: Next) -> Response {
-    let limit = requested_deadline(request.uri().query());
-    request
-        .extensions_mut()
-        .insert(Deadline(Instant::now() + limit));
-    match tokio::time::timeout(limit, next.run(request)).await {
+impl Deadline {
+    /// The deadline of a request whose query is `query`, and how far off it
+    /// is.
+    pub fn of_query(query: Option<&str>) -> (Self, Duration) {
+        let limit = requested_deadline(query);
+        (Self(Instant::now() + limit), limit)
+    }
+}
+
+/// Runs `work`, the answer to a request, until `limit` has passed; then
+/// stops it (reading a slow body included) and answers 504.
+pub async fn enforce(limit: Duration, work: impl Future<Output = Response>) -> Response {
+    match tokio::time::timeout(limit, work).await {
         Ok(response) => response,
         Err(_) => {
             tracing::info!(deadline = ?limit, "request abandoned: its deadline passed");

@@ -4,7 +4,6 @@
 //! and starts no background work.
 
 pub mod admin;
-mod body;
 pub mod budget;
 pub mod conn;
 pub mod deadline;

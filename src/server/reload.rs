@@ -4,7 +4,11 @@
 //! symlink in the volume's directory, not by writing the file, so a watch on
 //! the file itself misses the second rotation. We watch the directories
 //! instead and also poll on an interval; either way, only a change in the
-//! files' contents counts.
+//! files' contents counts. `notify` delivers the events; what no crate here
+//! does is the rest: the `..data` swap seen twice
+//! (`certificate_rotated_through_data_symlink_twice` in
+//! tests/https_operations.rs), reads of the files not taken for changes,
+//! and a reload only when the contents differ.
 
 use std::collections::BTreeSet;
 use std::future::Future;

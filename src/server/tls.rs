@@ -1,6 +1,13 @@
 //! The webhook's TLS configuration: the serving certificate and key (and,
 //! optionally, the CA that client certificates must chain to), read from PEM
 //! files into a rustls configuration that can be swapped without a restart.
+//!
+//! The swap is an `ArcSwap` of the whole `ServerConfig`, taken by each new
+//! handshake, rather than a `ResolvesServerCert` over a swapped key: the
+//! client CA is reloaded with the certificate, and it lives in the
+//! configuration's verifier, not in the resolver
+//! (`certificate_rotated_through_data_symlink_twice`,
+//! tests/https_operations.rs).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

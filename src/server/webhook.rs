@@ -1,20 +1,23 @@
 //! The webhook's routes: `POST /validate` and `POST /mutate`, with the
 //! request deadline ([`deadline`]), the body budget ([`super::budget`]),
 //! the metrics and the decision log.
+//!
+//! One middleware layer, the metrics', wraps the router; the deadline and
+//! the budget run inside the two handlers, the only routes they concern.
+//! Each `from_fn` layer costs about 1,000 instructions a request
+//! (docs/performance.md, "Where a request's instructions go").
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Extension, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::Shared;
-use super::budget::{MAX_BODY_BYTES, admit};
 use super::deadline::{self, Deadline};
 use super::plain_text;
 use crate::admission::{self, AdmissionRequest, AnswerContext, Reply, Webhook};
@@ -33,29 +36,40 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&shared), admit))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn(deadline::enforce))
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), observe))
         .with_state(shared)
 }
 
-async fn validate(
-    State(shared): State<Arc<Shared>>,
-    Extension(deadline): Extension<Deadline>,
-    body: Bytes,
-) -> Response {
-    answer_request(Webhook::Validate, &shared, deadline, &body).await
+async fn validate(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    review(Webhook::Validate, &shared, request).await
 }
 
-async fn mutate(
-    State(shared): State<Arc<Shared>>,
-    Extension(deadline): Extension<Deadline>,
-    body: Bytes,
-) -> Response {
-    answer_request(Webhook::Mutate, &shared, deadline, &body).await
+async fn mutate(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    review(Webhook::Mutate, &shared, request).await
+}
+
+/// Answers a review within its deadline: the body is let in by the budget,
+/// then judged; the request slot and the body's bytes are given back once
+/// the answer is ready.
+async fn review(webhook: Webhook, shared: &Shared, request: Request) -> Response {
+    let (deadline, limit) = Deadline::of_query(request.uri().query());
+    deadline::enforce(limit, async {
+        match shared
+            .budget
+            .admit(&shared.metrics.budget, deadline, request)
+            .await
+        {
+            // Boxed: the answer's future is about 7.5 KB, and each move of
+            // the futures around it would copy it whole (docs/performance.md).
+            Ok(admitted) => {
+                Box::pin(answer_request(webhook, shared, deadline, &admitted.body)).await
+            }
+            Err(refused) => refused,
+        }
+    })
+    .await
 }
 
 async fn not_found() -> Response {
