@@ -9,7 +9,7 @@
 //! - [`judge`]: one object through `/validate`; stored forces by state.
 //! - [`report`]: one namespace's PolicyReport, and its content hash.
 //! - [`writer`]: the reports written when their content changes, within a
-//!   request budget ([`bucket`]), retried with backoff.
+//!   request budget (a rate limit on its client), retried with backoff.
 //!
 //! Objects are judged when the first list is complete, on every change the
 //! watch delivers, after each policy reload, and every
@@ -17,7 +17,6 @@
 //! objects, so admission requests on the same runtime are not held up.
 
 pub mod audited;
-pub mod bucket;
 pub mod judge;
 pub mod report;
 pub mod slim;
@@ -94,13 +93,11 @@ pub async fn run(
         "audit on: judging every stored rollout (PipelineRollouts, MonoVertexRollouts, ISBServiceRollouts) and namespace-level ConfigMap into PolicyReports"
     );
     let (reports, reports_rx) = mpsc::unbounded_channel::<Note>();
-    let bucket = bucket::Bucket::new(options.qps, options.burst);
     let store = Arc::new(Mutex::new(Store::default()));
     let writer = tokio::spawn(writer::run(
-        client.clone(),
+        writer::rate_limited(&client, options.qps, options.burst),
         context.metrics.clone(),
         Arc::clone(&store),
-        bucket,
         reports_rx,
         stop.clone(),
     ));

@@ -2,8 +2,9 @@
 //! whose results changed, builds each one's report from the store when its
 //! turn comes (so only the report being written is held as text), and
 //! writes it when its content differs from what is stored, within a
-//! request budget (a token bucket: `--audit-qps`, `--audit-burst`). A
-//! refused write is counted and retried with backoff. Without the
+//! request budget (`--audit-qps`, `--audit-burst`: tower's rate limit as a
+//! layer on the writer's own client, [`rate_limited`]). A refused write is
+//! counted and retried with backoff. Without the
 //! PolicyReport CRD nothing is written; the CRD is looked for again every
 //! minute.
 //!
@@ -27,7 +28,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::bucket::Bucket;
 use super::report::{
     self, MANAGED_BY, REPORT_GROUP, REPORT_KIND, REPORT_NAME, REPORT_PLURAL, REPORT_VERSION, Report,
 };
@@ -43,6 +43,25 @@ const CRD_RECHECK: Duration = Duration::from_secs(60);
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest wait before retrying a refused write.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// `client` with its requests limited to `burst` at once, then `qps` a
+/// second on average (tower's rate limit: `burst` requests in each window
+/// of `burst / qps` seconds), for the writer's requests only: report
+/// writes, deletions, reads and the CRD look-up. The watches use the
+/// client unlimited.
+pub fn rate_limited(client: &kube::Client, qps: f64, burst: u32) -> kube::Client {
+    let burst = burst.max(1);
+    let window = Duration::from_secs_f64(f64::from(burst) / qps.max(0.01));
+    let inner = client.clone();
+    let send = tower::service_fn(move |request| {
+        let inner = inner.clone();
+        async move { inner.send(request).await }
+    });
+    let limited = tower::ServiceBuilder::new()
+        .rate_limit(u64::from(burst), window)
+        .service(send);
+    kube::Client::new(limited, client.default_namespace())
+}
 
 /// What the auditor tells the writer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +159,6 @@ struct Writer {
     client: kube::Client,
     metrics: AuditMetrics,
     store: Arc<Mutex<Store>>,
-    bucket: Bucket,
     /// Each namespace's stored report, as last read or written.
     stored: HashMap<String, Stored>,
     pending: BTreeMap<String, Pending>,
@@ -157,7 +175,6 @@ pub async fn run(
     client: kube::Client,
     metrics: AuditMetrics,
     store: Arc<Mutex<Store>>,
-    bucket: Bucket,
     mut notes: mpsc::UnboundedReceiver<Note>,
     stop: CancellationToken,
 ) {
@@ -165,7 +182,6 @@ pub async fn run(
         client,
         metrics,
         store,
-        bucket,
         stored: HashMap::new(),
         pending: BTreeMap::new(),
         on: false,
@@ -204,7 +220,7 @@ pub async fn run(
                 if writer.on && writer.ready {
                     tokio::select! {
                         () = stop.cancelled() => return,
-                        () = writer.write_due(&stop) => {}
+                        () = writer.write_due() => {}
                     }
                 }
             }
@@ -224,9 +240,6 @@ impl Writer {
     /// Looks for the CRD; when it is there, reads the stored reports.
     async fn look_for_crd(&mut self, first: bool) {
         self.next_crd_check = Instant::now() + CRD_RECHECK;
-        if !self.bucket.acquire(&CancellationToken::new()).await {
-            return;
-        }
         let version = format!("{REPORT_GROUP}/{REPORT_VERSION}");
         match self.client.list_api_group_resources(&version).await {
             Ok(list) if list.resources.iter().any(|r| r.name == REPORT_PLURAL) => {}
@@ -250,7 +263,6 @@ impl Writer {
     /// written again and a missing or edited one is; then looks at every
     /// namespace.
     async fn read_stored(&mut self) {
-        let _ = self.bucket.acquire(&CancellationToken::new()).await;
         // The field selector lets RBAC narrow `list` to the report's name.
         let params = ListParams::default()
             .labels(&format!("{MANAGED_BY}={REPORT_NAME}"))
@@ -317,7 +329,7 @@ impl Writer {
     }
 
     /// Writes every pending report that is due, within the budget.
-    async fn write_due(&mut self, stop: &CancellationToken) {
+    async fn write_due(&mut self) {
         let now = Instant::now();
         let due: Vec<String> = self
             .pending
@@ -336,9 +348,6 @@ impl Writer {
             };
             if current {
                 continue;
-            }
-            if !self.bucket.acquire(stop).await {
-                return;
             }
             let precondition = self
                 .stored
@@ -372,9 +381,7 @@ impl Writer {
                     let wait = pending.backoff.next_wait();
                     if conflict {
                         tracing::warn!(%namespace, resource_version = ?precondition, attempt = failures, retry_in = ?wait, "PolicyReport not written: it changed since this replica last read or wrote it (another replica wrote it, or someone edited it); reading it again, retrying with backoff");
-                        if self.bucket.acquire(stop).await {
-                            self.reread(&namespace).await;
-                        }
+                        self.reread(&namespace).await;
                     } else {
                         tracing::warn!(%namespace, error = %e, attempt = failures, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
                     }
