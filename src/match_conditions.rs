@@ -25,6 +25,7 @@ use crate::kinds::{
     NUMAFLOW_CONTROLLER, NUMAFLOW_GROUP, NUMAPLANE_CONTROLLER, NUMAPLANE_GROUP, PARENT_ROLLOUT,
     PAUSE_TIMESTAMP, SYSTEM_DELETERS,
 };
+use crate::rollout::LifecycleKey;
 
 /// The kinds whose webhook rule carries a generated matchCondition (a
 /// PipelineRollout goes to the webhook on every write: its drain timeout
@@ -210,9 +211,9 @@ fn pause_timestamp_written(update: bool, accounts: &Accounts<'_>) -> String {
 
 /// The drain timeouts of a Pipeline's `spec.lifecycle` that Numaflow reads.
 pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
-    "pauseGracePeriodSeconds",
-    "deletionGracePeriodSeconds",
-    "deleteGracePeriodSeconds",
+    LifecycleKey::Pause.json_name(),
+    LifecycleKey::Deletion.json_name(),
+    LifecycleKey::DeprecatedDeletion.json_name(),
 ];
 
 /// Whether a write of a Pipeline carries (CREATE) or changes (UPDATE) one

@@ -49,16 +49,12 @@ pub const KIND: &str = Kind::PipelineRollout.kind();
 pub use crate::kinds::ALLOW_DATA_LOSS;
 
 /// The keys on the way to the drain timeout, outermost first.
-pub const TIMEOUT_PATH: [&str; 5] = [
-    "spec",
-    "pipeline",
-    "spec",
-    "lifecycle",
-    "pauseGracePeriodSeconds",
-];
+pub const TIMEOUT_PATH: [&str; 5] = LifecycleKey::Pause.rollout_path();
 
 /// The drain timeout's path as users write it.
 pub const TIMEOUT_FIELD: &str = "spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds";
+/// The path of `spec.strategy.recycleStrategy.scaleFactor`, keys outermost first.
+pub const SCALE_FACTOR_PATH: [&str; 4] = ["spec", "strategy", "recycleStrategy", "scaleFactor"];
 /// The recycle scale factor's path as users write it.
 pub const SCALE_FACTOR_FIELD: &str = "spec.strategy.recycleStrategy.scaleFactor";
 /// The forced-promotion switch's path as users write it.

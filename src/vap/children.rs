@@ -57,7 +57,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         let keys: Vec<&str> = LIFECYCLE
             .iter()
             .copied()
-            .chain(["pauseGracePeriodSeconds"])
+            .chain([crate::rollout::LifecycleKey::Pause.json_name()])
             .collect();
         variables::value_var(&mut vars, names, &cel::steps(root, &keys, Some(1)), "");
     }

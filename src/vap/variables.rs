@@ -20,15 +20,9 @@ pub struct Var {
     pub expression: String,
 }
 
-const TIMEOUT_KEYS: [&str; 5] = [
-    "spec",
-    "pipeline",
-    "spec",
-    "lifecycle",
-    "pauseGracePeriodSeconds",
-];
-const SCALE_KEYS: [&str; 4] = ["spec", "strategy", "recycleStrategy", "scaleFactor"];
-const PROMOTE_KEYS: [&str; 4] = ["spec", "strategy", "progressive", "forcePromote"];
+const TIMEOUT_KEYS: [&str; 5] = crate::rollout::TIMEOUT_PATH;
+const SCALE_KEYS: [&str; 4] = crate::rollout::SCALE_FACTOR_PATH;
+const PROMOTE_KEYS: [&str; 4] = crate::rollout::FORCE_PROMOTE_PATH;
 const META_KEYS: [&str; 2] = ["metadata", "annotations"];
 /// Where a PipelineRollout's drain timeouts are: its embedded Pipeline's
 /// `spec.lifecycle`, below the schemaless `spec.pipeline.spec` (step 3).

@@ -6,7 +6,7 @@ use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, CONFIG_LABEL, FORCE_PROMOTE_LABEL,
     MARKED_FOR_DELETION, UPGRADE_STRATEGY_KEY,
 };
-use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FOR};
+use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FOR, LifecycleKey};
 
 /// The identity a report names.
 const IDENTITY: Shape = Shape::Fields(&[
@@ -110,9 +110,9 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
                         Shape::Fields(&[(
                             "lifecycle",
                             Shape::Fields(&[
-                                ("pauseGracePeriodSeconds", Shape::Leaf),
-                                ("deletionGracePeriodSeconds", Shape::Leaf),
-                                ("deleteGracePeriodSeconds", Shape::Leaf),
+                                (LifecycleKey::Pause.json_name(), Shape::Leaf),
+                                (LifecycleKey::Deletion.json_name(), Shape::Leaf),
+                                (LifecycleKey::DeprecatedDeletion.json_name(), Shape::Leaf),
                             ]),
                         )]),
                     ),
