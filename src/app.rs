@@ -24,7 +24,7 @@ use crate::logtext::Escaped;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, PolicyError};
 use crate::server::budget::{Budget, BudgetError};
-use crate::server::{self, ListenError, Running, ServeOptions, Shared};
+use crate::server::{self, ListenError, Running, ServeOptions, ServerState};
 
 /// Why `serve` could not start.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +77,7 @@ struct ApiServer {
 /// What `serve` is made of, built and not yet running.
 pub struct App {
     /// The state every request and every controller shares.
-    pub shared: Arc<Shared>,
+    pub shared: Arc<ServerState>,
     api: Option<ApiServer>,
 }
 
@@ -133,7 +133,7 @@ impl App {
                 )
             }
         };
-        let mut shared = Shared::with_metrics(policy, authorizer, metrics);
+        let mut shared = ServerState::with_metrics(policy, authorizer, metrics);
         shared.set_budget(budget);
         if let Some(api) = &api {
             shared.events = EventQueue::start(
@@ -306,7 +306,7 @@ async fn run_background(
 
 /// The shared state as the certificate readiness check sees it: the chain
 /// served, and readiness with its gauge.
-struct Served(Arc<Shared>);
+struct Served(Arc<ServerState>);
 
 impl ServedCertificate for Served {
     fn served_chain(&self) -> Vec<Vec<u8>> {
@@ -369,7 +369,7 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
         let client = kube::Client::try_from(config.clone()).expect("client");
         let app = App {
-            shared: Arc::new(Shared::new(Policy::built_in())),
+            shared: Arc::new(ServerState::new(Policy::built_in())),
             api: Some(ApiServer { config, client }),
         };
         assert_eq!(
@@ -396,7 +396,7 @@ mod tests {
     #[test]
     fn without_an_api_server_there_is_no_controller() {
         let app = App {
-            shared: Arc::new(Shared::new(Policy::built_in())),
+            shared: Arc::new(ServerState::new(Policy::built_in())),
             api: None,
         };
         assert!(app.controllers(&everything()).is_empty());

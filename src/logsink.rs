@@ -67,7 +67,7 @@ struct State {
     done: bool,
 }
 
-struct Shared {
+struct Channel {
     state: Mutex<State>,
     wake: Condvar,
     finished: Condvar,
@@ -75,7 +75,7 @@ struct Shared {
     limits: Limits,
 }
 
-impl Shared {
+impl Channel {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing panics while holding the lock; if it ever did, the
         // buffer is still a valid Vec and logging should go on.
@@ -147,14 +147,14 @@ impl Shared {
 /// The writing end that logging holds; cheap to clone.
 #[derive(Clone)]
 pub struct LogSink {
-    shared: Arc<Shared>,
+    shared: Arc<Channel>,
 }
 
 /// Keeps the writer thread; dropping it writes what is waiting, for at most
 /// a second (an output nobody reads must not hold the process).
 #[must_use = "dropping the guard closes the sink"]
 pub struct SinkGuard {
-    shared: Arc<Shared>,
+    shared: Arc<Channel>,
 }
 
 impl LogSink {
@@ -168,7 +168,7 @@ impl LogSink {
         out: W,
         limits: Limits,
     ) -> io::Result<(Self, SinkGuard)> {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Channel {
             state: Mutex::new(State {
                 pending: Vec::with_capacity(limits.capacity),
                 ..State::default()

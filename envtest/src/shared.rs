@@ -249,13 +249,17 @@ mod tests {
         // A test of B while another thread still uses A: A keeps running
         // until that thread ends.
         let (using_a, done) = std::sync::mpsc::channel::<()>();
+        let (counted, holding) = std::sync::mpsc::channel::<()>();
         let holder = std::thread::spawn(move || {
             let pid = get(&A, || Err("A is running".to_owned()))
                 .as_ref()
                 .map(|s| s.0.pid());
+            let _ = counted.send(());
             let _ = done.recv();
             pid
         });
+        // B starts only once the holder counts as A's user.
+        holding.recv().expect("the holder asked for A");
         let b = ask(&B, dir, "b");
         assert!(alive(a) && alive(b), "A is in use, so it runs beside B");
         drop(using_a);

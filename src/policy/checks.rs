@@ -6,7 +6,7 @@ use super::model::{
     DefaultTimeout, DrainTimeout, MAX_CLOCK_SECONDS, MAX_NO_TIMEOUT_SECONDS, Policy, Scope,
     TimeoutRules,
 };
-use super::rules::{Drain, Overflow, TimeoutField, check_timeout};
+use super::rules::{Drain, OverflowReading, TimeoutField, check_timeout};
 
 /// The start-up checks: impossible values and contradictions.
 /// The longest minimum pause age a policy may ask for.
@@ -228,8 +228,8 @@ fn check_scope(
                 matched: None,
             };
             let overflow = match field.drain {
-                Drain::Pause => Overflow::Recycle(dt.default_recycle_scale_factor),
-                Drain::Deletion => Overflow::Clock,
+                Drain::Pause => OverflowReading::Recycle(dt.default_recycle_scale_factor),
+                Drain::Deletion => OverflowReading::Clock,
             };
             if let Some(v) = check_timeout(i128::from(seconds), field, &scope, dt, overflow).first()
             {

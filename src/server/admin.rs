@@ -9,12 +9,12 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::Shared;
+use super::ServerState;
 use super::plain_text;
 use crate::metrics::CONTENT_TYPE;
 
 /// The admin routes.
-pub fn router(shared: Arc<Shared>) -> Router {
+pub fn router(shared: Arc<ServerState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -26,7 +26,7 @@ async fn healthz() -> Response {
     plain_text::response(StatusCode::OK, "ok")
 }
 
-async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+async fn readyz(State(shared): State<Arc<ServerState>>) -> Response {
     match shared.health.readiness() {
         Ok(()) => plain_text::response(StatusCode::OK, "ready"),
         Err(why) => plain_text::response(
@@ -36,7 +36,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+async fn metrics(State(shared): State<Arc<ServerState>>) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, CONTENT_TYPE)],

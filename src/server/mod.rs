@@ -35,9 +35,9 @@ use crate::policy::Policy;
 /// What every request, the admin server and the background controllers
 /// share; built by [`crate::app`].
 #[derive(Debug)]
-pub struct Shared {
+pub struct ServerState {
     /// The policy in force, replaced whole on reload; the audit and the
-    /// sweeper wait on it for changes ([`Shared::policy_updates`]).
+    /// sweeper wait on it for changes ([`ServerState::policy_updates`]).
     policy: watch::Sender<Arc<Policy>>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
@@ -53,7 +53,7 @@ pub struct Shared {
     pub served_chain: ArcSwap<Vec<rustls_pki_types::CertificateDer<'static>>>,
 }
 
-impl Shared {
+impl ServerState {
     /// State with `policy` in force (generation 1), not yet ready, and no
     /// API server to ask.
     pub fn new(policy: Policy) -> Self {
@@ -102,7 +102,7 @@ impl Shared {
     }
 
     /// Puts `policy` in force, for the next request and every controller
-    /// waiting on [`Shared::policy_updates`].
+    /// waiting on [`ServerState::policy_updates`].
     pub fn set_policy(&self, policy: Policy) {
         self.policy.send_replace(Arc::new(policy));
     }
@@ -187,7 +187,7 @@ pub struct Running {
     /// The admin server's bound address, if it runs.
     pub admin_addr: Option<SocketAddr>,
     /// The state the server shares (policy, metrics, health).
-    pub shared: Arc<Shared>,
+    pub shared: Arc<ServerState>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -219,7 +219,10 @@ impl Running {
 /// webhook listener, then turns ready, serving `shared` (built by
 /// [`crate::app`]). Start-up problems are errors; later reload problems
 /// are logged and counted.
-pub async fn listen(options: ServeOptions, shared: Arc<Shared>) -> Result<Running, ListenError> {
+pub async fn listen(
+    options: ServeOptions,
+    shared: Arc<ServerState>,
+) -> Result<Running, ListenError> {
     // `stop` starts the shutdown; `finished` says the webhook has stopped,
     // which ends the admin server and the reloaders.
     let (stop, stop_rx) = watch::channel(false);
@@ -313,7 +316,7 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
 
 fn spawn_reloaders(
     options: &ServeOptions,
-    shared: &Arc<Shared>,
+    shared: &Arc<ServerState>,
     tls_state: &Arc<TlsState>,
     stop: &watch::Receiver<bool>,
 ) {

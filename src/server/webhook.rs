@@ -17,7 +17,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-use super::Shared;
+use super::ServerState;
 use super::deadline::{self, Deadline};
 use super::plain_text;
 use crate::admission::{self, AdmissionRequest, AnswerContext, Reply, Webhook};
@@ -32,7 +32,7 @@ struct Answered {
 }
 
 /// The webhook's routes.
-pub fn router(shared: Arc<Shared>) -> Router {
+pub fn router(shared: Arc<ServerState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
@@ -42,18 +42,18 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-async fn validate(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+async fn validate(State(shared): State<Arc<ServerState>>, request: Request) -> Response {
     review(Webhook::Validate, &shared, request).await
 }
 
-async fn mutate(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+async fn mutate(State(shared): State<Arc<ServerState>>, request: Request) -> Response {
     review(Webhook::Mutate, &shared, request).await
 }
 
 /// Answers a review within its deadline: the body is let in by the budget,
 /// then judged; the request slot and the body's bytes are given back once
 /// the answer is ready.
-async fn review(webhook: Webhook, shared: &Shared, request: Request) -> Response {
+async fn review(webhook: Webhook, shared: &ServerState, request: Request) -> Response {
     let (deadline, limit) = Deadline::of_query(request.uri().query());
     deadline::enforce(limit, async {
         match shared
@@ -88,7 +88,7 @@ async fn method_not_allowed() -> Response {
 
 async fn answer_request(
     webhook: Webhook,
-    shared: &Shared,
+    shared: &ServerState,
     deadline: Deadline,
     body: &[u8],
 ) -> Response {
@@ -145,7 +145,7 @@ fn log_decision(request: &AdmissionRequest, outcome: &Reply, started: Instant) {
 }
 
 /// Decrements the in-flight gauge however the request ends.
-struct InFlight<'a>(&'a Shared);
+struct InFlight<'a>(&'a ServerState);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
@@ -154,7 +154,7 @@ impl Drop for InFlight<'_> {
 }
 
 /// Counts and times every request.
-async fn observe(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+async fn observe(State(shared): State<Arc<ServerState>>, request: Request, next: Next) -> Response {
     let webhook = match request.uri().path() {
         "/validate" => "validate",
         "/mutate" => "mutate",

@@ -16,7 +16,7 @@
 use super::cel;
 use super::check::{Check, check};
 use super::rules::{DELETION_LABELS, deletion};
-use super::timeout::{self, Judged, Labels, Overflow, PAUSE_SCOPE};
+use super::timeout::{self, CelOverflow, Judged, Labels, PAUSE_SCOPE};
 use super::variables::{self, Var, Vars};
 use crate::kinds::PAUSE_TIMESTAMP;
 use crate::policy::model::Policy;
@@ -87,7 +87,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         same: "pSame",
         exempt: "variables.controller".to_owned(),
         zero_effect: " (0 or less ends the pause at once, without draining)",
-        overflow: Overflow::Clock,
+        overflow: CelOverflow::Clock,
         labels: PAUSE_LABELS,
     });
     let mut deletion = deletion(

@@ -6,7 +6,7 @@
 
 use super::cel;
 use super::check::{Check, Grantees, check};
-use super::timeout::{self, DELETION_SCOPE, Judged, Labels, Overflow, PAUSE_SCOPE};
+use super::timeout::{self, CelOverflow, DELETION_SCOPE, Judged, Labels, PAUSE_SCOPE};
 use super::variables::{self, Var};
 use crate::kinds::PAUSE_TIMESTAMP;
 use crate::policy::model::{DrainTimeout, Policy};
@@ -48,7 +48,7 @@ pub fn deletion<'a>(dt: &'a DrainTimeout, field_text: &'static str, exempt: &str
         same: "dSame",
         exempt: exempt.to_owned(),
         zero_effect: " (0 or less deletes the Pipeline's buffers at once, dropping unconsumed messages)",
-        overflow: Overflow::Clock,
+        overflow: CelOverflow::Clock,
         labels: DELETION_LABELS,
     }
 }
@@ -133,7 +133,7 @@ fn timeout_checks(dt: &DrainTimeout) -> Vec<Check> {
         same: "tSame",
         exempt: "false".to_owned(),
         zero_effect: " (0 or less ends the pause at once, without draining)",
-        overflow: Overflow::Recycle,
+        overflow: CelOverflow::Recycle,
         labels: PAUSE_LABELS,
     }));
     checks

@@ -33,7 +33,7 @@ pub const DELETION_SCOPE: ScopeVars = ScopeVars {
 
 /// How the overflow rule reads a timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overflow {
+pub enum CelOverflow {
     /// A rollout's pause timeout: multiplied by `variables.multiplier`
     /// (rule 4), judged only with a valid scale factor.
     Recycle,
@@ -84,7 +84,7 @@ pub struct Judged<'a> {
     /// What 0 or less does, as the webhook words it.
     pub zero_effect: &'static str,
     /// The overflow rule.
-    pub overflow: Overflow,
+    pub overflow: CelOverflow,
     /// The labels.
     pub labels: Labels,
 }
@@ -216,7 +216,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
     checks.push(match j.overflow {
         // T x multiplier > clock, tested by division: the product can
         // overflow int64 in CEL.
-        Overflow::Recycle => check(
+        CelOverflow::Recycle => check(
             j.labels.overflow,
             format!(
                 "{exempt}{int} == null || !variables.sValid || {int} <= {MAX_CLOCK_SECONDS} / variables.multiplier ||\n  \
@@ -231,7 +231,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
                  ' seconds overflow Numaflow\\'s clock (at most {MAX_CLOCK_SECONDS}): set at most ' + string({MAX_CLOCK_SECONDS} / variables.multiplier)"
             ),
         ),
-        Overflow::Clock => check(
+        CelOverflow::Clock => check(
             j.labels.overflow,
             format!("{exempt}{int} == null || {int} <= {MAX_CLOCK_SECONDS} || {same}"),
             &format!(

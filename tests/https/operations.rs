@@ -13,7 +13,7 @@ use https_support::{
 use hyper::StatusCode;
 use pipelinerollout_webhook::pki::{self, CertPaths, GeneratedCerts};
 use pipelinerollout_webhook::policy::Policy;
-use pipelinerollout_webhook::server::{Shared, admin};
+use pipelinerollout_webhook::server::{ServerState, admin};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A directory laid out as the kubelet lays out a Secret or ConfigMap
@@ -261,7 +261,7 @@ async fn policy_reload_takes_good_policies_and_refuses_bad_ones() {
 async fn readiness_before_load_after_load_and_during_shutdown() {
     use tower::ServiceExt as _;
     // Before anything is loaded, the admin server says not ready.
-    let fresh = Arc::new(Shared::new(Policy::built_in()));
+    let fresh = Arc::new(ServerState::new(Policy::built_in()));
     let response = admin::router(fresh)
         .oneshot(
             axum::http::Request::get("/readyz")

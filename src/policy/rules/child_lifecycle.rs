@@ -10,7 +10,7 @@
 
 use super::deletion_timeout::{self, DeletionFindings, Holder};
 use super::guarded_write::GuardedWrite;
-use super::timeout::{JudgedSlot, Overflow};
+use super::timeout::{JudgedSlot, OverflowReading};
 use super::timeout_field::TimeoutField;
 use crate::kinds::Kind;
 use crate::policy::model::Policy;
@@ -33,7 +33,11 @@ pub fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> DeletionFindings {
         unchanged: old_pause.as_ref() == Some(&pause),
     };
     let mut out = DeletionFindings {
-        findings: judged.findings(&policy.drain_timeout, write.namespace, Overflow::Clock),
+        findings: judged.findings(
+            &policy.drain_timeout,
+            write.namespace,
+            OverflowReading::Clock,
+        ),
         warnings: Vec::new(),
     };
     // A lifecycle that is not an object is reported once, above.

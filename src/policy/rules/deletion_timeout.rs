@@ -7,7 +7,7 @@
 //! the other one warns.
 
 use super::guarded_write::GuardedWrite;
-use super::timeout::{JudgedSlot, Overflow};
+use super::timeout::{JudgedSlot, OverflowReading};
 use super::timeout_field::TimeoutField;
 use super::verdict::Finding;
 use super::violation::show;
@@ -128,7 +128,7 @@ pub fn judge(
         _ => None,
     };
     if let Some(judged) = judged {
-        out.findings = judged.findings(dt, write.namespace, Overflow::Clock);
+        out.findings = judged.findings(dt, write.namespace, OverflowReading::Clock);
     }
     out
 }

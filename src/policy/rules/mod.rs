@@ -45,7 +45,7 @@ pub use guarded_write::{GuardedWrite, Operation};
 pub use namespace_strategy::{StrategyValidation, StrategyWrite};
 pub use numaplane_keys::KeyGates;
 pub use rule::Rule;
-pub use timeout::{Overflow, check_timeout};
+pub use timeout::{OverflowReading, check_timeout};
 pub use timeout_field::{Drain, TimeoutField};
 pub use verdict::{EventReason, Finding, ForceEvent, Gate, GateResult, Verdict};
 pub use violation::{NotActable, NotPausing, PauseAgeProblem, RecordProblem, Violation};

@@ -15,7 +15,7 @@ use crate::rollout::{PipelineRollout, TimeoutSlot};
 
 /// How the overflow rule (4 or 18) reads a timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overflow {
+pub enum OverflowReading {
     /// Multiplied by Numaplane's recycle path, with this scale factor
     /// (percent, 1 to 100): a rollout's pause timeout.
     Recycle(u64),
@@ -49,7 +49,7 @@ pub fn findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Vec<Finding> {
     }
     let overflow = scale
         .as_ref()
-        .map_or(Overflow::Skip, |s| Overflow::Recycle(*s));
+        .map_or(OverflowReading::Skip, |s| OverflowReading::Recycle(*s));
     let judged = JudgedSlot {
         field: TimeoutField::ROLLOUT_PAUSE,
         slot: &timeout,
@@ -79,7 +79,12 @@ pub struct JudgedSlot<'s, 'v> {
 impl JudgedSlot<'_, '_> {
     /// The integer, range and overflow findings for this field in
     /// `namespace`, under `dt`'s rules.
-    pub fn findings(&self, dt: &DrainTimeout, namespace: &str, overflow: Overflow) -> Vec<Finding> {
+    pub fn findings(
+        &self,
+        dt: &DrainTimeout,
+        namespace: &str,
+        overflow: OverflowReading,
+    ) -> Vec<Finding> {
         let field = self.field;
         let violations = match self.slot {
             TimeoutSlot::Unset { .. } => Vec::new(),
@@ -140,7 +145,7 @@ pub fn check_timeout(
     field: TimeoutField,
     scope: &Scope<'_>,
     dt: &DrainTimeout,
-    overflow: Overflow,
+    overflow: OverflowReading,
 ) -> Vec<Violation> {
     let mut found = Vec::new();
     let rules = scope.rules;
@@ -176,7 +181,7 @@ pub fn check_timeout(
         });
     }
     match overflow {
-        Overflow::Recycle(s) if s >= 1 => {
+        OverflowReading::Recycle(s) if s >= 1 => {
             let multiplier = 100u64.div_ceil(s);
             if seconds * i128::from(multiplier) > i128::from(MAX_CLOCK_SECONDS) {
                 found.push(Violation::TimeoutOverflows {
@@ -187,7 +192,7 @@ pub fn check_timeout(
                 });
             }
         }
-        Overflow::Clock if seconds > i128::from(MAX_CLOCK_SECONDS) => {
+        OverflowReading::Clock if seconds > i128::from(MAX_CLOCK_SECONDS) => {
             found.push(Violation::ClockOverflow {
                 field,
                 value: seconds,

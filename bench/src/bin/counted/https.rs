@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use pipelinerollout_webhook::pki;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::tls::{self, TlsFiles, TlsState};
-use pipelinerollout_webhook::server::{ConnectionOptions, Shared, serve_connections, webhook};
+use pipelinerollout_webhook::server::{ConnectionOptions, ServerState, serve_connections, webhook};
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
@@ -119,7 +119,9 @@ impl Https {
         let (tls_state, ca_pem) = tls_material(scenario)?;
         let connector = connector(&ca_pem)?;
         let app = match server {
-            Server::Webhook => Some(webhook::router(Arc::new(Shared::new(Policy::built_in())))),
+            Server::Webhook => Some(webhook::router(Arc::new(ServerState::new(
+                Policy::built_in(),
+            )))),
             Server::Constant => Some(reference::router(Mode::Constant)),
             Server::Floor => None,
         };

@@ -80,7 +80,7 @@ pub(super) fn message_cases() -> Vec<Case> {
             "set 60 to 3600 seconds",
         ]),
         create("message: overflow x2", timeout(json!(5_000_000_000_u64)))
-            .deny(&[Overflow])
+            .deny(&[OverflowReading])
             .msg(&[
                 TIMEOUT_FIELD,
                 "is 5000000000",
@@ -93,7 +93,7 @@ pub(super) fn message_cases() -> Vec<Case> {
             "message: overflow x100",
             timeout(json!(92_233_721)).with_scale_factor(json!(1)),
         )
-        .deny(&[Overflow])
+        .deny(&[OverflowReading])
         .msg(&[
             TIMEOUT_FIELD,
             "is 92233721",
@@ -101,7 +101,7 @@ pub(super) fn message_cases() -> Vec<Case> {
             "set at most 92233720",
         ]),
         create("message: overflow u64", timeout(json!(u64::MAX)))
-            .deny(&[Overflow])
+            .deny(&[OverflowReading])
             .msg(&["is 18446744073709551615", "set at most 4611686018"]),
         create(
             "message: bad scale factor",

@@ -127,32 +127,32 @@ pub(super) fn ratchet_cases() -> Vec<Case> {
             timeout(huge()),
             timeout(json!(6_000_000_000_u64)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         update(
             "rule 4 S changed 50 -> 1, T unchanged",
             timeout_and_scale(json!(100_000_000), json!(50)),
             timeout_and_scale(json!(100_000_000), json!(1)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         update(
             "rule 4 S changed absent -> 1, T unchanged",
             timeout(json!(100_000_000)),
             timeout_and_scale(json!(100_000_000), json!(1)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         update(
             "rule 4 S changed 2 -> 1, T unchanged, both overflow",
             timeout_and_scale(json!(200_000_000), json!(2)),
             timeout_and_scale(json!(200_000_000), json!(1)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         update(
             "rule 4 T and S changed",
             timeout_and_scale(json!(600), json!(50)),
             timeout_and_scale(json!(100_000_000), json!(1)),
         )
-        .deny(&[Overflow]),
-        create("rule 4 CREATE overflow", timeout(huge())).deny(&[Overflow]),
+        .deny(&[OverflowReading]),
+        create("rule 4 CREATE overflow", timeout(huge())).deny(&[OverflowReading]),
         update(
             "rule 4 S 0 unchanged",
             timeout_and_scale(json!(600), json!(0)),

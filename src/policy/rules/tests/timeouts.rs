@@ -76,16 +76,16 @@ pub(super) fn timeout_cases() -> Vec<Case> {
         create("T 92233720 (x2)", timeout(json!(92_233_720))),
         // Rule 4 with the default scale factor 50 (x2): 4611686018 x 2 = 9223372036.
         create("T 4611686018 x2", timeout(json!(4_611_686_018_u64))),
-        create("T 4611686019 x2", timeout(json!(4_611_686_019_u64))).deny(&[Overflow]),
-        create("T 9223372036 x2", timeout(json!(9_223_372_036_u64))).deny(&[Overflow]),
-        create("T 10^10 x2", timeout(json!(10_000_000_000_u64))).deny(&[Overflow]),
-        create("T i64::MAX", timeout(json!(i64::MAX))).deny(&[Overflow]),
+        create("T 4611686019 x2", timeout(json!(4_611_686_019_u64))).deny(&[OverflowReading]),
+        create("T 9223372036 x2", timeout(json!(9_223_372_036_u64))).deny(&[OverflowReading]),
+        create("T 10^10 x2", timeout(json!(10_000_000_000_u64))).deny(&[OverflowReading]),
+        create("T i64::MAX", timeout(json!(i64::MAX))).deny(&[OverflowReading]),
         create(
             "T i64::MAX + 1",
             timeout(json!(9_223_372_036_854_775_808_u64)),
         )
-        .deny(&[Overflow]),
-        create("T u64::MAX", timeout(json!(u64::MAX))).deny(&[Overflow]),
+        .deny(&[OverflowReading]),
+        create("T u64::MAX", timeout(json!(u64::MAX))).deny(&[OverflowReading]),
         // Above u64::MAX, serde_json reads the literal as a float.
         create(
             "T 10^20 (beyond u64)",
@@ -102,12 +102,12 @@ pub(super) fn timeout_cases() -> Vec<Case> {
             "T 92233721 S 1",
             timeout_and_scale(json!(92_233_721), json!(1)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         create(
             "T 100000000 S 1",
             timeout_and_scale(json!(100_000_000), json!(1)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         create(
             "T 31536000 S 1",
             timeout_and_scale(json!(31_536_000), json!(1)),
@@ -122,7 +122,7 @@ pub(super) fn timeout_cases() -> Vec<Case> {
             "T 184467441 S 2",
             timeout_and_scale(json!(184_467_441), json!(2)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         create(
             "T 2305843009 S 33",
             timeout_and_scale(json!(2_305_843_009_u64), json!(33)),
@@ -131,7 +131,7 @@ pub(super) fn timeout_cases() -> Vec<Case> {
             "T 2305843010 S 33",
             timeout_and_scale(json!(2_305_843_010_u64), json!(33)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         create(
             "T 3074457345 S 34",
             timeout_and_scale(json!(3_074_457_345_u64), json!(34)),
@@ -140,7 +140,7 @@ pub(super) fn timeout_cases() -> Vec<Case> {
             "T 3074457346 S 34",
             timeout_and_scale(json!(3_074_457_346_u64), json!(34)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         create(
             "T 9223372036 S 100",
             timeout_and_scale(json!(9_223_372_036_u64), json!(100)),
@@ -149,7 +149,7 @@ pub(super) fn timeout_cases() -> Vec<Case> {
             "T 9223372037 S 100",
             timeout_and_scale(json!(9_223_372_037_u64), json!(100)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         // Rule 4: S present and not an integer from 1 to 100.
         create("S 0", timeout_and_scale(json!(600), json!(0))).deny(&[BadScale]),
         create("S 101", timeout_and_scale(json!(600), json!(101))).deny(&[BadScale]),
@@ -182,7 +182,7 @@ pub(super) fn timeout_cases() -> Vec<Case> {
         .policy(policy(
             "drainTimeout:\n  default: 5m\n  allowNoTimeout: false\n",
         ))
-        .deny(&[NoTimeout, Overflow]),
+        .deny(&[NoTimeout, OverflowReading]),
         create(
             "T 31536000, no timeout not allowed",
             timeout(json!(31_536_000)),
@@ -205,7 +205,7 @@ pub(super) fn timeout_cases() -> Vec<Case> {
             timeout(json!(92_233_721)),
         )
         .policy(policy("drainTimeout:\n  defaultRecycleScaleFactor: 1\n"))
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         create(
             "T 92233720, defaultRecycleScaleFactor 1",
             timeout(json!(92_233_720)),
@@ -240,7 +240,7 @@ pub(super) fn timeout_cases() -> Vec<Case> {
             timeout(json!(600)),
             timeout(json!(5_000_000_000_u64)),
         )
-        .deny(&[Overflow]),
+        .deny(&[OverflowReading]),
         update(
             "UPDATE S 50 -> 0",
             timeout_and_scale(json!(600), json!(50)),
@@ -306,7 +306,7 @@ pub(super) fn namespace_cases() -> Vec<Case> {
         )
         .policy(overrides())
         .ns("payments-eu")
-        .deny(&[NoTimeout, Overflow]),
+        .deny(&[NoTimeout, OverflowReading]),
     ]
 }
 
