@@ -30,7 +30,17 @@ pub enum PolicyError {
         /// Every problem found, each naming its key.
         problems: Vec<String>,
     },
+    /// The built-in policy text itself does not parse: a defect of this
+    /// build, which every policy read reports.
+    #[error(transparent)]
+    BuiltIn(#[from] BuiltInUnreadable),
 }
+
+/// The built-in policy text does not parse; kept once, reported by every
+/// read of a policy.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the built-in policy does not parse (a defect of this build): {0}")]
+pub struct BuiltInUnreadable(pub(super) String);
 
 impl PolicyError {
     /// Names the file the error came from.
@@ -39,7 +49,7 @@ impl PolicyError {
         match self {
             Self::Parse { message, .. } => Self::Parse { where_, message },
             Self::Invalid { problems, .. } => Self::Invalid { where_, problems },
-            read @ Self::Read { .. } => read,
+            other @ (Self::Read { .. } | Self::BuiltIn(_)) => other,
         }
     }
 }

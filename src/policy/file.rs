@@ -8,6 +8,7 @@ mod timeouts;
 
 use self::timeouts::{Section, resolve_section};
 use super::checks;
+use super::error::BuiltInUnreadable;
 use super::error::PolicyError;
 use super::model::{BASE, Policy, RbacPolicy};
 
@@ -27,13 +28,13 @@ fn parse_error(e: impl std::fmt::Display) -> PolicyError {
 /// defaults are zero values (the text sets every key).
 fn base() -> Result<&'static (Policy, RbacPolicy), PolicyError> {
     let base = BASE.get_or_init(|| {
-        let mut docs: Vec<Policy> =
-            serde_saphyr::from_str_multiple(BUILT_IN_POLICY).map_err(|e| e.to_string())?;
+        let mut docs: Vec<Policy> = serde_saphyr::from_str_multiple(BUILT_IN_POLICY)
+            .map_err(|e| BuiltInUnreadable(e.to_string()))?;
         let optional = docs.pop().unwrap_or_default();
         let policy = docs.pop().unwrap_or_default();
         Ok((policy, optional.force_reapply.rbac.unwrap_or_default()))
     });
-    base.as_ref().map_err(parse_error)
+    base.as_ref().map_err(|e| PolicyError::from(e.clone()))
 }
 
 /// Parses a policy; keys left out take the built-in policy's values.

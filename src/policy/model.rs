@@ -15,13 +15,14 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub use super::duration::DefaultTimeout;
 use super::duration::{as_opt_seconds, as_seconds};
+use super::error::BuiltInUnreadable;
 use super::user::{Permission, UserInfo};
 
 /// The built-in policy as read, before what keys inherit is resolved,
 /// and the values `forceReapply.rbac` takes for the keys it leaves out:
 /// the values of the keys a policy file leaves out. Unset while the
 /// built-in text itself is read (it sets every key).
-pub(super) static BASE: OnceLock<Result<(Policy, RbacPolicy), String>> = OnceLock::new();
+pub(super) static BASE: OnceLock<Result<(Policy, RbacPolicy), BuiltInUnreadable>> = OnceLock::new();
 
 thread_local! {
     /// Set while `deletionTimeout` is read: its defaults are its own.
