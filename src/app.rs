@@ -14,11 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apiserver::{self, KubeClientError};
 use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
-use crate::background::audit::{self, AuditContext, AuditOptions};
+use crate::background::audit::{AuditContext, AuditOptions};
 use crate::background::certs::readiness::{self, ServedCertificate};
 use crate::background::certs::{CertOptions, controller as cert_controller};
 use crate::background::leader::{self, Controller, LeaseOptions};
-use crate::background::sweeper::{self, SweeperContext};
+use crate::background::rollouts;
+use crate::background::sweeper::SweeperContext;
 use crate::events::{EventQueue, KubeEvents};
 use crate::logtext::Escaped;
 use crate::metrics::Metrics;
@@ -196,36 +197,52 @@ impl App {
                 cert_controller::run(client.clone(), metrics.clone(), options.clone(), stop)
             }));
         }
-        match (&client, &background.audit) {
-            (Some(client), Some(options)) => {
-                let context = AuditContext {
+        let audit = match (&client, &background.audit) {
+            (Some(_), Some(options)) => Some((
+                AuditContext {
                     policy: self.shared.policy_updates(),
                     metrics: self.shared.metrics.audit.clone(),
-                };
-                let (client, options) = (client.clone(), options.clone());
-                controllers.push(Controller::new("audit", move |stop| {
-                    audit::run(client.clone(), context.clone(), options.clone(), stop)
-                }));
+                },
+                options.clone(),
+            )),
+            (None, Some(_)) => {
+                tracing::info!("no API server: the audit of stored rollouts is off");
+                None
             }
-            (None, Some(_)) => tracing::info!("no API server: the audit of stored rollouts is off"),
-            (_, None) => tracing::info!("--audit=false: stored rollouts are not audited"),
-        }
-        match (&client, background.stale_force_grace) {
-            (Some(client), Some(grace)) => {
-                let context = SweeperContext {
+            (_, None) => {
+                tracing::info!("--audit=false: stored rollouts are not audited");
+                None
+            }
+        };
+        let sweeper = match (&client, background.stale_force_grace) {
+            (Some(_), Some(grace)) => Some((
+                SweeperContext {
                     policy: self.shared.policy_updates(),
                     events: self.shared.events.clone(),
                     metrics: self.shared.metrics.sweeper.clone(),
-                };
-                let client = client.clone();
-                controllers.push(Controller::new("stale-force sweeper", move |stop| {
-                    sweeper::run(client.clone(), context.clone(), grace, stop)
-                }));
+                },
+                grace,
+            )),
+            (None, Some(_)) => {
+                tracing::warn!(
+                    "--reset-stale-force is set but no API server can be reached: the sweeper is off"
+                );
+                None
             }
-            (None, Some(_)) => tracing::warn!(
-                "--reset-stale-force is set but no API server can be reached: the sweeper is off"
-            ),
-            (_, None) => {}
+            (_, None) => None,
+        };
+        // The audit and the sweeper share one reader of PipelineRollouts,
+        // so they run as one controller.
+        let name = match (&audit, &sweeper) {
+            (Some(_), Some(_)) => "audit and stale-force sweeper",
+            (Some(_), None) => "audit",
+            _ => "stale-force sweeper",
+        };
+        if let (Some(client), true) = (&client, audit.is_some() || sweeper.is_some()) {
+            let client = client.clone();
+            controllers.push(Controller::new(name, move |stop| {
+                rollouts::run(client.clone(), audit.clone(), sweeper.clone(), stop)
+            }));
         }
         controllers
     }
@@ -377,8 +394,7 @@ mod tests {
             [
                 ("certificate readiness", false),
                 ("certificate controller", true),
-                ("audit", true),
-                ("stale-force sweeper", true),
+                ("audit and stale-force sweeper", true),
             ]
         );
         let readiness_only = BackgroundOptions {

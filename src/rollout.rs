@@ -21,11 +21,6 @@ pub use lifecycle::{LifecycleKey, TimeoutSlot};
 
 use self::lifecycle::Lifecycle;
 
-use std::borrow::Cow;
-
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -83,84 +78,6 @@ pub struct PipelineRollout {
     /// A child's `spec` and `status` as found (rule 26 compares them);
     /// `None` for an object whose `kind` names no child.
     child: Option<Box<ChildContent>>,
-}
-
-/// A stored PipelineRollout as a watch delivers it: the typed metadata
-/// the Kubernetes client needs, and the lenient view of `spec` and `status`
-/// read straight from the bytes. Everything else, the pipeline spec above
-/// all, is skipped while reading and never held.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct Stored {
-    /// The object's metadata.
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    spec: Obj<Spec>,
-    #[serde(default)]
-    status: Obj<Status>,
-}
-
-impl Stored {
-    /// The view the rules read, built from the parts kept.
-    pub fn view(&self) -> PipelineRollout {
-        let keys = |map: &Option<std::collections::BTreeMap<String, String>>| match map {
-            Some(all) => Obj::Present(Keys::from_strings(all)),
-            None => Obj::Missing,
-        };
-        PipelineRollout {
-            metadata: Obj::Present(Metadata {
-                annotations: keys(&self.metadata.annotations),
-                labels: keys(&self.metadata.labels),
-                owner_references: self
-                    .metadata
-                    .owner_references
-                    .as_ref()
-                    .and_then(|refs| serde_json::to_value(refs).ok()),
-                finalizers: self
-                    .metadata
-                    .finalizers
-                    .as_ref()
-                    .map(|f| Value::from(f.clone())),
-                uid: Text(self.metadata.uid.clone()),
-            }),
-            spec: self.spec.clone(),
-            status: self.status.clone(),
-            data: Obj::Missing,
-            child: None,
-        }
-    }
-}
-
-/// The sweeper's watch reads PipelineRollouts as [`Stored`]: typed metadata
-/// and the lenient view, straight from the bytes, so a 1 MiB object is
-/// neither built as a JSON tree nor converted twice.
-impl Resource for Stored {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(KIND)
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(GROUP)
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(VERSION)
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed(RESOURCE)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -514,34 +431,6 @@ mod tests {
 
     fn view(v: Value) -> PipelineRollout {
         PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
-    }
-
-    #[test]
-    fn a_stored_object_gives_the_view_a_request_gives() {
-        // Every object and old object in the captured AdmissionReviews, plus
-        // shapes the captures lack: the sweeper's reading must judge them as
-        // the webhook's does.
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission");
-        let mut objects = vec![
-            json!({"kind": KIND, "metadata": {"name": "p", "namespace": "n"}}),
-            json!({"kind": KIND, "metadata": {"name": "p", "annotations": {ALLOW_DATA_LOSS: "true"}},
-                   "spec": {"strategy": {"progressive": {"forcePromote": true}}},
-                   "status": {"upgradeInProgress": "Progressive", "conditions": "odd"}}),
-        ];
-        for entry in std::fs::read_dir(&dir).expect("fixtures") {
-            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
-            let review: Value = serde_json::from_str(&text).expect("fixture JSON");
-            for key in ["object", "oldObject"] {
-                if let Some(object) = review["request"].get(key).filter(|o| o.is_object()) {
-                    objects.push(object.clone());
-                }
-            }
-        }
-        assert!(objects.len() > 10, "the fixtures hold objects");
-        for object in objects {
-            let stored: Stored = serde_json::from_value(object.clone()).expect("a stored object");
-            assert_eq!(stored.view(), view(object.clone()), "{object}");
-        }
     }
 
     #[test]

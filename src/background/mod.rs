@@ -18,4 +18,5 @@ pub mod backoff;
 pub mod certs;
 pub mod leader;
 pub mod list;
+pub mod rollouts;
 pub mod sweeper;

@@ -2,20 +2,22 @@
 //! start and end without any write to the PipelineRollout (an
 //! ISBServiceRollout or NumaflowControllerRollout update pauses it), so a
 //! forced re-apply's `allow-data-loss: "true"` can outlive its pause with no
-//! request for `/mutate` to reset. This task watches PipelineRollouts
-//! (kube-runtime's watcher, listing as [`super::list`] does, restarted
-//! with backoff) and resets the
-//! annotation to "false" once the pause has been over for the grace period,
-//! with a JSON Patch whose first operation tests the `resourceVersion` it
-//! saw: a concurrent change wins and is looked at again. It runs under the
-//! elected leader ([`super::leader`]), so one replica watches and patches;
-//! were two ever to run at once, the second reset would simply fail its
-//! test. It reads the policy in force from a `watch` channel, so a reload
-//! takes effect at its next look, and counts what it does in its own
-//! block of metrics ([`SweeperMetrics`]).
+//! request for `/mutate` to reset. The sweeper is a kube-runtime
+//! `Controller` of PipelineRollouts on the leader's shared reader
+//! ([`super::rollouts`]): it resets the annotation to "false" once the pause
+//! has been over for the grace period (the reconciler requeues the object
+//! for the rest of the grace), with a JSON Patch whose first operation
+//! tests the `resourceVersion` it saw: a concurrent change wins and is
+//! looked at again when it arrives. A reset that fails otherwise is retried
+//! by the error policy. It runs under the elected leader
+//! ([`super::leader`]), so one replica patches; were two ever to run at
+//! once, the second reset would simply fail its test. It reads the policy
+//! in force from a `watch` channel, and every object is looked at again
+//! when the policy changes; what it does is counted in its own block of
+//! metrics ([`SweeperMetrics`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -23,20 +25,28 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::WatchStreamExt as _;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::{ReflectHandle, Store};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::rollouts::Rollout;
 use crate::events::{EventQueue, PendingEvent};
 use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
 use crate::policy::Policy;
 use crate::policy::rules::{EventReason, stale_force_reset};
-use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
+use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
 
 /// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";
+
+/// How many objects are looked at at once.
+const CONCURRENCY: u16 = 4;
+
+/// How long after a failed reset (other than a lost race) it is tried
+/// again.
+const RETRY: Duration = Duration::from_secs(5);
 
 /// What the sweeper works with besides the API server.
 #[derive(Debug, Clone)]
@@ -57,12 +67,11 @@ pub type Key = (String, String);
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Tracked {
     resource_version: String,
-    uid: Option<String>,
     over_since: Instant,
 }
 
 /// The objects whose force outlives its pause, and since when. Pure: the
-/// watch feeds it, the timer asks it what is due.
+/// reconciler feeds it and asks it how long is left.
 #[derive(Debug, Default)]
 pub struct StaleForces {
     tracked: HashMap<Key, Tracked>,
@@ -82,7 +91,6 @@ impl StaleForces {
             (true, Some(rv)) => {
                 let entry = self.tracked.entry(key).or_insert_with(|| Tracked {
                     resource_version: rv.to_owned(),
-                    uid: object.uid().map(str::to_owned),
                     over_since: now,
                 });
                 rv.clone_into(&mut entry.resource_version);
@@ -93,22 +101,26 @@ impl StaleForces {
         }
     }
 
-    /// Forgets an object (deleted, reset, or lost a race).
+    /// Forgets an object (reset, or lost a race).
     pub fn forget(&mut self, key: &Key) {
         self.tracked.remove(key);
     }
 
-    /// The objects whose pause has been over for at least `grace`, with the
-    /// resourceVersion seen and the uid.
-    pub fn due(&self, now: Instant, grace: Duration) -> Vec<(Key, String, Option<String>)> {
-        let mut due: Vec<_> = self
-            .tracked
-            .iter()
-            .filter(|(_, t)| now.saturating_duration_since(t.over_since) >= grace)
-            .map(|(k, t)| (k.clone(), t.resource_version.clone(), t.uid.clone()))
-            .collect();
-        due.sort();
-        due
+    /// Keeps only the objects `exists` says are still stored.
+    pub fn retain(&mut self, exists: impl Fn(&Key) -> bool) {
+        self.tracked.retain(|key, _| exists(key));
+    }
+
+    /// How long until `key`'s pause has been over for `grace` (zero: it
+    /// is due), with the resourceVersion seen; `None` when it is not
+    /// tracked.
+    pub fn wait(&self, key: &Key, now: Instant, grace: Duration) -> Option<(Duration, &str)> {
+        let tracked = self.tracked.get(key)?;
+        let over_for = now.saturating_duration_since(tracked.over_since);
+        Some((
+            grace.saturating_sub(over_for),
+            tracked.resource_version.as_str(),
+        ))
     }
 
     /// How many objects are tracked.
@@ -139,95 +151,132 @@ pub fn reset_patch(resource_version: &str) -> json_patch::Patch {
     ])
 }
 
-fn key_of(object: &Stored) -> Option<Key> {
+fn key_of(object: &Rollout) -> Option<Key> {
     Some((
         object.metadata.namespace.clone()?,
         object.metadata.name.clone()?,
     ))
 }
 
-/// Watches and resets, with `context`, until `stop` is cancelled; then
-/// returns at once (a reset in flight is dropped: its outcome is not
-/// counted, and the next leader looks at the object again).
+/// What the reconciler works with.
+struct Sweep {
+    client: kube::Client,
+    context: SweeperContext,
+    grace: Duration,
+    store: Store<Rollout>,
+    stale: Mutex<StaleForces>,
+}
+
+impl Sweep {
+    fn stale(&self) -> std::sync::MutexGuard<'_, StaleForces> {
+        self.stale.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Why a reset was not made (the error policy tries again).
+#[derive(Debug, thiserror::Error)]
+#[error("stale force not reset: {0}")]
+struct NotReset(kube::Error);
+
+/// Resets, with `context`, the stale forces of the PipelineRollouts in
+/// `store` as `changes` brings them, until `stop` is cancelled; a reset in
+/// flight then finishes (it carries its precondition), within the
+/// leader's stop timeout.
 pub async fn run(
     client: kube::Client,
     context: SweeperContext,
     grace: Duration,
+    store: Store<Rollout>,
+    changes: ReflectHandle<Rollout>,
     stop: CancellationToken,
 ) {
     tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
-    tokio::select! {
-        () = stop.cancelled() => {}
-        () = sweep(client, &context, grace) => {}
-    }
+    let policy_changes = futures_util::stream::unfold(context.policy.clone(), |mut rx| async {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+    let sweep = Arc::new(Sweep {
+        client,
+        context,
+        grace,
+        store: store.clone(),
+        stale: Mutex::new(StaleForces::default()),
+    });
+    Controller::for_shared_stream(changes, store)
+        // A few at a time: a list's end hands over every object at once.
+        .with_config(Config::default().concurrency(CONCURRENCY))
+        .reconcile_all_on(policy_changes)
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(reconcile, error_policy, sweep)
+        .for_each(|_| std::future::ready(()))
+        .await;
     tracing::info!("stale-force sweeper stopped");
 }
 
-/// Watches and resets until the watch ends.
-async fn sweep(client: kube::Client, context: &SweeperContext, grace: Duration) {
-    let all: Api<Stored> = Api::all(client.clone());
-    let stream = super::list::watch(all, watcher::Config::default()).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    let mut stale = StaleForces::default();
-    let mut tick = tokio::time::interval(
-        grace
-            .min(Duration::from_secs(1))
-            .max(Duration::from_millis(100)),
-    );
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut started = false;
-    loop {
-        tokio::select! {
-            event = stream.next() => match event {
-                None => {
-                    tracing::error!("the PipelineRollout watch ended; the sweeper stops");
-                    return;
-                }
-                Some(Err(e)) => {
-                    context.metrics.record_sweep(SweepOutcome::WatchRestart);
-                    tracing::warn!(error = %e, "PipelineRollout watch failed; restarting with backoff");
-                }
-                Some(Ok(Event::Init)) => {
-                    if started {
-                        context.metrics.record_sweep(SweepOutcome::WatchRestart);
-                    }
-                    started = true;
-                }
-                Some(Ok(Event::InitDone)) => {}
-                Some(Ok(Event::Apply(object) | Event::InitApply(object))) => {
-                    if let Some(key) = key_of(&object) {
-                        stale.observe(key, object.metadata.resource_version.as_deref(), &object.view(), Instant::now());
-                    }
-                }
-                Some(Ok(Event::Delete(object))) => {
-                    if let Some(key) = key_of(&object) {
-                        stale.forget(&key);
-                    }
-                }
-            },
-            _ = tick.tick() => {
-                if !context.policy.borrow().force_reapply.one_shot {
-                    continue;
-                }
-                for (key, rv, uid) in stale.due(Instant::now(), grace) {
-                    reset(&client, context, &key, &rv, uid.as_deref(), grace).await;
-                    stale.forget(&key);
-                }
-            }
+/// Looks at one PipelineRollout: tracks a force outliving its pause, and
+/// resets it once the grace is over.
+async fn reconcile(object: Arc<Rollout>, sweep: Arc<Sweep>) -> Result<Action, NotReset> {
+    let Some(key) = key_of(&object) else {
+        return Ok(Action::await_change());
+    };
+    let due = {
+        let mut stale = sweep.stale();
+        let known = stale.wait(&key, Instant::now(), sweep.grace).is_some();
+        stale.observe(
+            key.clone(),
+            object.metadata.resource_version.as_deref(),
+            &object.view,
+            Instant::now(),
+        );
+        if !known {
+            // A new entry: drop those of objects deleted since.
+            stale.retain(|(namespace, name)| {
+                sweep
+                    .store
+                    .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+                    .is_some()
+            });
         }
+        stale
+            .wait(&key, Instant::now(), sweep.grace)
+            .map(|(wait, rv)| (wait, rv.to_owned()))
+    };
+    let Some((wait, resource_version)) = due else {
+        return Ok(Action::await_change());
+    };
+    if !wait.is_zero() {
+        return Ok(Action::requeue(wait));
+    }
+    if !sweep.context.policy.borrow().force_reapply.one_shot {
+        // Looked at again when the policy changes.
+        return Ok(Action::await_change());
+    }
+    let uid = object.metadata.uid.as_deref();
+    // Boxed: the reconcilers waiting for their turn stay small.
+    match Box::pin(reset(&sweep, &key, &resource_version, uid)).await {
+        Ok(()) => {
+            sweep.stale().forget(&key);
+            Ok(Action::await_change())
+        }
+        Err(e) => Err(NotReset(e)),
     }
 }
 
-/// Resets one object's annotation, counting the outcome.
+/// A failed reset is tried again after [`RETRY`].
+fn error_policy(_: Arc<Rollout>, _: &NotReset, _: Arc<Sweep>) -> Action {
+    Action::requeue(RETRY)
+}
+
+/// Resets one object's annotation, counting the outcome; a lost race is
+/// no error (the newer version is looked at when it arrives).
 async fn reset(
-    client: &kube::Client,
-    context: &SweeperContext,
+    sweep: &Sweep,
     (namespace, name): &Key,
     resource_version: &str,
     uid: Option<&str>,
-    grace: Duration,
-) {
-    let api: Api<Stored> = Api::namespaced(client.clone(), namespace);
+) -> Result<(), kube::Error> {
+    let context = &sweep.context;
+    let api: Api<Rollout> = Api::namespaced(sweep.client.clone(), namespace);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -245,23 +294,26 @@ async fn reset(
             tracing::info!(%namespace, %name, "stale force reset by the sweeper");
             let note = format!(
                 "allow-data-loss reset to \"false\" by the stale-force sweeper: the pause the forced re-apply was set for has been over for at least {}, so later changes drain as usual",
-                humantime::format_duration(grace)
+                humantime::format_duration(sweep.grace)
             );
             let event = PendingEvent::about(
                 EventReason::ForceReapplyReset,
                 note,
-                Stored::api_version(&()).into_owned(),
+                Rollout::api_version(&()).into_owned(),
                 (namespace, name, uid),
             );
             context.events.send(event);
+            Ok(())
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
             context.metrics.record_sweep(SweepOutcome::Conflict);
             tracing::debug!(%namespace, %name, code = status.code, "the object changed since it was seen; looking again");
+            Ok(())
         }
         Err(e) => {
             context.metrics.record_sweep(SweepOutcome::Error);
-            tracing::warn!(%namespace, %name, error = %e, "stale force not reset");
+            tracing::warn!(%namespace, %name, error = %e, "stale force not reset; trying again in {RETRY:?}");
+            Err(e)
         }
     }
 }
@@ -295,7 +347,12 @@ mod tests {
         s.observe(key("b"), Some("1"), &rollout("true", pausing.clone()), t0);
         s.observe(key("c"), Some("1"), &rollout("false", idle.clone()), t0);
         assert_eq!(s.len(), 1);
-        assert!(s.due(t0 + Duration::from_secs(9), grace).is_empty());
+        assert_eq!(
+            s.wait(&key("a"), t0 + Duration::from_secs(9), grace),
+            Some((Duration::from_secs(1), "1"))
+        );
+        assert_eq!(s.wait(&key("b"), t0, grace), None, "pausing");
+        assert_eq!(s.wait(&key("c"), t0, grace), None, "no force");
         // A newer version keeps the clock but updates what the test checks.
         s.observe(
             key("a"),
@@ -303,8 +360,14 @@ mod tests {
             &rollout("true", idle.clone()),
             t0 + Duration::from_secs(5),
         );
-        let due = s.due(t0 + grace, grace);
-        assert_eq!(due, [(key("a"), "2".to_owned(), Some("u".to_owned()))]);
+        assert_eq!(
+            s.wait(&key("a"), t0 + grace, grace),
+            Some((Duration::ZERO, "2"))
+        );
+        // An object no longer stored is dropped.
+        s.observe(key("d"), Some("1"), &rollout("true", idle.clone()), t0);
+        s.retain(|k| k != &key("d"));
+        assert_eq!(s.len(), 1);
         // A pause starting again forgets it.
         s.observe(key("a"), Some("3"), &rollout("true", pausing), t0 + grace);
         assert!(s.is_empty());

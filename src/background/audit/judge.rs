@@ -89,20 +89,16 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// Judges one stored object of the kind `entry` names (its slim JSON),
-    /// in `namespace` under `name`: a PipelineRollout, a MonoVertexRollout
-    /// or an ISBServiceRollout.
+    /// Judges one stored object of the kind `entry` names (its view), in
+    /// `namespace` under `name`: a rollout or a namespace-level ConfigMap.
     pub fn object(
         &self,
         entry: &KindEntry,
         namespace: &str,
         name: &str,
-        json: &str,
+        view: &PipelineRollout,
     ) -> ObjectResults {
-        match PipelineRollout::from_json(json) {
-            Ok(view) => self.view(entry, namespace, name, &view),
-            Err(e) => unjudgeable(format!("the stored object is not JSON: {e}")),
-        }
+        self.view(entry, namespace, name, view)
     }
 }
 

@@ -4,12 +4,15 @@
 //! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace.
 //!
 //! - [`watch`]: kube-runtime's watcher per kind, restarted with backoff,
-//!   reading objects [`slim`] (only what the rules read is kept).
+//!   reading objects [`slim`] (only what the rules read is kept, read once
+//!   into the rules' view); the PipelineRollouts come from the reader the
+//!   sweeper shares ([`crate::background::rollouts`]).
 //! - [`store`]: the objects and their results, by namespace.
 //! - [`judge`]: one object through `/validate`; stored forces by state.
 //! - [`report`]: one namespace's PolicyReport, and its content hash.
-//! - [`writer`]: the reports written when their content changes, within a
-//!   request budget (a rate limit on its client), retried with backoff.
+//! - [`writer`]: kube-runtime's applier keyed by namespace, writing the
+//!   reports whose content changes, within a request budget (a rate limit
+//!   on its client), retried by its error policy.
 //!
 //! Objects are judged when the first list is complete, on every change the
 //! watch delivers, after each policy reload, and every
@@ -78,11 +81,14 @@ pub struct AuditContext {
 const CHUNK: usize = 64;
 
 /// Runs the audit until `stop` is cancelled, then returns promptly, having
-/// stopped its writes.
+/// stopped its writes. It takes the PipelineRollouts from `rollouts` (the
+/// leader's shared reader, [`crate::background::rollouts`]) and watches
+/// the other audited kinds itself.
 pub async fn run(
     client: kube::Client,
     context: AuditContext,
     options: AuditOptions,
+    rollouts: watch::Events<0>,
     stop: CancellationToken,
 ) {
     tracing::info!(
@@ -101,7 +107,7 @@ pub async fn run(
         reports_rx,
         stop.clone(),
     ));
-    let watches = watch::all(&client);
+    let watches = watch::all(&client, rollouts);
     let mut auditor = Auditor {
         policy: context.policy,
         metrics: context.metrics,
@@ -250,15 +256,15 @@ impl Auditor {
                 break;
             }
             let mut done = Vec::with_capacity(chunk.len());
-            for (namespace, key, json) in chunk {
+            for (namespace, key, view) in chunk {
                 let entry = &KINDS[key.0];
-                let results = judge.object(entry, &namespace, &key.1, &json);
-                done.push((namespace, key, json, results));
+                let results = judge.object(entry, &namespace, &key.1, &view);
+                done.push((namespace, key, view, results));
             }
             {
                 let mut store = self.store();
-                for (namespace, key, json, results) in done {
-                    store.set_results(&namespace, &key, &json, results);
+                for (namespace, key, view, results) in done {
+                    store.set_results(&namespace, &key, &view, results);
                     judged += 1;
                 }
             }

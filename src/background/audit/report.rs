@@ -290,7 +290,7 @@ mod tests {
     fn entry(results: Vec<(Rule, Status)>) -> StoredObject {
         StoredObject {
             uid: Some("u".to_owned()),
-            json: "{}".into(),
+            view: std::sync::Arc::default(),
             results: Some(
                 results
                     .into_iter()

@@ -15,14 +15,16 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use super::audited::Shape;
 use super::audited::{COUNT, KINDS, KindEntry};
+use crate::rollout::PipelineRollout;
 
 /// The visits both readers share: numbers and booleans are kept as they
 /// are, and the description of what is expected.
@@ -277,14 +279,14 @@ pub fn prune(json: &str, shape: &Shape) -> Result<Value, serde_json::Error> {
 }
 
 /// One stored object of the kind at `KIND` in [`KINDS`], slim: its
-/// identity, and the kept parts as compact JSON text (what the audit
-/// judges).
+/// identity, and the kept parts read once into the view the rules read
+/// (the one admission reads), shared by whoever holds the object.
 #[derive(Clone)]
 pub struct Slim<const KIND: usize> {
     /// Name, namespace, uid and resourceVersion only.
     pub metadata: ObjectMeta,
-    /// The kept parts, as JSON.
-    pub json: Box<str>,
+    /// What the rules read.
+    pub view: Arc<PipelineRollout>,
 }
 
 impl<const KIND: usize> Slim<KIND> {
@@ -300,16 +302,15 @@ impl<const KIND: usize> fmt::Debug for Slim<KIND> {
         f.debug_struct("Slim")
             .field("namespace", &self.metadata.namespace)
             .field("name", &self.metadata.name)
-            .field("bytes", &self.json.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl<const KIND: usize> Slim<KIND> {
     /// Builds the slim object from an already pruned value. The
     /// resourceVersion goes into the metadata (the watch resumes from it)
-    /// but not into the JSON judged, so a write that changes nothing the
-    /// rules read leaves the object as it was.
+    /// but not into the view, so a write that changes nothing the rules
+    /// read leaves the view as it was.
     pub fn from_value(mut value: Value) -> Self {
         let text = |key: &str| {
             value
@@ -328,9 +329,11 @@ impl<const KIND: usize> Slim<KIND> {
         if let Some(Value::Object(meta)) = value.get_mut("metadata") {
             meta.remove("resourceVersion");
         }
+        // The view reads any JSON object leniently; what was pruned is one.
+        let view = PipelineRollout::deserialize(&value).unwrap_or_default();
         Self {
             metadata,
-            json: value.to_string().into_boxed_str(),
+            view: Arc::new(view),
         }
     }
 }
@@ -340,13 +343,6 @@ impl<'de, const KIND: usize> Deserialize<'de> for Slim<KIND> {
         let value =
             Pruned(Self::ENTRY.shape, &Cell::new(OBJECT_BUDGET)).deserialize(deserializer)?;
         Ok(Self::from_value(value))
-    }
-}
-
-/// Never sent: the audit only reads these.
-impl<const KIND: usize> Serialize for Slim<KIND> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.json)
     }
 }
 

@@ -4,9 +4,11 @@
 //! judges what it hands out.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use super::judge::ObjectResults;
 use super::watch::WatchItem;
+use crate::rollout::PipelineRollout;
 
 /// An object within its namespace: its kind's index and its name.
 pub type Name = (usize, String);
@@ -16,8 +18,8 @@ pub type Name = (usize, String);
 pub struct StoredObject {
     /// Its uid, for the report's resource reference.
     pub uid: Option<String>,
-    /// The kept parts, as JSON.
-    pub json: Box<str>,
+    /// What the rules read.
+    pub view: Arc<PipelineRollout>,
     /// Its results, once judged.
     pub results: Option<ObjectResults>,
 }
@@ -56,7 +58,7 @@ impl Store {
                 namespace,
                 name,
                 uid,
-                json,
+                view,
             } => {
                 if let Some(seen) = self.listing.get_mut(&kind) {
                     seen.insert((namespace.clone(), name.clone()));
@@ -65,12 +67,12 @@ impl Store {
                 let key = (kind, name);
                 let same = objects
                     .get(&key)
-                    .is_some_and(|e| e.json == json && e.uid == uid);
+                    .is_some_and(|e| e.view == view && e.uid == uid);
                 if !same {
                     // The results so far stay until the new ones replace
                     // them, so an unchanged outcome changes no report.
                     let results = objects.remove(&key).and_then(|e| e.results);
-                    objects.insert(key.clone(), StoredObject { uid, json, results });
+                    objects.insert(key.clone(), StoredObject { uid, view, results });
                     self.unjudged.insert((namespace, key));
                 }
                 false
@@ -137,14 +139,14 @@ impl Store {
         }
     }
 
-    /// Up to `limit` objects to judge, with their JSON.
-    pub fn next_unjudged(&self, limit: usize) -> Vec<(String, Name, Box<str>)> {
+    /// Up to `limit` objects to judge, with their views.
+    pub fn next_unjudged(&self, limit: usize) -> Vec<(String, Name, Arc<PipelineRollout>)> {
         self.unjudged
             .iter()
             .take(limit)
             .filter_map(|(ns, key)| {
                 let entry = self.namespaces.get(ns)?.get(key)?;
-                Some((ns.clone(), key.clone(), entry.json.clone()))
+                Some((ns.clone(), key.clone(), Arc::clone(&entry.view)))
             })
             .collect()
     }
@@ -155,13 +157,19 @@ impl Store {
     }
 
     /// Records an object's results (when it is still there as judged).
-    pub fn set_results(&mut self, namespace: &str, key: &Name, json: &str, results: ObjectResults) {
+    pub fn set_results(
+        &mut self,
+        namespace: &str,
+        key: &Name,
+        view: &Arc<PipelineRollout>,
+        results: ObjectResults,
+    ) {
         self.unjudged.remove(&(namespace.to_owned(), key.clone()));
         if let Some(entry) = self
             .namespaces
             .get_mut(namespace)
             .and_then(|o| o.get_mut(key))
-            && &*entry.json == json
+            && (Arc::ptr_eq(&entry.view, view) || entry.view == *view)
         {
             if entry.results.as_ref() != Some(&results) {
                 self.changed.insert(namespace.to_owned());
@@ -207,7 +215,7 @@ mod tests {
             namespace: ns.to_owned(),
             name: name.to_owned(),
             uid: None,
-            json: json.into(),
+            view: Arc::new(PipelineRollout::from_json(json).expect("JSON")),
         }
     }
 
@@ -263,7 +271,7 @@ mod tests {
             namespace: "b".to_owned(),
             name: "m".to_owned(),
             uid: None,
-            json: "{}".into(),
+            view: Arc::default(),
         });
         assert!(!store.listed(3), "kind 1 is mid-list, kind 2 unheard of");
         assert!(store.take(WatchItem::Absent { kind: 2 }));

@@ -17,6 +17,7 @@ use kube::runtime::watcher::{self, Event};
 
 use super::audited::{COUNT, KINDS};
 use super::slim::Slim;
+use crate::rollout::PipelineRollout;
 
 /// What a watch delivered, for the kind at `kind` in [`KINDS`](super::audited::KINDS).
 #[derive(Debug)]
@@ -42,8 +43,8 @@ pub enum WatchItem {
         name: String,
         /// Its uid.
         uid: Option<String>,
-        /// The kept parts, as JSON.
-        json: Box<str>,
+        /// What the rules read.
+        view: Arc<PipelineRollout>,
     },
     /// An object was deleted.
     Deleted {
@@ -70,13 +71,21 @@ pub enum WatchItem {
     },
 }
 
-/// Watches every kind in [`KINDS`](super::audited::KINDS), each reporting its own index.
-pub fn all(client: &kube::Client) -> impl futures_util::Stream<Item = WatchItem> + Unpin {
+/// The watch events of one audited kind, restarted with backoff.
+pub type Events<const KIND: usize> = BoxStream<'static, watcher::Result<Event<Slim<KIND>>>>;
+
+/// Watches every kind in [`KINDS`](super::audited::KINDS), each reporting
+/// its own index; the PipelineRollouts from `rollouts` (the reader the
+/// leader's controllers share, [`crate::background::rollouts`]).
+pub fn all(
+    client: &kube::Client,
+    rollouts: Events<0>,
+) -> impl futures_util::Stream<Item = WatchItem> + Unpin {
     let watches: [BoxStream<'static, WatchItem>; COUNT] = [
-        kind::<0>(client.clone()),
-        kind::<1>(client.clone()),
-        kind::<2>(client.clone()),
-        kind::<3>(client.clone()),
+        items::<0>(rollouts),
+        items::<1>(events::<1>(client.clone())),
+        items::<2>(events::<2>(client.clone())),
+        items::<3>(events::<3>(client.clone())),
     ];
     futures_util::stream::select_all(watches)
 }
@@ -135,20 +144,15 @@ impl Backoff for ListBackoff {
 }
 
 /// Watches every object of the kind at `KIND` in [`KINDS`](super::audited::KINDS), slim,
-/// restarted with [`ListBackoff`]; its items name the kind by `KIND`. A
-/// kind that is not served is reported [`WatchItem::Absent`] once, and
-/// nothing more is said of it (no restart, no relist) until it is served
-/// again.
-fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem> {
-    let kind = KIND;
+/// listed as [`crate::background::list`] lists, restarted with
+/// [`ListBackoff`].
+pub fn events<const KIND: usize>(client: kube::Client) -> Events<KIND> {
     let api: Api<Slim<KIND>> = Api::all(client);
     let init = Arc::new(AtomicBool::new(false));
     let backoff = ListBackoff {
         inner: watcher::DefaultBackoff::default(),
         init: Arc::clone(&init),
     };
-    let mut absent = false;
-    let optional = KINDS[KIND].label_selector.is_some();
     let config = match KINDS[KIND].label_selector {
         Some(selector) => watcher::Config::default().labels(selector),
         None => watcher::Config::default(),
@@ -156,6 +160,18 @@ fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem
     crate::background::list::watch(api, config)
         .inspect(move |event| init.store(matches!(event, Ok(Event::Init)), Ordering::Relaxed))
         .backoff(backoff)
+        .boxed()
+}
+
+/// The watch events of the kind at `KIND` as the store's items, naming
+/// the kind by `KIND`. A kind that is not served is reported
+/// [`WatchItem::Absent`] once, and nothing more is said of it (no restart,
+/// no relist) until it is served again.
+fn items<const KIND: usize>(events: Events<KIND>) -> BoxStream<'static, WatchItem> {
+    let kind = KIND;
+    let mut absent = false;
+    let optional = KINDS[KIND].label_selector.is_some();
+    events
         .filter_map(move |event| {
             let retry = matches!(event, Ok(Event::Init));
             if event.is_ok() && !retry {
@@ -173,14 +189,14 @@ fn kind<const KIND: usize>(client: kube::Client) -> BoxStream<'static, WatchItem
                 Ok(Event::Init) => Some(WatchItem::Listing { kind }),
                 Ok(Event::InitDone) => Some(WatchItem::Listed { kind }),
                 Ok(Event::Apply(object) | Event::InitApply(object)) => {
-                    let Slim { metadata, json, .. } = object;
+                    let Slim { metadata, view } = object;
                     match (metadata.namespace, metadata.name) {
                         (Some(namespace), Some(name)) => Some(WatchItem::Stored {
                             kind,
                             namespace,
                             name,
                             uid: metadata.uid,
-                            json,
+                            view,
                         }),
                         _ => None,
                     }

@@ -15,14 +15,14 @@ fn judged(policy: &Policy, object: Value) -> ObjectResults {
 fn judged_as(kind: usize, policy: &Policy, object: Value) -> ObjectResults {
     let (enforcing, warn_only) = enforcing(policy);
     let judge = Judge::new(&enforcing, warn_only, OffsetDateTime::now_utc());
-    let json = object.to_string();
+    let view = PipelineRollout::from_json(&object.to_string()).expect("JSON");
     let text = |key: &str| {
         object
             .pointer(&format!("/metadata/{key}"))
             .and_then(Value::as_str)
             .unwrap_or_default()
     };
-    judge.object(&KINDS[kind], text("namespace"), text("name"), &json)
+    judge.object(&KINDS[kind], text("namespace"), text("name"), &view)
 }
 
 fn rollout(timeout: Value, annotations: Value, status: Value) -> Value {
