@@ -3,8 +3,8 @@
 //! ISBServiceRollout or NumaflowControllerRollout update pauses it), so a
 //! forced re-apply's `allow-data-loss: "true"` can outlive its pause with no
 //! request for `/mutate` to reset. The sweeper is a kube-runtime
-//! `Controller` of PipelineRollouts on the leader's shared reader
-//! ([`super::rollouts`]): it resets the annotation to "false" once the pause
+//! `Controller` of the PipelineRollouts whose force is on, on the leader's
+//! shared reader ([`super::rollouts`]): it resets the annotation to "false" once the pause
 //! has been over for the grace period (the reconciler requeues the object
 //! for the rest of the grace), with a JSON Patch whose first operation
 //! tests the `resourceVersion` it saw: a concurrent change wins and is
@@ -12,8 +12,8 @@
 //! by the error policy. It runs under the elected leader
 //! ([`super::leader`]), so one replica patches; were two ever to run at
 //! once, the second reset would simply fail its test. It reads the policy
-//! in force from a `watch` channel, and every object is looked at again
-//! when the policy changes; what it does is counted in its own block of
+//! in force from a `watch` channel, and the objects it tracks are looked
+//! at again when the policy changes; what it does is counted in its own block of
 //! metrics ([`SweeperMetrics`]).
 
 use std::collections::HashMap;
@@ -26,9 +26,9 @@ use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::{ReflectHandle, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::rollouts::Rollout;
@@ -123,6 +123,14 @@ impl StaleForces {
         ))
     }
 
+    /// The objects tracked, as the store names them.
+    pub fn refs(&self) -> Vec<ObjectRef<Rollout>> {
+        self.tracked
+            .keys()
+            .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
+            .collect()
+    }
+
     /// How many objects are tracked.
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -179,7 +187,7 @@ impl Sweep {
 struct NotReset(kube::Error);
 
 /// Resets, with `context`, the stale forces of the PipelineRollouts in
-/// `store` as `changes` brings them, until `stop` is cancelled; a reset in
+/// `store` (those whose force is on) as `triggers` brings them, until `stop` is cancelled; a reset in
 /// flight then finishes (it carries its precondition), within the
 /// leader's stop timeout.
 pub async fn run(
@@ -187,14 +195,10 @@ pub async fn run(
     context: SweeperContext,
     grace: Duration,
     store: Store<Rollout>,
-    changes: ReflectHandle<Rollout>,
+    triggers: mpsc::Receiver<Rollout>,
     stop: CancellationToken,
 ) {
     tracing::info!(?grace, "stale-force sweeper on: watching PipelineRollouts");
-    let policy_changes = futures_util::stream::unfold(context.policy.clone(), |mut rx| async {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
     let sweep = Arc::new(Sweep {
         client,
         context,
@@ -202,12 +206,29 @@ pub async fn run(
         store: store.clone(),
         stale: Mutex::new(StaleForces::default()),
     });
-    Controller::for_shared_stream(changes, store)
-        // A few at a time: a list's end hands over every object at once.
+    // The reader hands over only objects whose force is on (the others
+    // have nothing to reset); its store holds only those.
+    let forced = futures_util::stream::unfold(triggers, |mut rx| async {
+        let object = rx.recv().await?;
+        Some((Ok(object), rx))
+    });
+    // A policy change re-looks at the tracked objects only (the one-shot
+    // switch is all it reads), not at every object stored.
+    let tracked = Arc::clone(&sweep);
+    let policy_changes = futures_util::stream::unfold(
+        (sweep.context.policy.clone(), tracked),
+        |(mut rx, sweep)| async move {
+            rx.changed().await.ok()?;
+            let refs = sweep.stale().refs();
+            Some((futures_util::stream::iter(refs), (rx, sweep)))
+        },
+    )
+    .flatten();
+    Controller::for_stream(forced, store)
         .with_config(Config::default().concurrency(CONCURRENCY))
-        .reconcile_all_on(policy_changes)
+        .reconcile_on(policy_changes)
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, sweep)
+        .run(reconcile, error_policy, Arc::clone(&sweep))
         .for_each(|_| std::future::ready(()))
         .await;
     tracing::info!("stale-force sweeper stopped");
@@ -233,7 +254,7 @@ async fn reconcile(object: Arc<Rollout>, sweep: Arc<Sweep>) -> Result<Action, No
             stale.retain(|(namespace, name)| {
                 sweep
                     .store
-                    .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+                    .get(&ObjectRef::new(name).within(namespace))
                     .is_some()
             });
         }
