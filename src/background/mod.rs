@@ -19,3 +19,4 @@ pub mod certs;
 pub mod leader;
 pub mod list;
 pub mod sweeper;
+pub mod sweeper_args;

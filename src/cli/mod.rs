@@ -1,6 +1,7 @@
 //! The command line: `serve` (the default), `review`, `check`,
-//! `check-policy`, `gen-certs` and `export-vap`. [`args`] defines them all;
-//! each command's wiring is in the file of its name, logging set-up in
+//! `check-policy`, `gen-certs` and `export-vap`. [`args`] defines them all
+//! (`serve`'s flags are its components' own, flattened); each command's
+//! wiring is in the file of its name, logging set-up and its flags in
 //! [`logging`], sizes such as `32Mi` in [`size`].
 
 pub mod args;
@@ -16,10 +17,9 @@ pub mod size;
 use std::process::ExitCode;
 
 pub use self::args::{
-    CheckArgs, Cli, Command, GenCertsArgs, LogFormat, OutputFormat, ReviewArgs, ServeArgs,
-    WebhookArg,
+    CheckArgs, Cli, Command, GenCertsArgs, OutputFormat, ReviewArgs, ServeArgs, WebhookArg,
 };
-pub use self::logging::{LoggingGuard, init_logging};
+pub use self::logging::{LogFormat, LoggingArgs, LoggingGuard, init_logging};
 pub use self::serve::{serving_runtime, shutdown_signal};
 
 /// Where `serve` keeps development certificates by default.
