@@ -20,8 +20,10 @@ pub struct ServerArgs {
     #[arg(long, env = "WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
     /// Address of the admin server (plain HTTP: /healthz, /readyz, /metrics).
+    // Always given on the command line (it has a default); `None`, for
+    // tests and embedders, runs no admin server.
     #[arg(long, env = "WEBHOOK_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
-    pub admin_listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
     /// Policy file (YAML or JSON), reloaded when it changes; without it, the built-in policy.
     #[arg(long, env = "WEBHOOK_POLICY")]
     pub policy: Option<PathBuf>,

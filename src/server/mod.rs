@@ -165,8 +165,8 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ListenError> {
 pub struct Running {
     /// The webhook's bound address.
     pub addr: SocketAddr,
-    /// The admin server's bound address.
-    pub admin_addr: SocketAddr,
+    /// The admin server's bound address, if it runs.
+    pub admin_addr: Option<SocketAddr>,
     /// The state the server shares (policy, metrics, health).
     pub shared: Arc<ServerState>,
     stop: watch::Sender<bool>,
@@ -210,19 +210,22 @@ pub async fn listen(
     let (finished, finished_rx) = watch::channel(false);
 
     let server = &options.server;
-    let admin_addr = {
-        let listener = bind(server.admin_listen).await?;
-        let bound = listener.local_addr().unwrap_or(server.admin_listen);
-        let app = admin::router(Arc::clone(&shared));
-        // It reports "not ready" during the shutdown, so it outlives the
-        // webhook listener.
-        let finished_rx = finished_rx.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stopped(finished_rx.clone()))
-                .await;
-        });
-        bound
+    let admin_addr = match server.admin_listen {
+        Some(addr) => {
+            let listener = bind(addr).await?;
+            let bound = listener.local_addr().unwrap_or(addr);
+            let app = admin::router(Arc::clone(&shared));
+            // It reports "not ready" during the shutdown, so it outlives the
+            // webhook listener.
+            let finished_rx = finished_rx.clone();
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped(finished_rx.clone()))
+                    .await;
+            });
+            Some(bound)
+        }
+        None => None,
     };
 
     let tls = server.tls.files(server.listen.port())?;

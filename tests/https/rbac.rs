@@ -232,6 +232,7 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
     )
     .expect("policy");
     let mut options = https_support::serve_options(&paths, Some(policy_file));
+    options.server.admin_listen = None;
     options.api.kubeconfig = Some(dir.path().join("no-such-kubeconfig"));
     match app::start(options).await {
         Err(StartError::Rbac(why)) => {

@@ -87,7 +87,7 @@ pub fn serve_options(certs: &CertPaths, policy_file: Option<PathBuf>) -> ServeOp
     ServeOptions {
         server: ServerArgs {
             listen: "127.0.0.1:0".parse().expect("addr"),
-            admin_listen: "127.0.0.1:0".parse().expect("addr"),
+            admin_listen: Some("127.0.0.1:0".parse().expect("addr")),
             policy: policy_file,
             tls: TlsArgs {
                 tls_cert: Some(certs.cert.clone()),
@@ -128,7 +128,7 @@ impl TestServer {
         let running = app::start(options).await.expect("server starts");
         Self {
             addr: running.addr,
-            admin_addr: running.admin_addr,
+            admin_addr: running.admin_addr.expect("admin server"),
             ca_pem: std::fs::read_to_string(&paths.ca).expect("ca"),
             certs: paths,
             policy_file,
