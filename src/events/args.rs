@@ -18,21 +18,17 @@ impl EventArgs {
     /// webhook's own `own` (`POD_NAMESPACE`, which the Deployment sets),
     /// which the webhook configurations always skip.
     pub fn unguarded(&self, own: Option<String>) -> Vec<String> {
-        unguarded_namespaces(&self.unguarded_namespaces, own)
+        let mut all: Vec<String> = self
+            .unguarded_namespaces
+            .iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if let Some(own) = own.filter(|n| !n.is_empty() && !all.contains(n)) {
+            all.push(own);
+        }
+        all
     }
-}
-
-/// [`EventArgs::unguarded`]: blanks dropped, `own` added once.
-fn unguarded_namespaces(given: &[String], own: Option<String>) -> Vec<String> {
-    let mut all: Vec<String> = given
-        .iter()
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty())
-        .collect();
-    if let Some(own) = own.filter(|n| !n.is_empty() && !all.contains(n)) {
-        all.push(own);
-    }
-    all
 }
 
 #[cfg(test)]
@@ -69,11 +65,10 @@ mod tests {
             ),
         ];
         for (name, list, own, want) in cases {
-            assert_eq!(
-                unguarded_namespaces(&list, own.map(str::to_owned)),
-                want,
-                "{name}"
-            );
+            let args = EventArgs {
+                unguarded_namespaces: list,
+            };
+            assert_eq!(args.unguarded(own.map(str::to_owned)), want, "{name}");
         }
     }
 }

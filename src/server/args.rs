@@ -60,7 +60,7 @@ pub struct TlsArgs {
     #[arg(long, env = "WEBHOOK_CLIENT_CA")]
     pub client_ca: Option<PathBuf>,
     /// Where development certificates live when --tls-cert is not given (generated if absent).
-    #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = crate::cli::DEV_CERTS_DIR)]
+    #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = pki::DEV_CERTS_DIR)]
     pub dev_certs_dir: PathBuf,
 }
 
@@ -95,7 +95,7 @@ impl TlsArgs {
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct BudgetArgs {
     /// The most request body bytes held at once, across all requests (e.g. 32Mi); a body that does not fit waits, within its deadline, then gets 503.
-    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_BODY_BYTES", default_value = "32Mi", value_parser = crate::cli::size::parse_size)]
+    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_BODY_BYTES", default_value = "32Mi", value_parser = super::size::parse_size)]
     pub max_inflight_body_bytes: usize,
     /// The most requests in flight at once, across all connections and HTTP/2 streams; more get 503 at once.
     #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_REQUESTS", default_value_t = super::budget::DEFAULT_MAX_INFLIGHT_REQUESTS)]
@@ -106,15 +106,5 @@ impl BudgetArgs {
     /// The budget these limits make, checked.
     pub fn budget(&self) -> Result<Budget, BudgetError> {
         Budget::new(self.max_inflight_body_bytes, self.max_inflight_requests)
-    }
-}
-
-impl Default for BudgetArgs {
-    /// The flags' defaults.
-    fn default() -> Self {
-        Self {
-            max_inflight_body_bytes: super::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
-            max_inflight_requests: super::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
-        }
     }
 }

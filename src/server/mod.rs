@@ -11,6 +11,7 @@ pub mod deadline;
 pub mod health;
 pub mod plain_text;
 pub mod reload;
+pub mod size;
 pub mod tls;
 pub mod webhook;
 

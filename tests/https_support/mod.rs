@@ -20,7 +20,7 @@ use pipelinerollout_webhook::app;
 use pipelinerollout_webhook::pki::{self, CertPaths};
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::server::{
-    BudgetArgs, ConnectionOptions, Running, ServeOptions, ServerArgs, TlsArgs,
+    self, BudgetArgs, ConnectionOptions, Running, ServeOptions, ServerArgs, TlsArgs,
 };
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
@@ -99,7 +99,10 @@ pub fn serve_options(certs: &CertPaths, policy_file: Option<PathBuf>) -> ServeOp
             shutdown_delay: Duration::from_millis(0),
             shutdown_grace: Duration::from_secs(5),
             connections: ConnectionOptions::new(1024),
-            budget: BudgetArgs::default(),
+            budget: BudgetArgs {
+                max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+                max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
+            },
         },
         api: ApiServerArgs::default(),
         unguarded_namespaces: Vec::new(),
