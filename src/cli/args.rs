@@ -432,4 +432,104 @@ mod tests {
             assert!(serve(&bad).is_err(), "{bad:?} is refused");
         }
     }
+
+    /// Deployments and the Helm chart pass these flags and variables, and
+    /// `--help` lists them in this order, whichever component owns them.
+    #[test]
+    fn serve_keeps_every_flag_its_variable_and_their_order() {
+        let want: [(&str, Option<&str>); 44] = [
+            ("listen", Some("WEBHOOK_LISTEN")),
+            ("admin-listen", Some("WEBHOOK_ADMIN_LISTEN")),
+            ("policy", Some("WEBHOOK_POLICY")),
+            ("tls-cert", Some("WEBHOOK_TLS_CERT")),
+            ("tls-key", Some("WEBHOOK_TLS_KEY")),
+            ("client-ca", Some("WEBHOOK_CLIENT_CA")),
+            ("dev-certs-dir", Some("WEBHOOK_DEV_CERTS_DIR")),
+            ("reload-interval", Some("WEBHOOK_RELOAD_INTERVAL")),
+            ("shutdown-delay", Some("WEBHOOK_SHUTDOWN_DELAY")),
+            ("shutdown-grace", Some("WEBHOOK_SHUTDOWN_GRACE")),
+            ("max-connections", Some("WEBHOOK_MAX_CONNECTIONS")),
+            ("idle-timeout", Some("WEBHOOK_IDLE_TIMEOUT")),
+            ("keep-alive-interval", Some("WEBHOOK_KEEP_ALIVE_INTERVAL")),
+            (
+                "max-inflight-body-bytes",
+                Some("WEBHOOK_MAX_INFLIGHT_BODY_BYTES"),
+            ),
+            (
+                "max-inflight-requests",
+                Some("WEBHOOK_MAX_INFLIGHT_REQUESTS"),
+            ),
+            ("kubeconfig", None),
+            ("unguarded-namespaces", Some("WEBHOOK_UNGUARDED_NAMESPACES")),
+            ("reset-stale-force", Some("WEBHOOK_RESET_STALE_FORCE")),
+            ("stale-force-grace", Some("WEBHOOK_STALE_FORCE_GRACE")),
+            ("leader-elect", Some("WEBHOOK_LEADER_ELECT")),
+            (
+                "leader-elect-lease-name",
+                Some("WEBHOOK_LEADER_ELECT_LEASE_NAME"),
+            ),
+            ("leader-elect-namespace", Some("POD_NAMESPACE")),
+            (
+                "leader-elect-lease-duration",
+                Some("WEBHOOK_LEADER_ELECT_LEASE_DURATION"),
+            ),
+            (
+                "leader-elect-renew-deadline",
+                Some("WEBHOOK_LEADER_ELECT_RENEW_DEADLINE"),
+            ),
+            (
+                "leader-elect-retry-period",
+                Some("WEBHOOK_LEADER_ELECT_RETRY_PERIOD"),
+            ),
+            ("audit", Some("WEBHOOK_AUDIT")),
+            ("audit-interval", Some("WEBHOOK_AUDIT_INTERVAL")),
+            ("audit-qps", Some("WEBHOOK_AUDIT_QPS")),
+            ("audit-burst", Some("WEBHOOK_AUDIT_BURST")),
+            ("manage-certs", Some("WEBHOOK_MANAGE_CERTS")),
+            ("cert-controller", Some("WEBHOOK_CERT_CONTROLLER")),
+            ("cert-secret", Some("WEBHOOK_CERT_SECRET")),
+            ("ca-secret", Some("WEBHOOK_CA_SECRET")),
+            (
+                "cert-secret-namespace",
+                Some("WEBHOOK_CERT_SECRET_NAMESPACE"),
+            ),
+            ("cert-service", Some("WEBHOOK_CERT_SERVICE")),
+            (
+                "cert-service-namespace",
+                Some("WEBHOOK_CERT_SERVICE_NAMESPACE"),
+            ),
+            (
+                "validating-configuration",
+                Some("WEBHOOK_VALIDATING_CONFIGURATION"),
+            ),
+            (
+                "mutating-configuration",
+                Some("WEBHOOK_MUTATING_CONFIGURATION"),
+            ),
+            ("ca-validity", Some("WEBHOOK_CA_VALIDITY")),
+            ("cert-validity", Some("WEBHOOK_CERT_VALIDITY")),
+            ("cert-propagation", Some("WEBHOOK_CERT_PROPAGATION")),
+            ("log-level", Some("LOG_LEVEL")),
+            ("log-format", Some("LOG_FORMAT")),
+            ("help", None),
+        ];
+        let mut cli = <Cli as clap::CommandFactory>::command();
+        cli.build();
+        let serve = cli.find_subcommand("serve").expect("serve");
+        let mut flags: Vec<_> = serve.get_arguments().collect();
+        // Sorted as --help lists them (clap's display order).
+        flags.sort_by_key(|a| a.get_display_order());
+        let got: Vec<(String, Option<String>)> = flags
+            .iter()
+            .map(|a| {
+                let env = a.get_env().map(|e| e.to_string_lossy().into_owned());
+                (a.get_long().unwrap_or_default().to_owned(), env)
+            })
+            .collect();
+        let want: Vec<(String, Option<String>)> = want
+            .iter()
+            .map(|(f, e)| ((*f).to_owned(), e.map(str::to_owned)))
+            .collect();
+        assert_eq!(got, want);
+    }
 }
