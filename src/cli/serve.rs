@@ -59,9 +59,11 @@ pub enum ServeError {
 }
 
 async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
-    let background = background_options(&args)?;
+    // The webhook's own namespace, which the Deployment sets.
+    let own_namespace = std::env::var("POD_NAMESPACE").ok();
+    let background = background_options(&args, own_namespace.clone())?;
     let options = ServeOptions {
-        unguarded_namespaces: args.events.unguarded(std::env::var("POD_NAMESPACE").ok()),
+        unguarded_namespaces: args.events.unguarded(own_namespace),
         managed_certificate: args.certs.manage_certs,
         server: args.server,
         api: args.api,
@@ -71,11 +73,14 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
     Ok(())
 }
 
-/// The background work `args` ask for, each component's flags checked by
-/// the component.
-fn background_options(args: &ServeArgs) -> Result<BackgroundOptions, ServeError> {
+/// The background work `args` ask for in namespace `own_namespace`, each
+/// component's flags checked by the component.
+fn background_options(
+    args: &ServeArgs,
+    own_namespace: Option<String>,
+) -> Result<BackgroundOptions, ServeError> {
     let certificates = if args.certs.manage_certs {
-        Some(args.certs.options(std::env::var("POD_NAMESPACE").ok())?)
+        Some(args.certs.options(own_namespace)?)
     } else {
         None
     };
