@@ -11,6 +11,8 @@ use super::{CertOptions, ServiceRef};
 #[derive(Debug, Clone, clap::Args)]
 pub struct CertArgs {
     /// Keep a CA and the serving certificate in the Secret --cert-secret and the CA in the caBundle of the webhooks that call --cert-service, rotating both; serve --tls-cert/--tls-key from that Secret's volume, and be ready only once the caBundle trusts the served certificate.
+    // --tls-cert is the server's flag (crate::server::args): the one
+    // relation between components' flags, checked by clap.
     #[arg(long, env = "WEBHOOK_MANAGE_CERTS", requires = "tls_cert")]
     pub manage_certs: bool,
     /// With --manage-certs: run the certificate controller in this process (false: only serve the Secret's certificate and report trust, for a replica that does not lead).
