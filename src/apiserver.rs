@@ -3,6 +3,8 @@
 //! `~/.kube/config`. `serve` reads it once ([`crate::app`]); `review`
 //! and the tests build their own.
 
+pub mod args;
+
 use std::path::{Path, PathBuf};
 
 use kube::config::{InferConfigError, KubeconfigError};

@@ -24,7 +24,7 @@ use crate::events::{EventQueue, KubeEvents};
 use crate::logtext::Escaped;
 use crate::metrics::Metrics;
 use crate::policy::{Policy, PolicyError};
-use crate::server::budget::{Budget, BudgetError};
+use crate::server::budget::BudgetError;
 use crate::server::{self, ListenError, Running, ServeOptions, ServerState};
 
 /// Why `serve` could not start.
@@ -92,7 +92,7 @@ impl std::fmt::Debug for App {
 
 /// Reads the kubeconfig once and builds the one client from it.
 async fn connect(options: &ServeOptions) -> Result<ApiServer, KubeClientError> {
-    let config = apiserver::config(options.kubeconfig.as_deref()).await?;
+    let config = apiserver::config(options.api.kubeconfig.as_deref()).await?;
     let client = kube::Client::try_from(config.clone()).map_err(KubeClientError::Build)?;
     Ok(ApiServer { config, client })
 }
@@ -102,11 +102,8 @@ impl App {
     /// builds the shared state counting in `metrics` (the binary's hold the
     /// log sink's dropped-lines counter).
     pub async fn build(options: &ServeOptions, metrics: Metrics) -> Result<Self, StartError> {
-        let budget = Budget::new(
-            options.max_inflight_body_bytes,
-            options.max_inflight_requests,
-        )?;
-        let policy = Policy::from_file_or_built_in(options.policy_file.as_deref())?;
+        let budget = options.server.budget.budget()?;
+        let policy = Policy::from_file_or_built_in(options.server.policy.as_deref())?;
         // A Numaplane or Numaflow under another account has every write of
         // its own keys refused (rules 15 and 19): say which accounts are
         // trusted, where the operator looks first.
@@ -261,10 +258,11 @@ impl App {
             .into_iter()
             .partition(Controller::needs_lease);
         let policy = options
-            .policy_file
+            .server
+            .policy
             .as_ref()
             .map_or_else(|| "built-in".to_owned(), |p| p.display().to_string());
-        let mtls = options.tls.client_ca.is_some();
+        let mtls = options.server.tls.client_ca.is_some();
         let running = server::listen(options, Arc::clone(&self.shared)).await?;
         tracing::info!(
             listen = %running.addr,

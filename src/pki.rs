@@ -275,6 +275,10 @@ fn write_all(mut file: fs::File, text: &str) -> std::io::Result<()> {
 /// The names the development certificate is valid for.
 pub const DEV_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
+/// Where `serve` keeps development certificates by default
+/// (`--dev-certs-dir`).
+pub const DEV_CERTS_DIR: &str = "certs";
+
 /// Makes sure `dir` holds development certificates for localhost: reuses
 /// them when all three files exist, generates a new set otherwise. Returns
 /// the paths and whether they were generated.

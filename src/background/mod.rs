@@ -20,3 +20,4 @@ pub mod leader;
 pub mod list;
 pub mod rollouts;
 pub mod sweeper;
+pub mod sweeper_args;

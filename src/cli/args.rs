@@ -1,18 +1,21 @@
-//! The command line's definitions: every command and flag, parsed by clap.
+//! The command line's definitions: every command, and the flags of all but
+//! `serve`, parsed by clap. `serve`'s flags are its components' own (each
+//! a `clap::Args` in the component's module), flattened into [`ServeArgs`].
 //! What each command does is in the file named after it.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use super::DEV_CERTS_DIR;
+use super::logging::LoggingArgs;
 use crate::admission::Webhook;
-use crate::background::leader::{LeaseOptions, LeaseOptionsError};
-use crate::pki::{self, CertError};
-use crate::server::ServeOptions;
-use crate::server::tls::TlsFiles;
+use crate::apiserver::args::ApiServerArgs;
+use crate::background::audit::args::AuditArgs;
+use crate::background::certs::args::CertArgs;
+use crate::background::leader::args::LeaseArgs;
+use crate::background::sweeper_args::SweeperArgs;
+use crate::events::args::EventArgs;
+use crate::server::args::ServerArgs;
 
 /// What `--version` prints after the name: the crate's version and the git
 /// commit the binary was built from (`unknown` when the build could not
@@ -39,21 +42,9 @@ pub struct Cli {
     /// `serve`'s flags, accepted without the word `serve`.
     #[command(flatten)]
     pub serve: ServeArgs,
-    /// Log level or filter (e.g. info, debug, pipelinerollout_webhook=debug); RUST_LOG also works.
-    #[arg(long, global = true, env = "LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    /// Log format.
-    #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+    /// Logging's flags, of every command.
+    #[command(flatten)]
+    pub logging: LoggingArgs,
 }
 
 /// The commands.
@@ -101,335 +92,32 @@ pub struct GenCertsArgs {
     pub new_ca: bool,
 }
 
-/// Flags of `serve`.
+/// Flags of `serve`: each component's own, in the order `--help` lists
+/// them.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Address to serve the webhook on (HTTPS).
-    #[arg(long, env = "WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
-    pub listen: SocketAddr,
-    /// Address of the admin server (plain HTTP: /healthz, /readyz, /metrics).
-    #[arg(long, env = "WEBHOOK_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
-    pub admin_listen: SocketAddr,
-    /// Policy file (YAML or JSON), reloaded when it changes; without it, the built-in policy.
-    #[arg(long, env = "WEBHOOK_POLICY")]
-    pub policy: Option<PathBuf>,
-    /// Serving certificate (PEM chain), reloaded when it changes; with --tls-key.
-    #[arg(long, env = "WEBHOOK_TLS_CERT", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// Serving certificate's private key (PEM); with --tls-cert.
-    #[arg(long, env = "WEBHOOK_TLS_KEY", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// Require client certificates signed by this CA (PEM), e.g. the API server's; reloaded when it changes.
-    #[arg(long, env = "WEBHOOK_CLIENT_CA")]
-    pub client_ca: Option<PathBuf>,
-    /// Where development certificates live when --tls-cert is not given (generated if absent).
-    #[arg(long, env = "WEBHOOK_DEV_CERTS_DIR", default_value = DEV_CERTS_DIR)]
-    pub dev_certs_dir: PathBuf,
-    /// How often certificate and policy files are checked for changes (besides file-system events).
-    #[arg(long, env = "WEBHOOK_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub reload_interval: Duration,
-    /// After SIGTERM/SIGINT, keep serving (not ready) this long so endpoints can be updated.
-    #[arg(long, env = "WEBHOOK_SHUTDOWN_DELAY", default_value = "5s", value_parser = humantime::parse_duration)]
-    pub shutdown_delay: Duration,
-    /// Then give in-flight requests at most this long to finish.
-    #[arg(long, env = "WEBHOOK_SHUTDOWN_GRACE", default_value = "15s", value_parser = humantime::parse_duration)]
-    pub shutdown_grace: Duration,
-    /// The most connections served at once; further ones wait to be accepted.
-    #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
-    pub max_connections: usize,
-    /// Close a connection with no request in flight after this long (HTTP/1.1 ones close after 10s idle in any case).
-    #[arg(long, env = "WEBHOOK_IDLE_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
-    pub idle_timeout: Duration,
-    /// Ping an HTTP/2 connection that has sent nothing for this long; close it if the ping is not answered within the same time (at most 10s).
-    #[arg(long, env = "WEBHOOK_KEEP_ALIVE_INTERVAL", default_value = "20s", value_parser = humantime::parse_duration)]
-    pub keep_alive_interval: Duration,
-    /// The most request body bytes held at once, across all requests (e.g. 32Mi); a body that does not fit waits, within its deadline, then gets 503.
-    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_BODY_BYTES", default_value = "32Mi", value_parser = crate::cli::size::parse_size)]
-    pub max_inflight_body_bytes: usize,
-    /// The most requests in flight at once, across all connections and HTTP/2 streams; more get 503 at once.
-    #[arg(long, env = "WEBHOOK_MAX_INFLIGHT_REQUESTS", default_value_t = crate::server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS)]
-    pub max_inflight_requests: usize,
-    /// Kubeconfig for RBAC checks (forceReapply.rbac), Events, the sweeper and leader election; without it, the in-cluster service account or KUBECONFIG.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// The namespaces the webhook configurations skip (comma-separated), besides the webhook's own (POD_NAMESPACE): a request about them cannot come from the API server, so it records no Event.
-    #[arg(
-        long,
-        env = "WEBHOOK_UNGUARDED_NAMESPACES",
-        value_delimiter = ',',
-        default_value = "kube-system,pipelinerollout-webhook"
-    )]
-    pub unguarded_namespaces: Vec<String>,
-    /// Watch PipelineRollouts and reset allow-data-loss to "false" once a forced re-apply's pause is over (needs get, list, watch and patch on pipelinerollouts).
-    #[arg(long, env = "WEBHOOK_RESET_STALE_FORCE")]
-    pub reset_stale_force: bool,
-    /// How long the pause must have been over before the sweeper resets a force.
-    #[arg(long, env = "WEBHOOK_STALE_FORCE_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub stale_force_grace: Duration,
-
-    // Leader election (background::leader).
-    /// Elect one replica, the holder of a Lease, to run the background work (the sweeper); every replica serves admission. Needs get, list, watch, patch and create on leases. Off (--leader-elect=false): every replica runs it.
-    #[arg(
-        long,
-        env = "WEBHOOK_LEADER_ELECT",
-        action = ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value_t = false
-    )]
-    pub leader_elect: bool,
-    /// The Lease's name.
-    #[arg(long, env = "WEBHOOK_LEADER_ELECT_LEASE_NAME", default_value = crate::background::leader::DEFAULT_LEASE_NAME)]
-    pub leader_elect_lease_name: String,
-    /// The Lease's namespace (the webhook's own, which the Deployment sets as POD_NAMESPACE); without it, the kubeconfig's or service account's namespace.
-    #[arg(long, env = "POD_NAMESPACE")]
-    pub leader_elect_namespace: Option<String>,
-    /// How long a renewal holds the Lease: another replica takes over this long after the leader's last renewal (whole seconds). A Lease that states a longer leaseDurationSeconds is trusted for this long only.
-    #[arg(long, env = "WEBHOOK_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
-    pub leader_elect_lease_duration: Duration,
-    /// The leader stops the background work when no renewal has succeeded for this long (shorter than the lease duration).
-    #[arg(long, env = "WEBHOOK_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub leader_elect_renew_deadline: Duration,
-    /// How often the leader renews, and how long any Lease call may take before it is retried (whole seconds, shorter than the renew deadline).
-    #[arg(long, env = "WEBHOOK_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
-    pub leader_elect_retry_period: Duration,
-
-    // The audit of stored rollouts into PolicyReports.
-    /// Audit every stored PipelineRollout, MonoVertexRollout and ISBServiceRollout into PolicyReports (one per namespace) when an API server can be reached; `--audit=false` turns it off (needs list and watch on pipelinerollouts, monovertexrollouts and isbservicerollouts, and get, list, create, patch and delete on policyreports).
-    #[arg(long, env = "WEBHOOK_AUDIT", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub audit: bool,
-    /// How often the audit judges every stored object again, changed or not (it also does at start, on every change and after each policy reload).
-    #[arg(long, env = "WEBHOOK_AUDIT_INTERVAL", default_value = "1h", value_parser = parse_positive_duration)]
-    pub audit_interval: Duration,
-    /// The audit's API requests a second (report writes and deletions), after the burst; admission requests are never counted against it.
-    #[arg(long, env = "WEBHOOK_AUDIT_QPS", default_value_t = 5.0, value_parser = parse_qps)]
-    pub audit_qps: f64,
-    /// The audit's API requests allowed at once before --audit-qps applies.
-    #[arg(long, env = "WEBHOOK_AUDIT_BURST", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
-    pub audit_burst: u32,
-
+    /// The HTTPS server: addresses, policy and certificate files, reloads,
+    /// shutdown, connections and the body budget.
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// How the API server is reached.
+    #[command(flatten)]
+    pub api: ApiServerArgs,
+    /// Where Events are not written.
+    #[command(flatten)]
+    pub events: EventArgs,
+    /// The stale-force sweeper.
+    #[command(flatten)]
+    pub sweeper: SweeperArgs,
+    /// Leader election.
+    #[command(flatten)]
+    pub leader: LeaseArgs,
+    /// The audit of stored rollouts into PolicyReports.
+    #[command(flatten)]
+    pub audit: AuditArgs,
     /// Certificates managed by the webhook itself.
     #[command(flatten)]
     pub certs: CertArgs,
-}
-
-/// Why a flag's value was refused (clap prints the message after the flag).
-#[derive(Debug, thiserror::Error)]
-pub enum FlagValueError {
-    /// A duration of zero where one above zero is needed.
-    #[error("must be above 0, e.g. 1h")]
-    ZeroDuration,
-    /// Not a duration at all.
-    #[error("{0}: write a duration such as 30m or 1h")]
-    NotADuration(#[from] humantime::DurationError),
-    /// Not a request rate above zero.
-    #[error("must be a number of requests a second above 0, e.g. 5 or 0.5")]
-    NotARate,
-}
-
-/// A duration above zero.
-fn parse_positive_duration(text: &str) -> Result<Duration, FlagValueError> {
-    match humantime::parse_duration(text)? {
-        d if d.is_zero() => Err(FlagValueError::ZeroDuration),
-        d => Ok(d),
-    }
-}
-
-/// A request rate: a number above 0.
-fn parse_qps(text: &str) -> Result<f64, FlagValueError> {
-    match text.parse::<f64>() {
-        Ok(q) if q.is_finite() && q > 0.0 => Ok(q),
-        _ => Err(FlagValueError::NotARate),
-    }
-}
-
-impl ServeArgs {
-    /// The Lease's settings with --leader-elect, checked; `None` without.
-    pub fn lease_options(&self) -> Result<Option<LeaseOptions>, LeaseOptionsError> {
-        if !self.leader_elect {
-            return Ok(None);
-        }
-        LeaseOptions::new(
-            self.leader_elect_namespace.clone(),
-            &self.leader_elect_lease_name,
-            crate::background::leader::own_identity(),
-            self.leader_elect_lease_duration,
-            self.leader_elect_renew_deadline,
-            self.leader_elect_retry_period,
-        )
-        .map(Some)
-    }
-}
-
-// ---- Certificates managed by the webhook (`serve --manage-certs`) ----
-
-/// Flags of `serve` for `--manage-certs`.
-#[derive(Debug, Clone, Args)]
-pub struct CertArgs {
-    /// Keep a CA and the serving certificate in the Secret --cert-secret and the CA in the caBundle of the webhooks that call --cert-service, rotating both; serve --tls-cert/--tls-key from that Secret's volume, and be ready only once the caBundle trusts the served certificate.
-    #[arg(long, env = "WEBHOOK_MANAGE_CERTS", requires = "tls_cert")]
-    pub manage_certs: bool,
-    /// With --manage-certs: run the certificate controller in this process (false: only serve the Secret's certificate and report trust, for a replica that does not lead).
-    #[arg(long, env = "WEBHOOK_CERT_CONTROLLER", default_value_t = true, action = clap::ArgAction::Set)]
-    pub cert_controller: bool,
-    /// The Secret the serving certificate, its key and its CA's certificate are kept in (what every replica mounts).
-    #[arg(long, env = "WEBHOOK_CERT_SECRET", default_value = crate::background::certs::DEFAULT_SECRET)]
-    pub cert_secret: String,
-    /// The Secret the CAs and their keys are kept in; no pod mounts it, the leader reads and writes it through the API.
-    #[arg(long, env = "WEBHOOK_CA_SECRET", default_value = crate::background::certs::DEFAULT_CA_SECRET)]
-    pub ca_secret: String,
-    /// The Secrets' namespace; without it, the webhook's own (POD_NAMESPACE), else pipelinerollout-webhook.
-    #[arg(long, env = "WEBHOOK_CERT_SECRET_NAMESPACE")]
-    pub cert_secret_namespace: Option<String>,
-    /// The Service the serving certificate is for; only webhooks whose clientConfig.service names it get the caBundle.
-    #[arg(
-        long,
-        env = "WEBHOOK_CERT_SERVICE",
-        default_value = "pipelinerollout-webhook"
-    )]
-    pub cert_service: String,
-    /// The Service's namespace; without it, the Secret's.
-    #[arg(long, env = "WEBHOOK_CERT_SERVICE_NAMESPACE")]
-    pub cert_service_namespace: Option<String>,
-    /// The ValidatingWebhookConfiguration whose webhooks get the caBundle.
-    #[arg(
-        long,
-        env = "WEBHOOK_VALIDATING_CONFIGURATION",
-        default_value = "pipelinerollout-webhook"
-    )]
-    pub validating_configuration: String,
-    /// The MutatingWebhookConfiguration whose webhooks get the caBundle.
-    #[arg(
-        long,
-        env = "WEBHOOK_MUTATING_CONFIGURATION",
-        default_value = "pipelinerollout-webhook"
-    )]
-    pub mutating_configuration: String,
-    /// How long a CA is valid; it is rotated at two thirds of that.
-    #[arg(long, env = "WEBHOOK_CA_VALIDITY", default_value = "5years", value_parser = humantime::parse_duration)]
-    pub ca_validity: Duration,
-    /// How long a serving certificate is valid; it is renewed at two thirds of that.
-    #[arg(long, env = "WEBHOOK_CERT_VALIDITY", default_value = "4weeks", value_parser = humantime::parse_duration)]
-    pub cert_validity: Duration,
-    /// How long a Secret change takes to reach every replica (the kubelet's sync of the volume, about a minute) and every API server; each step of a CA rotation waits this long, and every certificate is renewed at least this long (and 3s) before it expires.
-    #[arg(long, env = "WEBHOOK_CERT_PROPAGATION", default_value = "3m", value_parser = humantime::parse_duration)]
-    pub cert_propagation: Duration,
-}
-
-/// Why the `--manage-certs` flags cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CertArgsError {
-    /// A lifetime is too short to rotate in.
-    #[error("--{flag} {value} is too short: at least 3s")]
-    TooShort {
-        /// The flag.
-        flag: &'static str,
-        /// Its value.
-        value: String,
-    },
-    /// The lifetimes cannot be kept to with the propagation delay.
-    #[error(transparent)]
-    Lifetimes(#[from] crate::background::certs::schedule::LifetimeError),
-}
-
-impl CertArgs {
-    /// The controller's options, with the webhook's namespace `own`
-    /// (`POD_NAMESPACE`) as the default namespace.
-    pub fn options(
-        &self,
-        own: Option<String>,
-    ) -> Result<crate::background::certs::CertOptions, CertArgsError> {
-        use crate::background::certs::{CertOptions, ServiceRef};
-        for (flag, value) in [
-            ("ca-validity", self.ca_validity),
-            ("cert-validity", self.cert_validity),
-        ] {
-            if value < Duration::from_secs(3) {
-                return Err(CertArgsError::TooShort {
-                    flag,
-                    value: humantime::format_duration(value).to_string(),
-                });
-            }
-        }
-        crate::background::certs::schedule::check_lifetimes(
-            self.cert_validity,
-            self.ca_validity,
-            self.cert_propagation,
-        )?;
-        let namespace = self
-            .cert_secret_namespace
-            .clone()
-            .or(own.filter(|n| !n.is_empty()))
-            .unwrap_or_else(|| "pipelinerollout-webhook".to_owned());
-        Ok(CertOptions {
-            secret: self.cert_secret.clone(),
-            ca_secret: self.ca_secret.clone(),
-            service: ServiceRef {
-                name: self.cert_service.clone(),
-                namespace: self
-                    .cert_service_namespace
-                    .clone()
-                    .unwrap_or_else(|| namespace.clone()),
-            },
-            secret_namespace: namespace,
-            validating: self.validating_configuration.clone(),
-            mutating: self.mutating_configuration.clone(),
-            ca_validity: self.ca_validity,
-            cert_validity: self.cert_validity,
-            propagation: self.cert_propagation,
-        })
-    }
-}
-
-// ---- end of the --manage-certs flags ----
-
-/// The server's options from `serve`'s flags. Without --tls-cert and
-/// --tls-key, the development certificates in --dev-certs-dir are served
-/// (generated if absent), which is why this can fail.
-impl TryFrom<&ServeArgs> for ServeOptions {
-    type Error = CertError;
-
-    fn try_from(args: &ServeArgs) -> Result<Self, CertError> {
-        let (cert, key) = match (&args.tls_cert, &args.tls_key) {
-            (Some(cert), Some(key)) => (cert.clone(), key.clone()),
-            _ => {
-                let (paths, generated) = pki::ensure_dev_certs(&args.dev_certs_dir)?;
-                tracing::warn!(
-                    ca = %paths.ca.display(),
-                    generated,
-                    "no --tls-cert/--tls-key: serving development certificates for localhost; try:\n  curl --cacert {} -H 'Content-Type: application/json' --data @tests/fixtures/admission/01-create-kubectl-apply-validate.json https://localhost:{}/validate",
-                    paths.ca.display(),
-                    args.listen.port()
-                );
-                (paths.cert, paths.key)
-            }
-        };
-        Ok(ServeOptions {
-            listen: args.listen,
-            admin_listen: Some(args.admin_listen),
-            policy_file: args.policy.clone(),
-            tls: TlsFiles {
-                cert,
-                key,
-                client_ca: args.client_ca.clone(),
-            },
-            reload_interval: args.reload_interval,
-            shutdown_delay: args.shutdown_delay,
-            shutdown_grace: args.shutdown_grace,
-            max_connections: args.max_connections,
-            idle_timeout: args.idle_timeout,
-            keep_alive_interval: args.keep_alive_interval,
-            max_inflight_body_bytes: args.max_inflight_body_bytes,
-            max_inflight_requests: args.max_inflight_requests,
-            kubeconfig: args.kubeconfig.clone(),
-            unguarded_namespaces: unguarded_namespaces(
-                &args.unguarded_namespaces,
-                std::env::var("POD_NAMESPACE").ok(),
-            ),
-            managed_certificate: args.certs.manage_certs,
-        })
-    }
 }
 
 /// Flags of `export-vap`.
@@ -447,21 +135,6 @@ pub struct ExportVapArgs {
     /// Exit 1 (writing nothing) when the policy asks for a validation CEL cannot express (a minPauseAge above 0).
     #[arg(long)]
     pub strict: bool,
-}
-
-/// The namespaces no Event is written from: those given, and the
-/// webhook's own (`POD_NAMESPACE`, which the Deployment sets), which the
-/// webhook configurations always skip.
-fn unguarded_namespaces(given: &[String], own: Option<String>) -> Vec<String> {
-    let mut all: Vec<String> = given
-        .iter()
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty())
-        .collect();
-    if let Some(own) = own.filter(|n| !n.is_empty() && !all.contains(n)) {
-        all.push(own);
-    }
-    all
 }
 
 /// Flags of `review`.
@@ -544,9 +217,12 @@ pub enum OutputFormat {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use clap::Parser as _;
 
     use super::*;
+    use crate::background::certs::args::CertArgsError;
 
     #[test]
     fn refused_flag_values_say_what_to_write() {
@@ -566,7 +242,9 @@ mod tests {
             assert!(e.to_string().contains(says), "{args:?}: {e}");
         }
         assert_eq!(
-            serve(&["--audit-qps", "0.5"]).map(|s| s.audit_qps).ok(),
+            serve(&["--audit-qps", "0.5"])
+                .map(|s| s.audit.audit_qps)
+                .ok(),
             Some(0.5)
         );
     }
@@ -592,7 +270,7 @@ mod tests {
         ];
         for (args, want) in cases {
             let parsed = serve(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-            assert_eq!(parsed.leader_elect, want, "{args:?}");
+            assert_eq!(parsed.leader.leader_elect, want, "{args:?}");
         }
         assert!(serve(&["serve", "--leader-elect=maybe"]).is_err());
     }
@@ -600,7 +278,7 @@ mod tests {
     #[test]
     fn lease_settings_are_checked_only_with_election_on() {
         let off = serve(&["serve", "--leader-elect-renew-deadline=20s"]).expect("parses");
-        assert_eq!(off.lease_options(), Ok(None));
+        assert_eq!(off.leader.options(), Ok(None));
         let on = serve(&[
             "serve",
             "--leader-elect",
@@ -608,7 +286,8 @@ mod tests {
         ])
         .expect("parses");
         let e = on
-            .lease_options()
+            .leader
+            .options()
             .expect_err("renew deadline above the duration");
         assert!(
             e.to_string().contains("--leader-elect-renew-deadline (20s) must be shorter than --leader-elect-lease-duration (15s)"),
@@ -616,7 +295,7 @@ mod tests {
         );
         let ok =
             serve(&["serve", "--leader-elect", "--leader-elect-namespace=hooks"]).expect("parses");
-        let lease = ok.lease_options().expect("valid").expect("on");
+        let lease = ok.leader.options().expect("valid").expect("on");
         assert_eq!(
             (lease.namespace.as_deref(), lease.name.as_str()),
             (Some("hooks"), "pipelinerollout-webhook")
@@ -720,10 +399,10 @@ mod tests {
             argv.extend_from_slice(extra);
             Cli::try_parse_from(argv).map(|cli| match cli.command {
                 Some(Command::Serve(args)) => (
-                    args.audit,
-                    args.audit_interval,
-                    args.audit_qps,
-                    args.audit_burst,
+                    args.audit.audit,
+                    args.audit.audit_interval,
+                    args.audit.audit_qps,
+                    args.audit.audit_burst,
                 ),
                 _ => panic!("not serve"),
             })
@@ -754,41 +433,103 @@ mod tests {
         }
     }
 
+    /// Deployments and the Helm chart pass these flags and variables, and
+    /// `--help` lists them in this order, whichever component owns them.
     #[test]
-    fn the_webhooks_own_namespace_is_always_unguarded() {
-        let given = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
-        let cases = [
+    fn serve_keeps_every_flag_its_variable_and_their_order() {
+        let want: [(&str, Option<&str>); 44] = [
+            ("listen", Some("WEBHOOK_LISTEN")),
+            ("admin-listen", Some("WEBHOOK_ADMIN_LISTEN")),
+            ("policy", Some("WEBHOOK_POLICY")),
+            ("tls-cert", Some("WEBHOOK_TLS_CERT")),
+            ("tls-key", Some("WEBHOOK_TLS_KEY")),
+            ("client-ca", Some("WEBHOOK_CLIENT_CA")),
+            ("dev-certs-dir", Some("WEBHOOK_DEV_CERTS_DIR")),
+            ("reload-interval", Some("WEBHOOK_RELOAD_INTERVAL")),
+            ("shutdown-delay", Some("WEBHOOK_SHUTDOWN_DELAY")),
+            ("shutdown-grace", Some("WEBHOOK_SHUTDOWN_GRACE")),
+            ("max-connections", Some("WEBHOOK_MAX_CONNECTIONS")),
+            ("idle-timeout", Some("WEBHOOK_IDLE_TIMEOUT")),
+            ("keep-alive-interval", Some("WEBHOOK_KEEP_ALIVE_INTERVAL")),
             (
-                "the defaults, in the manifests' namespace",
-                given(&["kube-system", "pipelinerollout-webhook"]),
-                Some("pipelinerollout-webhook"),
-                vec!["kube-system", "pipelinerollout-webhook"],
+                "max-inflight-body-bytes",
+                Some("WEBHOOK_MAX_INFLIGHT_BODY_BYTES"),
             ),
             (
-                "installed elsewhere",
-                given(&["kube-system", "pipelinerollout-webhook"]),
-                Some("webhooks"),
-                vec!["kube-system", "pipelinerollout-webhook", "webhooks"],
+                "max-inflight-requests",
+                Some("WEBHOOK_MAX_INFLIGHT_REQUESTS"),
+            ),
+            ("kubeconfig", None),
+            ("unguarded-namespaces", Some("WEBHOOK_UNGUARDED_NAMESPACES")),
+            ("reset-stale-force", Some("WEBHOOK_RESET_STALE_FORCE")),
+            ("stale-force-grace", Some("WEBHOOK_STALE_FORCE_GRACE")),
+            ("leader-elect", Some("WEBHOOK_LEADER_ELECT")),
+            (
+                "leader-elect-lease-name",
+                Some("WEBHOOK_LEADER_ELECT_LEASE_NAME"),
+            ),
+            ("leader-elect-namespace", Some("POD_NAMESPACE")),
+            (
+                "leader-elect-lease-duration",
+                Some("WEBHOOK_LEADER_ELECT_LEASE_DURATION"),
             ),
             (
-                "outside a pod",
-                given(&["kube-system"]),
-                None,
-                vec!["kube-system"],
+                "leader-elect-renew-deadline",
+                Some("WEBHOOK_LEADER_ELECT_RENEW_DEADLINE"),
             ),
             (
-                "blanks dropped",
-                given(&[" kube-system ", ""]),
-                Some(""),
-                vec!["kube-system"],
+                "leader-elect-retry-period",
+                Some("WEBHOOK_LEADER_ELECT_RETRY_PERIOD"),
             ),
+            ("audit", Some("WEBHOOK_AUDIT")),
+            ("audit-interval", Some("WEBHOOK_AUDIT_INTERVAL")),
+            ("audit-qps", Some("WEBHOOK_AUDIT_QPS")),
+            ("audit-burst", Some("WEBHOOK_AUDIT_BURST")),
+            ("manage-certs", Some("WEBHOOK_MANAGE_CERTS")),
+            ("cert-controller", Some("WEBHOOK_CERT_CONTROLLER")),
+            ("cert-secret", Some("WEBHOOK_CERT_SECRET")),
+            ("ca-secret", Some("WEBHOOK_CA_SECRET")),
+            (
+                "cert-secret-namespace",
+                Some("WEBHOOK_CERT_SECRET_NAMESPACE"),
+            ),
+            ("cert-service", Some("WEBHOOK_CERT_SERVICE")),
+            (
+                "cert-service-namespace",
+                Some("WEBHOOK_CERT_SERVICE_NAMESPACE"),
+            ),
+            (
+                "validating-configuration",
+                Some("WEBHOOK_VALIDATING_CONFIGURATION"),
+            ),
+            (
+                "mutating-configuration",
+                Some("WEBHOOK_MUTATING_CONFIGURATION"),
+            ),
+            ("ca-validity", Some("WEBHOOK_CA_VALIDITY")),
+            ("cert-validity", Some("WEBHOOK_CERT_VALIDITY")),
+            ("cert-propagation", Some("WEBHOOK_CERT_PROPAGATION")),
+            ("log-level", Some("LOG_LEVEL")),
+            ("log-format", Some("LOG_FORMAT")),
+            ("help", None),
         ];
-        for (name, list, own, want) in cases {
-            assert_eq!(
-                unguarded_namespaces(&list, own.map(str::to_owned)),
-                want,
-                "{name}"
-            );
-        }
+        let mut cli = <Cli as clap::CommandFactory>::command();
+        cli.build();
+        let serve = cli.find_subcommand("serve").expect("serve");
+        let mut flags: Vec<_> = serve.get_arguments().collect();
+        // Sorted as --help lists them (clap's display order).
+        flags.sort_by_key(|a| a.get_display_order());
+        let got: Vec<(String, Option<String>)> = flags
+            .iter()
+            .map(|a| {
+                let env = a.get_env().map(|e| e.to_string_lossy().into_owned());
+                (a.get_long().unwrap_or_default().to_owned(), env)
+            })
+            .collect();
+        let want: Vec<(String, Option<String>)> = want
+            .iter()
+            .map(|(f, e)| ((*f).to_owned(), e.map(str::to_owned)))
+            .collect();
+        assert_eq!(got, want);
     }
 }

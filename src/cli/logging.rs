@@ -1,8 +1,29 @@
 //! Logging: where log lines go and how they are written.
 
+use clap::ValueEnum;
 use prometheus_client::metrics::counter::Counter;
 
-use super::args::{Cli, LogFormat};
+use super::args::Cli;
+
+/// Logging's flags, of every command.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoggingArgs {
+    /// Log level or filter (e.g. info, debug, pipelinerollout_webhook=debug); RUST_LOG also works.
+    #[arg(long, global = true, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Keeps the log writer's background thread; dropping it writes what is
 /// waiting. Hold it until the program ends.
@@ -33,7 +54,7 @@ impl std::fmt::Debug for LoggingGuard {
 /// thread fail to start, lines are written to stderr directly.
 pub fn init_logging(cli: &Cli) -> LoggingGuard {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log_level.clone());
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.logging.log_level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Boxed, so that both writers fit one builder: one small allocation a
@@ -55,7 +76,7 @@ pub fn init_logging(cli: &Cli) -> LoggingGuard {
         // tracing-subscriber's colours (see Cargo.toml).
         .with_ansi(false)
         .with_writer(writer);
-    match cli.log_format {
+    match cli.logging.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }

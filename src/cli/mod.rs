@@ -1,7 +1,8 @@
 //! The command line: `serve` (the default), `review`, `check`,
-//! `check-policy`, `gen-certs` and `export-vap`. [`args`] defines them all;
-//! each command's wiring is in the file of its name, logging set-up in
-//! [`logging`], sizes such as `32Mi` in [`size`].
+//! `check-policy`, `gen-certs` and `export-vap`. [`args`] defines them all
+//! (`serve`'s flags are its components' own, flattened); each command's
+//! wiring is in the file of its name, logging set-up and its flags in
+//! [`logging`].
 
 pub mod args;
 mod check;
@@ -11,19 +12,16 @@ mod gen_certs;
 pub mod logging;
 mod review;
 pub mod serve;
-pub mod size;
 
 use std::process::ExitCode;
 
 pub use self::args::{
-    CheckArgs, Cli, Command, GenCertsArgs, LogFormat, OutputFormat, ReviewArgs, ServeArgs,
-    WebhookArg,
+    CheckArgs, Cli, Command, GenCertsArgs, OutputFormat, ReviewArgs, ServeArgs, WebhookArg,
 };
-pub use self::logging::{LoggingGuard, init_logging};
+pub use self::logging::{LogFormat, LoggingArgs, LoggingGuard, init_logging};
 pub use self::serve::{serving_runtime, shutdown_signal};
 
-/// Where `serve` keeps development certificates by default.
-pub const DEV_CERTS_DIR: &str = "certs";
+pub use crate::pki::DEV_CERTS_DIR;
 
 /// Runs the parsed command line, logging through `logging`.
 pub fn run(cli: Cli, logging: &LoggingGuard) -> ExitCode {

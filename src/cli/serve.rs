@@ -8,13 +8,12 @@ use std::process::ExitCode;
 
 use prometheus_client::metrics::counter::Counter;
 
-use super::args::{CertArgsError, ServeArgs};
+use super::args::ServeArgs;
 use super::logging::LoggingGuard;
 use crate::app::{App, BackgroundOptions, StartError};
-use crate::background::audit::AuditOptions;
+use crate::background::certs::args::CertArgsError;
 use crate::background::leader::LeaseOptionsError;
 use crate::metrics::Metrics;
-use crate::pki::CertError;
 use crate::server::ServeOptions;
 
 /// The runtime `serve` runs on: multi-threaded, one worker per core
@@ -48,9 +47,6 @@ pub fn run(args: ServeArgs, logging: &LoggingGuard) -> ExitCode {
 /// Why `serve` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// The development certificates could not be made or read.
-    #[error(transparent)]
-    DevCerts(#[from] CertError),
     /// The process could not start.
     #[error(transparent)]
     Start(#[from] StartError),
@@ -63,31 +59,37 @@ pub enum ServeError {
 }
 
 async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
-    let background = background_options(&args)?;
-    let options = ServeOptions::try_from(&args)?;
+    // The webhook's own namespace, which the Deployment sets.
+    let own_namespace = std::env::var("POD_NAMESPACE").ok();
+    let background = background_options(&args, own_namespace.clone())?;
+    let options = ServeOptions {
+        unguarded_namespaces: args.events.unguarded(own_namespace),
+        managed_certificate: args.certs.manage_certs,
+        server: args.server,
+        api: args.api,
+    };
     let app = App::build(&options, Metrics::with_log_lines_dropped(log_lines_dropped)).await?;
     app.run(options, background, shutdown_signal()).await?;
     Ok(())
 }
 
-/// The background work `args` ask for.
-fn background_options(args: &ServeArgs) -> Result<BackgroundOptions, ServeError> {
+/// The background work `args` ask for in namespace `own_namespace`, each
+/// component's flags checked by the component.
+fn background_options(
+    args: &ServeArgs,
+    own_namespace: Option<String>,
+) -> Result<BackgroundOptions, ServeError> {
     let certificates = if args.certs.manage_certs {
-        Some(args.certs.options(std::env::var("POD_NAMESPACE").ok())?)
+        Some(args.certs.options(own_namespace)?)
     } else {
         None
     };
     Ok(BackgroundOptions {
-        lease: args.lease_options()?,
+        lease: args.leader.options()?,
         certificates,
         cert_controller: args.certs.cert_controller,
-        audit: args.audit.then(|| AuditOptions {
-            interval: args.audit_interval,
-            qps: args.audit_qps,
-            burst: args.audit_burst,
-            ..AuditOptions::default()
-        }),
-        stale_force_grace: args.reset_stale_force.then_some(args.stale_force_grace),
+        audit: args.audit.options(),
+        stale_force_grace: args.sweeper.grace(),
     })
 }
 

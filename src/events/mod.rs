@@ -13,6 +13,7 @@
 //! escaped. Events are never aggregated into series: each force allowed,
 //! denied or reset is an Event of its own, naming its own user and time.
 
+pub mod args;
 mod publisher;
 mod regarded;
 

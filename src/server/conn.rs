@@ -94,16 +94,17 @@ const HTTP2_MAX_SEND_BUFFER: usize = 64 * 1024;
 /// as large as HTTP/2's header list (hyper's default is about 400 KiB).
 const HTTP1_MAX_BUFFER: usize = 16 * 1024;
 
-/// How connections are served.
-#[derive(Debug, Clone, Copy)]
+/// How connections are served; `serve`'s connection flags.
+#[derive(Debug, Clone, Copy, clap::Args)]
 pub struct ConnectionOptions {
-    /// The most connections served at once; more wait to be accepted.
+    /// The most connections served at once; further ones wait to be accepted.
+    #[arg(long, env = "WEBHOOK_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
-    /// How long a connection with no request in flight stays open.
+    /// Close a connection with no request in flight after this long (HTTP/1.1 ones close after 10s idle in any case).
+    #[arg(long, env = "WEBHOOK_IDLE_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
-    /// How often an HTTP/2 connection with nothing received is pinged; it
-    /// is closed when a ping is not answered within the same time (at most
-    /// 10 s).
+    /// Ping an HTTP/2 connection that has sent nothing for this long; close it if the ping is not answered within the same time (at most 10s).
+    #[arg(long, env = "WEBHOOK_KEEP_ALIVE_INTERVAL", default_value = "20s", value_parser = humantime::parse_duration)]
     pub keep_alive_interval: Duration,
 }
 

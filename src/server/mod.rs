@@ -4,25 +4,26 @@
 //! and starts no background work.
 
 pub mod admin;
+pub mod args;
 pub mod budget;
 pub mod conn;
 pub mod deadline;
 pub mod health;
 pub mod plain_text;
 pub mod reload;
+pub mod size;
 pub mod tls;
 pub mod webhook;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use self::args::{BudgetArgs, ServerArgs, TlsArgs};
 use self::budget::Budget;
 pub use self::conn::{ConnectionOptions, serve_connections};
 use self::health::Health;
@@ -113,38 +114,16 @@ impl ServerState {
     }
 }
 
-/// How to run the server.
+/// How to run the server: its flags, as parsed, and what the process
+/// adds to them.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
-    /// The webhook's HTTPS address.
-    pub listen: SocketAddr,
-    /// The admin server's plain-HTTP address; `None` runs none.
-    pub admin_listen: Option<SocketAddr>,
-    /// The policy file; `None` for the built-in policy (no reload).
-    pub policy_file: Option<PathBuf>,
-    /// Certificate, key and optional client CA.
-    pub tls: TlsFiles,
-    /// How often files are checked for changes, besides file-system events.
-    pub reload_interval: Duration,
-    /// How long to keep serving after a shutdown signal, not ready.
-    pub shutdown_delay: Duration,
-    /// How long in-flight requests may take to finish after that.
-    pub shutdown_grace: Duration,
-    /// The most connections served at once; more wait to be accepted.
-    pub max_connections: usize,
-    /// How long a connection with no request in flight stays open.
-    pub idle_timeout: Duration,
-    /// How often a quiet HTTP/2 connection is pinged (and closed when the
-    /// ping is not answered).
-    pub keep_alive_interval: Duration,
-    /// The most request body bytes in flight, across all requests.
-    pub max_inflight_body_bytes: usize,
-    /// The most requests in flight, across all connections and streams.
-    pub max_inflight_requests: usize,
-    /// The kubeconfig [`crate::app`] reaches the API server with (RBAC
-    /// checks, Events, the background controllers); without it, the
-    /// in-cluster account or `KUBECONFIG`.
-    pub kubeconfig: Option<PathBuf>,
+    /// The server's flags: addresses, policy and certificate files,
+    /// reloads, shutdown, connections and the body budget.
+    pub server: ServerArgs,
+    /// How [`crate::app`] reaches the API server (RBAC checks, Events, the
+    /// background controllers).
+    pub api: crate::apiserver::args::ApiServerArgs,
     /// The namespaces the webhook configurations skip: no Event is written
     /// from a request about them, as no such request comes from the API
     /// server.
@@ -164,6 +143,9 @@ pub enum ListenError {
     /// The certificate, key or client CA cannot be used.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// The development certificates could not be made or read.
+    #[error(transparent)]
+    DevCerts(#[from] crate::pki::CertError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -228,7 +210,8 @@ pub async fn listen(
     let (stop, stop_rx) = watch::channel(false);
     let (finished, finished_rx) = watch::channel(false);
 
-    let admin_addr = match options.admin_listen {
+    let server = &options.server;
+    let admin_addr = match server.admin_listen {
         Some(addr) => {
             let listener = bind(addr).await?;
             let bound = listener.local_addr().unwrap_or(addr);
@@ -246,11 +229,12 @@ pub async fn listen(
         None => None,
     };
 
-    let loaded = match tls::load(&options.tls) {
+    let tls = server.tls.files(server.listen.port())?;
+    let loaded = match tls::load(&tls) {
         Ok(loaded) => loaded,
         Err(why) if options.managed_certificate => {
             tracing::warn!(%why, "no certificate yet: serving a throwaway one, not ready, until the files appear");
-            tls::placeholder(&options.tls)?
+            tls::placeholder(&tls)?
         }
         Err(why) => return Err(why.into()),
     };
@@ -259,10 +243,10 @@ pub async fn listen(
     }
     shared.served_chain.store(Arc::new(loaded.chain.clone()));
     let tls_state = Arc::new(TlsState::new(loaded.config));
-    let listener = bind(options.listen).await?;
-    let addr = listener.local_addr().unwrap_or(options.listen);
+    let listener = bind(server.listen).await?;
+    let addr = listener.local_addr().unwrap_or(server.listen);
 
-    spawn_reloaders(&options, &shared, &tls_state, &finished_rx);
+    spawn_reloaders(server, tls, &shared, &tls_state, &finished_rx);
     if options.managed_certificate {
         shared.health.require_trust();
     }
@@ -281,7 +265,7 @@ pub async fn listen(
     let task = tokio::spawn({
         let shared = Arc::clone(&shared);
         async move {
-            let (delay, grace) = (options.shutdown_delay, options.shutdown_grace);
+            let (delay, grace) = (options.server.shutdown_delay, options.server.shutdown_grace);
             let mut stop = stop_rx;
             let accept_until = async move {
                 let _ = stop.wait_for(|s| *s).await;
@@ -292,11 +276,7 @@ pub async fn listen(
                 );
                 tokio::time::sleep(delay).await;
             };
-            let connections = ConnectionOptions {
-                max_connections: options.max_connections,
-                idle_timeout: options.idle_timeout,
-                keep_alive_interval: options.keep_alive_interval,
-            };
+            let connections = options.server.connections;
             serve_connections(listener, tls_state, app, connections, grace, accept_until).await;
             let _ = finished.send(true);
         }
@@ -315,12 +295,12 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
 }
 
 fn spawn_reloaders(
-    options: &ServeOptions,
+    options: &ServerArgs,
+    files: TlsFiles,
     shared: &Arc<ServerState>,
     tls_state: &Arc<TlsState>,
     stop: &watch::Receiver<bool>,
 ) {
-    let files = options.tls.clone();
     let paths = files.paths();
     let initial = reload::snapshot(&paths);
     let (shared_tls, tls_state) = (Arc::clone(shared), Arc::clone(tls_state));
@@ -346,7 +326,7 @@ fn spawn_reloaders(
         },
         stopped(stop.clone()),
     ));
-    if let Some(path) = options.policy_file.clone() {
+    if let Some(path) = options.policy.clone() {
         let paths = vec![path.clone()];
         let initial = reload::snapshot(&paths);
         let shared = Arc::clone(shared);

@@ -199,7 +199,10 @@ async fn slow_clients_do_not_delay_others_and_are_cut_off() {
 /// server would accept nothing more.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_connections_cannot_hold_every_slot() {
-    let server = TestServer::start_with(Policy::built_in(), |o| o.max_connections = 8).await;
+    let server = TestServer::start_with(Policy::built_in(), |o| {
+        o.server.connections.max_connections = 8
+    })
+    .await;
     let client = server.client();
     let mut silent = Vec::new();
     for _ in 0..8 {
@@ -432,7 +435,7 @@ async fn an_idle_http1_connection_is_closed_at_the_header_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
     let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.idle_timeout = Duration::from_secs(1);
+        o.server.connections.idle_timeout = Duration::from_secs(1);
     })
     .await;
     let (tls, _) = server.client().connect_tls().await.expect("connect");
@@ -472,8 +475,8 @@ async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_limits_are_announced_and_a_dead_peer_is_dropped() {
     let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.keep_alive_interval = Duration::from_millis(500);
-        o.idle_timeout = Duration::from_secs(60);
+        o.server.connections.keep_alive_interval = Duration::from_millis(500);
+        o.server.connections.idle_timeout = Duration::from_secs(60);
     })
     .await;
     let (mut tls, _) = server.client().connect_tls().await.expect("connect");

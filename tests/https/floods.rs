@@ -314,7 +314,7 @@ async fn wait_for_metric(admin: SocketAddr, line_start: &str, at_least: f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_waits_past_its_deadline_gets_503() {
     let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.max_inflight_body_bytes = 12 * MIB;
+        o.server.budget.max_inflight_body_bytes = 12 * MIB;
     })
     .await;
     let client = server.client();
@@ -388,7 +388,10 @@ async fn a_body_that_waits_past_its_deadline_gets_503() {
 /// gets 503 at once; once they are gone, requests are served again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_over_the_limit_get_503_at_once() {
-    let server = TestServer::start_with(Policy::built_in(), |o| o.max_inflight_requests = 2).await;
+    let server = TestServer::start_with(Policy::built_in(), |o| {
+        o.server.budget.max_inflight_requests = 2
+    })
+    .await;
     let client = server.client();
     let holders = [
         stalled_request(&client, 100_000).await,

@@ -95,8 +95,8 @@ async fn certificate_rotated_through_data_symlink_twice() {
     let cert = volume.dir.join("tls.crt");
     let key = volume.dir.join("tls.key");
     let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.tls.cert = cert.clone();
-        o.tls.key = key.clone();
+        o.server.tls.tls_cert = Some(cert.clone());
+        o.server.tls.tls_key = Some(key.clone());
     })
     .await;
     let cas: Vec<&str> = sets.iter().map(|s| s.ca_pem.as_str()).collect();
@@ -205,7 +205,7 @@ async fn policy_reload_takes_good_policies_and_refuses_bad_ones() {
     );
     let policy_file = volume.dir.join("policy.yaml");
     let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.policy_file = Some(policy_file.clone())
+        o.server.policy = Some(policy_file.clone())
     })
     .await;
     let client = server.client();
@@ -273,7 +273,7 @@ async fn readiness_before_load_after_load_and_during_shutdown() {
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
 
     let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.shutdown_delay = Duration::from_millis(1500)
+        o.server.shutdown_delay = Duration::from_millis(1500)
     })
     .await;
     assert_eq!(server.admin_get("/readyz").await.0, StatusCode::OK);
@@ -404,7 +404,7 @@ async fn mutual_tls_accepts_the_right_client_and_refuses_others() {
     let ca_file = dir.path().join("client-ca.crt");
     std::fs::write(&ca_file, &ca).expect("write");
     let server = TestServer::start_with(Policy::built_in(), |o| {
-        o.tls.client_ca = Some(ca_file.clone())
+        o.server.tls.client_ca = Some(ca_file.clone())
     })
     .await;
     let request = fixture_json("01-create-kubectl-apply-validate.json");

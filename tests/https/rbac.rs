@@ -10,8 +10,6 @@ use https_support::{Client, TestServer, fixture_json, metric_value, response_for
 use pipelinerollout_webhook::app::{self, StartError};
 use pipelinerollout_webhook::pki;
 use pipelinerollout_webhook::policy::Policy;
-use pipelinerollout_webhook::server::tls::TlsFiles;
-use pipelinerollout_webhook::server::{self, ServeOptions};
 use serde_json::{Value, json};
 
 fn rbac_policy(extra: &str) -> Policy {
@@ -23,7 +21,7 @@ fn rbac_policy(extra: &str) -> Policy {
 
 async fn webhook(api: &SarStandIn, policy: Policy) -> TestServer {
     let kubeconfig = api.kubeconfig.clone();
-    TestServer::start_with(policy, |o| o.kubeconfig = Some(kubeconfig)).await
+    TestServer::start_with(policy, |o| o.api.kubeconfig = Some(kubeconfig)).await
 }
 
 /// Fixture 07: alice (not in the static lists) sets allow-data-loss to
@@ -233,27 +231,9 @@ async fn rbac_without_an_api_server_is_a_start_up_error() {
         "forceReapply:\n  rbac: {verb: force-reapply}\n",
     )
     .expect("policy");
-    let options = ServeOptions {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        admin_listen: None,
-        policy_file: Some(policy_file),
-        tls: TlsFiles {
-            cert: paths.cert,
-            key: paths.key,
-            client_ca: None,
-        },
-        reload_interval: Duration::from_secs(1),
-        shutdown_delay: Duration::ZERO,
-        shutdown_grace: Duration::from_secs(1),
-        max_connections: 16,
-        idle_timeout: server::conn::DEFAULT_IDLE_TIMEOUT,
-        keep_alive_interval: server::conn::DEFAULT_KEEP_ALIVE_INTERVAL,
-        max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
-        max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
-        kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
-        unguarded_namespaces: Vec::new(),
-        managed_certificate: false,
-    };
+    let mut options = https_support::serve_options(&paths, Some(policy_file));
+    options.server.admin_listen = None;
+    options.api.kubeconfig = Some(dir.path().join("no-such-kubeconfig"));
     match app::start(options).await {
         Err(StartError::Rbac(why)) => {
             assert!(why.to_string().contains("no-such-kubeconfig"), "{why}")

@@ -15,11 +15,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
+use pipelinerollout_webhook::apiserver::args::ApiServerArgs;
 use pipelinerollout_webhook::app;
 use pipelinerollout_webhook::pki::{self, CertPaths};
 use pipelinerollout_webhook::policy::Policy;
-use pipelinerollout_webhook::server::tls::TlsFiles;
-use pipelinerollout_webhook::server::{self, Running, ServeOptions};
+use pipelinerollout_webhook::server::{
+    self, BudgetArgs, ConnectionOptions, Running, ServeOptions, ServerArgs, TlsArgs,
+};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::Value;
@@ -78,6 +80,36 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
 }
 
+/// Options for a server on 127.0.0.1 and random ports serving `certs`'
+/// certificate and `policy_file`, reloading every 200 ms, with no delay at
+/// shutdown, the flags' limits and no API server.
+pub fn serve_options(certs: &CertPaths, policy_file: Option<PathBuf>) -> ServeOptions {
+    ServeOptions {
+        server: ServerArgs {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            admin_listen: Some("127.0.0.1:0".parse().expect("addr")),
+            policy: policy_file,
+            tls: TlsArgs {
+                tls_cert: Some(certs.cert.clone()),
+                tls_key: Some(certs.key.clone()),
+                client_ca: None,
+                dev_certs_dir: PathBuf::from("certs"),
+            },
+            reload_interval: Duration::from_millis(200),
+            shutdown_delay: Duration::from_millis(0),
+            shutdown_grace: Duration::from_secs(5),
+            connections: ConnectionOptions::new(1024),
+            budget: BudgetArgs {
+                max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
+                max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
+            },
+        },
+        api: ApiServerArgs::default(),
+        unguarded_namespaces: Vec::new(),
+        managed_certificate: false,
+    }
+}
+
 impl TestServer {
     /// Starts a server with `policy` (written to a file) on 127.0.0.1 and
     /// random ports.
@@ -94,27 +126,7 @@ impl TestServer {
         assert!(generated);
         let policy_file = dir.path().join("policy.yaml");
         std::fs::write(&policy_file, policy.to_yaml()).expect("write policy");
-        let mut options = ServeOptions {
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            admin_listen: Some("127.0.0.1:0".parse().expect("addr")),
-            policy_file: Some(policy_file.clone()),
-            tls: TlsFiles {
-                cert: paths.cert.clone(),
-                key: paths.key.clone(),
-                client_ca: None,
-            },
-            reload_interval: Duration::from_millis(200),
-            shutdown_delay: Duration::from_millis(0),
-            shutdown_grace: Duration::from_secs(5),
-            max_connections: 1024,
-            idle_timeout: server::conn::DEFAULT_IDLE_TIMEOUT,
-            keep_alive_interval: server::conn::DEFAULT_KEEP_ALIVE_INTERVAL,
-            max_inflight_body_bytes: server::budget::DEFAULT_MAX_INFLIGHT_BODY_BYTES,
-            max_inflight_requests: server::budget::DEFAULT_MAX_INFLIGHT_REQUESTS,
-            kubeconfig: None,
-            unguarded_namespaces: Vec::new(),
-            managed_certificate: false,
-        };
+        let mut options = serve_options(&paths, Some(policy_file.clone()));
         tweak(&mut options);
         let running = app::start(options).await.expect("server starts");
         Self {

@@ -74,7 +74,7 @@ async fn subject_access_review(
 /// The stand-in, serving on 127.0.0.1 until the test process ends, and a
 /// kubeconfig pointing at it.
 pub struct SarStandIn {
-    /// A kubeconfig for `serve --kubeconfig` (or `ServeOptions::kubeconfig`).
+    /// A kubeconfig for `serve --kubeconfig` (or `ApiServerArgs::kubeconfig` in `ServeOptions::api`).
     pub kubeconfig: std::path::PathBuf,
     state: Arc<Answering>,
     _dir: tempfile::TempDir,

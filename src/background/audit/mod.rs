@@ -19,6 +19,7 @@
 //! [`AuditOptions::interval`]. Judging yields to the runtime every few
 //! objects, so admission requests on the same runtime are not held up.
 
+pub mod args;
 pub mod audited;
 pub mod judge;
 pub mod report;

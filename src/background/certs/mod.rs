@@ -23,6 +23,7 @@
 //! Every replica serves the Secret's files as the kubelet updates them
 //! (the server's hot reload); nothing here touches files.
 
+pub mod args;
 pub mod bundle;
 pub mod checks;
 pub mod controller;

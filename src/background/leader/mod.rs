@@ -47,6 +47,7 @@
 //! variable [`CLOCK_OFFSET_ENV`] (seconds, signed): it shifts only the
 //! times this replica writes into the Lease. `serve` has no flag for it.
 
+pub mod args;
 pub mod controllers;
 mod election;
 pub mod observed;

@@ -6,7 +6,7 @@ use crate::manifests::binary::{HELP, duration, flag_value};
 use crate::manifests::install::{one, selects};
 use crate::manifests::pod::{http_probe, pod, ports};
 use crate::manifests::render::{Rendering, on_every_rendering};
-use pipelinerollout_webhook::cli::size::parse_size;
+use pipelinerollout_webhook::server::size::parse_size;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
