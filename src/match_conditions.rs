@@ -25,7 +25,7 @@ use crate::kinds::{
     NUMAFLOW_CONTROLLER, NUMAFLOW_GROUP, NUMAPLANE_CONTROLLER, NUMAPLANE_GROUP, PARENT_ROLLOUT,
     PAUSE_TIMESTAMP, SYSTEM_DELETERS,
 };
-use crate::rollout::LifecycleKey;
+use crate::rollout::{DESIRED_PHASE, FORCE_PROMOTE_FIELD, LifecycleKey};
 
 /// The kinds whose webhook rule carries a generated matchCondition (a
 /// PipelineRollout goes to the webhook on every write: its drain timeout
@@ -101,11 +101,10 @@ fn changed(path: &[&str], keys: &[&str]) -> String {
 
 /// Whether `forcePromote` is `true` in `root`.
 fn force_promote_on(root: &str) -> String {
-    let path = ["spec", "strategy", "progressive", "forcePromote"];
     format!(
-        "({} && {root}.{} == true)",
-        guard(root, &path),
-        path.join(".")
+        "({} && {} == true)",
+        guard(root, FORCE_PROMOTE_FIELD.keys()),
+        FORCE_PROMOTE_FIELD.cel(root)
     )
 }
 
@@ -210,10 +209,10 @@ fn pause_timestamp_written(update: bool, accounts: &Accounts<'_>) -> String {
 }
 
 /// The drain timeouts of a Pipeline's `spec.lifecycle` that Numaflow reads.
-pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
-    LifecycleKey::Pause.json_name(),
-    LifecycleKey::Deletion.json_name(),
-    LifecycleKey::DeprecatedDeletion.json_name(),
+pub const LIFECYCLE_TIMEOUTS: [LifecycleKey; 3] = [
+    LifecycleKey::Pause,
+    LifecycleKey::Deletion,
+    LifecycleKey::DeprecatedDeletion,
 ];
 
 /// Whether a write of a Pipeline carries (CREATE) or changes (UPDATE) one
@@ -222,16 +221,19 @@ pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
 /// values are integers (Numaflow's CRD says so), so presence and value are
 /// compared apart, and no `null` meets an integer.
 fn lifecycle_written(operation_create: bool) -> String {
-    let has = |root: &str, key: &str| guard(root, &["spec", "lifecycle", key]);
     let per_key: Vec<String> = LIFECYCLE_TIMEOUTS
         .iter()
         .map(|key| {
+            let field = key.child_field();
+            let has = |root: &str| guard(root, field.keys());
             if operation_create {
-                format!("({})", has("object", key))
+                format!("({})", has("object"))
             } else {
-                let (new, old) = (has("object", key), has("oldObject", key));
+                let (new, old) = (has("object"), has("oldObject"));
                 format!(
-                    "(({new}) != ({old}) || (({new}) && object.spec.lifecycle.{key} != oldObject.spec.lifecycle.{key}))"
+                    "(({new}) != ({old}) || (({new}) && {} != {}))",
+                    field.cel("object"),
+                    field.cel("oldObject")
                 )
             }
         })
@@ -290,7 +292,8 @@ fn finalizer_missing(a: &str, b: &str, free: &str) -> String {
 /// `lifecycle.desiredPhase`).
 fn spec_key_differs(a: &str, b: &str) -> String {
     let life = format!(
-        "(!(k in {b}.spec) ? {a}.spec.lifecycle.exists(j, j != 'desiredPhase') : {a}.spec.lifecycle.exists(j, j != 'desiredPhase' && !(j in {b}.spec.lifecycle && {a}.spec.lifecycle[j] == {b}.spec.lifecycle[j])))"
+        "(!(k in {b}.spec) ? {a}.spec.lifecycle.exists(j, j != '{phase}') : {a}.spec.lifecycle.exists(j, j != '{phase}' && !(j in {b}.spec.lifecycle && {a}.spec.lifecycle[j] == {b}.spec.lifecycle[j])))",
+        phase = DESIRED_PHASE.name()
     );
     format!(
         "{a}.spec.exists(k, !(k == 'replicas' && request.resource.resource == 'monovertices') && (k == 'lifecycle' ? {life} : !(k in {b}.spec && {a}.spec[k] == {b}.spec[k])))"

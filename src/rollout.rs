@@ -8,6 +8,7 @@
 mod child;
 mod config_data;
 mod drain;
+mod fields;
 mod keys;
 mod lifecycle;
 
@@ -15,6 +16,10 @@ pub use child::{ChildContent, Ownership};
 pub use config_data::ConfigData;
 pub use drain::{
     DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout, NUMAFLOW_DELETION_SECONDS,
+};
+pub use fields::{
+    DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, PAUSE_BEGIN, SCALE_FACTOR_FIELD,
+    UPGRADE_IN_PROGRESS,
 };
 pub use keys::{Keys, Map, TemplateMeta};
 pub use lifecycle::{LifecycleKey, TimeoutSlot};
@@ -48,19 +53,8 @@ pub const KIND: &str = Kind::PipelineRollout.kind();
 
 pub use crate::kinds::ALLOW_DATA_LOSS;
 
-/// The keys on the way to the drain timeout, outermost first.
-pub const TIMEOUT_PATH: [&str; 5] = LifecycleKey::Pause.rollout_path();
-
-/// The drain timeout's path as users write it.
-pub const TIMEOUT_FIELD: &str = "spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds";
-/// The path of `spec.strategy.recycleStrategy.scaleFactor`, keys outermost first.
-pub const SCALE_FACTOR_PATH: [&str; 4] = ["spec", "strategy", "recycleStrategy", "scaleFactor"];
-/// The recycle scale factor's path as users write it.
-pub const SCALE_FACTOR_FIELD: &str = "spec.strategy.recycleStrategy.scaleFactor";
-/// The forced-promotion switch's path as users write it.
-pub const FORCE_PROMOTE_FIELD: &str = "spec.strategy.progressive.forcePromote";
-/// The path of `spec.strategy.progressive.forcePromote`, for JSON Patch.
-pub const FORCE_PROMOTE_PATH: [&str; 4] = ["spec", "strategy", "progressive", "forcePromote"];
+/// The drain timeout, `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
+pub const TIMEOUT_FIELD: FieldPath = LifecycleKey::Pause.rollout_field();
 /// The webhook's own annotation recording which progressive upgrade a
 /// forcePromote was set for (`forcePromote.oneShot`): `upgrade:NAME` when
 /// it was set while the upgrade of child NAME was in progress, `after:NAME`
@@ -325,8 +319,6 @@ pub enum PauseStart {
 
 /// The dotted path of the condition's start time, for messages.
 const CONDITION_TIME_PATH: &str = "status.conditions[PipelinePausingOrPaused].lastTransitionTime";
-/// The dotted path of the pause's recorded start, for messages.
-const PAUSE_BEGIN_PATH: &str = "status.pauseStatus.lastPauseBeginTime";
 
 fn read_time(text: &Text, path: &'static str) -> PauseStart {
     match text.as_deref() {
@@ -501,7 +493,7 @@ impl PipelineRollout {
             }
         }
         match self.status.get().and_then(|s| s.pause_status.get()) {
-            Some(pause) => read_time(&pause.last_pause_begin_time, PAUSE_BEGIN_PATH),
+            Some(pause) => read_time(&pause.last_pause_begin_time, PAUSE_BEGIN.dotted()),
             None => PauseStart::Missing,
         }
     }

@@ -53,7 +53,7 @@ fn free_spec_key(kind: Kind, key: &str) -> bool {
 }
 
 /// The `spec.lifecycle` key anyone may change: pausing and resuming.
-pub const DESIRED_PHASE: &str = "desiredPhase";
+pub const DESIRED_PHASE: &str = crate::rollout::DESIRED_PHASE.name();
 
 /// What rule 26 asks of a request, worked out once.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

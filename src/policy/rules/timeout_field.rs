@@ -6,6 +6,7 @@
 use std::fmt;
 
 use super::rule::Rule;
+use crate::rollout::{FieldPath, LifecycleKey};
 
 /// The drain a timeout bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +22,8 @@ pub enum Drain {
 /// drain it bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeoutField {
-    /// The dotted path, e.g. `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
-    pub path: &'static str,
+    /// The path, e.g. `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
+    pub path: FieldPath,
     /// The drain it bounds.
     pub drain: Drain,
 }
@@ -30,38 +31,38 @@ pub struct TimeoutField {
 impl TimeoutField {
     /// A PipelineRollout's pause timeout.
     pub const ROLLOUT_PAUSE: Self = Self {
-        path: "spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds",
+        path: LifecycleKey::Pause.rollout_field(),
         drain: Drain::Pause,
     };
     /// A PipelineRollout's deletion timeout.
     pub const ROLLOUT_DELETION: Self = Self {
-        path: "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds",
+        path: LifecycleKey::Deletion.rollout_field(),
         drain: Drain::Deletion,
     };
     /// A PipelineRollout's deprecated deletion timeout.
     pub const ROLLOUT_DEPRECATED_DELETION: Self = Self {
-        path: "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds",
+        path: LifecycleKey::DeprecatedDeletion.rollout_field(),
         drain: Drain::Deletion,
     };
     /// A child Pipeline's pause timeout.
     pub const CHILD_PAUSE: Self = Self {
-        path: "spec.lifecycle.pauseGracePeriodSeconds",
+        path: LifecycleKey::Pause.child_field(),
         drain: Drain::Pause,
     };
     /// A child Pipeline's deletion timeout.
     pub const CHILD_DELETION: Self = Self {
-        path: "spec.lifecycle.deletionGracePeriodSeconds",
+        path: LifecycleKey::Deletion.child_field(),
         drain: Drain::Deletion,
     };
     /// A child Pipeline's deprecated deletion timeout.
     pub const CHILD_DEPRECATED_DELETION: Self = Self {
-        path: "spec.lifecycle.deleteGracePeriodSeconds",
+        path: LifecycleKey::DeprecatedDeletion.child_field(),
         drain: Drain::Deletion,
     };
 
     /// The field's own name (the last part of its path), for short warnings.
-    pub fn name(self) -> &'static str {
-        self.path.rsplit('.').next().unwrap_or(self.path)
+    pub const fn name(self) -> &'static str {
+        self.path.name()
     }
 
     /// The rules that judge this field: integer, range, overflow.
@@ -102,6 +103,6 @@ impl TimeoutField {
 /// The dotted path.
 impl fmt::Display for TimeoutField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.path)
+        f.write_str(self.path.dotted())
     }
 }

@@ -15,9 +15,15 @@ use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
 use crate::policy::user::NotPermitted;
 use crate::rollout::{
-    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, FieldPath, LifecycleKey,
+    SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
 };
 pub use reasons::{NotActable, NotPausing, PauseAgeProblem, RecordProblem};
+
+/// A child Pipeline's pause timeout, as messages name it.
+const CHILD_PAUSE: FieldPath = LifecycleKey::Pause.child_field();
+/// A child Pipeline's deletion timeout, as messages name it.
+const CHILD_DELETION: FieldPath = LifecycleKey::Deletion.child_field();
 use reasons::{crd_of, force_reapply_reasons, gate_reasons};
 pub(super) use summary::{cut, show};
 
@@ -299,7 +305,7 @@ pub enum Violation {
     /// Rule 19: pause-timestamp is Numaflow's controller's (and nobody's in
     /// a rollout's child template).
     #[error(
-        "user \"{user}\" may not {change} {path}[\"{PAUSE_TIMESTAMP}\"] (to {value}): Numaflow ends a pause at this time plus spec.lifecycle.pauseGracePeriodSeconds, drained or not, so an earlier time ends the drain with data undrained; {}",
+        "user \"{user}\" may not {change} {path}[\"{PAUSE_TIMESTAMP}\"] (to {value}): Numaflow ends a pause at this time plus {CHILD_PAUSE}, drained or not, so an earlier time ends the drain with data undrained; {}",
         if *template { "Numaplane would copy it onto every Pipeline it makes: remove it from the template".to_owned() } else { format!("only Numaflow's controller (\"{controller}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout") }
     )]
     PauseTimestampChanged {
@@ -318,7 +324,7 @@ pub enum Violation {
     },
     /// Rule 20: deleting a rollout's child needs the deleteUndrained permission.
     #[error(
-        "user \"{user}\" may not delete this {kind} of {rollout} \"{parent}\": it is drained for at most its deletion timeout (spec.lifecycle.deletionGracePeriodSeconds), then what was not consumed is dropped, and Numaplane makes it again; {refused}; ask a platform admin to add you to forceReapply.deleteUndrained in the webhook's policy, or change or delete the {rollout} instead and let Numaplane drain it"
+        "user \"{user}\" may not delete this {kind} of {rollout} \"{parent}\": it is drained for at most its deletion timeout ({CHILD_DELETION}), then what was not consumed is dropped, and Numaplane makes it again; {refused}; ask a platform admin to add you to forceReapply.deleteUndrained in the webhook's policy, or change or delete the {rollout} instead and let Numaplane drain it"
     )]
     ChildDeleteDenied {
         /// The requester.

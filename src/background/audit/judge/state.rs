@@ -5,7 +5,7 @@
 use super::{RuleResult, Status, result};
 use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::policy::rules::Rule;
-use crate::rollout::{ALLOW_DATA_LOSS, DELETION_FIELD, Map, PipelineRollout};
+use crate::rollout::{ALLOW_DATA_LOSS, DELETION_FIELD, FORCE_PROMOTE_FIELD, Map, PipelineRollout};
 
 /// A stored `allow-data-loss: "true"`, by state.
 pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
@@ -70,7 +70,7 @@ pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleRes
             .child
             .map_or_else(|| format!("a {}", child_of(kind)), str::to_owned);
         format!(
-            "spec.strategy.progressive.forcePromote is true during the progressive upgrade of {child}: it is promoted without assessment; set it to false once the upgrade is over (who set it is unknown to the audit)"
+            "{FORCE_PROMOTE_FIELD} is true during the progressive upgrade of {child}: it is promoted without assessment; set it to false once the upgrade is over (who set it is unknown to the audit)"
         )
     } else {
         let also = if kind == Kind::PipelineRollout {
@@ -79,7 +79,7 @@ pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleRes
             ""
         };
         format!(
-            "spec.strategy.progressive.forcePromote is true and no progressive upgrade is in progress: the next upgrade skips assessment{also}; set it to false (who set it is unknown to the audit)"
+            "{FORCE_PROMOTE_FIELD} is true and no progressive upgrade is in progress: the next upgrade skips assessment{also}; set it to false (who set it is unknown to the audit)"
         )
     };
     result(Rule::ForcePromote, Status::Warn, Some(message))
