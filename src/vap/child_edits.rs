@@ -374,6 +374,7 @@ fn edit_deleters(policy: &Policy) -> Vec<String> {
     policy
         .force_reapply
         .delete_undrained
+        .own
         .system_deleters
         .iter()
         .cloned()

@@ -34,7 +34,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         ),
     );
     let exempt: Vec<String> = std::iter::once(policy.numaplane.controller_account.clone())
-        .chain(undrained.system_deleters.iter().cloned())
+        .chain(undrained.own.system_deleters.iter().cloned())
         .collect();
     let grantees = Grantees(undrained.grant());
     let permitted = grantees

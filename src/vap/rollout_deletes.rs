@@ -72,14 +72,14 @@ pub fn vars() -> Vars {
 /// gate rollout deletes.
 fn allowed(policy: &Policy) -> Option<(String, String)> {
     let undrained = &policy.force_reapply.delete_undrained;
-    if !undrained.gate_rollout_deletes {
+    if !undrained.own.gate_rollout_deletes {
         return None;
     }
     let grantees = Grantees(undrained.grant());
     let permitted = grantees
         .permitted("authorizer.group(request.resource.group).resource(request.resource.resource)");
     let refused = grantees.refused("request.resource.resource + '.' + request.resource.group");
-    let exempt: Vec<String> = undrained.system_deleters.iter().cloned().collect();
+    let exempt: Vec<String> = undrained.own.system_deleters.iter().cloned().collect();
     Some((
         format!(
             "variables.user in {} ||\n  {permitted}",

@@ -253,6 +253,7 @@ impl ChildEdits {
         let deleter = policy
             .force_reapply
             .delete_undrained
+            .own
             .system_deleters
             .contains(user);
         let (fields, created) = match write.old() {
