@@ -9,7 +9,7 @@ use super::summary::cut;
 use crate::kinds::UPGRADE_STATE;
 use crate::policy::duration::format_seconds;
 use crate::policy::rules::timeout_field::TimeoutField;
-use crate::rollout::{TIMEOUT_FIELD, UPGRADE_IN_PROGRESS};
+use crate::rollout::UPGRADE_IN_PROGRESS;
 
 /// Why the pause condition of rule 6 is not met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +109,7 @@ impl fmt::Display for PauseAgeProblem {
 
 /// The CRD that describes the object holding `field`.
 pub(super) fn crd_of(field: TimeoutField) -> &'static str {
-    if field.path.parent() == TIMEOUT_FIELD.parent() {
+    if field.in_rollout {
         "PipelineRollout"
     } else {
         "Pipeline"

@@ -139,7 +139,7 @@ impl Violation {
             | Self::TimeoutTooShort { field, .. }
             | Self::TimeoutTooLong { field, .. }
             | Self::NoTimeoutNotAllowed { field, .. }
-            | Self::ClockOverflow { field, .. } => Some(field.path.to_string()),
+            | Self::ClockOverflow { field, .. } => Some(field.to_string()),
             Self::ScaleFactorInvalid { .. } => Some(SCALE_FACTOR_FIELD.to_string()),
             Self::TemplateMalformed { path, .. } => Some(path.clone()),
             Self::ForcePromoteLabelValue { path, .. }
