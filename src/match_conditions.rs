@@ -25,7 +25,9 @@ use crate::kinds::{
     NUMAFLOW_CONTROLLER, NUMAFLOW_GROUP, NUMAPLANE_CONTROLLER, NUMAPLANE_GROUP, PARENT_ROLLOUT,
     PAUSE_TIMESTAMP, SYSTEM_DELETERS,
 };
-use crate::rollout::{DESIRED_PHASE, FORCE_PROMOTE_FIELD, LifecycleKey};
+use crate::rollout::{
+    ANNOTATIONS, DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, LABELS, LifecycleKey,
+};
 
 /// The kinds whose webhook rule carries a generated matchCondition (a
 /// PipelineRollout goes to the webhook on every write: its drain timeout
@@ -186,16 +188,18 @@ fn deleted_owned_child(accounts: &Accounts<'_>) -> String {
 /// (rule 19) as anyone but Numaflow's controller (removing it is allowed).
 /// Numaplane's controller is judged too: it never writes the annotation.
 fn pause_timestamp_written(update: bool, accounts: &Accounts<'_>) -> String {
-    let path = ["metadata", "annotations"];
+    let path = ANNOTATIONS.keys();
     let new = format!(
-        "({} && '{PAUSE_TIMESTAMP}' in object.metadata.annotations)",
-        guard("object", &path)
+        "({} && '{PAUSE_TIMESTAMP}' in {})",
+        guard("object", path),
+        ANNOTATIONS.cel("object")
     );
     let written = if update {
         let value = |root: &str| {
             format!(
-                "({} && '{PAUSE_TIMESTAMP}' in {root}.metadata.annotations ? '=' + {root}.metadata.annotations['{PAUSE_TIMESTAMP}'] : '')",
-                guard(root, &path)
+                "({} && '{PAUSE_TIMESTAMP}' in {map} ? '=' + {map}['{PAUSE_TIMESTAMP}'] : '')",
+                guard(root, path),
+                map = ANNOTATIONS.cel(root)
             )
         };
         format!("{new} && {} != {}", value("object"), value("oldObject"))
@@ -362,16 +366,19 @@ pub fn expression(kind: Kind) -> Option<String> {
 /// [`expression`], naming `accounts`.
 pub fn expression_for(kind: Kind, accounts: &Accounts<'_>) -> Option<String> {
     let (labels, annotations): (Vec<&str>, Vec<&str>) = if kind.is_child() {
-        (vec!["metadata", "labels"], vec!["metadata", "annotations"])
+        (LABELS.keys().to_vec(), ANNOTATIONS.keys().to_vec())
     } else {
         let template = kind.template()?;
         if kind == Kind::PipelineRollout {
             return None;
         }
-        (
-            vec!["spec", template, "metadata", "labels"],
-            vec!["spec", template, "metadata", "annotations"],
-        )
+        let in_template = |map: FieldPath| {
+            ["spec", template]
+                .into_iter()
+                .chain(map.keys().iter().copied())
+                .collect()
+        };
+        (in_template(LABELS), in_template(ANNOTATIONS))
     };
     let (label_keys, annotation_keys) = (label_keys(), annotation_keys());
     let mut on_create = vec![

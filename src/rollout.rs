@@ -18,8 +18,8 @@ pub use drain::{
     DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout, NUMAFLOW_DELETION_SECONDS,
 };
 pub use fields::{
-    DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, PAUSE_BEGIN, SCALE_FACTOR_FIELD,
-    UPGRADE_IN_PROGRESS,
+    ANNOTATIONS, DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, LABELS, PAUSE_BEGIN,
+    SCALE_FACTOR_FIELD, TEMPLATE_ANNOTATIONS, UPGRADE_IN_PROGRESS,
 };
 pub use keys::{Keys, Map, TemplateMeta};
 pub use lifecycle::{LifecycleKey, TimeoutSlot};
@@ -435,8 +435,8 @@ impl PipelineRollout {
         match &self.metadata {
             Obj::Wrong(kind) => Some(("metadata", *kind)),
             Obj::Present(meta) => match (&meta.annotations, &meta.labels) {
-                (Obj::Wrong(kind), _) => Some(("metadata.annotations", *kind)),
-                (_, Obj::Wrong(kind)) => Some(("metadata.labels", *kind)),
+                (Obj::Wrong(kind), _) => Some((ANNOTATIONS.dotted(), *kind)),
+                (_, Obj::Wrong(kind)) => Some((LABELS.dotted(), *kind)),
                 _ => None,
             },
             _ => None,

@@ -50,19 +50,22 @@ pub const fn dotted_bytes<const N: usize>(keys: &[&str]) -> [u8; N] {
     out
 }
 
-/// `head` with `key` after it (`C` is one more than `A`).
-pub const fn append<const A: usize, const C: usize>(
+/// The keys of `head`, then those of `tail` (`C` is `A + B`).
+pub const fn concat<const A: usize, const B: usize, const C: usize>(
     head: [&'static str; A],
-    key: &'static str,
+    tail: [&'static str; B],
 ) -> [&'static str; C] {
-    assert!(A + 1 == C, "C is not one more than A");
+    assert!(A + B == C, "C is not A + B");
     let mut out = [""; C];
     let mut i = 0;
     while i < A {
         out[i] = head[i];
         i += 1;
     }
-    out[A] = key;
+    while i < C {
+        out[i] = tail[i - A];
+        i += 1;
+    }
     out
 }
 
@@ -117,6 +120,17 @@ impl FieldPath {
         self.prefix(self.keys.len().saturating_sub(1))
     }
 
+    /// The entry `key` of the map at this path, as messages show it
+    /// (`metadata.annotations["key"]`).
+    pub fn entry(self, key: &str) -> String {
+        format!("{}[\"{key}\"]", self.dotted)
+    }
+
+    /// The keys of the entry `key` of the map at this path, for a JSON Patch.
+    pub fn entry_keys(self, key: &str) -> impl Iterator<Item = &str> {
+        self.keys.iter().copied().chain([key])
+    }
+
     /// The CEL selection of the field in `root` (`object.spec.x`).
     pub fn cel(self, root: &str) -> String {
         format!("{root}.{}", self.dotted)
@@ -137,11 +151,15 @@ impl fmt::Display for FieldPath {
     }
 }
 
-/// A PipelineRollout's embedded pipeline lifecycle, where its drain
-/// timeouts are.
-const ROLLOUT_LIFECYCLE: [&str; 4] = ["spec", "pipeline", "spec", "lifecycle"];
+/// A PipelineRollout's pipeline template.
+const PIPELINE_TEMPLATE: [&str; 2] = ["spec", "pipeline"];
 /// A child Pipeline's own lifecycle.
 const CHILD_LIFECYCLE: [&str; 2] = ["spec", "lifecycle"];
+/// A PipelineRollout's embedded pipeline lifecycle (the template's
+/// `spec.lifecycle`), where its drain timeouts are.
+const ROLLOUT_LIFECYCLE: [&str; 4] = concat(PIPELINE_TEMPLATE, CHILD_LIFECYCLE);
+const LABEL_KEYS: [&str; 2] = ["metadata", "labels"];
+const ANNOTATION_KEYS: [&str; 2] = ["metadata", "annotations"];
 
 /// The pause timeout's key in a lifecycle.
 pub(super) const PAUSE_KEY: &str = "pauseGracePeriodSeconds";
@@ -150,13 +168,14 @@ pub(super) const DELETION_KEY: &str = "deletionGracePeriodSeconds";
 /// The deprecated deletion timeout's key in a lifecycle.
 pub(super) const DEPRECATED_DELETION_KEY: &str = "deleteGracePeriodSeconds";
 
-const ROLLOUT_PAUSE_KEYS: [&str; 5] = append(ROLLOUT_LIFECYCLE, PAUSE_KEY);
-const ROLLOUT_DELETION_KEYS: [&str; 5] = append(ROLLOUT_LIFECYCLE, DELETION_KEY);
-const ROLLOUT_DEPRECATED_KEYS: [&str; 5] = append(ROLLOUT_LIFECYCLE, DEPRECATED_DELETION_KEY);
-const CHILD_PAUSE_KEYS: [&str; 3] = append(CHILD_LIFECYCLE, PAUSE_KEY);
-const CHILD_DELETION_KEYS: [&str; 3] = append(CHILD_LIFECYCLE, DELETION_KEY);
-const CHILD_DEPRECATED_KEYS: [&str; 3] = append(CHILD_LIFECYCLE, DEPRECATED_DELETION_KEY);
-const DESIRED_PHASE_KEYS: [&str; 3] = append(CHILD_LIFECYCLE, "desiredPhase");
+const ROLLOUT_PAUSE_KEYS: [&str; 5] = concat(ROLLOUT_LIFECYCLE, [PAUSE_KEY]);
+const ROLLOUT_DELETION_KEYS: [&str; 5] = concat(ROLLOUT_LIFECYCLE, [DELETION_KEY]);
+const ROLLOUT_DEPRECATED_KEYS: [&str; 5] = concat(ROLLOUT_LIFECYCLE, [DEPRECATED_DELETION_KEY]);
+const CHILD_PAUSE_KEYS: [&str; 3] = concat(CHILD_LIFECYCLE, [PAUSE_KEY]);
+const CHILD_DELETION_KEYS: [&str; 3] = concat(CHILD_LIFECYCLE, [DELETION_KEY]);
+const CHILD_DEPRECATED_KEYS: [&str; 3] = concat(CHILD_LIFECYCLE, [DEPRECATED_DELETION_KEY]);
+const DESIRED_PHASE_KEYS: [&str; 3] = concat(CHILD_LIFECYCLE, ["desiredPhase"]);
+const TEMPLATE_ANNOTATION_KEYS: [&str; 4] = concat(PIPELINE_TEMPLATE, ANNOTATION_KEYS);
 
 /// `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
 pub(super) const ROLLOUT_PAUSE: FieldPath = field_path!(&ROLLOUT_PAUSE_KEYS);
@@ -171,6 +190,12 @@ pub(super) const CHILD_DELETION: FieldPath = field_path!(&CHILD_DELETION_KEYS);
 /// `spec.lifecycle.deleteGracePeriodSeconds`.
 pub(super) const CHILD_DEPRECATED_DELETION: FieldPath = field_path!(&CHILD_DEPRECATED_KEYS);
 
+/// An object's `metadata.labels`.
+pub const LABELS: FieldPath = field_path!(&LABEL_KEYS);
+/// An object's `metadata.annotations`.
+pub const ANNOTATIONS: FieldPath = field_path!(&ANNOTATION_KEYS);
+/// A PipelineRollout's template annotations, `spec.pipeline.metadata.annotations`.
+pub const TEMPLATE_ANNOTATIONS: FieldPath = field_path!(&TEMPLATE_ANNOTATION_KEYS);
 /// A child Pipeline's `spec.lifecycle.desiredPhase`: pausing and resuming,
 /// which anyone may change.
 pub const DESIRED_PHASE: FieldPath = field_path!(&DESIRED_PHASE_KEYS);
@@ -225,6 +250,15 @@ mod tests {
         assert_eq!(
             CHILD_DEPRECATED_DELETION.dotted(),
             "spec.lifecycle.deleteGracePeriodSeconds"
+        );
+        assert_eq!(ANNOTATIONS.entry("a/b"), "metadata.annotations[\"a/b\"]");
+        assert_eq!(
+            ANNOTATIONS.entry_keys("a/b").collect::<Vec<_>>(),
+            ["metadata", "annotations", "a/b"]
+        );
+        assert_eq!(
+            TEMPLATE_ANNOTATIONS.dotted(),
+            "spec.pipeline.metadata.annotations"
         );
     }
 }

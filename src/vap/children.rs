@@ -20,7 +20,7 @@ use super::timeout::{self, CelOverflow, Judged, Labels, PAUSE_SCOPE};
 use super::variables::{self, Var, Vars};
 use crate::kinds::PAUSE_TIMESTAMP;
 use crate::policy::model::Policy;
-use crate::rollout::{FieldPath, LifecycleKey};
+use crate::rollout::{ANNOTATIONS, FieldPath, LifecycleKey};
 
 /// The pause timeout's path on a Pipeline.
 const PAUSE_FIELD: FieldPath = LifecycleKey::Pause.child_field();
@@ -68,7 +68,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         ),
     );
     variables::deletion_vars(&mut vars, LifecycleKey::child_field, Some(1), ["", ""]);
-    vars.optional_key("pt", "oldPt", &["metadata", "annotations"], PAUSE_TIMESTAMP);
+    vars.optional_key("pt", "oldPt", ANNOTATIONS.keys(), PAUSE_TIMESTAMP);
     let mut checks = timeout::checks(&Judged {
         dt: &policy.drain_timeout,
         section: "drainTimeout",
@@ -101,7 +101,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
 /// Rule 19 on a Pipeline: only Numaflow's controller sets or changes
 /// pause-timestamp (removing it is allowed).
 fn pause_timestamp_check(numaflow: &str) -> Check {
-    let path = format!("metadata.annotations[\"{PAUSE_TIMESTAMP}\"]");
+    let path = ANNOTATIONS.entry(PAUSE_TIMESTAMP);
     let why = format!(
         ": Numaflow ends a pause at this time plus {PAUSE_FIELD}, drained or not, so an earlier time ends the drain with data undrained; only Numaflow's controller (\"{numaflow}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout"
     );

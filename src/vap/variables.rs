@@ -9,7 +9,7 @@
 use super::cel::{self, Step};
 use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars};
 use crate::policy::model::{DrainTimeout, Policy};
-use crate::rollout::{ALLOW_DATA_LOSS, FieldPath, LifecycleKey, UPGRADE_IN_PROGRESS};
+use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, FieldPath, LifecycleKey, UPGRADE_IN_PROGRESS};
 
 /// A named CEL expression that validations read as `variables.NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,12 +23,11 @@ pub struct Var {
 const TIMEOUT_KEYS: &[&str] = crate::rollout::TIMEOUT_FIELD.keys();
 const SCALE_KEYS: &[&str] = crate::rollout::SCALE_FACTOR_FIELD.keys();
 const PROMOTE_KEYS: &[&str] = crate::rollout::FORCE_PROMOTE_FIELD.keys();
-const META_KEYS: [&str; 2] = ["metadata", "annotations"];
 /// Where a PipelineRollout's drain timeouts are: its embedded Pipeline's
 /// `spec.lifecycle`, below the schemaless `spec.pipeline.spec` (step 3).
 pub const ROLLOUT_LIFECYCLE: &[&str] = crate::rollout::TIMEOUT_FIELD.parent().keys();
 /// The template's annotations of a PipelineRollout.
-pub const TEMPLATE_ANNOTATIONS: [&str; 4] = ["spec", "pipeline", "metadata", "annotations"];
+pub const TEMPLATE_ANNOTATIONS: &[&str] = crate::rollout::TEMPLATE_ANNOTATIONS.keys();
 
 /// The variables of the PipelineRollout policy for `policy`, each after
 /// those it reads.
@@ -57,7 +56,7 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
     vars.optional_key(
         "tpt",
         "oldTpt",
-        &TEMPLATE_ANNOTATIONS,
+        TEMPLATE_ANNOTATIONS,
         crate::kinds::PAUSE_TIMESTAMP,
     );
     vars.0
@@ -300,7 +299,7 @@ fn scale_vars(vars: &mut Vars, prefix: &str, root: &str, default: u64) {
 }
 
 fn annotation_vars(vars: &mut Vars, prefix: &str, root: &str) {
-    let steps = cel::steps(root, &META_KEYS, None);
+    let steps = cel::steps(root, ANNOTATIONS.keys(), None);
     let bad = var_name(prefix, "metaBad");
     vars.add(bad, guarded(root, cel::first_non_map(&steps), "''"));
     let annotations = &steps[1].select;

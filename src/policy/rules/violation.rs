@@ -15,7 +15,7 @@ use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
 use crate::policy::user::NotPermitted;
 use crate::rollout::{
-    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, FieldPath, LifecycleKey,
+    ALLOW_DATA_LOSS, ANNOTATIONS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, FieldPath, LifecycleKey,
     SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
 };
 pub use reasons::{NotActable, NotPausing, PauseAgeProblem, RecordProblem};
@@ -150,7 +150,7 @@ pub enum Violation {
     },
     /// Rule 5: the annotation is neither "true" nor "false".
     #[error(
-        "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is {value}, which Numaplane ignores (it acts only on exactly \"true\"): set \"true\" to force a re-apply, or \"false\", or remove it"
+        "{ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] is {value}, which Numaplane ignores (it acts only on exactly \"true\"): set \"true\" to force a re-apply, or \"false\", or remove it"
     )]
     AnnotationInvalid {
         /// The value as JSON.
@@ -158,7 +158,7 @@ pub enum Violation {
     },
     /// Rule 6: setting allow-data-loss to "true" is not allowed here.
     #[error(
-        "user \"{user}\" may not set metadata.annotations[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): {}",
+        "user \"{user}\" may not set {ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): {}",
         force_reapply_reasons(refused.as_deref(), *not_pausing, too_young.as_ref())
     )]
     ForceReapplyDenied {
@@ -223,7 +223,7 @@ pub enum Violation {
     /// The request cannot be judged (no object, no resource, ...): the
     /// Rule 25: the one-shot record is the webhook's own.
     #[error(
-        "metadata.annotations[\"{FORCE_PROMOTE_FOR}\"] is {value}, {why}: it is the webhook's own record of the upgrade a forcePromote was set for, written only by its mutating webhook, so that forcePromote.oneShot resets it when that upgrade is over; leave the annotation out of your change (the webhook keeps it)"
+        "{ANNOTATIONS}[\"{FORCE_PROMOTE_FOR}\"] is {value}, {why}: it is the webhook's own record of the upgrade a forcePromote was set for, written only by its mutating webhook, so that forcePromote.oneShot resets it when that upgrade is over; leave the annotation out of your change (the webhook keeps it)"
     )]
     ForcePromoteRecordWritten {
         /// The value written, quoted and cut short.

@@ -10,7 +10,8 @@ use crate::kinds::{
 };
 use crate::policy::rules::rule::Rule;
 use crate::rollout::{
-    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+    ALLOW_DATA_LOSS, ANNOTATIONS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD,
+    TIMEOUT_FIELD,
 };
 
 const SHORT_TIMEOUT: &str = TIMEOUT_FIELD.name();
@@ -172,12 +173,10 @@ impl Violation {
                     Some(TIMEOUT_FIELD.to_string())
                 }
                 Rule::AllowDataLossValue | Rule::ForceReapply => {
-                    Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]"))
+                    Some(ANNOTATIONS.entry(ALLOW_DATA_LOSS))
                 }
                 Rule::ForcePromote => Some(FORCE_PROMOTE_FIELD.to_string()),
-                Rule::ForcePromoteRecord => {
-                    Some(format!("metadata.annotations[\"{FORCE_PROMOTE_FOR}\"]"))
-                }
+                Rule::ForcePromoteRecord => Some(ANNOTATIONS.entry(FORCE_PROMOTE_FOR)),
                 _ => None,
             },
         }
