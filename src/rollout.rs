@@ -508,6 +508,53 @@ mod tests {
         PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
     }
 
+    /// An object with `value` at `path` and nothing else.
+    fn at(path: FieldPath, value: Value) -> PipelineRollout {
+        let object = path
+            .keys()
+            .iter()
+            .rev()
+            .fold(value, |inner, key| json!({ *key: inner }));
+        view(object)
+    }
+
+    #[test]
+    fn the_view_reads_each_field_at_its_path() {
+        assert_eq!(
+            at(SCALE_FACTOR_FIELD, json!(25)).scale_factor(),
+            Some(&json!(25))
+        );
+        assert!(at(FORCE_PROMOTE_FIELD, json!(true)).force_promote());
+        assert!(at(UPGRADE_IN_PROGRESS, json!("PipelinePauseAndDrain")).is_pausing());
+        assert!(matches!(
+            at(PAUSE_BEGIN, json!("2024-05-01T10:00:00Z")).pause_started(),
+            PauseStart::At(_)
+        ));
+        let annotations = json!({ ALLOW_DATA_LOSS: "true", FORCE_PROMOTE_FOR: "after:" });
+        assert!(at(ANNOTATIONS, annotations.clone()).forces_reapply());
+        assert_eq!(
+            at(ANNOTATIONS, annotations).force_promote_for(),
+            Some("after:")
+        );
+        for key in [
+            LifecycleKey::Pause,
+            LifecycleKey::Deletion,
+            LifecycleKey::DeprecatedDeletion,
+        ] {
+            let seven = json!(7);
+            assert_eq!(
+                at(key.rollout_field(), json!(7)).lifecycle_timeout(key),
+                TimeoutSlot::Set(&seven),
+                "{key:?}"
+            );
+            assert_eq!(
+                at(key.child_field(), json!(7)).child_lifecycle_timeout(key),
+                TimeoutSlot::Set(&seven),
+                "{key:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_stored_object_gives_the_view_a_request_gives() {
         // Every object and old object in the captured AdmissionReviews, plus
