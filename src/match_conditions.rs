@@ -295,12 +295,15 @@ fn finalizer_missing(a: &str, b: &str, free: &str) -> String {
 /// that `b` lacks or holds otherwise (a MonoVertex's `replicas`,
 /// `lifecycle.desiredPhase`).
 fn spec_key_differs(a: &str, b: &str) -> String {
+    let lifecycle = DESIRED_PHASE.parent();
+    let (lc_a, lc_b) = (lifecycle.cel(a), lifecycle.cel(b));
     let life = format!(
-        "(!(k in {b}.spec) ? {a}.spec.lifecycle.exists(j, j != '{phase}') : {a}.spec.lifecycle.exists(j, j != '{phase}' && !(j in {b}.spec.lifecycle && {a}.spec.lifecycle[j] == {b}.spec.lifecycle[j])))",
+        "(!(k in {b}.spec) ? {lc_a}.exists(j, j != '{phase}') : {lc_a}.exists(j, j != '{phase}' && !(j in {lc_b} && {lc_a}[j] == {lc_b}[j])))",
         phase = DESIRED_PHASE.name()
     );
     format!(
-        "{a}.spec.exists(k, !(k == 'replicas' && request.resource.resource == 'monovertices') && (k == 'lifecycle' ? {life} : !(k in {b}.spec && {a}.spec[k] == {b}.spec[k])))"
+        "{a}.spec.exists(k, !(k == 'replicas' && request.resource.resource == 'monovertices') && (k == '{}' ? {life} : !(k in {b}.spec && {a}.spec[k] == {b}.spec[k])))",
+        lifecycle.name()
     )
 }
 
