@@ -15,7 +15,7 @@ pub struct FieldPath {
 }
 
 /// The length of `keys` joined with dots.
-pub const fn dotted_len(keys: &[&str]) -> usize {
+const fn dotted_len(keys: &[&str]) -> usize {
     let mut len = 0;
     let mut i = 0;
     while i < keys.len() {
@@ -29,7 +29,7 @@ pub const fn dotted_len(keys: &[&str]) -> usize {
 }
 
 /// `keys` joined with dots, as bytes (`N` is [`dotted_len`] of them).
-pub const fn dotted_bytes<const N: usize>(keys: &[&str]) -> [u8; N] {
+const fn dotted_bytes<const N: usize>(keys: &[&str]) -> [u8; N] {
     let mut out = [0u8; N];
     let (mut at, mut i) = (0, 0);
     while i < keys.len() {
@@ -51,7 +51,7 @@ pub const fn dotted_bytes<const N: usize>(keys: &[&str]) -> [u8; N] {
 }
 
 /// The keys of `head`, then those of `tail` (`C` is `A + B`).
-pub const fn concat<const A: usize, const B: usize, const C: usize>(
+const fn concat<const A: usize, const B: usize, const C: usize>(
     head: [&'static str; A],
     tail: [&'static str; B],
 ) -> [&'static str; C] {
