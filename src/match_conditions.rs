@@ -25,7 +25,9 @@ use crate::kinds::{
     NUMAFLOW_CONTROLLER, NUMAFLOW_GROUP, NUMAPLANE_CONTROLLER, NUMAPLANE_GROUP, PARENT_ROLLOUT,
     PAUSE_TIMESTAMP, SYSTEM_DELETERS,
 };
-use crate::rollout::LifecycleKey;
+use crate::rollout::{
+    ANNOTATIONS, DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, LABELS, LifecycleKey,
+};
 
 /// The kinds whose webhook rule carries a generated matchCondition (a
 /// PipelineRollout goes to the webhook on every write: its drain timeout
@@ -101,11 +103,10 @@ fn changed(path: &[&str], keys: &[&str]) -> String {
 
 /// Whether `forcePromote` is `true` in `root`.
 fn force_promote_on(root: &str) -> String {
-    let path = ["spec", "strategy", "progressive", "forcePromote"];
     format!(
-        "({} && {root}.{} == true)",
-        guard(root, &path),
-        path.join(".")
+        "({} && {} == true)",
+        guard(root, FORCE_PROMOTE_FIELD.keys()),
+        FORCE_PROMOTE_FIELD.cel(root)
     )
 }
 
@@ -187,16 +188,18 @@ fn deleted_owned_child(accounts: &Accounts<'_>) -> String {
 /// (rule 19) as anyone but Numaflow's controller (removing it is allowed).
 /// Numaplane's controller is judged too: it never writes the annotation.
 fn pause_timestamp_written(update: bool, accounts: &Accounts<'_>) -> String {
-    let path = ["metadata", "annotations"];
+    let path = ANNOTATIONS.keys();
     let new = format!(
-        "({} && '{PAUSE_TIMESTAMP}' in object.metadata.annotations)",
-        guard("object", &path)
+        "({} && '{PAUSE_TIMESTAMP}' in {})",
+        guard("object", path),
+        ANNOTATIONS.cel("object")
     );
     let written = if update {
         let value = |root: &str| {
             format!(
-                "({} && '{PAUSE_TIMESTAMP}' in {root}.metadata.annotations ? '=' + {root}.metadata.annotations['{PAUSE_TIMESTAMP}'] : '')",
-                guard(root, &path)
+                "({} && '{PAUSE_TIMESTAMP}' in {map} ? '=' + {map}['{PAUSE_TIMESTAMP}'] : '')",
+                guard(root, path),
+                map = ANNOTATIONS.cel(root)
             )
         };
         format!("{new} && {} != {}", value("object"), value("oldObject"))
@@ -210,10 +213,10 @@ fn pause_timestamp_written(update: bool, accounts: &Accounts<'_>) -> String {
 }
 
 /// The drain timeouts of a Pipeline's `spec.lifecycle` that Numaflow reads.
-pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
-    LifecycleKey::Pause.json_name(),
-    LifecycleKey::Deletion.json_name(),
-    LifecycleKey::DeprecatedDeletion.json_name(),
+pub const LIFECYCLE_TIMEOUTS: [LifecycleKey; 3] = [
+    LifecycleKey::Pause,
+    LifecycleKey::Deletion,
+    LifecycleKey::DeprecatedDeletion,
 ];
 
 /// Whether a write of a Pipeline carries (CREATE) or changes (UPDATE) one
@@ -222,16 +225,19 @@ pub const LIFECYCLE_TIMEOUTS: [&str; 3] = [
 /// values are integers (Numaflow's CRD says so), so presence and value are
 /// compared apart, and no `null` meets an integer.
 fn lifecycle_written(operation_create: bool) -> String {
-    let has = |root: &str, key: &str| guard(root, &["spec", "lifecycle", key]);
     let per_key: Vec<String> = LIFECYCLE_TIMEOUTS
         .iter()
         .map(|key| {
+            let field = key.child_field();
+            let has = |root: &str| guard(root, field.keys());
             if operation_create {
-                format!("({})", has("object", key))
+                format!("({})", has("object"))
             } else {
-                let (new, old) = (has("object", key), has("oldObject", key));
+                let (new, old) = (has("object"), has("oldObject"));
                 format!(
-                    "(({new}) != ({old}) || (({new}) && object.spec.lifecycle.{key} != oldObject.spec.lifecycle.{key}))"
+                    "(({new}) != ({old}) || (({new}) && {} != {}))",
+                    field.cel("object"),
+                    field.cel("oldObject")
                 )
             }
         })
@@ -289,11 +295,15 @@ fn finalizer_missing(a: &str, b: &str, free: &str) -> String {
 /// that `b` lacks or holds otherwise (a MonoVertex's `replicas`,
 /// `lifecycle.desiredPhase`).
 fn spec_key_differs(a: &str, b: &str) -> String {
+    let lifecycle = DESIRED_PHASE.parent();
+    let (lc_a, lc_b) = (lifecycle.cel(a), lifecycle.cel(b));
     let life = format!(
-        "(!(k in {b}.spec) ? {a}.spec.lifecycle.exists(j, j != 'desiredPhase') : {a}.spec.lifecycle.exists(j, j != 'desiredPhase' && !(j in {b}.spec.lifecycle && {a}.spec.lifecycle[j] == {b}.spec.lifecycle[j])))"
+        "(!(k in {b}.spec) ? {lc_a}.exists(j, j != '{phase}') : {lc_a}.exists(j, j != '{phase}' && !(j in {lc_b} && {lc_a}[j] == {lc_b}[j])))",
+        phase = DESIRED_PHASE.name()
     );
     format!(
-        "{a}.spec.exists(k, !(k == 'replicas' && request.resource.resource == 'monovertices') && (k == 'lifecycle' ? {life} : !(k in {b}.spec && {a}.spec[k] == {b}.spec[k])))"
+        "{a}.spec.exists(k, !(k == 'replicas' && request.resource.resource == 'monovertices') && (k == '{}' ? {life} : !(k in {b}.spec && {a}.spec[k] == {b}.spec[k])))",
+        lifecycle.name()
     )
 }
 
@@ -359,16 +369,19 @@ pub fn expression(kind: Kind) -> Option<String> {
 /// [`expression`], naming `accounts`.
 pub fn expression_for(kind: Kind, accounts: &Accounts<'_>) -> Option<String> {
     let (labels, annotations): (Vec<&str>, Vec<&str>) = if kind.is_child() {
-        (vec!["metadata", "labels"], vec!["metadata", "annotations"])
+        (LABELS.keys().to_vec(), ANNOTATIONS.keys().to_vec())
     } else {
         let template = kind.template()?;
         if kind == Kind::PipelineRollout {
             return None;
         }
-        (
-            vec!["spec", template, "metadata", "labels"],
-            vec!["spec", template, "metadata", "annotations"],
-        )
+        let in_template = |map: FieldPath| {
+            ["spec", template]
+                .into_iter()
+                .chain(map.keys().iter().copied())
+                .collect()
+        };
+        (in_template(LABELS), in_template(ANNOTATIONS))
     };
     let (label_keys, annotation_keys) = (label_keys(), annotation_keys());
     let mut on_create = vec![

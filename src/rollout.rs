@@ -8,6 +8,7 @@
 mod child;
 mod config_data;
 mod drain;
+mod fields;
 mod keys;
 mod lifecycle;
 
@@ -15,6 +16,10 @@ pub use child::{ChildContent, Ownership};
 pub use config_data::ConfigData;
 pub use drain::{
     DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout, NUMAFLOW_DELETION_SECONDS,
+};
+pub use fields::{
+    ANNOTATIONS, DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, LABELS, PAUSE_BEGIN,
+    SCALE_FACTOR_FIELD, TEMPLATE_ANNOTATIONS, UPGRADE_IN_PROGRESS,
 };
 pub use keys::{Keys, Map, TemplateMeta};
 pub use lifecycle::{LifecycleKey, TimeoutSlot};
@@ -43,19 +48,8 @@ pub const KIND: &str = Kind::PipelineRollout.kind();
 
 pub use crate::kinds::ALLOW_DATA_LOSS;
 
-/// The keys on the way to the drain timeout, outermost first.
-pub const TIMEOUT_PATH: [&str; 5] = LifecycleKey::Pause.rollout_path();
-
-/// The drain timeout's path as users write it.
-pub const TIMEOUT_FIELD: &str = "spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds";
-/// The path of `spec.strategy.recycleStrategy.scaleFactor`, keys outermost first.
-pub const SCALE_FACTOR_PATH: [&str; 4] = ["spec", "strategy", "recycleStrategy", "scaleFactor"];
-/// The recycle scale factor's path as users write it.
-pub const SCALE_FACTOR_FIELD: &str = "spec.strategy.recycleStrategy.scaleFactor";
-/// The forced-promotion switch's path as users write it.
-pub const FORCE_PROMOTE_FIELD: &str = "spec.strategy.progressive.forcePromote";
-/// The path of `spec.strategy.progressive.forcePromote`, for JSON Patch.
-pub const FORCE_PROMOTE_PATH: [&str; 4] = ["spec", "strategy", "progressive", "forcePromote"];
+/// The drain timeout, `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
+pub const TIMEOUT_FIELD: FieldPath = LifecycleKey::Pause.rollout_field();
 /// The webhook's own annotation recording which progressive upgrade a
 /// forcePromote was set for (`forcePromote.oneShot`): `upgrade:NAME` when
 /// it was set while the upgrade of child NAME was in progress, `after:NAME`
@@ -242,8 +236,6 @@ pub enum PauseStart {
 
 /// The dotted path of the condition's start time, for messages.
 const CONDITION_TIME_PATH: &str = "status.conditions[PipelinePausingOrPaused].lastTransitionTime";
-/// The dotted path of the pause's recorded start, for messages.
-const PAUSE_BEGIN_PATH: &str = "status.pauseStatus.lastPauseBeginTime";
 
 fn read_time(text: &Text, path: &'static str) -> PauseStart {
     match text.as_deref() {
@@ -360,8 +352,8 @@ impl PipelineRollout {
         match &self.metadata {
             Obj::Wrong(kind) => Some(("metadata", *kind)),
             Obj::Present(meta) => match (&meta.annotations, &meta.labels) {
-                (Obj::Wrong(kind), _) => Some(("metadata.annotations", *kind)),
-                (_, Obj::Wrong(kind)) => Some(("metadata.labels", *kind)),
+                (Obj::Wrong(kind), _) => Some((ANNOTATIONS.dotted(), *kind)),
+                (_, Obj::Wrong(kind)) => Some((LABELS.dotted(), *kind)),
                 _ => None,
             },
             _ => None,
@@ -418,7 +410,7 @@ impl PipelineRollout {
             }
         }
         match self.status.get().and_then(|s| s.pause_status.get()) {
-            Some(pause) => read_time(&pause.last_pause_begin_time, PAUSE_BEGIN_PATH),
+            Some(pause) => read_time(&pause.last_pause_begin_time, PAUSE_BEGIN.dotted()),
             None => PauseStart::Missing,
         }
     }
@@ -431,6 +423,53 @@ mod tests {
 
     fn view(v: Value) -> PipelineRollout {
         PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
+    }
+
+    /// An object with `value` at `path` and nothing else.
+    fn at(path: FieldPath, value: Value) -> PipelineRollout {
+        let object = path
+            .keys()
+            .iter()
+            .rev()
+            .fold(value, |inner, key| json!({ *key: inner }));
+        view(object)
+    }
+
+    #[test]
+    fn the_view_reads_each_field_at_its_path() {
+        assert_eq!(
+            at(SCALE_FACTOR_FIELD, json!(25)).scale_factor(),
+            Some(&json!(25))
+        );
+        assert!(at(FORCE_PROMOTE_FIELD, json!(true)).force_promote());
+        assert!(at(UPGRADE_IN_PROGRESS, json!("PipelinePauseAndDrain")).is_pausing());
+        assert!(matches!(
+            at(PAUSE_BEGIN, json!("2024-05-01T10:00:00Z")).pause_started(),
+            PauseStart::At(_)
+        ));
+        let annotations = json!({ ALLOW_DATA_LOSS: "true", FORCE_PROMOTE_FOR: "after:" });
+        assert!(at(ANNOTATIONS, annotations.clone()).forces_reapply());
+        assert_eq!(
+            at(ANNOTATIONS, annotations).force_promote_for(),
+            Some("after:")
+        );
+        for key in [
+            LifecycleKey::Pause,
+            LifecycleKey::Deletion,
+            LifecycleKey::DeprecatedDeletion,
+        ] {
+            let seven = json!(7);
+            assert_eq!(
+                at(key.rollout_field(), json!(7)).lifecycle_timeout(key),
+                TimeoutSlot::Set(&seven),
+                "{key:?}"
+            );
+            assert_eq!(
+                at(key.child_field(), json!(7)).child_lifecycle_timeout(key),
+                TimeoutSlot::Set(&seven),
+                "{key:?}"
+            );
+        }
     }
 
     #[test]

@@ -149,7 +149,7 @@ impl ManifestJudge<'_> {
                     remarks.push(Remark {
                         severity: Severity::Info,
                         rule: None,
-                        field: Some(TIMEOUT_FIELD.to_owned()),
+                        field: Some(TIMEOUT_FIELD.to_string()),
                         message: self.default_message(seconds),
                     });
                 }
@@ -214,7 +214,10 @@ impl ManifestJudge<'_> {
         } else {
             format_seconds(seconds)
         };
-        format!("pauseGracePeriodSeconds will be set to {seconds} ({meaning})")
+        format!(
+            "{} will be set to {seconds} ({meaning})",
+            TIMEOUT_FIELD.name()
+        )
     }
 
     /// The decision of `webhook` on the write of `object`.
@@ -359,7 +362,7 @@ mod tests {
             field: crate::policy::rules::TimeoutField::ROLLOUT_PAUSE,
             value: "\"1h\"".into(),
         };
-        assert_eq!(field(not_integer).as_deref(), Some(TIMEOUT_FIELD));
+        assert_eq!(field(not_integer).as_deref(), Some(TIMEOUT_FIELD.dotted()));
         let unreachable = Violation::TimeoutUnreachable {
             field: crate::policy::rules::TimeoutField::ROLLOUT_PAUSE,
             path: "spec.pipeline",
@@ -370,7 +373,7 @@ mod tests {
             value: "0".into(),
             default: 50,
         };
-        assert_eq!(field(scale).as_deref(), Some(SCALE_FACTOR_FIELD));
+        assert_eq!(field(scale).as_deref(), Some(SCALE_FACTOR_FIELD.dotted()));
         let annotation = Violation::AnnotationInvalid {
             value: "\"yes\"".into(),
         };
@@ -382,7 +385,10 @@ mod tests {
             user: "alice".into(),
             refused: "not listed".into(),
         };
-        assert_eq!(field(promote).as_deref(), Some(FORCE_PROMOTE_FIELD));
+        assert_eq!(
+            field(promote).as_deref(),
+            Some(FORCE_PROMOTE_FIELD.dotted())
+        );
         assert_eq!(field(Violation::Unjudgeable("no object".into())), None);
     }
 

@@ -1,7 +1,6 @@
 //! The policy file: reading it into the model over the built-in values,
 //! resolving what keys inherit, and rendering it back.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 mod timeouts;
@@ -10,7 +9,9 @@ use self::timeouts::{Section, resolve_section};
 use super::checks;
 use super::error::BuiltInUnreadable;
 use super::error::PolicyError;
-use super::model::{BASE, Policy, RbacPolicy};
+use super::model::{
+    BASE, ChildEditKeys, Policy, RbacPolicy, SectionKeys, StrategyKeys, UndrainedDeletes,
+};
 
 /// The built-in policy, in the file format, exactly as documented; its
 /// second document holds the defaults of optional sections.
@@ -71,44 +72,23 @@ fn resolve(policy: &mut Policy, problems: &mut Vec<String>) {
     resolve_section(&mut policy.deletion_timeout, Section::Deletion, problems);
     let fr = &mut policy.force_reapply;
     for (verb, key) in [
-        (&fr.delete_undrained.rbac_verb, "deleteUndrained"),
-        (&fr.namespace_strategy.rbac_verb, "namespaceStrategy"),
-        (&fr.edit_children.rbac_verb, "editChildren"),
+        (&fr.delete_undrained.rbac_verb, UndrainedDeletes::KEY),
+        (&fr.namespace_strategy.rbac_verb, StrategyKeys::KEY),
+        (&fr.edit_children.rbac_verb, ChildEditKeys::KEY),
     ] {
         if verb.is_some() && fr.rbac.is_none() {
             problems.push(format!(
-                "forceReapply.{key}.rbacVerb is set but forceReapply.rbac is not: RBAC is asked only when forceReapply.rbac is set"
+                "{key}.rbacVerb is set but forceReapply.rbac is not: RBAC is asked only when forceReapply.rbac is set"
             ));
         }
     }
-    let du = &mut fr.delete_undrained;
-    du.users = inherit(&mut du.given_users, &fr.users);
-    du.groups = inherit(&mut du.given_groups, &fr.groups);
-    du.rbac = inherit_rbac(&mut du.rbac_verb, fr.rbac.as_ref());
-    let ns = &mut fr.namespace_strategy;
-    ns.users = inherit(&mut ns.given_users, &fr.users);
-    ns.groups = inherit(&mut ns.given_groups, &fr.groups);
-    ns.rbac = inherit_rbac(&mut ns.rbac_verb, fr.rbac.as_ref());
-    let (ec, du) = (&mut fr.edit_children, &fr.delete_undrained);
-    ec.users = inherit(&mut ec.given_users, &du.users);
-    ec.groups = inherit(&mut ec.given_groups, &du.groups);
-    ec.rbac = inherit_rbac(&mut ec.rbac_verb, du.rbac.as_ref());
-}
-
-/// A grant's list: as written, else `from`'s (then written in).
-fn inherit(given: &mut Option<BTreeSet<String>>, from: &BTreeSet<String>) -> BTreeSet<String> {
-    given.get_or_insert_with(|| from.clone()).clone()
-}
-
-/// A grant's RBAC: `from` with the verb written, else `from`'s verb (then
-/// written in); none when `from` is none.
-fn inherit_rbac(verb: &mut Option<String>, from: Option<&RbacPolicy>) -> Option<RbacPolicy> {
-    let rbac = from.map(|r| RbacPolicy {
-        verb: verb.clone().unwrap_or_else(|| r.verb.clone()),
-        ..r.clone()
-    });
-    *verb = rbac.as_ref().map(|r| r.verb.clone());
-    rbac
+    let rbac = fr.rbac.as_ref();
+    fr.delete_undrained.inherit(&fr.users, &fr.groups, rbac);
+    fr.namespace_strategy.inherit(&fr.users, &fr.groups, rbac);
+    // editChildren falls back to deleteUndrained, as resolved.
+    let du = &fr.delete_undrained;
+    fr.edit_children
+        .inherit(&du.users, &du.groups, du.rbac.as_ref());
 }
 
 impl Policy {

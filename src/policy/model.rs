@@ -18,6 +18,13 @@ use super::duration::{as_opt_seconds, as_seconds};
 use super::error::BuiltInUnreadable;
 use super::user::{Permission, UserInfo};
 
+mod grants;
+
+pub use grants::{
+    ChildEditKeys, DeleteUndrained, EditChildren, GrantSection, NamespaceStrategy, SectionKeys,
+    StrategyKeys, UndrainedDeletes,
+};
+
 /// The built-in policy as read, before what keys inherit is resolved,
 /// and the values `forceReapply.rbac` takes for the keys it leaves out:
 /// the values of the keys a policy file leaves out. Unset while the
@@ -284,160 +291,6 @@ impl ForceReapply {
     pub fn grant(&self) -> Grant<'_> {
         Grant {
             key: "forceReapply",
-            users: &self.users,
-            groups: &self.groups,
-            rbac: self.rbac.as_ref(),
-        }
-    }
-}
-
-/// Who may set `marked-for-deletion: "true"` on a recyclable Pipeline (or
-/// in a PipelineRollout's `spec.pipeline.metadata`): Numaplane deletes it
-/// without draining. Resolved at load: keys left out take forceReapply's.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(
-    default = "DeleteUndrained::base",
-    deny_unknown_fields,
-    rename_all = "camelCase"
-)]
-pub struct DeleteUndrained {
-    /// `users` as written; left out: inherited.
-    #[serde(rename = "users", default, skip_serializing_if = "Option::is_none")]
-    pub given_users: Option<BTreeSet<String>>,
-    /// `groups` as written; left out: inherited.
-    #[serde(rename = "groups", default, skip_serializing_if = "Option::is_none")]
-    pub given_groups: Option<BTreeSet<String>>,
-    /// `rbacVerb` as written; left out: inherited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rbac_verb: Option<String>,
-    /// Usernames allowed.
-    #[serde(skip)]
-    pub users: BTreeSet<String>,
-    /// Groups whose members are allowed.
-    #[serde(skip)]
-    pub groups: BTreeSet<String>,
-    /// RBAC asked when the lists say no: forceReapply.rbac with this
-    /// gate's verb (`None` when forceReapply.rbac is off).
-    #[serde(skip)]
-    pub rbac: Option<RbacPolicy>,
-    /// The accounts that delete a rollout's children as Kubernetes itself
-    /// (the garbage collector, the namespace controller): their DELETEs of
-    /// children are allowed unasked, as Numaplane's controller's are.
-    pub system_deleters: BTreeSet<String>,
-    /// A DELETE of a PipelineRollout needs this permission too (its
-    /// Pipelines are then drained for at most their deletion timeout).
-    pub gate_rollout_deletes: bool,
-}
-
-impl DeleteUndrained {
-    fn base() -> Self {
-        base(|p, _| p.force_reapply.delete_undrained.clone())
-    }
-
-    /// Who may delete undrained, as the permission check reads it.
-    pub fn grant(&self) -> Grant<'_> {
-        Grant {
-            key: "forceReapply.deleteUndrained",
-            users: &self.users,
-            groups: &self.groups,
-            rbac: self.rbac.as_ref(),
-        }
-    }
-}
-
-/// Who may set `upgradeStrategy: no-strategy` (or empty, or blank) in
-/// Numaplane's namespace-level ConfigMap: every rollout of the namespace
-/// then upgrades by plain apply, with no pause and no drain. Resolved at
-/// load: keys left out take forceReapply's.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(
-    default = "NamespaceStrategy::base",
-    deny_unknown_fields,
-    rename_all = "camelCase"
-)]
-pub struct NamespaceStrategy {
-    /// `users` as written; left out: inherited.
-    #[serde(rename = "users", default, skip_serializing_if = "Option::is_none")]
-    pub given_users: Option<BTreeSet<String>>,
-    /// `groups` as written; left out: inherited.
-    #[serde(rename = "groups", default, skip_serializing_if = "Option::is_none")]
-    pub given_groups: Option<BTreeSet<String>>,
-    /// `rbacVerb` as written; left out: inherited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rbac_verb: Option<String>,
-    /// Usernames allowed.
-    #[serde(skip)]
-    pub users: BTreeSet<String>,
-    /// Groups whose members are allowed.
-    #[serde(skip)]
-    pub groups: BTreeSet<String>,
-    /// RBAC asked when the lists say no: forceReapply.rbac with this
-    /// gate's verb (`None` when forceReapply.rbac is off), asked on the
-    /// ConfigMap (`configmaps`, core group) in its namespace.
-    #[serde(skip)]
-    pub rbac: Option<RbacPolicy>,
-}
-
-impl NamespaceStrategy {
-    fn base() -> Self {
-        base(|p, _| p.force_reapply.namespace_strategy.clone())
-    }
-
-    /// Who may make a namespace skip draining, as the permission check
-    /// reads it.
-    pub fn grant(&self) -> Grant<'_> {
-        Grant {
-            key: "forceReapply.namespaceStrategy",
-            users: &self.users,
-            groups: &self.groups,
-            rbac: self.rbac.as_ref(),
-        }
-    }
-}
-
-/// Who may change a rollout's child the way only Numaplane's and Numaflow's
-/// controllers otherwise do (rule 26): its spec (but scaling and pausing),
-/// status, ownerReferences, finalizers, and its keys under Numaplane's and
-/// Numaflow's prefixes. Resolved at load: keys left out take
-/// forceReapply.deleteUndrained's.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(
-    default = "EditChildren::base",
-    deny_unknown_fields,
-    rename_all = "camelCase"
-)]
-pub struct EditChildren {
-    /// `users` as written; left out: inherited.
-    #[serde(rename = "users", default, skip_serializing_if = "Option::is_none")]
-    pub given_users: Option<BTreeSet<String>>,
-    /// `groups` as written; left out: inherited.
-    #[serde(rename = "groups", default, skip_serializing_if = "Option::is_none")]
-    pub given_groups: Option<BTreeSet<String>>,
-    /// `rbacVerb` as written; left out: inherited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rbac_verb: Option<String>,
-    /// Usernames allowed.
-    #[serde(skip)]
-    pub users: BTreeSet<String>,
-    /// Groups whose members are allowed.
-    #[serde(skip)]
-    pub groups: BTreeSet<String>,
-    /// RBAC asked when the lists say no: forceReapply.rbac with this
-    /// gate's verb (`None` when forceReapply.rbac is off), asked on the
-    /// child's own resource in its namespace.
-    #[serde(skip)]
-    pub rbac: Option<RbacPolicy>,
-}
-
-impl EditChildren {
-    fn base() -> Self {
-        base(|p, _| p.force_reapply.edit_children.clone())
-    }
-
-    /// Who may edit a rollout's child, as the permission check reads it.
-    pub fn grant(&self) -> Grant<'_> {
-        Grant {
-            key: "forceReapply.editChildren",
             users: &self.users,
             groups: &self.groups,
             rbac: self.rbac.as_ref(),

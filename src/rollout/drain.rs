@@ -75,9 +75,10 @@ impl std::fmt::Display for DeletionTimeout {
 }
 
 /// The path of the deletion timeout Numaflow reads first.
-pub const DELETION_FIELD: &str = "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds";
+pub const DELETION_FIELD: &str = LifecycleKey::Deletion.rollout_field().dotted();
 /// The deprecated one it reads when the first is absent.
-pub const DEPRECATED_DELETION_FIELD: &str = "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds";
+pub const DEPRECATED_DELETION_FIELD: &str =
+    LifecycleKey::DeprecatedDeletion.rollout_field().dotted();
 
 impl PipelineRollout {
     /// The deletion timeout of this rollout's Pipeline:

@@ -12,6 +12,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::PipelineRollout;
+use super::fields::{ANNOTATIONS, LABELS};
 use crate::kinds::{Kind, PARENT_ROLLOUT, watched};
 use crate::lenient::{JsonKind, Obj};
 
@@ -128,10 +129,10 @@ impl Map {
     pub fn path(self, kind: Kind) -> String {
         let template = kind.template().unwrap_or("template");
         match self {
-            Self::Labels => "metadata.labels".to_owned(),
-            Self::Annotations => "metadata.annotations".to_owned(),
-            Self::TemplateLabels => format!("spec.{template}.metadata.labels"),
-            Self::TemplateAnnotations => format!("spec.{template}.metadata.annotations"),
+            Self::Labels => LABELS.dotted().to_owned(),
+            Self::Annotations => ANNOTATIONS.dotted().to_owned(),
+            Self::TemplateLabels => format!("spec.{template}.{LABELS}"),
+            Self::TemplateAnnotations => format!("spec.{template}.{ANNOTATIONS}"),
         }
     }
 }
@@ -202,8 +203,8 @@ impl PipelineRollout {
         };
         let key = kind.template().unwrap_or_default();
         match (&meta.labels, &meta.annotations) {
-            (Obj::Wrong(found), _) => Some((format!("spec.{key}.metadata.labels"), *found)),
-            (_, Obj::Wrong(found)) => Some((format!("spec.{key}.metadata.annotations"), *found)),
+            (Obj::Wrong(found), _) => Some((format!("spec.{key}.{LABELS}"), *found)),
+            (_, Obj::Wrong(found)) => Some((format!("spec.{key}.{ANNOTATIONS}"), *found)),
             _ => None,
         }
     }

@@ -6,6 +6,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::PipelineRollout;
+use super::fields::{
+    CHILD_DELETION, CHILD_DEPRECATED_DELETION, CHILD_PAUSE, DELETION_KEY, DEPRECATED_DELETION_KEY,
+    FieldPath, PAUSE_KEY, ROLLOUT_DELETION, ROLLOUT_DEPRECATED_DELETION, ROLLOUT_PAUSE,
+};
 use crate::lenient::{JsonKind, Obj};
 
 /// One drain timeout of a Pipeline's `lifecycle`.
@@ -25,16 +29,30 @@ impl LifecycleKey {
     /// The key's JSON name.
     pub const fn json_name(self) -> &'static str {
         match self {
-            Self::Pause => "pauseGracePeriodSeconds",
-            Self::Deletion => "deletionGracePeriodSeconds",
-            Self::DeprecatedDeletion => "deleteGracePeriodSeconds",
+            Self::Pause => PAUSE_KEY,
+            Self::Deletion => DELETION_KEY,
+            Self::DeprecatedDeletion => DEPRECATED_DELETION_KEY,
         }
     }
 
-    /// The keys on the way to this timeout in a PipelineRollout,
-    /// outermost first (what `/mutate` creates).
-    pub const fn rollout_path(self) -> [&'static str; 5] {
-        ["spec", "pipeline", "spec", "lifecycle", self.json_name()]
+    /// This timeout in a PipelineRollout's embedded pipeline spec
+    /// (`spec.pipeline.spec.lifecycle`); its keys are what `/mutate`
+    /// creates.
+    pub const fn rollout_field(self) -> FieldPath {
+        match self {
+            Self::Pause => ROLLOUT_PAUSE,
+            Self::Deletion => ROLLOUT_DELETION,
+            Self::DeprecatedDeletion => ROLLOUT_DEPRECATED_DELETION,
+        }
+    }
+
+    /// This timeout in a child Pipeline's own `spec.lifecycle`.
+    pub const fn child_field(self) -> FieldPath {
+        match self {
+            Self::Pause => CHILD_PAUSE,
+            Self::Deletion => CHILD_DELETION,
+            Self::DeprecatedDeletion => CHILD_DEPRECATED_DELETION,
+        }
     }
 }
 
@@ -67,7 +85,7 @@ pub enum TimeoutSlot<'a> {
     /// Set to a value other than `null` (not necessarily a valid one).
     Set(&'a Value),
     /// Absent or `null`. `depth` is the index in the key's path (for a
-    /// rollout, [`LifecycleKey::rollout_path`]) of the first key that is
+    /// rollout, [`LifecycleKey::rollout_field`]) of the first key that is
     /// absent or `null`: the mutating webhook must create the objects from
     /// there on.
     Unset {
@@ -83,28 +101,14 @@ pub enum TimeoutSlot<'a> {
     },
 }
 
-/// The dotted paths of the objects on the way to a rollout's timeouts.
-const ROLLOUT_LEVELS: [&str; 4] = [
-    "spec",
-    "spec.pipeline",
-    "spec.pipeline.spec",
-    "spec.pipeline.spec.lifecycle",
-];
-
-/// The dotted paths of the objects on the way to a child's timeouts.
-const CHILD_LEVELS: [&str; 2] = ["spec", "spec.lifecycle"];
-
-/// Steps one level down: the object, or the slot that says why not.
-fn step<'a, T>(
-    obj: &'a Obj<T>,
-    level: usize,
-    levels: &[&'static str],
-) -> Result<&'a T, TimeoutSlot<'static>> {
+/// Steps one level down on the way to `field`: the object, or the slot
+/// that says why not.
+fn step<T>(obj: &Obj<T>, level: usize, field: FieldPath) -> Result<&T, TimeoutSlot<'static>> {
     match obj {
         Obj::Present(t) => Ok(t),
         Obj::Missing | Obj::Null => Err(TimeoutSlot::Unset { depth: level }),
         Obj::Wrong(found) => Err(TimeoutSlot::Blocked {
-            path: levels.get(level).copied().unwrap_or("spec"),
+            path: field.prefix(level + 1).dotted(),
             found: *found,
         }),
     }
@@ -127,11 +131,12 @@ impl PipelineRollout {
     /// Where `key` stands in a PipelineRollout's
     /// `spec.pipeline.spec.lifecycle`.
     pub fn lifecycle_timeout(&self, key: LifecycleKey) -> TimeoutSlot<'_> {
+        let field = key.rollout_field();
         let lookup = || -> Result<TimeoutSlot<'_>, TimeoutSlot<'_>> {
-            let spec = step(&self.spec, 0, &ROLLOUT_LEVELS)?;
-            let pipeline = step(&spec.pipeline, 1, &ROLLOUT_LEVELS)?;
-            let pipeline_spec = step(&pipeline.spec, 2, &ROLLOUT_LEVELS)?;
-            let lifecycle = step(&pipeline_spec.lifecycle, 3, &ROLLOUT_LEVELS)?;
+            let spec = step(&self.spec, 0, field)?;
+            let pipeline = step(&spec.pipeline, 1, field)?;
+            let pipeline_spec = step(&pipeline.spec, 2, field)?;
+            let lifecycle = step(&pipeline_spec.lifecycle, 3, field)?;
             Ok(slot(lifecycle, key, 4))
         };
         lookup().unwrap_or_else(|slot| slot)
@@ -139,9 +144,10 @@ impl PipelineRollout {
 
     /// Where `key` stands in a child Pipeline's own `spec.lifecycle`.
     pub fn child_lifecycle_timeout(&self, key: LifecycleKey) -> TimeoutSlot<'_> {
+        let field = key.child_field();
         let lookup = || -> Result<TimeoutSlot<'_>, TimeoutSlot<'_>> {
-            let spec = step(&self.spec, 0, &CHILD_LEVELS)?;
-            let lifecycle = step(&spec.lifecycle, 1, &CHILD_LEVELS)?;
+            let spec = step(&self.spec, 0, field)?;
+            let lifecycle = step(&spec.lifecycle, 1, field)?;
             Ok(slot(lifecycle, key, 2))
         };
         lookup().unwrap_or_else(|slot| slot)

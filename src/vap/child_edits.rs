@@ -23,7 +23,8 @@ use crate::kinds::{
     NUMAFLOW_GROUP, NUMAPLANE_GROUP, PARENT_ROLLOUT, PAUSE_TIMESTAMP,
 };
 use crate::policy::model::Policy;
-use crate::policy::rules::child_edits::{DELETION_FINALIZERS, DESIRED_PHASE};
+use crate::policy::rules::child_edits::DELETION_FINALIZERS;
+use crate::rollout::DESIRED_PHASE;
 
 /// The kinds whose writes the policy judges.
 pub const KINDS: [Kind; 3] = [
@@ -135,61 +136,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
          variables.oldOwner.hasValue() ? variables.oldOwner : variables.owner"
             .to_owned(),
     );
-    // The spec, key by key, without what anyone may change.
-    let free = format!(
-        "k != 'lifecycle' && !(request.resource.resource == {} && k == 'replicas')",
-        cel::string(Kind::MonoVertex.resource())
-    );
-    vars.add(
-        "specFields",
-        format!(
-            "oldObject == null || (!has(object.spec) && !has(oldObject.spec)) ? [] :\n  \
-             !has(object.spec) || !has(oldObject.spec) ? ['spec'] :\n  \
-             type(dyn(object.spec)) != map || type(dyn(oldObject.spec)) != map ?\n  \
-             (type(dyn(object.spec)) == type(dyn(oldObject.spec)) && dyn(object.spec) == dyn(oldObject.spec) ? [] : ['spec']) :\n  \
-             {}",
-            changed_keys(
-                "dyn(object.spec)",
-                "dyn(oldObject.spec)",
-                &free,
-                "spec.",
-                ""
-            )
-        ),
-    );
-    // spec.lifecycle without desiredPhase; one that holds nothing else is
-    // none.
-    let phase = cel::string(DESIRED_PHASE);
-    for (root, [lc, on]) in [
-        ("object", ["lc", "lcOn"]),
-        ("oldObject", ["oldLc", "oldLcOn"]),
-    ] {
-        vars.add(lc, optional_at(root, &format!("{root}.spec"), "lifecycle"));
-        vars.add(
-            on,
-            format!(
-                "variables.{lc}.hasValue() &&\n  \
-                 !(type(variables.{lc}.value()) == map && variables.{lc}.value().all(k, k == {phase}))"
-            ),
-        );
-    }
-    vars.add(
-        "lcFields",
-        format!(
-            "oldObject == null || (!variables.lcOn && !variables.oldLcOn) ? [] :\n  \
-             variables.lcOn && variables.oldLcOn && type(variables.lc.value()) == map && type(variables.oldLc.value()) == map ?\n  \
-             {} :\n  \
-             variables.lcOn && variables.oldLcOn && type(variables.lc.value()) == type(variables.oldLc.value()) &&\n  \
-             variables.lc.value() == variables.oldLc.value() ? [] : ['spec.lifecycle']",
-            changed_keys(
-                "variables.lc.value()",
-                "variables.oldLc.value()",
-                &format!("k != {phase}"),
-                "spec.lifecycle.",
-                ""
-            )
-        ),
-    );
+    spec_vars(&mut vars);
     vars.add(
         "statusFields",
         format!(
@@ -233,42 +180,13 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
          variables.oldFins.exists(f, !(f in variables.fins)))"
             .to_owned(),
     );
-    // Numaplane's and Numaflow's keys, but those other rules judge; a
-    // pause-timestamp set or changed is rule 19's, its removal this rule's.
-    let reserved: Vec<String> = [FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION]
+    // Numaplane's and Numaflow's keys, but those other rules judge.
+    let reserved: Vec<&str> = [FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION]
         .into_iter()
         .chain(BOOKKEEPING_LABELS)
         .chain(BOOKKEEPING_ANNOTATIONS)
-        .map(str::to_owned)
         .collect();
-    let judged = format!(
-        "(k.startsWith({}) || k.startsWith({})) && !(k in {})",
-        cel::string(&format!("{NUMAPLANE_GROUP}/")),
-        cel::string(&format!("{NUMAFLOW_GROUP}/")),
-        cel::string_list(&reserved)
-    );
-    for (map, name) in [
-        ("labels", "labelFields"),
-        ("annotations", "annotationFields"),
-    ] {
-        let new = format!("(has(object.metadata.{map}) ? object.metadata.{map} : {{}})");
-        let old = format!("(has(oldObject.metadata.{map}) ? oldObject.metadata.{map} : {{}})");
-        let keep = if map == "annotations" {
-            format!(
-                "{judged} && !(k == {} && k in {new})",
-                cel::string(PAUSE_TIMESTAMP)
-            )
-        } else {
-            judged.clone()
-        };
-        vars.add(
-            name,
-            format!(
-                "oldObject == null ? [] :\n  {}",
-                changed_keys(&new, &old, &keep, &format!("metadata.{map}[\""), "\"]")
-            ),
-        );
-    }
+    key_vars(&mut vars, &reserved, &reserved);
     // What changes, as the webhook lists it: each part in byte order (the
     // spec's by dotted path, which is the webhook's order but where a spec
     // key continues `lifecycle` with a character below '.', which Numaflow's
@@ -330,12 +248,133 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
     (vars.0, vec![check])
 }
 
+/// The variables that list what an UPDATE changes of a child's spec, key
+/// by key, without what anyone may change (a MonoVertex's `replicas`,
+/// `spec.lifecycle.desiredPhase`; `spec.lifecycle` is compared one level
+/// deeper): `specFields`, `lc`/`lcOn` and `oldLc`/`oldLcOn` (the
+/// lifecycles, and whether they hold more than the phase), `lcFields`.
+fn spec_vars(vars: &mut Vars) {
+    let lifecycle = DESIRED_PHASE.parent();
+    let free = format!(
+        "k != {} && !(request.resource.resource == {} && k == 'replicas')",
+        cel::string(lifecycle.name()),
+        cel::string(Kind::MonoVertex.resource())
+    );
+    vars.add(
+        "specFields",
+        format!(
+            "oldObject == null || (!has(object.spec) && !has(oldObject.spec)) ? [] :\n  \
+             !has(object.spec) || !has(oldObject.spec) ? ['spec'] :\n  \
+             type(dyn(object.spec)) != map || type(dyn(oldObject.spec)) != map ?\n  \
+             (type(dyn(object.spec)) == type(dyn(oldObject.spec)) && dyn(object.spec) == dyn(oldObject.spec) ? [] : ['spec']) :\n  \
+             {}",
+            changed_keys(
+                "dyn(object.spec)",
+                "dyn(oldObject.spec)",
+                &free,
+                "spec.",
+                ""
+            )
+        ),
+    );
+    // spec.lifecycle without desiredPhase; one that holds nothing else is
+    // none.
+    let phase = cel::string(DESIRED_PHASE.name());
+    for (root, [lc, on]) in [
+        ("object", ["lc", "lcOn"]),
+        ("oldObject", ["oldLc", "oldLcOn"]),
+    ] {
+        vars.add(
+            lc,
+            optional_at(root, &format!("{root}.spec"), lifecycle.name()),
+        );
+        vars.add(
+            on,
+            format!(
+                "variables.{lc}.hasValue() &&\n  \
+                 !(type(variables.{lc}.value()) == map && variables.{lc}.value().all(k, k == {phase}))"
+            ),
+        );
+    }
+    vars.add(
+        "lcFields",
+        format!(
+            "oldObject == null || (!variables.lcOn && !variables.oldLcOn) ? [] :\n  \
+             variables.lcOn && variables.oldLcOn && type(variables.lc.value()) == map && type(variables.oldLc.value()) == map ?\n  \
+             {} :\n  \
+             variables.lcOn && variables.oldLcOn && type(variables.lc.value()) == type(variables.oldLc.value()) &&\n  \
+             variables.lc.value() == variables.oldLc.value() ? [] : [{}]",
+            changed_keys(
+                "variables.lc.value()",
+                "variables.oldLc.value()",
+                &format!("k != {phase}"),
+                &format!("{lifecycle}."),
+                ""
+            ),
+            cel::string(lifecycle.dotted())
+        ),
+    );
+}
+
+/// The variables that list the keys under Numaplane's and Numaflow's
+/// prefixes an UPDATE sets, changes or removes on a child, but `labels`
+/// and `annotations` (those other rules judge): `labelFields`,
+/// `annotationFields`. A pause-timestamp set or changed is rule 19's, its
+/// removal rule 26's.
+fn key_vars(vars: &mut Vars, labels: &[&str], annotations: &[&str]) {
+    for (map, name, reserved) in [
+        ("labels", "labelFields", labels),
+        ("annotations", "annotationFields", annotations),
+    ] {
+        let reserved: Vec<String> = reserved.iter().map(|k| (*k).to_owned()).collect();
+        let judged = format!(
+            "(k.startsWith({}) || k.startsWith({})) && !(k in {})",
+            cel::string(&format!("{NUMAPLANE_GROUP}/")),
+            cel::string(&format!("{NUMAFLOW_GROUP}/")),
+            cel::string_list(&reserved)
+        );
+        let new = format!("(has(object.metadata.{map}) ? object.metadata.{map} : {{}})");
+        let old = format!("(has(oldObject.metadata.{map}) ? oldObject.metadata.{map} : {{}})");
+        let keep = if map == "annotations" {
+            format!(
+                "{judged} && !(k == {} && k in {new})",
+                cel::string(PAUSE_TIMESTAMP)
+            )
+        } else {
+            judged
+        };
+        vars.add(
+            name,
+            format!(
+                "oldObject == null ? [] :\n  {}",
+                changed_keys(&new, &old, &keep, &format!("metadata.{map}[\""), "\"]")
+            ),
+        );
+    }
+}
+
+/// The variables of the chart's skipped-namespaces policy that list what
+/// an UPDATE changes of a child a rollout owns, as rule 26 compares it
+/// (`specFields`, `lcFields`, `labelFields`, `annotationFields` and the
+/// lifecycles they read). No webhook judges there, so only the keys that
+/// policy judges itself are left out: the force-promote label and
+/// marked-for-deletion (and pause-timestamp set or changed); Numaplane's
+/// bookkeeping keys are rule 26's there. `cargo xtask generate` writes
+/// them into the chart.
+pub fn skipped_namespaces_vars() -> Vec<Var> {
+    let mut vars = Vars::default();
+    spec_vars(&mut vars);
+    key_vars(&mut vars, &[FORCE_PROMOTE_LABEL], &[MARKED_FOR_DELETION]);
+    vars.0
+}
+
 /// The Kubernetes deleters, who add and remove the deletion finalizers and
 /// remove ownerReferences as they delete and orphan.
 fn edit_deleters(policy: &Policy) -> Vec<String> {
     policy
         .force_reapply
         .delete_undrained
+        .own
         .system_deleters
         .iter()
         .cloned()

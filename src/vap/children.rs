@@ -20,12 +20,10 @@ use super::timeout::{self, CelOverflow, Judged, Labels, PAUSE_SCOPE};
 use super::variables::{self, Var, Vars};
 use crate::kinds::PAUSE_TIMESTAMP;
 use crate::policy::model::Policy;
-
-/// A Pipeline's drain timeouts, below `spec.lifecycle`.
-const LIFECYCLE: [&str; 2] = ["spec", "lifecycle"];
+use crate::rollout::{ANNOTATIONS, FieldPath, LifecycleKey};
 
 /// The pause timeout's path on a Pipeline.
-const PAUSE_FIELD: &str = "spec.lifecycle.pauseGracePeriodSeconds";
+const PAUSE_FIELD: FieldPath = LifecycleKey::Pause.child_field();
 
 const PAUSE_LABELS: Labels = Labels {
     integer: "rule 2: a Pipeline's pause timeout is an integer",
@@ -54,12 +52,8 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         (["p", "pInt"], "object"),
         (["oldP", "oldPInt"], "oldObject"),
     ] {
-        let keys: Vec<&str> = LIFECYCLE
-            .iter()
-            .copied()
-            .chain([crate::rollout::LifecycleKey::Pause.json_name()])
-            .collect();
-        variables::value_var(&mut vars, names, &cel::steps(root, &keys, Some(1)), "");
+        let steps = cel::steps(root, PAUSE_FIELD.keys(), Some(1));
+        variables::value_var(&mut vars, names, &steps, "");
     }
     vars.add(
         "pSame",
@@ -73,15 +67,15 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             )
         ),
     );
-    variables::deletion_vars(&mut vars, &LIFECYCLE, Some(1), ["", ""]);
-    vars.optional_key("pt", "oldPt", &["metadata", "annotations"], PAUSE_TIMESTAMP);
+    variables::deletion_vars(&mut vars, LifecycleKey::child_field, Some(1), ["", ""]);
+    vars.optional_key("pt", "oldPt", ANNOTATIONS.keys(), PAUSE_TIMESTAMP);
     let mut checks = timeout::checks(&Judged {
         dt: &policy.drain_timeout,
         section: "drainTimeout",
         section_in_scope: false,
         scope: PAUSE_SCOPE,
-        field: cel::string(PAUSE_FIELD),
-        field_text: PAUSE_FIELD,
+        field: cel::string(PAUSE_FIELD.dotted()),
+        field_text: PAUSE_FIELD.to_string(),
         value: "p",
         int: "pInt",
         same: "pSame",
@@ -92,7 +86,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
     });
     let mut deletion = deletion(
         &policy.deletion_timeout,
-        "spec.lifecycle.deletionGracePeriodSeconds (or the deprecated deleteGracePeriodSeconds)",
+        LifecycleKey::child_field,
         "variables.controller",
     );
     deletion.labels = Labels {
@@ -107,9 +101,9 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
 /// Rule 19 on a Pipeline: only Numaflow's controller sets or changes
 /// pause-timestamp (removing it is allowed).
 fn pause_timestamp_check(numaflow: &str) -> Check {
-    let path = format!("metadata.annotations[\"{PAUSE_TIMESTAMP}\"]");
+    let path = ANNOTATIONS.entry(PAUSE_TIMESTAMP);
     let why = format!(
-        ": Numaflow ends a pause at this time plus spec.lifecycle.pauseGracePeriodSeconds, drained or not, so an earlier time ends the drain with data undrained; only Numaflow's controller (\"{numaflow}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout"
+        ": Numaflow ends a pause at this time plus {PAUSE_FIELD}, drained or not, so an earlier time ends the drain with data undrained; only Numaflow's controller (\"{numaflow}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout"
     );
     check(
         "rule 19: only Numaflow's controller sets or changes pause-timestamp",

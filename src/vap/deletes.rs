@@ -11,6 +11,7 @@ use super::check::{Check, Grantees, check};
 use super::variables::{self, Var, Vars};
 use crate::kinds::{Kind, PARENT_ROLLOUT};
 use crate::policy::model::Policy;
+use crate::rollout::LifecycleKey;
 
 /// The kinds whose DELETE the policy judges.
 pub const KINDS: [Kind; 3] = [
@@ -33,7 +34,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         ),
     );
     let exempt: Vec<String> = std::iter::once(policy.numaplane.controller_account.clone())
-        .chain(undrained.system_deleters.iter().cloned())
+        .chain(undrained.own.system_deleters.iter().cloned())
         .collect();
     let grantees = Grantees(undrained.grant());
     let permitted = grantees
@@ -70,9 +71,10 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         "deleting a child a rollout owns drains it for at most its deletion timeout, then drops what was not consumed: it needs forceReapply.deleteUndrained; ask a platform admin, or change or delete the rollout instead and let Numaplane drain it",
         format!(
             "'user \"' + variables.user + '\" may not delete this ' + {{{kinds}}}[request.resource.resource] + ' \"' + variables.parent.value() +\n  \
-             '\": it is drained for at most its deletion timeout (spec.lifecycle.deletionGracePeriodSeconds), then what was not consumed is dropped, and Numaplane makes it again; ' +\n  \
+             '\": it is drained for at most its deletion timeout ({deletion}), then what was not consumed is dropped, and Numaplane makes it again; ' +\n  \
              {refused} + '; ask a platform admin to add you to forceReapply.deleteUndrained in the webhook\\'s policy, or change or delete the ' +\n  \
-             {{{rollouts}}}[request.resource.resource] + ' instead and let Numaplane drain it'"
+             {{{rollouts}}}[request.resource.resource] + ' instead and let Numaplane drain it'",
+            deletion = LifecycleKey::Deletion.child_field()
         ),
     );
     (vars.0, vec![check])

@@ -16,7 +16,7 @@ use super::cel;
 use super::check::{Check, Grantees, check};
 use super::variables::{self, ROLLOUT_LIFECYCLE, Var, Vars};
 use crate::policy::model::{Mode, Policy};
-use crate::rollout::DEFAULT_DELETION_WORDS;
+use crate::rollout::{DEFAULT_DELETION_WORDS, LifecycleKey};
 
 /// The variables both policies read: the request's, and `rdWords`, the
 /// stored rollout's deletion timeout in the webhook's words
@@ -30,17 +30,17 @@ use crate::rollout::DEFAULT_DELETION_WORDS;
 pub fn vars() -> Vars {
     let mut vars = Vars::default();
     variables::request_vars(&mut vars);
-    let lifecycle = cel::steps("oldObject", &ROLLOUT_LIFECYCLE, Some(3));
+    let lifecycle = cel::steps("oldObject", ROLLOUT_LIFECYCLE, Some(3));
     let readable = format!("{} && ", cel::all_maps(&lifecycle));
-    for (leaf, names) in [
-        ("deletionGracePeriodSeconds", ["rdD", "rdDInt"]),
-        ("deleteGracePeriodSeconds", ["rdDD", "rdDDInt"]),
+    for (key, names) in [
+        (LifecycleKey::Deletion, ["rdD", "rdDInt"]),
+        (LifecycleKey::DeprecatedDeletion, ["rdDD", "rdDDInt"]),
     ] {
-        let keys: Vec<&str> = ROLLOUT_LIFECYCLE.iter().copied().chain([leaf]).collect();
+        let keys = key.rollout_field().keys();
         variables::value_var(
             &mut vars,
             names,
-            &cel::steps("oldObject", &keys, Some(3)),
+            &cel::steps("oldObject", keys, Some(3)),
             &readable,
         );
     }
@@ -72,14 +72,14 @@ pub fn vars() -> Vars {
 /// gate rollout deletes.
 fn allowed(policy: &Policy) -> Option<(String, String)> {
     let undrained = &policy.force_reapply.delete_undrained;
-    if !undrained.gate_rollout_deletes {
+    if !undrained.own.gate_rollout_deletes {
         return None;
     }
     let grantees = Grantees(undrained.grant());
     let permitted = grantees
         .permitted("authorizer.group(request.resource.group).resource(request.resource.resource)");
     let refused = grantees.refused("request.resource.resource + '.' + request.resource.group");
-    let exempt: Vec<String> = undrained.system_deleters.iter().cloned().collect();
+    let exempt: Vec<String> = undrained.own.system_deleters.iter().cloned().collect();
     Some((
         format!(
             "variables.user in {} ||\n  {permitted}",

@@ -8,10 +8,11 @@ use super::cel;
 use super::check::{Check, Grantees, check};
 use super::timeout::{self, CelOverflow, DELETION_SCOPE, Judged, Labels, PAUSE_SCOPE};
 use super::variables::{self, Var};
-use crate::kinds::PAUSE_TIMESTAMP;
+use crate::kinds::{Kind, PAUSE_TIMESTAMP};
 use crate::policy::model::{DrainTimeout, Policy};
 use crate::rollout::{
-    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, GROUP, RESOURCE, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FieldPath, GROUP, LifecycleKey, Map, RESOURCE,
+    SCALE_FACTOR_FIELD, TIMEOUT_FIELD, UPGRADE_IN_PROGRESS,
 };
 
 /// The labels of the pause timeout's checks (rules 2 to 4).
@@ -34,8 +35,18 @@ pub const DELETION_LABELS: Labels = Labels {
 
 /// The deletion timeout Numaflow reads (`variables.dJ`, see
 /// [`variables::deletion_vars`]) as rules 16 to 18 judge it, exempting
-/// requests for which `exempt` (CEL) holds.
-pub fn deletion<'a>(dt: &'a DrainTimeout, field_text: &'static str, exempt: &str) -> Judged<'a> {
+/// requests for which `exempt` (CEL) holds; `field` places the timeouts
+/// (`LifecycleKey::rollout_field` or `child_field`).
+pub fn deletion<'a>(
+    dt: &'a DrainTimeout,
+    field: fn(LifecycleKey) -> FieldPath,
+    exempt: &str,
+) -> Judged<'a> {
+    let field_text = format!(
+        "{} (or the deprecated {})",
+        field(LifecycleKey::Deletion),
+        LifecycleKey::DeprecatedDeletion.json_name()
+    );
     Judged {
         dt,
         section: "deletionTimeout",
@@ -71,7 +82,7 @@ pub fn rules(policy: &Policy) -> Rules {
     checks.extend(timeout_checks(&policy.drain_timeout));
     checks.extend(timeout::checks(&deletion(
         &policy.deletion_timeout,
-        "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds (or the deprecated deleteGracePeriodSeconds)",
+        LifecycleKey::rollout_field,
         "false",
     )));
     checks.push(annotation_check());
@@ -126,8 +137,8 @@ fn timeout_checks(dt: &DrainTimeout) -> Vec<Check> {
         section: "drainTimeout",
         section_in_scope: false,
         scope: PAUSE_SCOPE,
-        field: cel::string(TIMEOUT_FIELD),
-        field_text: TIMEOUT_FIELD,
+        field: cel::string(TIMEOUT_FIELD.dotted()),
+        field_text: TIMEOUT_FIELD.to_string(),
         value: "t",
         int: "tInt",
         same: "tSame",
@@ -194,7 +205,7 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
                 "{user} + {} + (oldObject == null ? {} : {})",
                 cel::string(&reapply),
                 cel::string("a new PipelineRollout cannot be pausing: create it without the annotation and set it only while a pause is stuck"),
-                cel::string("the pipeline is not pausing (status.upgradeInProgress is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"),
+                cel::string(&format!("the pipeline is not pausing ({UPGRADE_IN_PROGRESS} is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck")),
             ),
         ));
     }
@@ -220,8 +231,14 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
 /// `spec.pipeline.metadata.annotations` (Numaplane copies it onto every
 /// Pipeline it makes).
 fn template_pause_timestamp_check() -> Check {
-    let path = format!("spec.pipeline.metadata.annotations[\"{PAUSE_TIMESTAMP}\"]");
-    let why = ": Numaflow ends a pause at this time plus spec.lifecycle.pauseGracePeriodSeconds, drained or not, so an earlier time ends the drain with data undrained; Numaplane would copy it onto every Pipeline it makes: remove it from the template";
+    let path = format!(
+        "{}[\"{PAUSE_TIMESTAMP}\"]",
+        Map::TemplateAnnotations.path(Kind::PipelineRollout)
+    );
+    let why = format!(
+        ": Numaflow ends a pause at this time plus {}, drained or not, so an earlier time ends the drain with data undrained; Numaplane would copy it onto every Pipeline it makes: remove it from the template",
+        LifecycleKey::Pause.child_field()
+    );
     check(
         "rule 19: pause-timestamp is not set or changed in the template",
         "!variables.tpt.hasValue() ||\n  (variables.oldTpt.hasValue() && variables.oldTpt.value() == variables.tpt.value())".into(),

@@ -72,7 +72,7 @@ pub struct Judged<'a> {
     /// CEL text: the field's dotted path, as a string.
     pub field: String,
     /// The field's path for static messages.
-    pub field_text: &'static str,
+    pub field_text: String,
     /// Variable names: the raw value, its integer view, and "unchanged".
     pub value: &'static str,
     /// The integer view.
@@ -142,7 +142,7 @@ fn allowed_values(dt: &DrainTimeout, scope: ScopeVars) -> String {
 pub fn checks(j: &Judged<'_>) -> Vec<Check> {
     let dt = j.dt;
     let field = format!("{} + ' is '", j.field);
-    let f = j.field_text;
+    let f = &j.field_text;
     let scope = scope_words(j);
     let fix = allowed_values(dt, j.scope);
     let no_timeout = dt.no_timeout_seconds;

@@ -9,7 +9,7 @@
 use super::cel::{self, Step};
 use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars};
 use crate::policy::model::{DrainTimeout, Policy};
-use crate::rollout::ALLOW_DATA_LOSS;
+use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, FieldPath, LifecycleKey, UPGRADE_IN_PROGRESS};
 
 /// A named CEL expression that validations read as `variables.NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,15 +20,14 @@ pub struct Var {
     pub expression: String,
 }
 
-const TIMEOUT_KEYS: [&str; 5] = crate::rollout::TIMEOUT_PATH;
-const SCALE_KEYS: [&str; 4] = crate::rollout::SCALE_FACTOR_PATH;
-const PROMOTE_KEYS: [&str; 4] = crate::rollout::FORCE_PROMOTE_PATH;
-const META_KEYS: [&str; 2] = ["metadata", "annotations"];
+const TIMEOUT_KEYS: &[&str] = crate::rollout::TIMEOUT_FIELD.keys();
+const SCALE_KEYS: &[&str] = crate::rollout::SCALE_FACTOR_FIELD.keys();
+const PROMOTE_KEYS: &[&str] = crate::rollout::FORCE_PROMOTE_FIELD.keys();
 /// Where a PipelineRollout's drain timeouts are: its embedded Pipeline's
 /// `spec.lifecycle`, below the schemaless `spec.pipeline.spec` (step 3).
-pub const ROLLOUT_LIFECYCLE: [&str; 4] = ["spec", "pipeline", "spec", "lifecycle"];
+pub const ROLLOUT_LIFECYCLE: &[&str] = crate::rollout::TIMEOUT_FIELD.parent().keys();
 /// The template's annotations of a PipelineRollout.
-pub const TEMPLATE_ANNOTATIONS: [&str; 4] = ["spec", "pipeline", "metadata", "annotations"];
+pub const TEMPLATE_ANNOTATIONS: &[&str] = crate::rollout::TEMPLATE_ANNOTATIONS.keys();
 
 /// The variables of the PipelineRollout policy for `policy`, each after
 /// those it reads.
@@ -47,7 +46,7 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
     comparison_vars(&mut vars);
     deletion_vars(
         &mut vars,
-        &ROLLOUT_LIFECYCLE,
+        LifecycleKey::rollout_field,
         Some(3),
         [
             "variables.tBlock == '' && ",
@@ -57,7 +56,7 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
     vars.optional_key(
         "tpt",
         "oldTpt",
-        &TEMPLATE_ANNOTATIONS,
+        TEMPLATE_ANNOTATIONS,
         crate::kinds::PAUSE_TIMESTAMP,
     );
     vars.0
@@ -171,7 +170,7 @@ pub fn scope_vars(vars: &mut Vars, dt: &DrainTimeout, names: ScopeVars) {
 }
 
 fn timeout_vars(vars: &mut Vars, prefix: &str, root: &str) {
-    let steps = cel::steps(root, &TIMEOUT_KEYS, Some(3));
+    let steps = cel::steps(root, TIMEOUT_KEYS, Some(3));
     let block = var_name(prefix, "tBlock");
     vars.add(block, guarded(root, cel::first_non_map(&steps[..4]), "''"));
     // With no level blocked, every present level is a map.
@@ -207,8 +206,9 @@ pub fn value_var(vars: &mut Vars, names: [&'static str; 2], steps: &[Step], unbl
     vars.add(names[1], cel::int_view(&format!("variables.{}", names[0])));
 }
 
-/// The deletion timeout of the object whose drain timeouts are at
-/// `lifecycle` (a step from `schemaless` on goes through `dyn()`):
+/// The deletion timeout of the object whose drain timeouts are where
+/// `field` says (`LifecycleKey::rollout_field` or `child_field`; a step
+/// from `schemaless` on goes through `dyn()`):
 /// `d`/`dd` (deletionGracePeriodSeconds, and the deprecated
 /// deleteGracePeriodSeconds), each with its integer view and the stored
 /// object's; `dJ`/`dJInt`, the one Numaflow reads; `dField`, its path;
@@ -217,10 +217,14 @@ pub fn value_var(vars: &mut Vars, names: [&'static str; 2], steps: &[Step], unbl
 /// and the stored object's lifecycle can be read.
 pub fn deletion_vars(
     vars: &mut Vars,
-    lifecycle: &[&str],
+    field: fn(LifecycleKey) -> FieldPath,
     schemaless: Option<usize>,
     unblocked: [&str; 2],
 ) {
+    let (current, deprecated) = (
+        field(LifecycleKey::Deletion),
+        field(LifecycleKey::DeprecatedDeletion),
+    );
     let names = [
         ("object", unblocked[0], ["d", "dInt"], ["dd", "ddInt"]),
         (
@@ -230,16 +234,11 @@ pub fn deletion_vars(
             ["oldDD", "oldDDInt"],
         ),
     ];
-    for (root, ub, current, deprecated) in names {
-        for (leaf, names) in [
-            ("deletionGracePeriodSeconds", current),
-            ("deleteGracePeriodSeconds", deprecated),
-        ] {
-            let keys: Vec<&str> = lifecycle.iter().copied().chain([leaf]).collect();
-            value_var(vars, names, &cel::steps(root, &keys, schemaless), ub);
+    for (root, ub, names_now, names_deprecated) in names {
+        for (path, names) in [(current, names_now), (deprecated, names_deprecated)] {
+            value_var(vars, names, &cel::steps(root, path.keys(), schemaless), ub);
         }
     }
-    let path = lifecycle.join(".");
     vars.add(
         "dJ",
         "variables.d != null ? variables.d : variables.dd".into(),
@@ -252,8 +251,8 @@ pub fn deletion_vars(
         "dField",
         format!(
             "variables.d != null ? {} : {}",
-            cel::string(&format!("{path}.deletionGracePeriodSeconds")),
-            cel::string(&format!("{path}.deleteGracePeriodSeconds"))
+            cel::string(current.dotted()),
+            cel::string(deprecated.dotted())
         ),
     );
     // The deprecated field is what Numaflow reads as long as the new one
@@ -272,7 +271,7 @@ pub fn deletion_vars(
 }
 
 fn scale_vars(vars: &mut Vars, prefix: &str, root: &str, default: u64) {
-    let steps = cel::steps(root, &SCALE_KEYS, None);
+    let steps = cel::steps(root, SCALE_KEYS, None);
     let (levels, leaf) = steps.split_at(3);
     let s = var_name(prefix, "s");
     vars.add(
@@ -300,7 +299,7 @@ fn scale_vars(vars: &mut Vars, prefix: &str, root: &str, default: u64) {
 }
 
 fn annotation_vars(vars: &mut Vars, prefix: &str, root: &str) {
-    let steps = cel::steps(root, &META_KEYS, None);
+    let steps = cel::steps(root, ANNOTATIONS.keys(), None);
     let bad = var_name(prefix, "metaBad");
     vars.add(bad, guarded(root, cel::first_non_map(&steps), "''"));
     let annotations = &steps[1].select;
@@ -322,7 +321,7 @@ fn annotation_vars(vars: &mut Vars, prefix: &str, root: &str) {
 }
 
 fn promote_var(vars: &mut Vars, prefix: &str, root: &str) {
-    let steps = cel::steps(root, &PROMOTE_KEYS, None);
+    let steps = cel::steps(root, PROMOTE_KEYS, None);
     let (levels, leaf) = steps.split_at(3);
     vars.add(
         var_name(prefix, "forcePromote"),
@@ -395,11 +394,13 @@ fn comparison_vars(vars: &mut Vars) {
     // PipelineRollout::is_pausing reads them.
     vars.add(
         "pausing",
-        "oldObject != null && has(oldObject.status) && type(oldObject.status) == map && (\n  \
-         (has(oldObject.status.upgradeInProgress) && oldObject.status.upgradeInProgress == 'PipelinePauseAndDrain') ||\n  \
-         (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
-         oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
-         has(c.status) && c.status == 'True' && has(c.reason) && c.reason == 'PipelinePausing')))"
-            .into(),
+        format!(
+            "oldObject != null && has(oldObject.status) && type(oldObject.status) == map && (\n  \
+             (has({upgrade}) && {upgrade} == 'PipelinePauseAndDrain') ||\n  \
+             (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
+             oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
+             has(c.status) && c.status == 'True' && has(c.reason) && c.reason == 'PipelinePausing')))",
+            upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
+        ),
     );
 }

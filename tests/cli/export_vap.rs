@@ -134,7 +134,12 @@ fn the_yaml_parses_back_as_the_kubernetes_types() {
             "test-name-namespace-config",
             "test-name-rollout-delete-warnings",
         ];
-        if policy.force_reapply.delete_undrained.gate_rollout_deletes {
+        if policy
+            .force_reapply
+            .delete_undrained
+            .own
+            .gate_rollout_deletes
+        {
             want.push("test-name-rollout-deletes");
         }
         want.push("test-name-child-edits");

@@ -210,6 +210,7 @@ fn the_policys_accounts_are_the_ones_the_webhooks_keep_off() {
         policy
             .force_reapply
             .delete_undrained
+            .own
             .system_deleters
             .iter()
             .collect::<Vec<_>>(),

@@ -13,6 +13,7 @@ mod kustomize_base;
 mod match_conditions;
 mod repository;
 mod second_line;
+mod skipped_namespaces;
 
 use std::process::ExitCode;
 
@@ -43,10 +44,11 @@ fn mode(args: &[String]) -> Result<Mode, Error> {
 type Step = fn(&Repository) -> Result<Vec<Generated>, Error>;
 
 /// The steps, in order: the raw manifests are rendered from the chart
-/// after the chart's match conditions are written.
-const STEPS: [Step; 5] = [
+/// after the chart's match conditions and rule 26's variables are written.
+const STEPS: [Step; 6] = [
     dashboard::copies,
     match_conditions::files,
+    skipped_namespaces::files,
     alerts::components,
     kustomize_base::files,
     second_line::files,

@@ -356,10 +356,10 @@ fn the_deleters_the_rollout_gate_and_numaflows_account() {
     let p = Policy::built_in();
     let du = &p.force_reapply.delete_undrained;
     assert_eq!(
-        du.system_deleters.iter().collect::<Vec<_>>(),
+        du.own.system_deleters.iter().collect::<Vec<_>>(),
         crate::kinds::SYSTEM_DELETERS
     );
-    assert!(!du.gate_rollout_deletes);
+    assert!(!du.own.gate_rollout_deletes);
     assert_eq!(
         p.numaflow.controller_account,
         crate::kinds::NUMAFLOW_CONTROLLER
@@ -369,8 +369,8 @@ fn the_deleters_the_rollout_gate_and_numaflows_account() {
     )
     .expect("valid");
     let du = &p.force_reapply.delete_undrained;
-    assert_eq!(du.system_deleters.iter().collect::<Vec<_>>(), ["gc"]);
-    assert!(du.gate_rollout_deletes);
+    assert_eq!(du.own.system_deleters.iter().collect::<Vec<_>>(), ["gc"]);
+    assert!(du.own.gate_rollout_deletes);
     // The lists still default to forceReapply's.
     assert_eq!(du.users, p.force_reapply.users);
     assert_eq!(p.numaflow.controller_account, "nf");

@@ -41,7 +41,7 @@ use crate::kinds::{
 };
 use crate::policy::model::Policy;
 use crate::policy::user::Permission;
-use crate::rollout::{Ownership, PipelineRollout};
+use crate::rollout::{DESIRED_PHASE, Ownership, PipelineRollout};
 
 /// The finalizers the Kubernetes deleters add and remove as they delete
 /// (foreground) and orphan.
@@ -51,9 +51,6 @@ pub const DELETION_FINALIZERS: [&str; 2] = ["foregroundDeletion", "orphan"];
 fn free_spec_key(kind: Kind, key: &str) -> bool {
     kind == Kind::MonoVertex && key == "replicas"
 }
-
-/// The `spec.lifecycle` key anyone may change: pausing and resuming.
-pub const DESIRED_PHASE: &str = "desiredPhase";
 
 /// What rule 26 asks of a request, worked out once.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -111,11 +108,12 @@ fn judged_spec(kind: Kind, spec: Option<&Value>) -> Option<Value> {
     let mut spec = spec?.clone();
     if let Value::Object(map) = &mut spec {
         map.retain(|k, _| !free_spec_key(kind, k));
-        if let Some(Value::Object(lifecycle)) = map.get_mut("lifecycle") {
-            lifecycle.remove(DESIRED_PHASE);
+        let lifecycle_key = DESIRED_PHASE.parent().name();
+        if let Some(Value::Object(lifecycle)) = map.get_mut(lifecycle_key) {
+            lifecycle.remove(DESIRED_PHASE.name());
             // A lifecycle written only to pause is no lifecycle of note.
             if lifecycle.is_empty() {
-                map.remove("lifecycle");
+                map.remove(lifecycle_key);
             }
         }
     }
@@ -134,7 +132,7 @@ fn differences(path: &str, new: Option<&Value>, old: Option<&Value>, out: &mut V
             let keys: BTreeSet<&String> = n.keys().chain(o.keys()).collect();
             for key in keys {
                 let inner = format!("{path}.{key}");
-                if inner == "spec.lifecycle" {
+                if inner == DESIRED_PHASE.parent().dotted() {
                     differences(&inner, n.get(key), o.get(key), out);
                 } else if n.get(key) != o.get(key) {
                     out.push(inner);
@@ -255,6 +253,7 @@ impl ChildEdits {
         let deleter = policy
             .force_reapply
             .delete_undrained
+            .own
             .system_deleters
             .contains(user);
         let (fields, created) = match write.old() {

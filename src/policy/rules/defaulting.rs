@@ -70,7 +70,7 @@ fn add_default(
     decision: &mut Verdict,
 ) -> u64 {
     let seconds = dt.default_seconds(dt.scope(namespace).rules.default);
-    let path = key.rollout_path();
+    let path = key.rollout_field().keys();
     let mut value = Value::from(seconds);
     for step in path[depth + 1..].iter().rev() {
         value = Value::Object([((*step).to_owned(), value)].into_iter().collect());

@@ -67,13 +67,18 @@ impl DeleteGates {
         let system = policy
             .force_reapply
             .delete_undrained
+            .own
             .system_deleters
             .contains(user);
         if write.kind == Kind::PipelineRollout {
             // The namespace controller deleting a namespace is not gated.
             return Self {
                 rollout: Some(write.object.deletion_timeout().to_string()),
-                rollout_gated: policy.force_reapply.delete_undrained.gate_rollout_deletes
+                rollout_gated: policy
+                    .force_reapply
+                    .delete_undrained
+                    .own
+                    .gate_rollout_deletes
                     && !system,
                 ..Self::default()
             };

@@ -10,7 +10,7 @@ use crate::policy::duration::format_seconds;
 use crate::policy::model::{Mode, Policy};
 use crate::policy::timestamp::format_rfc3339_utc;
 use crate::policy::user::Permission;
-use crate::rollout::PauseStart;
+use crate::rollout::{PAUSE_BEGIN, PauseStart};
 
 /// Rule 5's first half: `metadata` and its annotations must be objects.
 pub fn metadata_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
@@ -69,7 +69,7 @@ enum PauseAgeUnknown {
     NewObject,
     /// The status names no start.
     #[error(
-        "neither a pausing PipelinePausingOrPaused condition's lastTransitionTime nor status.pauseStatus.lastPauseBeginTime is set"
+        "neither a pausing PipelinePausingOrPaused condition's lastTransitionTime nor {PAUSE_BEGIN} is set"
     )]
     NoStart,
     /// The status names a start that is not a time.

@@ -26,7 +26,9 @@ use super::guarded_write::{GuardedWrite, Operation};
 use super::verdict::{EventReason, Finding, ForceEvent, Verdict};
 use super::violation::{RecordProblem, Violation, cut};
 use crate::policy::model::Policy;
-use crate::rollout::{FORCE_PROMOTE_FOR, FORCE_PROMOTE_PATH, PipelineRollout, ProgressiveUpgrade};
+use crate::rollout::{
+    ANNOTATIONS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, PipelineRollout, ProgressiveUpgrade,
+};
 
 /// Rule 12's warning: an UPDATE keeps forcePromote on.
 pub const LEFT_ON_WARNING: &str = "forcePromote is still true: the next upgrade skips assessment and deletes recyclable pipelines undrained";
@@ -138,7 +140,7 @@ fn is_over(record: &str, now: ProgressiveUpgrade<'_>) -> bool {
 }
 
 fn record_path() -> PointerBuf {
-    PointerBuf::from_tokens(["metadata", "annotations", FORCE_PROMOTE_FOR])
+    PointerBuf::from_tokens(ANNOTATIONS.entry_keys(FORCE_PROMOTE_FOR))
 }
 
 /// The one-shot forcePromote (`forcePromote.oneShot`) for `/mutate`: records
@@ -172,7 +174,7 @@ pub fn reset_finished_force_promote(
                 })
             } else {
                 PatchOperation::Add(AddOperation {
-                    path: PointerBuf::from_tokens(["metadata", "annotations"]),
+                    path: PointerBuf::from_tokens(ANNOTATIONS.keys().iter().copied()),
                     value: json!({ FORCE_PROMOTE_FOR: value }),
                 })
             };
@@ -205,7 +207,7 @@ pub fn reset_finished_force_promote(
 fn reset(write: &GuardedWrite<'_>, decision: &mut Verdict) {
     decision.patch.extend([
         PatchOperation::Replace(ReplaceOperation {
-            path: PointerBuf::from_tokens(FORCE_PROMOTE_PATH),
+            path: PointerBuf::from_tokens(FORCE_PROMOTE_FIELD.keys().iter().copied()),
             value: Value::Bool(false),
         }),
         PatchOperation::Remove(RemoveOperation {

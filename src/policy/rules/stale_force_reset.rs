@@ -9,7 +9,7 @@ use super::guarded_write::{GuardedWrite, Operation};
 use super::verdict::{EventReason, ForceEvent, Verdict};
 use super::violation::cut;
 use crate::policy::model::Policy;
-use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
+use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, PipelineRollout};
 
 /// The warning a reset answers with (kubectl prints it).
 pub const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss was reset to \"false\", so this change drains as usual";
@@ -38,7 +38,7 @@ pub fn reset_stale_force(policy: &Policy, write: &GuardedWrite<'_>, decision: &m
     if !stale {
         return;
     }
-    let path = PointerBuf::from_tokens(["metadata", "annotations", ALLOW_DATA_LOSS]);
+    let path = PointerBuf::from_tokens(ANNOTATIONS.entry_keys(ALLOW_DATA_LOSS));
     decision
         .patch
         .push(PatchOperation::Replace(ReplaceOperation {

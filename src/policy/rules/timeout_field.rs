@@ -6,6 +6,7 @@
 use std::fmt;
 
 use super::rule::Rule;
+use crate::rollout::{FieldPath, LifecycleKey};
 
 /// The drain a timeout bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,51 +18,59 @@ pub enum Drain {
     Deletion,
 }
 
-/// One drain-timeout field: its dotted path as users write it and the
-/// drain it bounds.
+/// One drain-timeout field: which key of which lifecycle (a
+/// PipelineRollout's embedded pipeline spec, or a child Pipeline's own
+/// spec), and the drain it bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeoutField {
-    /// The dotted path, e.g. `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
-    pub path: &'static str,
+    /// The lifecycle key.
+    pub key: LifecycleKey,
+    /// Whether it is in a PipelineRollout's `spec.pipeline.spec.lifecycle`
+    /// (else in a child Pipeline's `spec.lifecycle`).
+    pub in_rollout: bool,
     /// The drain it bounds.
     pub drain: Drain,
 }
 
 impl TimeoutField {
     /// A PipelineRollout's pause timeout.
-    pub const ROLLOUT_PAUSE: Self = Self {
-        path: "spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds",
-        drain: Drain::Pause,
-    };
+    pub const ROLLOUT_PAUSE: Self = Self::new(LifecycleKey::Pause, true);
     /// A PipelineRollout's deletion timeout.
-    pub const ROLLOUT_DELETION: Self = Self {
-        path: "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds",
-        drain: Drain::Deletion,
-    };
+    pub const ROLLOUT_DELETION: Self = Self::new(LifecycleKey::Deletion, true);
     /// A PipelineRollout's deprecated deletion timeout.
-    pub const ROLLOUT_DEPRECATED_DELETION: Self = Self {
-        path: "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds",
-        drain: Drain::Deletion,
-    };
+    pub const ROLLOUT_DEPRECATED_DELETION: Self = Self::new(LifecycleKey::DeprecatedDeletion, true);
     /// A child Pipeline's pause timeout.
-    pub const CHILD_PAUSE: Self = Self {
-        path: "spec.lifecycle.pauseGracePeriodSeconds",
-        drain: Drain::Pause,
-    };
+    pub const CHILD_PAUSE: Self = Self::new(LifecycleKey::Pause, false);
     /// A child Pipeline's deletion timeout.
-    pub const CHILD_DELETION: Self = Self {
-        path: "spec.lifecycle.deletionGracePeriodSeconds",
-        drain: Drain::Deletion,
-    };
+    pub const CHILD_DELETION: Self = Self::new(LifecycleKey::Deletion, false);
     /// A child Pipeline's deprecated deletion timeout.
-    pub const CHILD_DEPRECATED_DELETION: Self = Self {
-        path: "spec.lifecycle.deleteGracePeriodSeconds",
-        drain: Drain::Deletion,
-    };
+    pub const CHILD_DEPRECATED_DELETION: Self = Self::new(LifecycleKey::DeprecatedDeletion, false);
+
+    const fn new(key: LifecycleKey, in_rollout: bool) -> Self {
+        let drain = match key {
+            LifecycleKey::Pause => Drain::Pause,
+            LifecycleKey::Deletion | LifecycleKey::DeprecatedDeletion => Drain::Deletion,
+        };
+        Self {
+            key,
+            in_rollout,
+            drain,
+        }
+    }
+
+    /// The field's path, e.g.
+    /// `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
+    pub const fn path(self) -> FieldPath {
+        if self.in_rollout {
+            self.key.rollout_field()
+        } else {
+            self.key.child_field()
+        }
+    }
 
     /// The field's own name (the last part of its path), for short warnings.
-    pub fn name(self) -> &'static str {
-        self.path.rsplit('.').next().unwrap_or(self.path)
+    pub const fn name(self) -> &'static str {
+        self.key.json_name()
     }
 
     /// The rules that judge this field: integer, range, overflow.
@@ -102,6 +111,6 @@ impl TimeoutField {
 /// The dotted path.
 impl fmt::Display for TimeoutField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.path)
+        f.write_str(self.path().dotted())
     }
 }

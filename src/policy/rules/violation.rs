@@ -15,9 +15,15 @@ use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
 use crate::policy::user::NotPermitted;
 use crate::rollout::{
-    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+    ALLOW_DATA_LOSS, ANNOTATIONS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, FieldPath, LifecycleKey,
+    SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
 };
 pub use reasons::{NotActable, NotPausing, PauseAgeProblem, RecordProblem};
+
+/// A child Pipeline's pause timeout, as messages name it.
+const CHILD_PAUSE: FieldPath = LifecycleKey::Pause.child_field();
+/// A child Pipeline's deletion timeout, as messages name it.
+const CHILD_DELETION: FieldPath = LifecycleKey::Deletion.child_field();
 use reasons::{crd_of, force_reapply_reasons, gate_reasons};
 pub(super) use summary::{cut, show};
 
@@ -144,7 +150,7 @@ pub enum Violation {
     },
     /// Rule 5: the annotation is neither "true" nor "false".
     #[error(
-        "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is {value}, which Numaplane ignores (it acts only on exactly \"true\"): set \"true\" to force a re-apply, or \"false\", or remove it"
+        "{ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] is {value}, which Numaplane ignores (it acts only on exactly \"true\"): set \"true\" to force a re-apply, or \"false\", or remove it"
     )]
     AnnotationInvalid {
         /// The value as JSON.
@@ -152,7 +158,7 @@ pub enum Violation {
     },
     /// Rule 6: setting allow-data-loss to "true" is not allowed here.
     #[error(
-        "user \"{user}\" may not set metadata.annotations[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): {}",
+        "user \"{user}\" may not set {ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): {}",
         force_reapply_reasons(refused.as_deref(), *not_pausing, too_young.as_ref())
     )]
     ForceReapplyDenied {
@@ -217,7 +223,7 @@ pub enum Violation {
     /// The request cannot be judged (no object, no resource, ...): the
     /// Rule 25: the one-shot record is the webhook's own.
     #[error(
-        "metadata.annotations[\"{FORCE_PROMOTE_FOR}\"] is {value}, {why}: it is the webhook's own record of the upgrade a forcePromote was set for, written only by its mutating webhook, so that forcePromote.oneShot resets it when that upgrade is over; leave the annotation out of your change (the webhook keeps it)"
+        "{ANNOTATIONS}[\"{FORCE_PROMOTE_FOR}\"] is {value}, {why}: it is the webhook's own record of the upgrade a forcePromote was set for, written only by its mutating webhook, so that forcePromote.oneShot resets it when that upgrade is over; leave the annotation out of your change (the webhook keeps it)"
     )]
     ForcePromoteRecordWritten {
         /// The value written, quoted and cut short.
@@ -299,7 +305,7 @@ pub enum Violation {
     /// Rule 19: pause-timestamp is Numaflow's controller's (and nobody's in
     /// a rollout's child template).
     #[error(
-        "user \"{user}\" may not {change} {path}[\"{PAUSE_TIMESTAMP}\"] (to {value}): Numaflow ends a pause at this time plus spec.lifecycle.pauseGracePeriodSeconds, drained or not, so an earlier time ends the drain with data undrained; {}",
+        "user \"{user}\" may not {change} {path}[\"{PAUSE_TIMESTAMP}\"] (to {value}): Numaflow ends a pause at this time plus {CHILD_PAUSE}, drained or not, so an earlier time ends the drain with data undrained; {}",
         if *template { "Numaplane would copy it onto every Pipeline it makes: remove it from the template".to_owned() } else { format!("only Numaflow's controller (\"{controller}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout") }
     )]
     PauseTimestampChanged {
@@ -318,7 +324,7 @@ pub enum Violation {
     },
     /// Rule 20: deleting a rollout's child needs the deleteUndrained permission.
     #[error(
-        "user \"{user}\" may not delete this {kind} of {rollout} \"{parent}\": it is drained for at most its deletion timeout (spec.lifecycle.deletionGracePeriodSeconds), then what was not consumed is dropped, and Numaplane makes it again; {refused}; ask a platform admin to add you to forceReapply.deleteUndrained in the webhook's policy, or change or delete the {rollout} instead and let Numaplane drain it"
+        "user \"{user}\" may not delete this {kind} of {rollout} \"{parent}\": it is drained for at most its deletion timeout ({CHILD_DELETION}), then what was not consumed is dropped, and Numaplane makes it again; {refused}; ask a platform admin to add you to forceReapply.deleteUndrained in the webhook's policy, or change or delete the {rollout} instead and let Numaplane drain it"
     )]
     ChildDeleteDenied {
         /// The requester.

@@ -6,7 +6,10 @@ use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, CONFIG_LABEL, FORCE_PROMOTE_LABEL,
     MARKED_FOR_DELETION, UPGRADE_STRATEGY_KEY,
 };
-use crate::rollout::{ALLOW_DATA_LOSS, FORCE_PROMOTE_FOR, LifecycleKey};
+use crate::rollout::{
+    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, LifecycleKey, PAUSE_BEGIN,
+    SCALE_FACTOR_FIELD, UPGRADE_IN_PROGRESS,
+};
 
 /// The identity a report names.
 const IDENTITY: Shape = Shape::Fields(&[
@@ -49,12 +52,12 @@ const TEMPLATE: Shape = Shape::Fields(&[("metadata", TEMPLATE_META)]);
 
 /// A MonoVertexRollout's or an ISBServiceRollout's `status`: whether a
 /// progressive upgrade is under way.
-const OTHER_STATUS: Shape = Shape::Fields(&[("upgradeInProgress", Shape::Leaf)]);
+const OTHER_STATUS: Shape = Shape::Fields(&[(UPGRADE_IN_PROGRESS.name(), Shape::Leaf)]);
 
 /// The progressive strategy's `forcePromote`.
 const STRATEGY: Shape = Shape::Fields(&[(
     "progressive",
-    Shape::Fields(&[("forcePromote", Shape::Leaf)]),
+    Shape::Fields(&[(FORCE_PROMOTE_FIELD.name(), Shape::Leaf)]),
 )]);
 
 /// What the MonoVertexRollout rules read.
@@ -131,11 +134,11 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
                 Shape::Fields(&[
                     (
                         "recycleStrategy",
-                        Shape::Fields(&[("scaleFactor", Shape::Leaf)]),
+                        Shape::Fields(&[(SCALE_FACTOR_FIELD.name(), Shape::Leaf)]),
                     ),
                     (
                         "progressive",
-                        Shape::Fields(&[("forcePromote", Shape::Leaf)]),
+                        Shape::Fields(&[(FORCE_PROMOTE_FIELD.name(), Shape::Leaf)]),
                     ),
                 ]),
             ),
@@ -144,7 +147,7 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
     (
         "status",
         Shape::Fields(&[
-            ("upgradeInProgress", Shape::Leaf),
+            (UPGRADE_IN_PROGRESS.name(), Shape::Leaf),
             (
                 "conditions",
                 Shape::Items(&Shape::Fields(&[
@@ -156,7 +159,7 @@ pub(super) static PIPELINE_ROLLOUT_SHAPE: Shape = Shape::Fields(&[
             ),
             (
                 "pauseStatus",
-                Shape::Fields(&[("lastPauseBeginTime", Shape::Leaf)]),
+                Shape::Fields(&[(PAUSE_BEGIN.name(), Shape::Leaf)]),
             ),
             (
                 "progressiveStatus",
@@ -189,3 +192,44 @@ pub(super) static NAMESPACE_CONFIG_SHAPE: Shape = Shape::Fields(&[
         Shape::GoFields(&[(UPGRADE_STRATEGY_KEY, Shape::Leaf)]),
     ),
 ]);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::TIMEOUT_FIELD;
+
+    /// Whether `shape` keeps the value at `keys`.
+    fn keeps(shape: &Shape, keys: &[&str]) -> bool {
+        match (shape, keys.split_first()) {
+            (Shape::Leaf, _) => true,
+            (Shape::Fields(fields) | Shape::GoFields(fields), Some((key, rest))) => fields
+                .iter()
+                .any(|(k, inner)| k == key && keeps(inner, rest)),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn each_shape_keeps_the_fields_its_rules_read() {
+        for path in [
+            TIMEOUT_FIELD,
+            LifecycleKey::Deletion.rollout_field(),
+            LifecycleKey::DeprecatedDeletion.rollout_field(),
+            SCALE_FACTOR_FIELD,
+            FORCE_PROMOTE_FIELD,
+            UPGRADE_IN_PROGRESS,
+            PAUSE_BEGIN,
+        ] {
+            assert!(keeps(&PIPELINE_ROLLOUT_SHAPE, path.keys()), "{path}");
+        }
+        for shape in [&MONO_VERTEX_ROLLOUT_SHAPE, &ISB_SERVICE_ROLLOUT_SHAPE] {
+            for path in [FORCE_PROMOTE_FIELD, UPGRADE_IN_PROGRESS] {
+                assert!(keeps(shape, path.keys()), "{path}");
+            }
+        }
+        assert!(!keeps(
+            &PIPELINE_ROLLOUT_SHAPE,
+            &["spec", "pipeline", "spec", "vertices"]
+        ));
+    }
+}

@@ -5,7 +5,9 @@
 use super::{RuleResult, Status, result};
 use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::policy::rules::Rule;
-use crate::rollout::{ALLOW_DATA_LOSS, DELETION_FIELD, Map, PipelineRollout};
+use crate::rollout::{
+    ALLOW_DATA_LOSS, ANNOTATIONS, DELETION_FIELD, FORCE_PROMOTE_FIELD, Map, PipelineRollout,
+};
 
 /// A stored `allow-data-loss: "true"`, by state.
 pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
@@ -17,7 +19,7 @@ pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
             Rule::ForceReapply,
             Status::Fail,
             Some(format!(
-                "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is \"true\" and the pause is over: the next change is applied without draining and can lose data; set it to \"false\" (the stale-force sweeper resets it after its grace period when it runs; who set it is unknown to the audit)"
+                "{ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] is \"true\" and the pause is over: the next change is applied without draining and can lose data; set it to \"false\" (the stale-force sweeper resets it after its grace period when it runs; who set it is unknown to the audit)"
             )),
         );
     }
@@ -25,7 +27,7 @@ pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
         Rule::ForceReapply,
         Status::Warn,
         Some(format!(
-            "metadata.annotations[\"{ALLOW_DATA_LOSS}\"] is \"true\" while the pipeline is paused or pausing: a forced re-apply is under way, skipping the drain; set it to \"false\" once the pause is over (who set it is unknown to the audit)"
+            "{ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] is \"true\" while the pipeline is paused or pausing: a forced re-apply is under way, skipping the drain; set it to \"false\" once the pause is over (who set it is unknown to the audit)"
         )),
     )
 }
@@ -70,7 +72,7 @@ pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleRes
             .child
             .map_or_else(|| format!("a {}", child_of(kind)), str::to_owned);
         format!(
-            "spec.strategy.progressive.forcePromote is true during the progressive upgrade of {child}: it is promoted without assessment; set it to false once the upgrade is over (who set it is unknown to the audit)"
+            "{FORCE_PROMOTE_FIELD} is true during the progressive upgrade of {child}: it is promoted without assessment; set it to false once the upgrade is over (who set it is unknown to the audit)"
         )
     } else {
         let also = if kind == Kind::PipelineRollout {
@@ -79,7 +81,7 @@ pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleRes
             ""
         };
         format!(
-            "spec.strategy.progressive.forcePromote is true and no progressive upgrade is in progress: the next upgrade skips assessment{also}; set it to false (who set it is unknown to the audit)"
+            "{FORCE_PROMOTE_FIELD} is true and no progressive upgrade is in progress: the next upgrade skips assessment{also}; set it to false (who set it is unknown to the audit)"
         )
     };
     result(Rule::ForcePromote, Status::Warn, Some(message))

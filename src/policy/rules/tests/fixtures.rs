@@ -109,16 +109,22 @@ pub(super) fn parse(value: &Value) -> PipelineRollout {
 fn the_builders_paths_are_the_webhooks() {
     use crate::rollout as webhook;
     assert_eq!(rollout::ALLOW_DATA_LOSS, webhook::ALLOW_DATA_LOSS);
-    assert_eq!(rollout::TIMEOUT_PATH, webhook::TIMEOUT_PATH);
-    assert_eq!(rollout::TIMEOUT_PATH.join("."), webhook::TIMEOUT_FIELD);
-    assert_eq!(rollout::LIFECYCLE_PATH, webhook::TIMEOUT_PATH[..4]);
+    assert_eq!(rollout::TIMEOUT_PATH, webhook::TIMEOUT_FIELD.keys());
     assert_eq!(
-        rollout::SCALE_FACTOR_PATH.join("."),
-        webhook::SCALE_FACTOR_FIELD
+        rollout::TIMEOUT_PATH.join("."),
+        webhook::TIMEOUT_FIELD.dotted()
     );
     assert_eq!(
-        rollout::FORCE_PROMOTE_PATH.join("."),
-        webhook::FORCE_PROMOTE_FIELD
+        rollout::LIFECYCLE_PATH,
+        webhook::TIMEOUT_FIELD.parent().keys()
+    );
+    assert_eq!(
+        rollout::SCALE_FACTOR_PATH,
+        webhook::SCALE_FACTOR_FIELD.keys()
+    );
+    assert_eq!(
+        rollout::FORCE_PROMOTE_PATH,
+        webhook::FORCE_PROMOTE_FIELD.keys()
     );
 }
 

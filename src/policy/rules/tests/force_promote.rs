@@ -56,7 +56,7 @@ pub(super) fn promote_cases() -> Vec<Case> {
                 case.deny(&[Promote])
                     .audit("force-promote", "denied by rule 7")
                     .msg(&[
-                        FORCE_PROMOTE_FIELD,
+                        FORCE_PROMOTE_FIELD.dotted(),
                         "\"alice\"",
                         "not in forceReapply.users",
                         "ask a platform admin",

@@ -15,18 +15,18 @@ pub(super) fn message_cases() -> Vec<Case> {
         create("message: not an integer", timeout(json!("1h")))
             .deny(&[NotInteger])
             .msg(&[
-                TIMEOUT_FIELD,
+                TIMEOUT_FIELD.dotted(),
                 "is \"1h\"",
                 "not an integer number of seconds",
                 "e.g. 3600 for 1h",
             ]),
         create("message: 30.5", timeout(json!(30.5)))
             .deny(&[NotInteger])
-            .msg(&[TIMEOUT_FIELD, "is 30.5", "write an integer"]),
+            .msg(&[TIMEOUT_FIELD.dotted(), "is 30.5", "write an integer"]),
         create("message: too short", timeout(json!(29)))
             .deny(&[TooShort])
             .msg(&[
-                TIMEOUT_FIELD,
+                TIMEOUT_FIELD.dotted(),
                 "is 29",
                 "minimum of 30",
                 "set 30 to 3600 seconds",
@@ -36,18 +36,18 @@ pub(super) fn message_cases() -> Vec<Case> {
         create("message: zero", timeout(json!(0)))
             .deny(&[TooShort])
             .msg(&[
-                TIMEOUT_FIELD,
+                TIMEOUT_FIELD.dotted(),
                 "is 0",
                 "without draining",
                 "set 30 to 3600 seconds",
             ]),
         create("message: negative", timeout(json!(-5)))
             .deny(&[TooShort])
-            .msg(&[TIMEOUT_FIELD, "is -5", "without draining"]),
+            .msg(&[TIMEOUT_FIELD.dotted(), "is -5", "without draining"]),
         create("message: too long", timeout(json!(3601)))
             .deny(&[TooLong])
             .msg(&[
-                TIMEOUT_FIELD,
+                TIMEOUT_FIELD.dotted(),
                 "is 3601",
                 "maximum of 3600",
                 "set 30 to 3600 seconds",
@@ -58,7 +58,7 @@ pub(super) fn message_cases() -> Vec<Case> {
             .ns("payments-eu")
             .deny(&[TooLong])
             .msg(&[
-                TIMEOUT_FIELD,
+                TIMEOUT_FIELD.dotted(),
                 "is 7200",
                 "maximum of 3600",
                 "namespaces \"payments-*\"",
@@ -73,7 +73,7 @@ pub(super) fn message_cases() -> Vec<Case> {
         .ns("ledger")
         .deny(&[NoTimeout])
         .msg(&[
-            TIMEOUT_FIELD,
+            TIMEOUT_FIELD.dotted(),
             "is 31536000",
             "no timeout",
             "namespaces \"ledger\"",
@@ -82,7 +82,7 @@ pub(super) fn message_cases() -> Vec<Case> {
         create("message: overflow x2", timeout(json!(5_000_000_000_u64)))
             .deny(&[OverflowReading])
             .msg(&[
-                TIMEOUT_FIELD,
+                TIMEOUT_FIELD.dotted(),
                 "is 5000000000",
                 "multiplies it by 2",
                 "scaleFactor 50",
@@ -95,7 +95,7 @@ pub(super) fn message_cases() -> Vec<Case> {
         )
         .deny(&[OverflowReading])
         .msg(&[
-            TIMEOUT_FIELD,
+            TIMEOUT_FIELD.dotted(),
             "is 92233721",
             "multiplies it by 100",
             "set at most 92233720",
@@ -109,7 +109,7 @@ pub(super) fn message_cases() -> Vec<Case> {
         )
         .deny(&[BadScale])
         .msg(&[
-            SCALE_FACTOR_FIELD,
+            SCALE_FACTOR_FIELD.dotted(),
             "is 0",
             "integer percent from 1 to 100",
             "default of 50",
@@ -119,7 +119,7 @@ pub(super) fn message_cases() -> Vec<Case> {
             timeout(json!(600)).with_scale_factor(json!("50")),
         )
         .deny(&[BadScale])
-        .msg(&[SCALE_FACTOR_FIELD, "is \"50\"", "set e.g. 50"]),
+        .msg(&[SCALE_FACTOR_FIELD.dotted(), "is \"50\"", "set e.g. 50"]),
         create(
             "message: annotation",
             timeout(json!(600)).with_allow_data_loss(json!("yes")),
@@ -150,7 +150,7 @@ pub(super) fn message_cases() -> Vec<Case> {
         .deny(&[Unreachable])
         .msg(&[
             "spec.pipeline is a string",
-            TIMEOUT_FIELD,
+            TIMEOUT_FIELD.dotted(),
             "make spec.pipeline an object",
         ]),
         create(
@@ -175,7 +175,7 @@ pub(super) fn message_cases() -> Vec<Case> {
         .audit("force-promote", "denied")
         .msg(&[
             "user \"alice\"",
-            FORCE_PROMOTE_FIELD,
+            FORCE_PROMOTE_FIELD.dotted(),
             "ask a platform admin",
         ]),
         create(
@@ -189,8 +189,8 @@ pub(super) fn message_cases() -> Vec<Case> {
             "(1) ",
             "(2) ",
             "(3) ",
-            TIMEOUT_FIELD,
-            SCALE_FACTOR_FIELD,
+            TIMEOUT_FIELD.dotted(),
+            SCALE_FACTOR_FIELD.dotted(),
             ALLOW_DATA_LOSS,
         ]),
     ]

@@ -9,6 +9,7 @@ use super::summary::cut;
 use crate::kinds::UPGRADE_STATE;
 use crate::policy::duration::format_seconds;
 use crate::policy::rules::timeout_field::TimeoutField;
+use crate::rollout::UPGRADE_IN_PROGRESS;
 
 /// Why the pause condition of rule 6 is not met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +109,7 @@ impl fmt::Display for PauseAgeProblem {
 
 /// The CRD that describes the object holding `field`.
 pub(super) fn crd_of(field: TimeoutField) -> &'static str {
-    if field.path.starts_with("spec.pipeline.") {
+    if field.in_rollout {
         "PipelineRollout"
     } else {
         "Pipeline"
@@ -148,10 +149,9 @@ pub(super) fn force_reapply_reasons(
             "a new PipelineRollout cannot be pausing: create it without the annotation and set it only while a pause is stuck"
                 .to_owned(),
         ),
-        Some(NotPausing::Idle) => reasons.push(
-            "the pipeline is not pausing (status.upgradeInProgress is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"
-                .to_owned(),
-        ),
+        Some(NotPausing::Idle) => reasons.push(format!(
+            "the pipeline is not pausing ({UPGRADE_IN_PROGRESS} is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"
+        )),
         None => {}
     }
     if let Some(problem) = too_young {

@@ -10,10 +10,11 @@ use crate::kinds::{
 };
 use crate::policy::rules::rule::Rule;
 use crate::rollout::{
-    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD, TIMEOUT_FIELD,
+    ALLOW_DATA_LOSS, ANNOTATIONS, FORCE_PROMOTE_FIELD, FORCE_PROMOTE_FOR, SCALE_FACTOR_FIELD,
+    TIMEOUT_FIELD,
 };
 
-const SHORT_TIMEOUT: &str = "pauseGracePeriodSeconds";
+const SHORT_TIMEOUT: &str = TIMEOUT_FIELD.name();
 
 impl Violation {
     /// A one-line summary for warnings (kubectl shows them; kept short).
@@ -139,8 +140,8 @@ impl Violation {
             | Self::TimeoutTooShort { field, .. }
             | Self::TimeoutTooLong { field, .. }
             | Self::NoTimeoutNotAllowed { field, .. }
-            | Self::ClockOverflow { field, .. } => Some(field.path.to_owned()),
-            Self::ScaleFactorInvalid { .. } => Some(SCALE_FACTOR_FIELD.to_owned()),
+            | Self::ClockOverflow { field, .. } => Some(field.to_string()),
+            Self::ScaleFactorInvalid { .. } => Some(SCALE_FACTOR_FIELD.to_string()),
             Self::TemplateMalformed { path, .. } => Some(path.clone()),
             Self::ForcePromoteLabelValue { path, .. }
             | Self::ForcePromoteLabelDenied { path, .. } => {
@@ -169,15 +170,13 @@ impl Violation {
             }
             other => match other.rule() {
                 Rule::TimeoutInteger | Rule::TimeoutRange | Rule::TimeoutOverflow => {
-                    Some(TIMEOUT_FIELD.to_owned())
+                    Some(TIMEOUT_FIELD.to_string())
                 }
                 Rule::AllowDataLossValue | Rule::ForceReapply => {
-                    Some(format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]"))
+                    Some(ANNOTATIONS.entry(ALLOW_DATA_LOSS))
                 }
-                Rule::ForcePromote => Some(FORCE_PROMOTE_FIELD.to_owned()),
-                Rule::ForcePromoteRecord => {
-                    Some(format!("metadata.annotations[\"{FORCE_PROMOTE_FOR}\"]"))
-                }
+                Rule::ForcePromote => Some(FORCE_PROMOTE_FIELD.to_string()),
+                Rule::ForcePromoteRecord => Some(ANNOTATIONS.entry(FORCE_PROMOTE_FOR)),
                 _ => None,
             },
         }
