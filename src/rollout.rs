@@ -58,11 +58,13 @@ pub const TIMEOUT_FIELD: FieldPath = LifecycleKey::Pause.rollout_field();
 pub const FORCE_PROMOTE_FOR: &str =
     "pipelinerollout-webhook.numaplane.numaproj.io/force-promote-for";
 
-/// The fields of a PipelineRollout that the policy reads (and of the other
-/// guarded kinds: they share `metadata` and `spec.strategy`). Read by
-/// [`child`]'s reader: a child's `spec` and `status` are kept whole too.
+/// The fields the policy reads of any guarded object: a PipelineRollout,
+/// the other rollouts (they share `metadata` and `spec.strategy`), a child
+/// (read by [`child`]'s reader: its `spec` and `status` kept whole too) and
+/// a namespace-level ConfigMap (its `data`). Admission, `check`, the audit
+/// and the sweeper all judge this one view.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PipelineRollout {
+pub struct GuardedObject {
     metadata: Obj<Metadata>,
     spec: Obj<Spec>,
     status: Obj<Status>,
@@ -250,7 +252,7 @@ fn read_time(text: &Text, path: &'static str) -> PauseStart {
     }
 }
 
-impl PipelineRollout {
+impl GuardedObject {
     /// The object's `data`, as the namespace-level configuration reads it
     /// (a ConfigMap's; missing on every rollout).
     pub fn config_data(&self) -> &Obj<ConfigData> {
@@ -421,12 +423,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn view(v: Value) -> PipelineRollout {
-        PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
+    fn view(v: Value) -> GuardedObject {
+        GuardedObject::from_json(&v.to_string()).expect("valid JSON")
     }
 
     /// An object with `value` at `path` and nothing else.
-    fn at(path: FieldPath, value: Value) -> PipelineRollout {
+    fn at(path: FieldPath, value: Value) -> GuardedObject {
         let object = path
             .keys()
             .iter()

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::PipelineRollout;
+use super::GuardedObject;
 use super::fields::{
     CHILD_DELETION, CHILD_DEPRECATED_DELETION, CHILD_PAUSE, DELETION_KEY, DEPRECATED_DELETION_KEY,
     FieldPath, PAUSE_KEY, ROLLOUT_DELETION, ROLLOUT_DEPRECATED_DELETION, ROLLOUT_PAUSE,
@@ -121,7 +121,7 @@ fn slot(lifecycle: &Lifecycle, key: LifecycleKey, depth: usize) -> TimeoutSlot<'
     }
 }
 
-impl PipelineRollout {
+impl GuardedObject {
     /// Where the pause timeout
     /// `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds` stands.
     pub fn timeout(&self) -> TimeoutSlot<'_> {
@@ -160,7 +160,7 @@ mod tests {
 
     use super::*;
 
-    fn view(object: Value) -> PipelineRollout {
+    fn view(object: Value) -> GuardedObject {
         serde_json::from_value(object).expect("a view")
     }
 

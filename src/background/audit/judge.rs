@@ -18,7 +18,7 @@ use crate::kinds::Kind;
 use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{GuardedWrite, Operation, Rule, StrategyWrite, Verdict, Violation};
 use crate::policy::{Mode, Permission, Policy, UserInfo};
-use crate::rollout::{DeletionTimeout, PipelineRollout};
+use crate::rollout::{DeletionTimeout, GuardedObject};
 
 /// The requester the audit judges a CREATE for.
 pub const AUDIT_USER: &str = "system:serviceaccount:pipelinerollout-webhook:audit";
@@ -96,7 +96,7 @@ impl<'a> Judge<'a> {
         entry: &KindEntry,
         namespace: &str,
         name: &str,
-        view: &PipelineRollout,
+        view: &GuardedObject,
     ) -> ObjectResults {
         self.view(entry, namespace, name, view)
     }
@@ -144,7 +144,7 @@ impl Judge<'_> {
         entry: &KindEntry,
         namespace: &str,
         name: &str,
-        view: &PipelineRollout,
+        view: &GuardedObject,
     ) -> ObjectResults {
         let kind = match entry.guarded {
             Audited::Rollout(kind) => kind,
@@ -176,12 +176,7 @@ impl Judge<'_> {
     /// would be judged, rule 24 by state (who set the strategy cannot be
     /// known afterwards): a strategy that skips draining is a warning
     /// naming the namespace.
-    fn namespace_config(
-        &self,
-        namespace: &str,
-        name: &str,
-        view: &PipelineRollout,
-    ) -> ObjectResults {
+    fn namespace_config(&self, namespace: &str, name: &str, view: &GuardedObject) -> ObjectResults {
         let read = ConfigRead::of(view);
         let skips = read.skips_draining();
         let shown = read.shown();
@@ -230,7 +225,7 @@ impl Judge<'_> {
         &self,
         entry: &KindEntry,
         kind: Kind,
-        view: &PipelineRollout,
+        view: &GuardedObject,
         denials: &[Violation],
     ) -> ObjectResults {
         if let Some(Violation::Unjudgeable(why)) = denials

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 pub use super::audited::Shape;
 use super::audited::{COUNT, KINDS, KindEntry};
-use crate::rollout::PipelineRollout;
+use crate::rollout::GuardedObject;
 
 /// The visits both readers share: numbers and booleans are kept as they
 /// are, and the description of what is expected.
@@ -286,7 +286,7 @@ pub struct Slim<const KIND: usize> {
     /// Name, namespace, uid and resourceVersion only.
     pub metadata: ObjectMeta,
     /// What the rules read.
-    pub view: Arc<PipelineRollout>,
+    pub view: Arc<GuardedObject>,
 }
 
 impl<const KIND: usize> Slim<KIND> {
@@ -330,7 +330,7 @@ impl<const KIND: usize> Slim<KIND> {
             meta.remove("resourceVersion");
         }
         // The view reads any JSON object leniently; what was pruned is one.
-        let view = PipelineRollout::deserialize(&value).unwrap_or_default();
+        let view = GuardedObject::deserialize(&value).unwrap_or_default();
         Self {
             metadata,
             view: Arc::new(view),

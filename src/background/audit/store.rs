@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::judge::ObjectResults;
 use super::watch::WatchItem;
-use crate::rollout::PipelineRollout;
+use crate::rollout::GuardedObject;
 
 /// An object within its namespace: its kind's index and its name.
 pub type Name = (usize, String);
@@ -19,7 +19,7 @@ pub struct StoredObject {
     /// Its uid, for the report's resource reference.
     pub uid: Option<String>,
     /// What the rules read.
-    pub view: Arc<PipelineRollout>,
+    pub view: Arc<GuardedObject>,
     /// Its results, once judged.
     pub results: Option<ObjectResults>,
 }
@@ -140,7 +140,7 @@ impl Store {
     }
 
     /// Up to `limit` objects to judge, with their views.
-    pub fn next_unjudged(&self, limit: usize) -> Vec<(String, Name, Arc<PipelineRollout>)> {
+    pub fn next_unjudged(&self, limit: usize) -> Vec<(String, Name, Arc<GuardedObject>)> {
         self.unjudged
             .iter()
             .take(limit)
@@ -161,7 +161,7 @@ impl Store {
         &mut self,
         namespace: &str,
         key: &Name,
-        view: &Arc<PipelineRollout>,
+        view: &Arc<GuardedObject>,
         results: ObjectResults,
     ) {
         self.unjudged.remove(&(namespace.to_owned(), key.clone()));
@@ -215,7 +215,7 @@ mod tests {
             namespace: ns.to_owned(),
             name: name.to_owned(),
             uid: None,
-            view: Arc::new(PipelineRollout::from_json(json).expect("JSON")),
+            view: Arc::new(GuardedObject::from_json(json).expect("JSON")),
         }
     }
 

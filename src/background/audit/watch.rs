@@ -17,7 +17,7 @@ use kube::runtime::watcher::{self, Event};
 
 use super::audited::{COUNT, KINDS};
 use super::slim::Slim;
-use crate::rollout::PipelineRollout;
+use crate::rollout::GuardedObject;
 
 /// What a watch delivered, for the kind at `kind` in [`KINDS`](super::audited::KINDS).
 #[derive(Debug)]
@@ -44,7 +44,7 @@ pub enum WatchItem {
         /// Its uid.
         uid: Option<String>,
         /// What the rules read.
-        view: Arc<PipelineRollout>,
+        view: Arc<GuardedObject>,
     },
     /// An object was deleted.
     Deleted {

@@ -15,7 +15,7 @@ fn judged(policy: &Policy, object: Value) -> ObjectResults {
 fn judged_as(kind: usize, policy: &Policy, object: Value) -> ObjectResults {
     let (enforcing, warn_only) = enforcing(policy);
     let judge = Judge::new(&enforcing, warn_only, OffsetDateTime::now_utc());
-    let view = PipelineRollout::from_json(&object.to_string()).expect("JSON");
+    let view = GuardedObject::from_json(&object.to_string()).expect("JSON");
     let text = |key: &str| {
         object
             .pointer(&format!("/metadata/{key}"))
