@@ -86,11 +86,11 @@ pub const LEAF_DEPTH: usize = 4;
 pub const OBJECT_BUDGET: usize = 16 * 1024;
 
 /// The string bytes an object may still keep.
-type Budget = Cell<usize>;
+type BytesLeft = Cell<usize>;
 
 /// `v`, cut to [`LEAF_BYTES`] and to what is left of `budget`, which pays
 /// for it.
-fn keep(v: &str, budget: &Budget) -> String {
+fn keep(v: &str, budget: &BytesLeft) -> String {
     let limit = LEAF_BYTES.min(budget.get());
     if v.len() <= limit {
         budget.set(budget.get() - v.len());
@@ -108,7 +108,7 @@ fn keep(v: &str, budget: &Budget) -> String {
 }
 
 /// Reads one value, keeping what `Shape` names.
-struct Pruned<'s, 'b>(&'s Shape, &'b Budget);
+struct Pruned<'s, 'b>(&'s Shape, &'b BytesLeft);
 
 impl<'de> DeserializeSeed<'de> for Pruned<'_, '_> {
     type Value = Value;
@@ -129,7 +129,7 @@ impl<'de> DeserializeSeed<'de> for Pruned<'_, '_> {
 #[derive(Clone, Copy)]
 struct Bounded<'b> {
     depth: usize,
-    budget: &'b Budget,
+    budget: &'b BytesLeft,
 }
 
 impl<'de> DeserializeSeed<'de> for Bounded<'_> {
@@ -188,7 +188,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 }
 
-struct PrunedVisitor<'s, 'b>(&'s Shape, &'b Budget);
+struct PrunedVisitor<'s, 'b>(&'s Shape, &'b BytesLeft);
 
 impl<'de> Visitor<'de> for PrunedVisitor<'_, '_> {
     type Value = Value;
