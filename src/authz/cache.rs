@@ -11,7 +11,7 @@
 //! request can make large, so the cache keeps the key's SHA-256 digest, not
 //! the key: moka frees removed entries (and its table of checks in flight)
 //! only when crossbeam-epoch collects them, and with whole keys the
-//! forged-identity flood of tests/https_rbac.rs left 27 MiB behind a
+//! forged-identity flood of tests/https/rbac.rs left 27 MiB behind a
 //! round. An entry weighs [`ENTRY_BYTES`], in units of the byte bound
 //! divided by the entry bound (at least one unit), so that the one bound in
 //! units bounds both; moka sizes its frequency sketch by its capacity,
@@ -25,7 +25,7 @@
 //! tasks, which drops what expired). moka's own capacity is three quarters
 //! of the bound, so that once its tasks have run there is room for new keys
 //! (the unit test `the_byte_bound_holds_whatever_the_key_sizes` and the
-//! forged-identity floods of tests/https_rbac.rs show the bound).
+//! forged-identity floods of tests/https/rbac.rs show the bound).
 
 use std::future::Future;
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! each, or 256 HTTP/2 streams of 4 MiB, would have the server buffer all of
 //! it at once (the tests `http1_flood_of_large_bodies_stays_within_the_budget`
 //! and `http2_flood_of_large_streams_stays_within_the_budget` in
-//! tests/https_floods.rs fail without it; `bench/flood.sh` measures the peak,
+//! tests/https/floods.rs fail without it; `bench/flood.sh` measures the peak,
 //! docs/performance.md). The request slots are a semaphore of their own
 //! rather than tower's `ConcurrencyLimit` with `LoadShed`: a refusal must be
 //! counted under its reason and must read the HTTP/1.1 body it did not take,

@@ -8,7 +8,7 @@
 //! or only part of the HTTP/2 preface, after the handshake (hyper's header
 //! timeout starts only once the protocol is known:
 //! `silent_connections_cannot_hold_every_slot` in
-//! tests/https_connections.rs fails without it, the server accepting
+//! tests/https/connections.rs fails without it, the server accepting
 //! nothing more), and an HTTP/2 connection with no request in flight, which
 //! hyper keeps open while it answers pings
 //! (`an_idle_http2_connection_is_closed_after_the_idle_timeout`). The

@@ -3,8 +3,8 @@
 //! tower-http's `TimeoutLayer`: that one has a single duration for every
 //! request, and each review brings its own (a slow body is cut off at a
 //! `?timeout=1s` in `a_slow_body_is_cut_off_at_the_api_servers_deadline`,
-//! tests/https_operations.rs; RBAC checks are given what is left of it in
-//! `a_slow_answer_past_the_deadline_denies_in_time`, tests/https_rbac.rs).
+//! tests/https/operations.rs; RBAC checks are given what is left of it in
+//! `a_slow_answer_past_the_deadline_denies_in_time`, tests/https/rbac.rs).
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! files' contents counts. `notify` delivers the events; what no crate here
 //! does is the rest: the `..data` swap seen twice
 //! (`certificate_rotated_through_data_symlink_twice` in
-//! tests/https_operations.rs), reads of the files not taken for changes,
+//! tests/https/operations.rs), reads of the files not taken for changes,
 //! and a reload only when the contents differ.
 
 use std::collections::BTreeSet;

@@ -7,7 +7,7 @@
 //! client CA is reloaded with the certificate, and it lives in the
 //! configuration's verifier, not in the resolver
 //! (`certificate_rotated_through_data_symlink_twice`,
-//! tests/https_operations.rs).
+//! tests/https/operations.rs).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
