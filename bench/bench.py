@@ -261,6 +261,13 @@ def report(directory):
          f"left out of req/s and the percentiles; errors count the whole run.\n"
          if float(meta.get("warmup", 0)) > 0 else "Whole runs, warm-up included.\n"))
 
+    noisy = [r for r in runs if r.get("quiet") is False]
+    w(f"Runs that started with the 1-minute load average at or above the cell limit: "
+      f"{len(noisy)} of {len(runs)}"
+      + (" (" + ", ".join(f"{r['server']} {r['endpoint']} {r['load']} at {r['loadavg_before']}"
+                          for r in noisy[:8]) + ("…" if len(noisy) > 8 else "") + ")"
+         if noisy else "") + ".\n")
+
     groups = {}
     for r in runs:
         if r["kind"] != "matrix":

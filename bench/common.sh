@@ -15,3 +15,24 @@ wait_for_quiet() {
     done
     log "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# quiet_cell: before one cell (a server at a load), wait up to CELL_WAIT
+# seconds (default 120) for the 1-minute load average to fall below
+# CELL_LOAD (default 1.0), looking every 5 s; log when it did not. Sets
+# CELL_LOADAVG (the load average it started the cell at) and CELL_QUIET
+# (true or false).
+quiet_cell() {
+    local limit=${CELL_LOAD:-1.0} max=${CELL_WAIT:-120} waited=0
+    CELL_LOADAVG=$(cut -d' ' -f1 /proc/loadavg)
+    while awk -v l="$CELL_LOADAVG" -v m="$limit" 'BEGIN { exit !(l >= m) }' && [ "$waited" -lt "$max" ]; do
+        sleep 5
+        waited=$((waited + 5))
+        CELL_LOADAVG=$(cut -d' ' -f1 /proc/loadavg)
+    done
+    if awk -v l="$CELL_LOADAVG" -v m="$limit" 'BEGIN { exit !(l >= m) }'; then
+        CELL_QUIET=false
+        log "load average still $CELL_LOADAVG (not below $limit) after ${waited} s: running this cell anyway"
+    else
+        CELL_QUIET=true
+    fi
+}

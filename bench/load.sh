@@ -22,6 +22,9 @@
 #     /validate, after the matrix; 0: no such run)
 #   WARMUP=1 (seconds left out at the start of every run; 0 keeps whole runs)
 #   LOG_LEVEL=info WEBHOOK_LOG=/dev/null MAX_LOAD=1.0 MAX_WAIT=600
+#   CELL_LOAD=1.0 CELL_WAIT=120 (before each cell, a server at a load: wait up
+#     to CELL_WAIT s for the 1-minute load average to fall below CELL_LOAD, else
+#     say so; each run's line in runs.jsonl has loadavg_before and quiet)
 #   OUT=target/bench-results/<time>-<mode>
 # Ports (loopback only): WEBHOOK_PORT=18443 ADMIN_PORT=18080 CONSTANT_PORT=18444
 #   PARSE_ALL_PORT=18445 QUIET_PORT=18446 QUIET_ADMIN_PORT=18081 FLOOR_PORT=18447
@@ -37,13 +40,13 @@ MODE=${1:-full}
 case "$MODE" in
 full | smoke | soak) ;;
 *)
-    sed -n '2,32p' "$0"
+    sed -n '2,35p' "$0"
     exit 2
     ;;
 esac
 
 if [ "$MODE" = smoke ]; then
-    : "${ROUNDS:=1}" "${DURATION:=1s}" "${STARTS:=3}" "${SETTLE:=0}" "${MAX_WAIT:=0}" "${WARMUP:=0.2}"
+    : "${ROUNDS:=1}" "${DURATION:=1s}" "${STARTS:=3}" "${SETTLE:=0}" "${MAX_WAIT:=0}" "${WARMUP:=0.2}" "${CELL_WAIT:=0}"
     : "${CONCURRENCY:=1 64}" "${PRETTY_LOADS=c1}" "${RSS_SECS:=2}"
 fi
 if [ "$MODE" = soak ]; then
@@ -202,6 +205,7 @@ run_oha() {
         args+=(--db-url "$OUT/run.db")
     fi
     local pid=${PID[$server]} before after cpu_before cpu_after
+    quiet_cell
     before=$(rss "$pid")
     cpu_before=$(cpu_ticks "$pid")
     oha "${args[@]}" "https://127.0.0.1:${PORT[$server]}/${ROUTE[$endpoint]}?timeout=10s" >/dev/null 2>&1
@@ -211,9 +215,9 @@ run_oha() {
         $PY trim "$OUT/run.db" "$WARMUP" "$OUT/$file.trim.json"
         rm -f "$OUT/run.db"
     fi
-    printf '{"kind":"%s","round":%s,"server":"%s","endpoint":"%s","load":"%s","file":"%s","rss_before_kib":%s,"rss_after_kib":%s,"cpu_ticks":%s,"clk_tck":%s%s}\n' \
+    printf '{"kind":"%s","round":%s,"server":"%s","endpoint":"%s","load":"%s","file":"%s","rss_before_kib":%s,"rss_after_kib":%s,"cpu_ticks":%s,"clk_tck":%s,"loadavg_before":%s,"quiet":%s%s}\n' \
         "$kind" "$RUN_ROUND" "$server" "$endpoint" "$load" "$file" "$before" "$after" \
-        "$((cpu_after - cpu_before))" "$CLK_TCK" "$extra" >>"$OUT/runs.jsonl"
+        "$((cpu_after - cpu_before))" "$CLK_TCK" "$CELL_LOADAVG" "$CELL_QUIET" "$extra" >>"$OUT/runs.jsonl"
     python3 - "$OUT/$file" "$kind $RUN_ROUND $endpoint $load $server" <<'EOF'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
