@@ -15,9 +15,11 @@
 //!   on its client), retried by its error policy.
 //!
 //! Objects are judged when the first list is complete, on every change the
-//! watch delivers, after each policy reload, and every
-//! [`AuditOptions::interval`]. Judging yields to the runtime every few
-//! objects, so admission requests on the same runtime are not held up.
+//! watch delivers (whatever has arrived is taken in as one batch, with no
+//! timer), after each policy reload, and every [`AuditOptions::interval`].
+//! Judging yields to the runtime every few objects, so admission requests
+//! on the same runtime are not held up. A burst of changes in a namespace
+//! is one report write: the writer's debounce ([`AuditOptions::debounce`]).
 
 pub mod args;
 pub mod audited;
@@ -53,9 +55,10 @@ pub struct AuditOptions {
     pub qps: f64,
     /// The audit's API requests at once before `qps` applies.
     pub burst: u32,
-    /// How long changes are gathered before the reports they touch are
-    /// built (one write per namespace for a burst of changes).
-    pub settle: Duration,
+    /// How long a namespace's report waits after its results change before
+    /// it is written, each further change restarting the wait (the report
+    /// writer's debounce): one write per namespace for a burst of changes.
+    pub debounce: Duration,
 }
 
 impl Default for AuditOptions {
@@ -64,7 +67,7 @@ impl Default for AuditOptions {
             interval: Duration::from_secs(3600),
             qps: 5.0,
             burst: 10,
-            settle: Duration::from_secs(1),
+            debounce: Duration::from_secs(1),
         }
     }
 }
@@ -80,6 +83,9 @@ pub struct AuditContext {
 
 /// How many objects are judged between two yields to the runtime.
 const CHUNK: usize = 64;
+
+/// The most watch items taken in before what they changed is judged.
+const BATCH: usize = 1024;
 
 /// Runs the audit until `stop` is cancelled, then returns promptly, having
 /// stopped its writes. It takes the PipelineRollouts from `rollouts` (the
@@ -106,6 +112,7 @@ pub async fn run(
         context.metrics.clone(),
         Arc::clone(&store),
         reports_rx,
+        options.debounce,
         stop.clone(),
     ));
     let watches = watch::all(&client, rollouts);
@@ -145,7 +152,6 @@ impl Auditor {
         options: &AuditOptions,
         stop: &CancellationToken,
     ) {
-        let mut watches = watches;
         // Once the policy's sender is gone there is no change left to wait for.
         let mut policy_open = true;
         let mut interval = tokio::time::interval_at(
@@ -153,46 +159,25 @@ impl Auditor {
             options.interval,
         );
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut settle: Option<tokio::time::Instant> = None;
+        // Whatever the watches have delivered is taken in at once, then
+        // judged: the first list as one batch once every kind is listed,
+        // later changes as they come (the writer's debounce gathers a
+        // burst into one write per namespace).
+        let mut batches = watches.ready_chunks(BATCH);
         loop {
-            let settle_at =
-                settle.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 () = stop.cancelled() => return,
-                item = watches.next() => match item {
+                batch = batches.next() => match batch {
                     None => {
                         tracing::error!("the audit's watches ended; the audit stops");
                         return;
                     }
-                    Some(item) => {
-                        match &item {
-                            WatchItem::Failed { kind, error } => {
-                                self.metrics.record_audit(AuditEvent::WatchRestart);
-                                tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
-                            }
-                            WatchItem::Absent { kind } if KINDS[*kind].label_selector.is_some() => tracing::info!(
-                                kind = KINDS[*kind].kind,
-                                selector = KINDS[*kind].label_selector,
-                                "audit: the audit may not list Numaplane's namespace-level ConfigMaps (its ClusterRole lacks list and watch on configmaps), so it reports none; the watch retries with backoff and audits them once it may"
-                            ),
-                            WatchItem::Absent { kind } => tracing::info!(
-                                kind = KINDS[*kind].kind,
-                                resource = %format!("{}.{}", KINDS[*kind].plural, KINDS[*kind].group),
-                                "audit: this kind is not served (its CRD is not installed), so it has nothing to judge; the watch retries with backoff and audits it once it is"
-                            ),
-                            _ => {}
+                    Some(items) => {
+                        for item in items {
+                            self.take(item);
                         }
-                        let (completed, listed, objects) = {
-                            let mut store = self.store();
-                            let completed = store.take(item);
-                            (completed, store.listed(KINDS.len()), store.len())
-                        };
-                        if completed && listed && self.judged_under.is_none() {
-                            tracing::info!(objects, "audit: first list complete, judging every object");
-                            self.begin_full();
-                        }
-                        if settle.is_none() {
-                            settle = Some(tokio::time::Instant::now() + options.settle);
+                        if !self.judge_if_listed(stop).await {
+                            return;
                         }
                     }
                 },
@@ -202,25 +187,59 @@ impl Auditor {
                     } else if self.judged_under.is_some() {
                         tracing::info!("audit: the policy changed, judging every object again");
                         self.begin_full();
-                        settle = Some(tokio::time::Instant::now());
+                        if !self.judge_if_listed(stop).await {
+                            return;
+                        }
                     }
                 },
                 _ = interval.tick() => {
                     let _ = self.reports.send(Note::Reread);
                     if self.store().listed(KINDS.len()) {
                         self.begin_full();
-                        settle = Some(tokio::time::Instant::now());
+                        if !self.judge_if_listed(stop).await {
+                            return;
+                        }
                     }
                 },
-                () = tokio::time::sleep_until(settle_at), if settle.is_some() => {
-                    settle = None;
-                    let listed = self.store().listed(KINDS.len());
-                    if listed && !self.judge_pending(stop).await {
-                        return;
-                    }
-                }
             }
         }
+    }
+
+    /// Takes in one watch item, saying what needs saying.
+    fn take(&mut self, item: WatchItem) {
+        match &item {
+            WatchItem::Failed { kind, error } => {
+                self.metrics.record_audit(AuditEvent::WatchRestart);
+                tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
+            }
+            WatchItem::Absent { kind } if KINDS[*kind].label_selector.is_some() => tracing::info!(
+                kind = KINDS[*kind].kind,
+                selector = KINDS[*kind].label_selector,
+                "audit: the audit may not list Numaplane's namespace-level ConfigMaps (its ClusterRole lacks list and watch on configmaps), so it reports none; the watch retries with backoff and audits them once it may"
+            ),
+            WatchItem::Absent { kind } => tracing::info!(
+                kind = KINDS[*kind].kind,
+                resource = %format!("{}.{}", KINDS[*kind].plural, KINDS[*kind].group),
+                "audit: this kind is not served (its CRD is not installed), so it has nothing to judge; the watch retries with backoff and audits it once it is"
+            ),
+            _ => {}
+        }
+        let (completed, listed, objects) = {
+            let mut store = self.store();
+            let completed = store.take(item);
+            (completed, store.listed(KINDS.len()), store.len())
+        };
+        if completed && listed && self.judged_under.is_none() {
+            tracing::info!(objects, "audit: first list complete, judging every object");
+            self.begin_full();
+        }
+    }
+
+    /// Judges what waits, once every kind's first list is complete; false
+    /// when stopped on the way.
+    async fn judge_if_listed(&mut self, stop: &CancellationToken) -> bool {
+        let listed = self.store().listed(KINDS.len());
+        !listed || self.judge_pending(stop).await
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {

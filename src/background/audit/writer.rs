@@ -187,6 +187,7 @@ pub async fn run(
     metrics: AuditMetrics,
     store: Arc<Mutex<Store>>,
     mut notes: mpsc::UnboundedReceiver<Note>,
+    debounce: Duration,
     stop: CancellationToken,
 ) {
     let reports = Arc::new(Reports {
@@ -214,8 +215,9 @@ pub async fn run(
         queue,
         // One report at a time: only the report being written is held as
         // text (a hundred at once, waiting for the rate limit, took the
-        // leader from 47 to 63 MiB in audit_bench).
-        Config::default().concurrency(1),
+        // leader from 47 to 63 MiB in audit_bench). A namespace's burst of
+        // changes is one write: its request waits out the debounce.
+        Config::default().concurrency(1).debounce(debounce),
     );
     let mut applier = std::pin::pin!(applier);
     let mut wanted = Wanted {
