@@ -137,23 +137,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             .to_owned(),
     );
     spec_vars(&mut vars);
-    vars.add(
-        "statusFields",
-        format!(
-            "oldObject == null || (!has(object.status) && !has(oldObject.status)) ? [] :\n  \
-             !has(object.status) || !has(oldObject.status) ? ['status'] :\n  \
-             type(dyn(object.status)) != map || type(dyn(oldObject.status)) != map ?\n  \
-             (type(dyn(object.status)) == type(dyn(oldObject.status)) && dyn(object.status) == dyn(oldObject.status) ? [] : ['status']) :\n  \
-             {}",
-            changed_keys(
-                "dyn(object.status)",
-                "dyn(oldObject.status)",
-                "true",
-                "status.",
-                ""
-            )
-        ),
-    );
+    vars.add("statusFields", changed_fields("status", "true"));
     // The deleters orphan by removing ownerReferences; adding or changing
     // one is an edit.
     vars.add(
@@ -260,23 +244,7 @@ fn spec_vars(vars: &mut Vars) {
         cel::string(lifecycle.name()),
         cel::string(Kind::MonoVertex.resource())
     );
-    vars.add(
-        "specFields",
-        format!(
-            "oldObject == null || (!has(object.spec) && !has(oldObject.spec)) ? [] :\n  \
-             !has(object.spec) || !has(oldObject.spec) ? ['spec'] :\n  \
-             type(dyn(object.spec)) != map || type(dyn(oldObject.spec)) != map ?\n  \
-             (type(dyn(object.spec)) == type(dyn(oldObject.spec)) && dyn(object.spec) == dyn(oldObject.spec) ? [] : ['spec']) :\n  \
-             {}",
-            changed_keys(
-                "dyn(object.spec)",
-                "dyn(oldObject.spec)",
-                &free,
-                "spec.",
-                ""
-            )
-        ),
-    );
+    vars.add("specFields", changed_fields("spec", &free));
     // spec.lifecycle without desiredPhase; one that holds nothing else is
     // none.
     let phase = cel::string(DESIRED_PHASE.name());
@@ -379,4 +347,23 @@ fn edit_deleters(policy: &Policy) -> Vec<String> {
         .iter()
         .cloned()
         .collect()
+}
+
+/// The CEL list of what changed in `part` (`spec` or `status`) between
+/// the old object and the new: `[]` on a create or when neither has it,
+/// `[part]` when one lacks it or either is not a map (and they differ),
+/// else each changed key not `free`, as `part.key`.
+fn changed_fields(part: &str, free: &str) -> String {
+    let (new, old) = (
+        format!("dyn(object.{part})"),
+        format!("dyn(oldObject.{part})"),
+    );
+    format!(
+        "oldObject == null || (!has(object.{part}) && !has(oldObject.{part})) ? [] :\n  \
+         !has(object.{part}) || !has(oldObject.{part}) ? ['{part}'] :\n  \
+         type({new}) != map || type({old}) != map ?\n  \
+         (type({new}) == type({old}) && {new} == {old} ? [] : ['{part}']) :\n  \
+         {}",
+        changed_keys(&new, &old, free, &format!("{part}."), "")
+    )
 }
