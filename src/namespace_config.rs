@@ -12,7 +12,7 @@
 //! order ([`crate::go_keys`]).
 //!
 //! The request's object is read by the same lenient view as the guarded
-//! kinds ([`crate::rollout::PipelineRollout`], which keeps Numaplane's labels
+//! kinds ([`crate::rollout::GuardedObject`], which keeps Numaplane's labels
 //! and this `data`), so a ConfigMap costs one pass like any other object.
 
 use serde_json::Value;
@@ -21,7 +21,7 @@ use crate::kinds::{
     CONFIG_LABEL, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES, UPGRADE_STRATEGY_KEY,
 };
 use crate::lenient::{JsonKind, Obj};
-use crate::rollout::{ConfigData, PipelineRollout};
+use crate::rollout::{ConfigData, GuardedObject};
 
 /// What a ConfigMap says about its namespace's upgrade strategy, read as
 /// Numaplane reads it.
@@ -56,7 +56,7 @@ pub enum StrategyRead {
 impl StrategyRead {
     /// Reads the strategy of `object` (a ConfigMap as the lenient view
     /// holds it).
-    pub fn of(object: &PipelineRollout) -> Self {
+    pub fn of(object: &GuardedObject) -> Self {
         Self::from_parts(object.label(CONFIG_LABEL), object.config_data())
     }
 
@@ -128,7 +128,7 @@ pub struct ConfigRead {
 
 impl ConfigRead {
     /// Reads `object` (a ConfigMap as the lenient view holds it).
-    pub fn of(object: &PipelineRollout) -> Self {
+    pub fn of(object: &GuardedObject) -> Self {
         Self::from_parts(object.label(CONFIG_LABEL), object.config_data())
     }
 
@@ -198,7 +198,7 @@ mod tests {
             if !data.is_null() {
                 object["data"] = data;
             }
-            StrategyRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
+            StrategyRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
         };
         let strategy = |name, blank| StrategyRead::Strategy { name, blank };
         let cases = [
@@ -259,7 +259,7 @@ mod tests {
         }
         let other_label = json!({"metadata": {"labels": {CONFIG_LABEL: "usde-config"}}, "data": {"upgradeStrategy": "no-strategy"}});
         assert_eq!(
-            StrategyRead::of(&PipelineRollout::from_json(&other_label.to_string()).expect("json")),
+            StrategyRead::of(&GuardedObject::from_json(&other_label.to_string()).expect("json")),
             StrategyRead::NotNamespaceConfig
         );
         assert!(strategy(NO_STRATEGY, true).skips_draining());
@@ -267,7 +267,7 @@ mod tests {
         let read = |data: Value| {
             let object =
                 json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}, "data": data});
-            ConfigRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
+            ConfigRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
         };
         let read_as = |strategy, key: Option<&str>, clash: Option<(&str, &str)>| ConfigRead {
             strategy,

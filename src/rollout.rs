@@ -73,7 +73,7 @@ pub const FORCE_PROMOTE_FOR: &str =
 /// guarded kinds: they share `metadata` and `spec.strategy`). Read by
 /// [`child`]'s reader: a child's `spec` and `status` are kept whole too.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PipelineRollout {
+pub struct GuardedObject {
     metadata: Obj<Metadata>,
     spec: Obj<Spec>,
     status: Obj<Status>,
@@ -102,12 +102,12 @@ pub struct Stored {
 
 impl Stored {
     /// The view the rules read, built from the parts kept.
-    pub fn view(&self) -> PipelineRollout {
+    pub fn view(&self) -> GuardedObject {
         let keys = |map: &Option<std::collections::BTreeMap<String, String>>| match map {
             Some(all) => Obj::Present(Keys::from_strings(all)),
             None => Obj::Missing,
         };
-        PipelineRollout {
+        GuardedObject {
             metadata: Obj::Present(Metadata {
                 annotations: keys(&self.metadata.annotations),
                 labels: keys(&self.metadata.labels),
@@ -341,7 +341,7 @@ fn read_time(text: &Text, path: &'static str) -> PauseStart {
     }
 }
 
-impl PipelineRollout {
+impl GuardedObject {
     /// The object's `data`, as the namespace-level configuration reads it
     /// (a ConfigMap's; missing on every rollout).
     pub fn config_data(&self) -> &Obj<ConfigData> {
@@ -512,8 +512,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn view(v: Value) -> PipelineRollout {
-        PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
+    fn view(v: Value) -> GuardedObject {
+        GuardedObject::from_json(&v.to_string()).expect("valid JSON")
     }
 
     #[test]

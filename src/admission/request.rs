@@ -14,7 +14,7 @@ use crate::lenient::{Obj, Text};
 use crate::namespace_config::ConfigRead;
 use crate::policy::UserInfo;
 use crate::policy::rules::{GuardedWrite, Operation, StrategyWrite};
-use crate::rollout::PipelineRollout;
+use crate::rollout::GuardedObject;
 
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,9 +129,9 @@ struct RequestFields {
     #[serde(default)]
     user_info: Obj<UserInfo>,
     #[serde(default)]
-    object: Obj<PipelineRollout>,
+    object: Obj<GuardedObject>,
     #[serde(default)]
-    old_object: Obj<PipelineRollout>,
+    old_object: Obj<GuardedObject>,
     #[serde(default)]
     dry_run: Option<Value>,
 }
@@ -156,8 +156,8 @@ pub struct AdmissionRequest {
     pub user: UserInfo,
     resource: Obj<GroupResource>,
     sub_resource: Option<String>,
-    object: Obj<PipelineRollout>,
-    old_object: Obj<PipelineRollout>,
+    object: Obj<GuardedObject>,
+    old_object: Obj<GuardedObject>,
 }
 
 impl AdmissionRequest {
@@ -231,8 +231,8 @@ impl AdmissionRequest {
     pub fn object_uid(&self) -> Option<&str> {
         self.object
             .get()
-            .and_then(PipelineRollout::uid)
-            .or_else(|| self.old_object.get().and_then(PipelineRollout::uid))
+            .and_then(GuardedObject::uid)
+            .or_else(|| self.old_object.get().and_then(GuardedObject::uid))
     }
 
     /// What the request's `resource` names: a subresource, a guarded

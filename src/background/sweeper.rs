@@ -33,7 +33,7 @@ use crate::events::{EventQueue, PendingEvent};
 use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
 use crate::policy::Policy;
 use crate::policy::rules::{EventReason, stale_force_reset};
-use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout, Stored};
+use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject, Stored};
 
 /// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";
@@ -74,7 +74,7 @@ impl StaleForces {
         &mut self,
         key: Key,
         resource_version: Option<&str>,
-        object: &PipelineRollout,
+        object: &GuardedObject,
         now: Instant,
     ) {
         let stale = stale_force_reset::force_is_stale(object);
@@ -272,12 +272,12 @@ mod tests {
 
     use super::*;
 
-    fn rollout(annotation: &str, status: Value) -> PipelineRollout {
+    fn rollout(annotation: &str, status: Value) -> GuardedObject {
         let doc = json!({
             "metadata": {"uid": "u", "annotations": {ALLOW_DATA_LOSS: annotation}},
             "status": status,
         });
-        PipelineRollout::from_json(&doc.to_string()).expect("JSON")
+        GuardedObject::from_json(&doc.to_string()).expect("JSON")
     }
 
     fn key(name: &str) -> Key {

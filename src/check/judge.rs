@@ -17,7 +17,7 @@ use crate::kinds::Kind;
 use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{GuardedWrite, Operation, StrategyWrite, Verdict};
 use crate::policy::{Policy, UserInfo, format_seconds};
-use crate::rollout::{PipelineRollout, TIMEOUT_FIELD};
+use crate::rollout::{GuardedObject, TIMEOUT_FIELD};
 
 /// The group every authenticated user is in; the API server adds it.
 const AUTHENTICATED: &str = "system:authenticated";
@@ -218,7 +218,7 @@ impl ManifestJudge<'_> {
     }
 
     /// The decision of `webhook` on the write of `object`.
-    fn decide(&self, webhook: Webhook, write: &Write<'_>, object: &PipelineRollout) -> Verdict {
+    fn decide(&self, webhook: Webhook, write: &Write<'_>, object: &GuardedObject) -> Verdict {
         let input = Input {
             webhook,
             subject: Subject::Write {
@@ -248,8 +248,8 @@ fn decide_offline(policy: &Policy, input: Input<'_>) -> Verdict {
 }
 
 /// The rules' view of a manifest.
-fn view(object: &Value) -> Result<PipelineRollout, serde_json::Error> {
-    PipelineRollout::deserialize(object)
+fn view(object: &Value) -> Result<GuardedObject, serde_json::Error> {
+    GuardedObject::deserialize(object)
 }
 
 /// Makes the object what the API server would pass on: the namespace
@@ -284,7 +284,7 @@ struct Write<'a> {
     namespace: &'a str,
     name: &'a str,
     user: UserInfo,
-    old: Option<PipelineRollout>,
+    old: Option<GuardedObject>,
 }
 
 impl Write<'_> {

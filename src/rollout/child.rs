@@ -17,7 +17,7 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 use serde_json::Value;
 
 use super::keys::Key;
-use super::{Metadata, PipelineRollout, Spec, Status};
+use super::{Metadata, GuardedObject, Spec, Status};
 use crate::kinds::{Kind, NUMAFLOW_GROUP, NUMAPLANE_GROUP, PARENT_ROLLOUT};
 use crate::lenient::{JsonKind, Obj};
 use crate::skim::RawText;
@@ -90,7 +90,7 @@ fn names_a_child(kind: &str) -> bool {
         .any(|k| k.is_child() && k.kind() == kind)
 }
 
-impl<'de> Deserialize<'de> for PipelineRollout {
+impl<'de> Deserialize<'de> for GuardedObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(ViewVisitor)
     }
@@ -160,14 +160,14 @@ where
 }
 
 impl<'de> Visitor<'de> for ViewVisitor {
-    type Value = PipelineRollout;
+    type Value = GuardedObject;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PipelineRollout, A::Error> {
-        let mut out = PipelineRollout::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<GuardedObject, A::Error> {
+        let mut out = GuardedObject::default();
         // None until `kind` is read: then whether it names a child.
         let mut child: Option<bool> = None;
         let mut content = ChildContent::default();
@@ -228,7 +228,7 @@ fn names_a_rollout(reference: &Value) -> bool {
         })
 }
 
-impl PipelineRollout {
+impl GuardedObject {
     /// `metadata.ownerReferences`, as found.
     pub fn owner_references(&self) -> Option<&Value> {
         self.metadata.get()?.owner_references.as_ref()
@@ -330,8 +330,8 @@ mod tests {
 
     use super::*;
 
-    fn view(v: Value) -> PipelineRollout {
-        PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
+    fn view(v: Value) -> GuardedObject {
+        GuardedObject::from_json(&v.to_string()).expect("valid JSON")
     }
 
     #[test]

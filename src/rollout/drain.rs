@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::{LifecycleKey, PipelineRollout, TimeoutSlot};
+use super::{LifecycleKey, GuardedObject, TimeoutSlot};
 use crate::lenient::{Obj, Text};
 
 /// The deletion timeout a Pipeline that sets none gets from the schema
@@ -79,7 +79,7 @@ pub const DELETION_FIELD: &str = "spec.pipeline.spec.lifecycle.deletionGracePeri
 /// The deprecated one it reads when the first is absent.
 pub const DEPRECATED_DELETION_FIELD: &str = "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds";
 
-impl PipelineRollout {
+impl GuardedObject {
     /// The deletion timeout of this rollout's Pipeline:
     /// `deletionGracePeriodSeconds`, else the deprecated
     /// `deleteGracePeriodSeconds`, else Numaflow's 30 s. (Numaflow would
@@ -134,11 +134,11 @@ mod tests {
 
     use super::*;
 
-    fn view(v: Value) -> PipelineRollout {
+    fn view(v: Value) -> GuardedObject {
         serde_json::from_value(v).expect("lenient")
     }
 
-    fn lifecycle(l: Value) -> PipelineRollout {
+    fn lifecycle(l: Value) -> GuardedObject {
         view(json!({"spec": {"pipeline": {"spec": {"lifecycle": l}}}}))
     }
 

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
-use super::PipelineRollout;
+use super::GuardedObject;
 use crate::kinds::{Kind, PARENT_ROLLOUT, watched};
 use crate::lenient::{JsonKind, Obj};
 
@@ -136,7 +136,7 @@ impl Map {
     }
 }
 
-impl PipelineRollout {
+impl GuardedObject {
     /// The value of the annotation `key`, when present.
     pub fn annotation(&self, key: &str) -> Option<&Value> {
         self.metadata.get()?.annotations.get()?.get(key)
@@ -229,8 +229,8 @@ mod tests {
     use super::*;
     use crate::kinds::{FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, UPGRADE_STATE};
 
-    fn view(v: Value) -> PipelineRollout {
-        PipelineRollout::from_json(&v.to_string()).expect("valid JSON")
+    fn view(v: Value) -> GuardedObject {
+        GuardedObject::from_json(&v.to_string()).expect("valid JSON")
     }
 
     #[test]
@@ -259,7 +259,7 @@ mod tests {
         // the plain key, so the view must see it too.
         let text =
             r#"{"metadata": {"labels": {"numaplane.numaproj.io\/\u0066orce-promote": "true"}}}"#;
-        let object = PipelineRollout::from_json(text).expect("valid JSON");
+        let object = GuardedObject::from_json(text).expect("valid JSON");
         assert_eq!(object.label(FORCE_PROMOTE_LABEL), Some(&json!("true")));
     }
 

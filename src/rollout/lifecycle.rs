@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::PipelineRollout;
+use super::GuardedObject;
 use crate::lenient::{JsonKind, Obj};
 
 /// One drain timeout of a Pipeline's `lifecycle`.
@@ -117,7 +117,7 @@ fn slot(lifecycle: &Lifecycle, key: LifecycleKey, depth: usize) -> TimeoutSlot<'
     }
 }
 
-impl PipelineRollout {
+impl GuardedObject {
     /// Where the pause timeout
     /// `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds` stands.
     pub fn timeout(&self) -> TimeoutSlot<'_> {
@@ -154,7 +154,7 @@ mod tests {
 
     use super::*;
 
-    fn view(object: Value) -> PipelineRollout {
+    fn view(object: Value) -> GuardedObject {
         serde_json::from_value(object).expect("a view")
     }
 

@@ -137,7 +137,7 @@ apiVersion: admission.k8s.io/v1
 kind: AdmissionReview
 request:
   uid: 0d4a8e0c-7a51-4c62-9d4e-yaml00000001
-  kind: {group: numaplane.numaproj.io, version: v1alpha1, kind: PipelineRollout}
+  kind: {group: numaplane.numaproj.io, version: v1alpha1, kind: GuardedObject}
   resource: {group: numaplane.numaproj.io, version: v1alpha1, resource: pipelinerollouts}
   namespace: team-a
   name: my-pipeline
@@ -147,7 +147,7 @@ request:
     groups: [devs, system:authenticated]
   object:
     apiVersion: numaplane.numaproj.io/v1alpha1
-    kind: PipelineRollout
+    kind: GuardedObject
     metadata: {name: my-pipeline, namespace: team-a}
     spec:
       pipeline:

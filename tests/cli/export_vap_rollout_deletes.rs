@@ -15,7 +15,7 @@ use cel_support::table::{Case, Expect, case, run};
 use cel_support::{Request, Resource, judged, policy_named};
 use pipelinerollout_webhook::kinds::Kind;
 use pipelinerollout_webhook::policy::Policy;
-use pipelinerollout_webhook::rollout::PipelineRollout;
+use pipelinerollout_webhook::rollout::GuardedObject;
 use pipelinerollout_webhook::vap::{self, Exported};
 use serde_json::{Value, json};
 
@@ -106,7 +106,7 @@ fn the_warning_names_the_deletion_timeout_in_the_webhooks_words() {
             ),
             "{name}"
         );
-        let view: PipelineRollout = serde_json::from_value(stored).expect("a lenient view");
+        let view: GuardedObject = serde_json::from_value(stored).expect("a lenient view");
         assert_eq!(
             view.deletion_timeout().to_string(),
             words,

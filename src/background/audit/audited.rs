@@ -192,7 +192,7 @@ mod tests {
         });
         let slim = prune(&object.to_string(), &NAMESPACE_CONFIG_SHAPE).expect("prunes");
         assert!(slim.to_string().len() < 300, "{slim}");
-        let kept = crate::rollout::PipelineRollout::from_json(&slim.to_string()).expect("view");
+        let kept = crate::rollout::GuardedObject::from_json(&slim.to_string()).expect("view");
         assert!(crate::namespace_config::ConfigRead::of(&kept).skips_draining());
         // Every key Numaplane reads as upgradeStrategy is kept, up to the two
         // greatest in byte order: the one it reads and one to name.
@@ -206,7 +206,7 @@ mod tests {
             slim["data"],
             json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""})
         );
-        let kept = crate::rollout::PipelineRollout::from_json(&slim.to_string()).expect("view");
+        let kept = crate::rollout::GuardedObject::from_json(&slim.to_string()).expect("view");
         let read = crate::namespace_config::ConfigRead::of(&kept);
         assert!(read.skips_draining());
         assert_eq!(
@@ -227,12 +227,12 @@ mod tests {
         let slim = prune(&object.to_string(), &PIPELINE_ROLLOUT_SHAPE).expect("prunes");
         let text = slim.to_string();
         assert!(text.len() < 600, "{} bytes: {text}", text.len());
-        let kept = crate::rollout::PipelineRollout::from_json(&text).expect("view");
+        let kept = crate::rollout::GuardedObject::from_json(&text).expect("view");
         assert!(kept.forces_reapply());
         assert!(slim["metadata"].get("managedFields").is_none());
         assert!(slim["spec"]["pipeline"]["spec"].get("vertices").is_none());
         // What the rules read is the same in the slim and the whole object.
-        let whole = crate::rollout::PipelineRollout::from_json(&object.to_string()).expect("view");
+        let whole = crate::rollout::GuardedObject::from_json(&object.to_string()).expect("view");
         assert_eq!(whole, kept);
     }
 
@@ -278,8 +278,8 @@ mod tests {
             assert!(text.len() < 1500, "{}: {} bytes", entry.kind, text.len());
             // What rules 13 to 15 read is the same in the slim and the whole object.
             let whole =
-                crate::rollout::PipelineRollout::from_json(&object.to_string()).expect("view");
-            let kept = crate::rollout::PipelineRollout::from_json(&text).expect("view");
+                crate::rollout::GuardedObject::from_json(&object.to_string()).expect("view");
+            let kept = crate::rollout::GuardedObject::from_json(&text).expect("view");
             for key in LAB.iter().chain(&[FORCE_PROMOTE_LABEL]) {
                 let map = crate::rollout::Map::TemplateLabels;
                 assert_eq!(

@@ -18,7 +18,7 @@ use crate::kinds::Kind;
 use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{GuardedWrite, Operation, Rule, StrategyWrite, Verdict, Violation};
 use crate::policy::{Mode, Permission, Policy, UserInfo};
-use crate::rollout::{DeletionTimeout, PipelineRollout};
+use crate::rollout::{DeletionTimeout, GuardedObject};
 
 /// The requester the audit judges a CREATE for.
 pub const AUDIT_USER: &str = "system:serviceaccount:pipelinerollout-webhook:audit";
@@ -99,7 +99,7 @@ impl<'a> Judge<'a> {
         name: &str,
         json: &str,
     ) -> ObjectResults {
-        match PipelineRollout::from_json(json) {
+        match GuardedObject::from_json(json) {
             Ok(view) => self.view(entry, namespace, name, &view),
             Err(e) => unjudgeable(format!("the stored object is not JSON: {e}")),
         }
@@ -148,7 +148,7 @@ impl Judge<'_> {
         entry: &KindEntry,
         namespace: &str,
         name: &str,
-        view: &PipelineRollout,
+        view: &GuardedObject,
     ) -> ObjectResults {
         let kind = match entry.guarded {
             Audited::Rollout(kind) => kind,
@@ -184,7 +184,7 @@ impl Judge<'_> {
         &self,
         namespace: &str,
         name: &str,
-        view: &PipelineRollout,
+        view: &GuardedObject,
     ) -> ObjectResults {
         let read = ConfigRead::of(view);
         let skips = read.skips_draining();
@@ -234,7 +234,7 @@ impl Judge<'_> {
         &self,
         entry: &KindEntry,
         kind: Kind,
-        view: &PipelineRollout,
+        view: &GuardedObject,
         denials: &[Violation],
     ) -> ObjectResults {
         if let Some(Violation::Unjudgeable(why)) = denials

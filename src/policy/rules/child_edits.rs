@@ -41,7 +41,7 @@ use crate::kinds::{
 };
 use crate::policy::model::Policy;
 use crate::policy::user::Permission;
-use crate::rollout::{Ownership, PipelineRollout};
+use crate::rollout::{Ownership, GuardedObject};
 
 /// The finalizers the Kubernetes deleters add and remove as they delete
 /// (foreground) and orphan.
@@ -71,7 +71,7 @@ pub struct ChildEdits {
 /// Numaflow's prefixes, and their values, that rule 26 judges: all but
 /// those rules 13 to 15 judge, and a pause-timestamp set or changed (rule
 /// 19's; its removal is this rule's).
-fn judged_keys(object: &PipelineRollout, labels: bool) -> Vec<(&str, &Value)> {
+fn judged_keys(object: &GuardedObject, labels: bool) -> Vec<(&str, &Value)> {
     object
         .prefixed_keys(labels)
         .into_iter()
@@ -85,7 +85,7 @@ fn judged_keys(object: &PipelineRollout, labels: bool) -> Vec<(&str, &Value)> {
 }
 
 /// The keys of one map that differ between `old` and `new`.
-fn changed_keys(new: &PipelineRollout, old: &PipelineRollout, labels: bool) -> Vec<String> {
+fn changed_keys(new: &GuardedObject, old: &GuardedObject, labels: bool) -> Vec<String> {
     let (new_keys, old_keys) = (judged_keys(new, labels), judged_keys(old, labels));
     fn value(keys: &[(&str, &Value)], key: &str) -> Option<Value> {
         keys.iter()
@@ -238,8 +238,8 @@ fn owner_references_changed(new: Option<&Value>, old: Option<&Value>, deleter: b
 /// What an UPDATE changes that rule 26 judges.
 fn update_fields(
     kind: Kind,
-    new: &PipelineRollout,
-    old: &PipelineRollout,
+    new: &GuardedObject,
+    old: &GuardedObject,
     deleter: bool,
 ) -> Vec<String> {
     let mut fields = Vec::new();
@@ -277,7 +277,7 @@ fn update_fields(
 /// The owner of a write: the stored object's, else the new object's.
 fn owner_of(write: &GuardedWrite<'_>) -> Option<String> {
     let new = write.object.ownership();
-    let old = write.old().map(PipelineRollout::ownership);
+    let old = write.old().map(GuardedObject::ownership);
     match (old, new) {
         (Some(Ownership::Owned(name)), _) | (_, Ownership::Owned(name)) => Some(name),
         (Some(unreadable @ Ownership::Unreadable(_)), _) | (_, unreadable) => unreadable.shown(),

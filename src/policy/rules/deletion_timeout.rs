@@ -12,7 +12,7 @@ use super::timeout_field::TimeoutField;
 use super::verdict::Finding;
 use super::violation::show;
 use crate::policy::model::DrainTimeout;
-use crate::rollout::{LifecycleKey, PipelineRollout, TimeoutSlot};
+use crate::rollout::{LifecycleKey, GuardedObject, TimeoutSlot};
 
 /// What the deletion rules found: findings (judged by rule 8 and warn mode
 /// like every other), and warnings about the field Numaflow does not read.
@@ -49,7 +49,7 @@ impl Holder {
     }
 
     /// Where `key` stands in `object`.
-    pub fn slot(self, object: &PipelineRollout, key: LifecycleKey) -> TimeoutSlot<'_> {
+    pub fn slot(self, object: &GuardedObject, key: LifecycleKey) -> TimeoutSlot<'_> {
         match self {
             Self::Rollout => object.lifecycle_timeout(key),
             Self::Child => object.child_lifecycle_timeout(key),

@@ -361,7 +361,7 @@ pub fn stale_force_warning(write: &GuardedWrite<'_>, gates: &ForceGates) -> Opti
         && write.object.forces_reapply()
         && write
             .old()
-            .is_some_and(crate::rollout::PipelineRollout::forces_reapply)
+            .is_some_and(crate::rollout::GuardedObject::forces_reapply)
         && !gates.pausing;
     stale.then(|| {
         "allow-data-loss is still \"true\" and nothing is pausing: this change applies without draining; set it to \"false\""

@@ -26,7 +26,7 @@ use super::guarded_write::{GuardedWrite, Operation};
 use super::verdict::{EventReason, Finding, ForceEvent, Verdict};
 use super::violation::{RecordProblem, Violation, cut};
 use crate::policy::model::Policy;
-use crate::rollout::{FORCE_PROMOTE_FOR, FORCE_PROMOTE_PATH, PipelineRollout, ProgressiveUpgrade};
+use crate::rollout::{FORCE_PROMOTE_FOR, FORCE_PROMOTE_PATH, GuardedObject, ProgressiveUpgrade};
 
 /// Rule 12's warning: an UPDATE keeps forcePromote on.
 pub const LEFT_ON_WARNING: &str = "forcePromote is still true: the next upgrade skips assessment and deletes recyclable pipelines undrained";
@@ -40,14 +40,14 @@ pub fn left_on_warning(write: &GuardedWrite<'_>) -> Option<String> {
     let kept = write.operation == Operation::Update
         && write.is_pipeline_rollout()
         && write.object.force_promote()
-        && write.old().is_some_and(PipelineRollout::force_promote);
+        && write.old().is_some_and(GuardedObject::force_promote);
     kept.then(|| LEFT_ON_WARNING.to_owned())
 }
 
 /// The record of the upgrade a forcePromote turned on now is for, from the
 /// stored status (none on CREATE).
-fn record(old: Option<&PipelineRollout>) -> String {
-    match old.map(PipelineRollout::progressive_upgrade) {
+fn record(old: Option<&GuardedObject>) -> String {
+    match old.map(GuardedObject::progressive_upgrade) {
         Some(ProgressiveUpgrade {
             in_progress: true,
             child: Some(child),
@@ -81,7 +81,7 @@ fn standing_record<'a>(write: &'a GuardedWrite<'_>) -> Option<&'a str> {
     write
         .old()
         .filter(|old| old.force_promote())
-        .and_then(PipelineRollout::force_promote_for)
+        .and_then(GuardedObject::force_promote_for)
         .filter(|r| is_record(r))
 }
 
@@ -100,7 +100,7 @@ pub fn record_finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Findi
         return None;
     }
     let written = write.object.force_promote_for()?;
-    if write.old().and_then(PipelineRollout::force_promote_for) == Some(written) {
+    if write.old().and_then(GuardedObject::force_promote_for) == Some(written) {
         return None;
     }
     let why = if !is_record(written) {
@@ -154,7 +154,7 @@ pub fn reset_finished_force_promote(
     }
     let on = write.object.force_promote();
     let recorded = write.object.force_promote_for();
-    let stored = write.old().and_then(PipelineRollout::force_promote_for);
+    let stored = write.old().and_then(GuardedObject::force_promote_for);
     match (on, recorded) {
         (false, Some(_)) => decision.patch.push(PatchOperation::Remove(RemoveOperation {
             path: record_path(),

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use crate::kinds::Kind;
 use crate::policy::user::UserInfo;
-use crate::rollout::PipelineRollout;
+use crate::rollout::GuardedObject;
 
 /// The operations the rules judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,9 +54,9 @@ pub struct GuardedWrite<'a> {
     pub user: &'a UserInfo,
     /// The object as it would be stored; on DELETE, the stored object
     /// being deleted.
-    pub object: &'a PipelineRollout,
+    pub object: &'a GuardedObject,
     /// The stored object, on UPDATE (on DELETE it is `object`).
-    pub old_object: Option<&'a PipelineRollout>,
+    pub old_object: Option<&'a GuardedObject>,
     /// The time the request is judged at (the webhook's clock, or
     /// `review --now`): clock-dependent rules read only this.
     pub now: OffsetDateTime,
@@ -64,7 +64,7 @@ pub struct GuardedWrite<'a> {
 
 impl GuardedWrite<'_> {
     /// The stored object, on UPDATE only.
-    pub fn old(&self) -> Option<&PipelineRollout> {
+    pub fn old(&self) -> Option<&GuardedObject> {
         match self.operation {
             Operation::Update => self.old_object,
             Operation::Create | Operation::Delete => None,
@@ -82,7 +82,7 @@ impl GuardedWrite<'_> {
         self.is_pipeline_rollout()
             && !self.is_delete()
             && self.object.forces_reapply()
-            && !self.old().is_some_and(PipelineRollout::forces_reapply)
+            && !self.old().is_some_and(GuardedObject::forces_reapply)
     }
 
     /// Rule 7's trigger: `forcePromote` is turned on with this request (on
@@ -91,7 +91,7 @@ impl GuardedWrite<'_> {
         !self.kind.is_child()
             && !self.is_delete()
             && self.object.force_promote()
-            && !self.old().is_some_and(PipelineRollout::force_promote)
+            && !self.old().is_some_and(GuardedObject::force_promote)
     }
 
     /// Whether this is a DELETE.
@@ -101,6 +101,6 @@ impl GuardedWrite<'_> {
 
     /// Whether the stored object says its pipeline is pausing.
     pub fn old_is_pausing(&self) -> bool {
-        self.old().is_some_and(PipelineRollout::is_pausing)
+        self.old().is_some_and(GuardedObject::is_pausing)
     }
 }

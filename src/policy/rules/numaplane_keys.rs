@@ -30,7 +30,7 @@ use crate::kinds::{
 };
 use crate::policy::model::Policy;
 use crate::policy::user::Permission;
-use crate::rollout::{Map, PipelineRollout};
+use crate::rollout::{Map, GuardedObject};
 
 /// Whether the write is the Numaplane controller's own.
 fn by_controller(policy: &Policy, write: &GuardedWrite<'_>) -> bool {
@@ -89,7 +89,7 @@ fn not_actable(write: &GuardedWrite<'_>, wanted: [&'static str; 2]) -> Option<No
     if !write.kind.is_child() {
         return None;
     }
-    let stored: &PipelineRollout = write.old().unwrap_or(write.object);
+    let stored: &GuardedObject = write.old().unwrap_or(write.object);
     let state = stored.label(UPGRADE_STATE).and_then(Value::as_str);
     match state {
         Some(state) if wanted.contains(&state) => None,

@@ -9,7 +9,7 @@ use super::guarded_write::{GuardedWrite, Operation};
 use super::verdict::{EventReason, ForceEvent, Verdict};
 use super::violation::cut;
 use crate::policy::model::Policy;
-use crate::rollout::{ALLOW_DATA_LOSS, PipelineRollout};
+use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject};
 
 /// The warning a reset answers with (kubectl prints it).
 pub const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss was reset to \"false\", so this change drains as usual";
@@ -17,7 +17,7 @@ pub const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss wa
 /// Whether the force `object` holds is over: `allow-data-loss` is "true"
 /// and the pause it was set for has ended. What `/mutate`'s reset and the
 /// stale-force sweeper both ask.
-pub fn force_is_stale(object: &PipelineRollout) -> bool {
+pub fn force_is_stale(object: &GuardedObject) -> bool {
     object.forces_reapply() && object.pause_is_over()
 }
 

@@ -11,7 +11,7 @@ use super::verdict::Finding;
 use super::violation::{Violation, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, Scope};
-use crate::rollout::{PipelineRollout, TimeoutSlot};
+use crate::rollout::{GuardedObject, TimeoutSlot};
 
 /// How the overflow rule (4 or 18) reads a timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub fn findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Vec<Finding> {
     let timeout_unchanged = old.is_some_and(|o| o.timeout() == timeout);
     let scale = scale_factor(object, dt);
     // S as the rules see it: the rollout's own value, else the policy default.
-    let effective_scale = |o: &PipelineRollout| {
+    let effective_scale = |o: &GuardedObject| {
         o.scale_factor()
             .cloned()
             .unwrap_or_else(|| Value::from(dt.default_recycle_scale_factor))
@@ -126,7 +126,7 @@ fn allowed_values(scope: &Scope<'_>, dt: &DrainTimeout) -> String {
 
 /// The scale factor a rollout uses: its own if valid, else `Err` with the
 /// violation; the policy's default when absent.
-fn scale_factor(object: &PipelineRollout, dt: &DrainTimeout) -> Result<u64, Violation> {
+fn scale_factor(object: &GuardedObject, dt: &DrainTimeout) -> Result<u64, Violation> {
     match object.scale_factor() {
         None => Ok(dt.default_recycle_scale_factor),
         Some(v) => v.as_u64().filter(|s| (1..=100).contains(s)).ok_or_else(|| {

@@ -5,10 +5,10 @@
 use super::{RuleResult, Status, result};
 use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
 use crate::policy::rules::Rule;
-use crate::rollout::{ALLOW_DATA_LOSS, DELETION_FIELD, Map, PipelineRollout};
+use crate::rollout::{ALLOW_DATA_LOSS, DELETION_FIELD, Map, GuardedObject};
 
 /// A stored `allow-data-loss: "true"`, by state.
-pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
+pub(super) fn force_reapply_state(view: &GuardedObject) -> RuleResult {
     if !view.forces_reapply() {
         return result(Rule::ForceReapply, Status::Pass, None);
     }
@@ -32,7 +32,7 @@ pub(super) fn force_reapply_state(view: &PipelineRollout) -> RuleResult {
 
 /// Rule 22: an HPA rider, which makes Numaplane promote every progressive
 /// upgrade without assessment: `warn` (the webhook allows it, warning).
-pub(super) fn hpa_rider_state(view: &PipelineRollout) -> RuleResult {
+pub(super) fn hpa_rider_state(view: &GuardedObject) -> RuleResult {
     match view.hpa_riders().first() {
         Some(&index) => result(
             Rule::HpaRider,
@@ -60,7 +60,7 @@ pub(super) fn no_deletion_timeout_state() -> RuleResult {
 }
 
 /// A stored `forcePromote: true`, by state.
-pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleResult {
+pub(super) fn force_promote_state(view: &GuardedObject, kind: Kind) -> RuleResult {
     if !view.force_promote() {
         return result(Rule::ForcePromote, Status::Pass, None);
     }
@@ -87,7 +87,7 @@ pub(super) fn force_promote_state(view: &PipelineRollout, kind: Kind) -> RuleRes
 
 /// A force-promote label stored in a rollout's child template, by state
 /// (its permission cannot be judged afterwards); `None` when there is none.
-pub(super) fn template_label_state(view: &PipelineRollout, kind: Kind) -> Option<RuleResult> {
+pub(super) fn template_label_state(view: &GuardedObject, kind: Kind) -> Option<RuleResult> {
     view.key_in(kind, Map::TemplateLabels, FORCE_PROMOTE_LABEL)?;
     Some(result(
         Rule::ForcePromoteLabel,
@@ -102,7 +102,7 @@ pub(super) fn template_label_state(view: &PipelineRollout, kind: Kind) -> Option
 
 /// A `marked-for-deletion: "true"` stored in a PipelineRollout's child
 /// template, by state; `None` when there is none.
-pub(super) fn template_deletion_state(view: &PipelineRollout, kind: Kind) -> Option<RuleResult> {
+pub(super) fn template_deletion_state(view: &GuardedObject, kind: Kind) -> Option<RuleResult> {
     if !kind.honours_marked_for_deletion() {
         return None;
     }

@@ -1,6 +1,6 @@
 //! What every table judges with: the policies, the users (the shared
 //! builders' `userInfo`, as the crate's [`UserInfo`]), the time, and the
-//! documents (the shared builders' JSON, as a [`PipelineRollout`]).
+//! documents (the shared builders' JSON, as a [`GuardedObject`]).
 
 use serde_json::Value;
 use test_builders::{PipelineRolloutDoc, rollout, users};
@@ -9,7 +9,7 @@ use time::macros::datetime;
 
 use crate::policy::rules::{GuardedWrite, Operation, Verdict, mutate};
 use crate::policy::{Policy, UserInfo};
-use crate::rollout::PipelineRollout;
+use crate::rollout::GuardedObject;
 
 pub(super) use test_builders::pipeline_rollout;
 
@@ -99,8 +99,8 @@ pub(super) fn rollout_with(
 }
 
 /// A document as the rules read it.
-pub(super) fn parse(value: &Value) -> PipelineRollout {
-    PipelineRollout::from_json(&value.to_string())
+pub(super) fn parse(value: &Value) -> GuardedObject {
+    GuardedObject::from_json(&value.to_string())
         .unwrap_or_else(|e| panic!("test object is not JSON: {e}"))
 }
 

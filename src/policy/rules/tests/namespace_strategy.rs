@@ -14,7 +14,7 @@ use crate::policy::rules::{
     EventReason, Gate, GateResult, Operation, Rule, StrategyWrite, Verdict,
 };
 use crate::policy::user::UserInfo;
-use crate::rollout::PipelineRollout;
+use crate::rollout::GuardedObject;
 
 /// A ConfigMap labelled as the namespace's configuration, with `data`.
 fn config(data: Value) -> Value {
@@ -30,7 +30,7 @@ fn unlabelled(value: &str) -> Value {
 }
 
 fn read(object: &Value) -> ConfigRead {
-    ConfigRead::of(&PipelineRollout::from_json(&object.to_string()).expect("json"))
+    ConfigRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
 }
 
 /// Judges a write with the static lists as the only source of permission.
