@@ -40,4 +40,5 @@ pub mod pki;
 pub mod policy;
 pub mod rollout;
 pub mod server;
+pub mod skim;
 pub mod vap;

@@ -261,7 +261,7 @@ impl GuardedObject {
 
     /// Reads a PipelineRollout from JSON, leniently: only invalid JSON fails.
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(json)
+        crate::skim::from_slice(json.as_bytes())
     }
 
     /// This object without its stored forces: `allow-data-loss` when it is

@@ -164,7 +164,7 @@ impl AdmissionRequest {
     /// Reads an AdmissionReview body. Errors only when there is no request
     /// uid to answer to.
     pub fn parse(body: &[u8]) -> Result<Self, ParseError> {
-        Self::from_envelope(serde_json::from_slice(body)?)
+        Self::from_envelope(crate::skim::from_slice(body)?)
     }
 
     /// Checks a read envelope and takes the request out of it.

@@ -2,15 +2,33 @@
 //! one place, serialised by serde_json from types of our own (kube-core's
 //! types carry the patch as an array of byte values): the patch goes out as
 //! base64 text, the form the Kubernetes documentation shows, a third to a
-//! quarter of the size.
+//! quarter of the size. The denial message and the patch's base64 are
+//! written once, escaped straight into the body: neither is built as a
+//! string of its own first.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use base64::Engine as _;
-use serde::Serialize;
+use base64::display::Base64Display;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Serialize, Serializer};
 
 use super::request::AdmissionRequest;
-use crate::policy::rules::Verdict;
+use crate::policy::rules::{DenialMessage, Verdict};
+
+/// A value serialised as the JSON string of its `Display`, written into
+/// the body as it is formatted.
+struct Displayed<T>(T);
+
+impl<T: fmt::Display> Serialize for Displayed<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+/// The room a denial message is given in the body before it is written: a
+/// message longer than this makes the body grow once.
+const MESSAGE_ROOM: usize = 640;
 
 /// The response AdmissionReview, members in the order they are written.
 #[derive(Serialize)]
@@ -29,7 +47,7 @@ struct Response<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<Status<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<&'a str>,
+    patch: Option<Displayed<Base64Display<'a, 'static, base64::engine::GeneralPurpose>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     patch_type: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -44,19 +62,21 @@ struct Status<'a> {
     status: &'static str,
     code: u16,
     reason: &'static str,
-    message: &'a str,
+    message: Displayed<DenialMessage<'a>>,
 }
 
 /// The response AdmissionReview, serialised: uid echoed, apiVersion kept,
 /// status 403 with the message on denial, else the patch (if any), and the
 /// warnings and audit annotations. Written by serde_json into one buffer
-/// sized for it once: the escaping of the strings adds a few bytes at most.
+/// sized for it once: the escaping of the strings adds a few bytes at most,
+/// and each denial is given [`MESSAGE_ROOM`] bytes (a longer message grows
+/// the buffer once).
 pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u8> {
-    let denial = decision.denial_message();
+    let denial = decision.denial();
     let mut extra_warning = None;
     let patch = match (&denial, decision.patch.is_empty()) {
         (None, false) => match serde_json::to_vec(&decision.patch) {
-            Ok(json) => Some(base64::engine::general_purpose::STANDARD.encode(json)),
+            Ok(json) => Some(json),
             Err(e) => {
                 extra_warning = Some(format!("default not applied: {e}"));
                 None
@@ -74,8 +94,8 @@ pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u
     let capacity = 160
         + request.api_version.len()
         + request.uid.len()
-        + denial.as_ref().map_or(0, String::len)
-        + patch.as_ref().map_or(0, String::len)
+        + decision.denials.len() * MESSAGE_ROOM
+        + patch.as_ref().map_or(0, |json| json.len().div_ceil(3) * 4)
         + strings_len(&mut warnings.iter().copied())
         + strings_len(
             &mut decision
@@ -89,13 +109,15 @@ pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u
         response: Response {
             uid: &request.uid,
             allowed: denial.is_none(),
-            status: denial.as_deref().map(|message| Status {
+            status: denial.map(|message| Status {
                 status: "Failure",
                 code: 403,
                 reason: "Forbidden",
-                message,
+                message: Displayed(message),
             }),
-            patch: patch.as_deref(),
+            patch: patch
+                .as_deref()
+                .map(|json| Displayed(Base64Display::new(json, &STANDARD))),
             patch_type: patch.as_ref().map(|_| "JSONPatch"),
             warnings,
             audit_annotations: &decision.audit,

@@ -5,8 +5,10 @@
 //! The view is read in one pass: the object's `apiVersion` and `kind` come
 //! first in what the API server sends (it writes an object's keys in sorted
 //! order), so a rollout's `spec` is read leniently as ever, without
-//! building it, and only a child's (or an object whose kind is not known by
-//! then) is kept as a JSON tree as well.
+//! building it. A child's (or an object whose kind is not known by then)
+//! is kept as its JSON text as well, and its lenient view read from that
+//! text: rule 26 compares an old and a new text first, and builds the two
+//! JSON trees only when the texts differ.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -18,14 +20,43 @@ use super::keys::Key;
 use super::{GuardedObject, Metadata, Spec, Status};
 use crate::kinds::{Kind, NUMAFLOW_GROUP, NUMAPLANE_GROUP, PARENT_ROLLOUT};
 use crate::lenient::{JsonKind, Obj};
+use crate::skim::RawText;
 
-/// A child's `spec` and `status` as found (`None`: absent or null).
+/// A child's `spec` and `status` as found, as JSON text (`None`: absent
+/// or null).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChildContent {
-    /// `spec`.
-    pub spec: Option<Value>,
-    /// `status`.
-    pub status: Option<Value>,
+    spec: Option<String>,
+    status: Option<String>,
+}
+
+impl ChildContent {
+    /// `spec`'s text as found.
+    pub fn spec_text(&self) -> Option<&str> {
+        self.spec.as_deref()
+    }
+
+    /// `status`'s text as found.
+    pub fn status_text(&self) -> Option<&str> {
+        self.status.as_deref()
+    }
+
+    /// `spec` as a JSON tree.
+    pub fn spec(&self) -> Option<Value> {
+        self.spec.as_deref().map(tree)
+    }
+
+    /// `status` as a JSON tree.
+    pub fn status(&self) -> Option<Value> {
+        self.status.as_deref().map(tree)
+    }
+}
+
+/// The JSON tree of a kept text. A text that is not JSON (its value was
+/// checked for structure only, as a skipped value is: a forged body) is
+/// kept as a JSON string of itself: it then differs from any other text.
+fn tree(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// Whether a rollout owns an object, and which.
@@ -113,10 +144,19 @@ impl<'de> Deserialize<'de> for MaybeStr<'de> {
     }
 }
 
-/// Reads a kept tree into the lenient view of the same part.
-fn lenient<T: for<'a> Deserialize<'a> + Default>(value: &Value) -> Obj<T> {
-    // Obj reads any JSON value; only a bug could make it fail.
-    Obj::deserialize(value).unwrap_or_default()
+/// Reads a kept text into the lenient view of the same part, and the text
+/// to keep (`None` for `null`).
+fn kept<T, E>(text: &RawText<'_>) -> Result<(Obj<T>, Option<String>), E>
+where
+    T: for<'a> Deserialize<'a>,
+    E: de::Error,
+{
+    let text = text.0.as_ref();
+    if text == "null" {
+        return Ok((Obj::Null, None));
+    }
+    let view = crate::skim::from_slice::<Obj<T>>(text.as_bytes()).map_err(E::custom)?;
+    Ok((view, Some(text.to_owned())))
 }
 
 impl<'de> Visitor<'de> for ViewVisitor {
@@ -154,14 +194,10 @@ impl<'de> Visitor<'de> for ViewVisitor {
                     out.status = map.next_value::<Obj<Status>>()?;
                 }
                 "spec" => {
-                    let value: Option<Value> = map.next_value()?;
-                    out.spec = value.as_ref().map(lenient).unwrap_or(Obj::Null);
-                    content.spec = value;
+                    (out.spec, content.spec) = kept(&map.next_value::<RawText<'de>>()?)?;
                 }
                 "status" => {
-                    let value: Option<Value> = map.next_value()?;
-                    out.status = value.as_ref().map(lenient).unwrap_or(Obj::Null);
-                    content.status = value;
+                    (out.status, content.status) = kept(&map.next_value::<RawText<'de>>()?)?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -306,11 +342,9 @@ mod tests {
             "status": {"phase": "Running"}}),
         );
         let content = child.child_content().expect("kept");
-        assert_eq!(
-            content.spec.as_ref().expect("spec")["vertices"][0]["name"],
-            "in"
-        );
-        assert_eq!(content.status, Some(json!({"phase": "Running"})));
+        assert_eq!(content.spec().expect("spec")["vertices"][0]["name"], "in");
+        assert_eq!(content.status(), Some(json!({"phase": "Running"})));
+        assert_eq!(content.status_text(), Some(r#"{"phase":"Running"}"#));
         // The lenient view reads the same spec.
         assert_eq!(
             child.child_lifecycle_timeout(crate::rollout::LifecycleKey::Pause),

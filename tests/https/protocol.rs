@@ -113,6 +113,68 @@ async fn malformed_objects_get_a_clear_answer_with_the_uid() {
     }
 }
 
+/// A body the API server cannot send: JSON broken only inside values no
+/// rule reads. The webhook skims those values, checking their brackets,
+/// strings and escapes only (src/skim.rs), so it answers such a body from
+/// what it read, with the request's uid, as it answers the intact one.
+/// Broken brackets, a broken escape, or JSON broken where a rule reads are
+/// refused (docs/robustness.md).
+#[tokio::test]
+async fn json_broken_only_where_no_rule_reads_is_answered() {
+    use crate::admission_bodies::nasty::with_text;
+    const DENIED: &str = "07-allow-data-loss-true-kubectl-annotate-alice-validate.json";
+    const MANAGED: &str = "/request/object/metadata/managedFields";
+    const LAST_APPLIED: &str =
+        "/request/object/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration";
+    let server = TestServer::start(Policy::built_in()).await;
+    let client = server.client();
+    let request = fixture_json(DENIED);
+    let intact = response_for(&request, &client.post("/validate", fixture(DENIED)).await);
+    assert_eq!(intact["allowed"], false);
+    let answered: [(&str, &[u8]); 3] = [
+        (
+            MANAGED,
+            br#"[{"manager" "kubectl", "n": 1.2.3, "t": tru, "s": ""}]"#,
+        ),
+        (LAST_APPLIED, b"\"\xff\xfe\""),
+        (
+            "/request/object/spec/pipeline/spec/vertices",
+            br#"[{"name": 01, +2: nul}]"#,
+        ),
+    ];
+    for (pointer, text) in answered {
+        let body = with_text(DENIED, pointer, text);
+        assert!(
+            serde_json::from_slice::<Value>(&body).is_err(),
+            "{pointer}: not JSON"
+        );
+        let response = response_for(&request, &client.post("/validate", body).await);
+        assert_eq!(response, intact, "{pointer}: answered as the intact body");
+    }
+    let refused: [(&str, &[u8]); 4] = [
+        (MANAGED, br#"[{"manager": "kubectl"]"#),
+        (MANAGED, br#"[{"manager": "kubectl}]"#),
+        (LAST_APPLIED, br#""\q""#),
+        ("/request/object/spec/strategy", br#"{"progressive" {}}"#),
+    ];
+    for (pointer, text) in refused {
+        let answer = client
+            .post("/validate", with_text(DENIED, pointer, text))
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::BAD_REQUEST,
+            "{pointer}: {}",
+            answer.text()
+        );
+        assert!(
+            answer.text().contains("not valid JSON"),
+            "{}",
+            answer.text()
+        );
+    }
+}
+
 #[tokio::test]
 async fn http_errors() {
     let server = TestServer::start(Policy::built_in()).await;

@@ -29,7 +29,7 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::force::Settle;
 use super::guarded_write::{GuardedWrite, Operation};
@@ -103,26 +103,75 @@ fn changed_keys(new: &GuardedObject, old: &GuardedObject, labels: bool) -> Vec<S
         .collect()
 }
 
-/// The spec with what anyone may change left out.
-fn judged_spec(kind: Kind, spec: Option<&Value>) -> Option<Value> {
-    let mut spec = spec?.clone();
-    if let Value::Object(map) = &mut spec {
-        map.retain(|k, _| !free_spec_key(kind, k));
-        let lifecycle_key = DESIRED_PHASE.parent().name();
-        if let Some(Value::Object(lifecycle)) = map.get_mut(lifecycle_key) {
-            lifecycle.remove(DESIRED_PHASE.name());
-            // A lifecycle written only to pause is no lifecycle of note.
-            if lifecycle.is_empty() {
-                map.remove(lifecycle_key);
+/// `spec.lifecycle` as rule 26 judges it: without `desiredPhase` (anyone
+/// may pause), and absent when nothing else is in it.
+#[derive(Clone, Copy)]
+enum JudgedLifecycle<'a> {
+    /// An object: its keys other than `desiredPhase` count.
+    Object(&'a Map<String, Value>),
+    /// Anything else, compared as found.
+    Other(&'a Value),
+}
+
+fn judged_lifecycle(value: Option<&Value>) -> Option<JudgedLifecycle<'_>> {
+    match value? {
+        Value::Object(map) if map.keys().all(|k| k == DESIRED_PHASE.name()) => None,
+        Value::Object(map) => Some(JudgedLifecycle::Object(map)),
+        other => Some(JudgedLifecycle::Other(other)),
+    }
+}
+
+/// The keys of a lifecycle that count, of two lifecycles together.
+fn lifecycle_keys<'a>(
+    new: &'a Map<String, Value>,
+    old: &'a Map<String, Value>,
+) -> BTreeSet<&'a String> {
+    new.keys()
+        .chain(old.keys())
+        .filter(|k| *k != DESIRED_PHASE.name())
+        .collect()
+}
+
+/// The dotted paths of what differs between two specs, leaving out what
+/// anyone may change ([`free_spec_key`], `lifecycle.desiredPhase`): the
+/// keys of two objects (one level deeper for `spec.lifecycle`), else
+/// `spec` itself. Compared in place, without a copy of either spec.
+fn spec_differences(kind: Kind, new: Option<&Value>, old: Option<&Value>, out: &mut Vec<String>) {
+    let (Some(Value::Object(n)), Some(Value::Object(o))) = (new, old) else {
+        if new != old {
+            out.push("spec".to_owned());
+        }
+        return;
+    };
+    let keys: BTreeSet<&String> = n
+        .keys()
+        .chain(o.keys())
+        .filter(|k| !free_spec_key(kind, k))
+        .collect();
+    for key in keys {
+        if key != DESIRED_PHASE.parent().name() {
+            if n.get(key) != o.get(key) {
+                out.push(format!("spec.{key}"));
             }
+            continue;
+        }
+        match (judged_lifecycle(n.get(key)), judged_lifecycle(o.get(key))) {
+            (None, None) => {}
+            (Some(JudgedLifecycle::Object(nl)), Some(JudgedLifecycle::Object(ol))) => {
+                for inner in lifecycle_keys(nl, ol) {
+                    if nl.get(inner) != ol.get(inner) {
+                        out.push(format!("{}.{inner}", DESIRED_PHASE.parent().dotted()));
+                    }
+                }
+            }
+            (Some(JudgedLifecycle::Other(nl)), Some(JudgedLifecycle::Other(ol))) if nl == ol => {}
+            _ => out.push(DESIRED_PHASE.parent().dotted().to_owned()),
         }
     }
-    Some(spec)
 }
 
 /// The dotted paths of what differs between two values under `path`: the
-/// keys of two objects (one level deeper for `spec.lifecycle`), else
-/// `path` itself.
+/// keys of two objects, else `path` itself.
 fn differences(path: &str, new: Option<&Value>, old: Option<&Value>, out: &mut Vec<String>) {
     if new == old {
         return;
@@ -131,11 +180,8 @@ fn differences(path: &str, new: Option<&Value>, old: Option<&Value>, out: &mut V
         (Some(Value::Object(n)), Some(Value::Object(o))) => {
             let keys: BTreeSet<&String> = n.keys().chain(o.keys()).collect();
             for key in keys {
-                let inner = format!("{path}.{key}");
-                if inner == DESIRED_PHASE.parent().dotted() {
-                    differences(&inner, n.get(key), o.get(key), out);
-                } else if n.get(key) != o.get(key) {
-                    out.push(inner);
+                if n.get(key) != o.get(key) {
+                    out.push(format!("{path}.{key}"));
                 }
             }
         }
@@ -196,12 +242,19 @@ fn update_fields(
     let mut fields = Vec::new();
     match (new.child_content(), old.child_content()) {
         (Some(n), Some(o)) => {
-            let (ns, os) = (
-                judged_spec(kind, n.spec.as_ref()),
-                judged_spec(kind, o.spec.as_ref()),
-            );
-            differences("spec", ns.as_ref(), os.as_ref(), &mut fields);
-            differences("status", n.status.as_ref(), o.status.as_ref(), &mut fields);
+            // The same text is the same value: the trees are built only
+            // for texts that differ.
+            if n.spec_text() != o.spec_text() {
+                spec_differences(kind, n.spec().as_ref(), o.spec().as_ref(), &mut fields);
+            }
+            if n.status_text() != o.status_text() {
+                differences(
+                    "status",
+                    n.status().as_ref(),
+                    o.status().as_ref(),
+                    &mut fields,
+                );
+            }
         }
         // Only an object whose `kind` names no child lacks them: what it
         // changes cannot be told, so it is judged as changing both.

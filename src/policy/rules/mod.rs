@@ -47,7 +47,7 @@ pub use numaplane_keys::KeyGates;
 pub use rule::Rule;
 pub use timeout::{OverflowReading, check_timeout};
 pub use timeout_field::{Drain, TimeoutField};
-pub use verdict::{EventReason, Finding, ForceEvent, Gate, GateResult, Verdict};
+pub use verdict::{DenialMessage, EventReason, Finding, ForceEvent, Gate, GateResult, Verdict};
 pub use violation::{NotActable, NotPausing, PauseAgeProblem, RecordProblem, Violation};
 
 use super::model::{Grant, Mode, Policy};

@@ -2,6 +2,7 @@
 //! of a request's outcome.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use json_patch::PatchOperation;
 
@@ -200,16 +201,34 @@ impl Verdict {
     /// The denial text for `status.message`: every violation, numbered when
     /// there are several.
     pub fn denial_message(&self) -> Option<String> {
-        match self.denials.as_slice() {
-            [] => None,
-            [one] => Some(one.to_string()),
-            many => Some(
-                many.iter()
-                    .enumerate()
-                    .map(|(i, v)| format!("({}) {v}", i + 1))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
+        self.denial().map(|message| message.to_string())
+    }
+
+    /// The denial text, written where it is displayed (the answer's
+    /// serialiser escapes it straight into the body): `None` when allowed.
+    pub fn denial(&self) -> Option<DenialMessage<'_>> {
+        (!self.denials.is_empty()).then_some(DenialMessage(&self.denials))
+    }
+}
+
+/// The denial text of a verdict's violations: the one, or each numbered
+/// and separated by `; `. Built by [`Verdict::denial`].
+#[derive(Debug, Clone, Copy)]
+pub struct DenialMessage<'a>(&'a [Violation]);
+
+impl fmt::Display for DenialMessage<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            [one] => write!(f, "{one}"),
+            many => {
+                for (i, violation) in many.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "({}) {violation}", i + 1)?;
+                }
+                Ok(())
+            }
         }
     }
 }

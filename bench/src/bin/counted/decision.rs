@@ -151,7 +151,152 @@ pub fn scenarios() -> Vec<Entry> {
             iterations: 500,
             build: |s| Decide::build(s, DENIED, false),
         },
+        // The parse alone, `AdmissionRequest::parse` (which skims what the
+        // rules do not read, src/skim.rs) beside serde_json reading the
+        // very same types: what skimming saves.
+        Entry {
+            name: "parse-01-compact",
+            iterations: 500,
+            build: |s| Parse::build(s, Body::Fixture(ALLOWED), Reader::Skim),
+        },
+        Entry {
+            name: "parse-01-compact-serde-json",
+            iterations: 500,
+            build: |s| Parse::build(s, Body::Fixture(ALLOWED), Reader::SerdeJson),
+        },
+        Entry {
+            name: "parse-07-compact",
+            iterations: 500,
+            build: |s| Parse::build(s, Body::Fixture(DENIED), Reader::Skim),
+        },
+        Entry {
+            name: "parse-07-compact-serde-json",
+            iterations: 500,
+            build: |s| Parse::build(s, Body::Fixture(DENIED), Reader::SerdeJson),
+        },
+        Entry {
+            name: "parse-07-1mib-objects",
+            iterations: 3,
+            build: |s| Parse::build(s, Body::Grown(DENIED, 1 << 20), Reader::Skim),
+        },
+        Entry {
+            name: "parse-07-1mib-objects-serde-json",
+            iterations: 3,
+            build: |s| Parse::build(s, Body::Grown(DENIED, 1 << 20), Reader::SerdeJson),
+        },
     ]
+}
+
+/// The body a parse scenario reads.
+#[derive(Debug, Clone, Copy)]
+enum Body {
+    /// A captured review, compact.
+    Fixture(&'static str),
+    /// A captured review whose object and old object are grown to at
+    /// least this many bytes each (copies of a vertex of the pipeline).
+    Grown(&'static str, usize),
+}
+
+impl Body {
+    fn bytes(self) -> Result<Vec<u8>, CountedError> {
+        match self {
+            Self::Fixture(name) => fixture(name, Encoding::Compact),
+            Self::Grown(name, size) => grown(name, size),
+        }
+    }
+}
+
+/// `name` with `spec.pipeline.spec.vertices` of its object and old object
+/// grown with copies of their first vertex under new names, until each
+/// object is at least `object_bytes` long (compact).
+fn grown(name: &str, object_bytes: usize) -> Result<Vec<u8>, CountedError> {
+    let failed = |why: &str| CountedError::Fixture {
+        path: name.to_owned(),
+        why: why.to_owned(),
+    };
+    let mut review: serde_json::Value = serde_json::from_slice(&fixture(name, Encoding::Compact)?)
+        .map_err(|e| failed(&e.to_string()))?;
+    for key in ["object", "oldObject"] {
+        let object = &mut review["request"][key];
+        let size = serde_json::to_vec(&*object).map_or(0, |v| v.len());
+        let vertices = object
+            .pointer_mut("/spec/pipeline/spec/vertices")
+            .and_then(serde_json::Value::as_array_mut)
+            .ok_or_else(|| failed("no spec.pipeline.spec.vertices"))?;
+        let template = vertices
+            .first()
+            .cloned()
+            .ok_or_else(|| failed("no vertex"))?;
+        let one = serde_json::to_vec(&template).map_or(1, |v| v.len() + 1);
+        for i in 0..object_bytes.saturating_sub(size).div_ceil(one) {
+            let mut vertex = template.clone();
+            vertex["name"] = serde_json::Value::from(format!("copy-{i:05}"));
+            vertices.push(vertex);
+        }
+    }
+    serde_json::to_vec(&review).map_err(|e| failed(&e.to_string()))
+}
+
+/// Which reader a parse scenario counts.
+#[derive(Debug, Clone, Copy)]
+enum Reader {
+    /// `AdmissionRequest::parse`, as the webhook reads a body.
+    Skim,
+    /// serde_json reading the same envelope types.
+    SerdeJson,
+}
+
+/// One parse of one body.
+struct Parse {
+    body: Vec<u8>,
+    reader: Reader,
+    /// Whether the warm-up ran: a large body warms up in two parses.
+    warm: bool,
+}
+
+impl Parse {
+    fn build(
+        scenario: &'static str,
+        body: Body,
+        reader: Reader,
+    ) -> Result<Box<dyn Scenario>, CountedError> {
+        let body = body.bytes()?;
+        let this = Self {
+            body,
+            reader,
+            warm: false,
+        };
+        let skimmed = format!("{:?}", AdmissionRequest::parse(&this.body));
+        let whole = format!("{:?}", this.parse());
+        if skimmed != whole || skimmed.starts_with("Err") {
+            return Err(CountedError::Answer {
+                scenario,
+                why: format!("the readers disagree or refuse: {skimmed} / {whole}"),
+            });
+        }
+        Ok(Box::new(this))
+    }
+
+    fn parse(&self) -> Result<AdmissionRequest, ParseError> {
+        let body = black_box(self.body.as_slice());
+        match self.reader {
+            Reader::Skim => AdmissionRequest::parse(body),
+            Reader::SerdeJson => serde_json::from_slice::<admission::Envelope>(body)
+                .map_err(ParseError::from)
+                .and_then(AdmissionRequest::from_envelope),
+        }
+    }
+}
+
+impl Scenario for Parse {
+    fn run(&mut self, n: u64) -> Result<(), CountedError> {
+        let n = if self.warm { n } else { n.min(2) };
+        self.warm = true;
+        for _ in 0..n {
+            black_box(self.parse().map(|r| r.uid.len()).ok());
+        }
+        Ok(())
+    }
 }
 
 /// `admission::decide` on a request parsed once, finished with the static
