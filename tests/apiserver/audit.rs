@@ -122,17 +122,21 @@ fn wait_for_result(
     rule: &str,
     want: &str,
 ) -> Value {
-    wait_for(
-        &format!(
-            "{namespace}/{name} {rule} is {want}: {:#}",
-            report(cluster, namespace).unwrap_or_default()
-        ),
-        Duration::from_secs(60),
-        || {
-            let report = report(cluster, namespace)?;
-            (result_of(&report, name, rule)?.0 == want).then_some(report)
-        },
-    )
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = report(cluster, namespace);
+        if let Some(report) = &found
+            && result_of(report, name, rule).is_some_and(|(result, _)| result == want)
+        {
+            return report.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 60s, {namespace}/{name} {rule} is not {want}; the report now: {:#}",
+            found.unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// The webhook's metrics (plain HTTP on its admin port).

@@ -47,7 +47,9 @@ use crate::metrics::audit::{AuditEvent, AuditMetrics, WriteOutcome};
 
 /// The field manager of the audit's writes.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook-audit";
-/// How often the CRD is looked for while it is missing.
+/// The longest wait between two looks for the CRD while it is missing or
+/// cannot be looked for: the first is after 1 s, doubled each time, so a
+/// CRD installed beside the webhook, or a failed look, costs seconds.
 const CRD_RECHECK: Duration = Duration::from_secs(60);
 /// The first retry of a refused write, doubled each time up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -227,16 +229,18 @@ pub async fn run(
         waiting: BTreeSet::new(),
     };
     let mut next_crd_check = Instant::now();
+    let mut crd_backoff = Backoff::new(FIRST_BACKOFF, CRD_RECHECK);
     let mut first_check = true;
     let mut was_on = false;
     loop {
         let on = reports.on.load(Ordering::Relaxed);
         if was_on && !on {
             next_crd_check = Instant::now();
+            crd_backoff.reset();
         }
         was_on = on;
         if !on && Instant::now() >= next_crd_check {
-            next_crd_check = Instant::now() + CRD_RECHECK;
+            next_crd_check = Instant::now() + crd_backoff.next_wait();
             let found = tokio::select! {
                 () = stop.cancelled() => return,
                 found = reports.look_for_crd(first_check) => found,
@@ -423,13 +427,13 @@ impl Reports {
             Ok(_) | Err(kube::Error::Api(_)) => {
                 if first {
                     tracing::info!(
-                        "the PolicyReport CRD ({REPORT_PLURAL}.{REPORT_GROUP}, {REPORT_VERSION}) is not installed: the audit runs and exports its metrics, its reports are off (looked for again every minute)"
+                        "the PolicyReport CRD ({REPORT_PLURAL}.{REPORT_GROUP}, {REPORT_VERSION}) is not installed: the audit runs and exports its metrics, its reports are off (looked for again, from after 1 s to every minute)"
                     );
                 }
                 false
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot look for the PolicyReport CRD; trying again in a minute");
+                tracing::warn!(error = %e, "cannot look for the PolicyReport CRD; trying again with backoff (1 s doubling to a minute)");
                 false
             }
         }
@@ -466,7 +470,7 @@ impl Reports {
                 Some(all)
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot list the stored PolicyReports; trying again in a minute");
+                tracing::warn!(error = %e, "cannot list the stored PolicyReports; trying again with backoff (1 s doubling to a minute)");
                 None
             }
         }
