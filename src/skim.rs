@@ -139,6 +139,21 @@ impl<'de> Reader<'de> {
     }
 
     /// The next byte that is not whitespace, not consumed.
+    /// Before an object's or array's next item: false at `close`; past
+    /// the `,` that must separate it from the one before (none before the
+    /// `first`); else the error `expected`.
+    fn next_item(&mut self, close: u8, first: bool, expected: &'static str) -> Result<bool, Error> {
+        match self.peek()? {
+            b if b == close => Ok(false),
+            b',' if !first => {
+                self.pos += 1;
+                Ok(true)
+            }
+            _ if first => Ok(true),
+            _ => Err(error(expected, self.pos)),
+        }
+    }
+
     fn peek(&mut self) -> Result<u8, Error> {
         self.skip_whitespace();
         self.input
@@ -530,15 +545,9 @@ impl<'de> MapAccess<'de> for Entries<'_, 'de> {
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
         let reader = &mut *self.reader;
-        match reader.peek()? {
-            b'}' => return Ok(None),
-            b',' if !self.first => {
-                reader.pos += 1;
-            }
-            _ if self.first => {}
-            _ => return Err(error("expected `,` or `}`", reader.pos)),
+        if !reader.next_item(b'}', std::mem::take(&mut self.first), "expected `,` or `}`")? {
+            return Ok(None);
         }
-        self.first = false;
         if reader.peek()? != b'"' {
             return Err(error("key must be a string", reader.pos));
         }
@@ -565,15 +574,9 @@ impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
         let reader = &mut *self.reader;
-        match reader.peek()? {
-            b']' => return Ok(None),
-            b',' if !self.first => {
-                reader.pos += 1;
-            }
-            _ if self.first => {}
-            _ => return Err(error("expected `,` or `]`", reader.pos)),
+        if !reader.next_item(b']', std::mem::take(&mut self.first), "expected `,` or `]`")? {
+            return Ok(None);
         }
-        self.first = false;
         seed.deserialize(&mut *reader).map(Some)
     }
 }
