@@ -29,6 +29,8 @@
 //! reader fails, so a body that cannot be read gets serde_json's own
 //! error, with its line and column.
 
+mod blocks;
+
 use std::borrow::Cow;
 use std::fmt;
 
@@ -115,6 +117,10 @@ fn error(what: impl fmt::Display, pos: usize) -> Error {
     de::Error::custom(format_args!("{what} at byte {pos}"))
 }
 
+fn fault(fault: blocks::Fault) -> Error {
+    error(fault.what, fault.at)
+}
+
 impl<'de> Reader<'de> {
     fn new(input: &'de [u8]) -> Self {
         Self {
@@ -182,42 +188,13 @@ impl<'de> Reader<'de> {
     /// Passes over the string whose opening quote is at `self.pos`: to just
     /// past its closing quote. Checks that each escape names one.
     fn skip_string(&mut self) -> Result<(), Error> {
-        let start = self.pos;
-        let mut at = self.pos + 1;
-        loop {
-            let Some(found) = find_quote_or_backslash(self.input, at) else {
-                return Err(error("EOF while parsing a string", start));
-            };
-            if self.input[found] == b'"' {
-                self.pos = found + 1;
-                return Ok(());
-            }
-            at = self.escape_end(found)?;
+        let body = self.pos + 1;
+        match find_quote_or_backslash(self.input, body) {
+            Some(end) if self.input[end] == b'"' => self.pos = end + 1,
+            Some(_) => self.pos = blocks::string_end(self.input, body).map_err(fault)?,
+            None => return Err(error("EOF while parsing a string", self.pos)),
         }
-    }
-
-    /// Just past the escape whose backslash is at `at`, checked.
-    #[inline]
-    fn escape_end(&self, at: usize) -> Result<usize, Error> {
-        match self.input.get(at + 1) {
-            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(at + 2),
-            _ => self.unicode_escape_end(at),
-        }
-    }
-
-    /// Just past the `\\uXXXX` escape whose backslash is at `at`, checked.
-    fn unicode_escape_end(&self, at: usize) -> Result<usize, Error> {
-        match self.input.get(at + 1) {
-            Some(b'u') => {
-                let hex = self.input.get(at + 2..at + 6).unwrap_or_default();
-                if hex.len() != 4 || !hex.iter().all(u8::is_ascii_hexdigit) {
-                    return Err(error("invalid \\u escape", at));
-                }
-                Ok(at + 6)
-            }
-            Some(_) => Err(error("invalid escape", at)),
-            None => Err(error("EOF while parsing a string", at)),
-        }
+        Ok(())
     }
 
     /// Passes over one value, checked for structure only (see the module's
@@ -242,52 +219,11 @@ impl<'de> Reader<'de> {
         }
     }
 
-    /// Passes over the object or array whose bracket is at `self.pos`.
-    /// The open brackets are kept as bits (1: `{`), up to the depth left.
+    /// Passes over the object or array whose bracket is at `self.pos`
+    /// (see [`blocks`]).
     fn skip_container(&mut self) -> Result<(), Error> {
-        let start = self.pos;
-        let depth_left = self.depth_left;
-        let mut open: u128 = 0;
-        let mut depth = 0usize;
-        let input = self.input;
-        let mut at = self.pos;
-        loop {
-            let Some(&b) = input.get(at) else {
-                return Err(error("EOF while skipping a value", start));
-            };
-            at += 1;
-            match b {
-                b'"' => loop {
-                    let Some(found) = find_quote_or_backslash(input, at) else {
-                        return Err(error("EOF while parsing a string", at));
-                    };
-                    if input[found] == b'"' {
-                        at = found + 1;
-                        break;
-                    }
-                    at = self.escape_end(found)?;
-                },
-                b'{' | b'[' => {
-                    if depth >= depth_left {
-                        return Err(error("recursion limit exceeded", at));
-                    }
-                    open = (open << 1) | u128::from(b == b'{');
-                    depth += 1;
-                }
-                b'}' | b']' => {
-                    if depth == 0 || (open & 1 == 1) != (b == b'}') {
-                        return Err(error("mismatched bracket", at));
-                    }
-                    open >>= 1;
-                    depth -= 1;
-                    if depth == 0 {
-                        self.pos = at;
-                        return Ok(());
-                    }
-                }
-                _ => {}
-            }
-        }
+        self.pos = blocks::container_end(self.input, self.pos, self.depth_left).map_err(fault)?;
+        Ok(())
     }
 
     /// The text of the value at `self.pos`, passed over as [`skip_value`]
@@ -627,16 +563,18 @@ mod tests {
             r#"[tru, nul, 1.2.3, "\u00e9"]"#,
             "\"\u{1}\"",
             r#"{"x" [] "y"}"#,
+            // Balanced, though a bracket closes one of the other kind.
+            r#"{"a":[1}]"#,
         ] {
             let text = format!(r#"{{"name":"n","skipped":{skipped}}}"#);
             let read = kept(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(read.name, Text(Some("n".into())));
         }
-        // Brackets that do not match, strings that do not end, escapes that
-        // name none, too deep: refused even where skipped.
+        // Brackets that do not balance, strings that do not end, escapes
+        // that name none, too deep: refused even where skipped.
         let deep = format!(r#"{{"skipped":{}{}}}"#, "[".repeat(200), "]".repeat(200));
         for broken in [
-            r#"{"skipped":{"a":[1}]}"#,
+            r#"{"skipped":{"a":[1}}"#,
             r#"{"skipped":["a]}"#,
             r#"{"skipped":"\q"}"#,
             r#"{"skipped":"\u12g4"}"#,
