@@ -113,7 +113,7 @@ pub fn enforcing(policy: &Policy) -> (Policy, bool) {
 
 /// How the audit answers a permission a judgement asks for: granted, since
 /// the stored forces are taken out of what it decides (see
-/// [`PipelineRollout::without_stored_forces`]) and judged by state, and a
+/// [`GuardedObject::without_stored_forces`](crate::rollout::GuardedObject::without_stored_forces)) and judged by state, and a
 /// namespace's strategy is judged by state too.
 pub const BY_STATE: &str =
     "who set a stored force or strategy is unknown to the audit; it is judged by state";
