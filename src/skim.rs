@@ -191,7 +191,10 @@ impl<'de> Reader<'de> {
         let body = self.pos + 1;
         match find_quote_or_backslash(self.input, body) {
             Some(end) if self.input[end] == b'"' => self.pos = end + 1,
-            Some(_) => self.pos = blocks::string_end(self.input, body).map_err(fault)?,
+            // Nothing before the first escape needs a second look.
+            Some(escape) => {
+                self.pos = blocks::string_end(self.input, self.pos, escape).map_err(fault)?;
+            }
             None => return Err(error("EOF while parsing a string", self.pos)),
         }
         Ok(())

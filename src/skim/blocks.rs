@@ -171,6 +171,19 @@ fn check_escape(input: &[u8], at: usize) -> Result<(), Fault> {
     }
 }
 
+/// The masks of the block at `base` and the bits its escapes take, given
+/// and updating `carried` (see [`escapes`]). Inlined into both scans: as
+/// a call, the 1 MiB parse cost 11 % more.
+#[inline(always)]
+fn read_block(input: &[u8], base: usize, carried: &mut u64) -> Result<(Masks, u64), Fault> {
+    let masks = masks_at(input, base);
+    let mut taken = 0;
+    if masks.backslash | *carried != 0 {
+        (taken, *carried) = escapes(input, base, &masks, *carried)?;
+    }
+    Ok((masks, taken))
+}
+
 /// The index just past the object or array whose opening bracket is at
 /// `start`, with at most `levels` levels open at once (that bracket's
 /// included).
@@ -180,11 +193,7 @@ pub(super) fn container_end(input: &[u8], start: usize, levels: usize) -> Result
     let mut carried = 0u64;
     let mut base = start;
     while base < input.len() {
-        let masks = masks_at(input, base);
-        let mut taken = 0;
-        if masks.backslash | carried != 0 {
-            (taken, carried) = escapes(input, base, &masks, carried)?;
-        }
+        let (masks, taken) = read_block(input, base, &mut carried)?;
         let inside = prefix_xor(masks.quote & !taken) ^ in_string;
         in_string = ((inside as i64) >> 63) as u64;
         let opens = masks.open & !inside;
@@ -222,8 +231,11 @@ fn walk(
             *depth += 1;
         } else {
             // The first bracket walked is the value's own opening one, so
-            // a close always finds a level open.
-            *depth -= 1;
+            // a close finds a level open; a caller that started elsewhere
+            // gets an error, not an underflow.
+            *depth = depth
+                .checked_sub(1)
+                .ok_or(Fault::new("unbalanced bracket", at))?;
             if *depth == 0 {
                 return Ok(Some(at + 1));
             }
@@ -232,27 +244,21 @@ fn walk(
     Ok(None)
 }
 
-/// The index just past the closing quote of the string whose content
-/// starts at `from` (just past its opening quote), the escapes checked.
-pub(super) fn string_end(input: &[u8], from: usize) -> Result<usize, Fault> {
+/// The index just past the closing quote of the string opened by the
+/// quote at `opened`, scanned from `from`, where no quote or backslash
+/// lies between the two; the escapes checked.
+pub(super) fn string_end(input: &[u8], opened: usize, from: usize) -> Result<usize, Fault> {
     let mut carried = 0u64;
     let mut base = from;
     while base < input.len() {
-        let masks = masks_at(input, base);
-        let mut taken = 0;
-        if masks.backslash | carried != 0 {
-            (taken, carried) = escapes(input, base, &masks, carried)?;
-        }
+        let (masks, taken) = read_block(input, base, &mut carried)?;
         let quotes = masks.quote & !taken;
         if quotes != 0 {
             return Ok(base + quotes.trailing_zeros() as usize + 1);
         }
         base += BLOCK;
     }
-    Err(Fault::new(
-        "EOF while parsing a string",
-        from.saturating_sub(1),
-    ))
+    Err(Fault::new("EOF while parsing a string", opened))
 }
 
 #[cfg(test)]
@@ -302,7 +308,7 @@ mod tests {
             let text = format!("{}{body} ,1", " ".repeat(pad));
             let got = match body.as_bytes()[0] {
                 b'{' | b'[' => container_end(text.as_bytes(), pad, 128),
-                b'"' => string_end(text.as_bytes(), pad + 1),
+                b'"' => string_end(text.as_bytes(), pad, pad + 1),
                 _ => return Ok(()),
             };
             prop_assert_eq!(got, Ok(serde_end(&text, pad)), "{}", text);
@@ -310,7 +316,7 @@ mod tests {
             for cut in ((pad + 1)..(pad + body.len())).step_by((body.len() / 32).max(1)) {
                 let short = &text.as_bytes()[..cut];
                 let got = match body.as_bytes()[0] {
-                    b'"' => string_end(short, pad + 1),
+                    b'"' => string_end(short, pad, pad + 1),
                     _ => container_end(short, pad, 128),
                 };
                 prop_assert!(got.is_err(), "{:?}", &text[..cut]);
@@ -371,7 +377,7 @@ mod tests {
                 Ok(text.len()),
                 "{n}"
             );
-            assert_eq!(string_end(text.as_bytes(), 2), Ok(text.len() - 1), "{n}");
+            assert_eq!(string_end(text.as_bytes(), 1, 2), Ok(text.len() - 1), "{n}");
         }
     }
 }
