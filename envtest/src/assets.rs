@@ -113,7 +113,7 @@ pub fn require<T>(test: &str, found: Result<T, Missing>) -> Option<T> {
 }
 
 /// Looks a binary up in its variable, then `KUBEBUILDER_ASSETS`, then the PATH.
-fn locate(
+pub(crate) fn locate(
     name: &str,
     variable: Option<&str>,
     in_assets_dir: bool,

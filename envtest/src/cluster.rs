@@ -286,6 +286,24 @@ impl Cluster {
         result
     }
 
+    /// Keeps `process` running until the cluster stops (it stops first).
+    pub(crate) fn keep(&self, process: Process) {
+        self.processes.lock().expect("lock").push(process);
+    }
+
+    /// Stops the kept processes whose name `matches`, and waits for each.
+    pub(crate) fn stop_processes(&self, matches: impl Fn(&str) -> bool) {
+        let stopped: Vec<Process> = self
+            .processes
+            .lock()
+            .expect("lock")
+            .extract_if(.., |process| matches(process.name()))
+            .collect();
+        for mut process in stopped {
+            process.stop();
+        }
+    }
+
     fn write_files(&self) -> Result<(), String> {
         let write = |name: &str, text: &str| {
             let path = self.dir.join(name);

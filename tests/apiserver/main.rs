@@ -27,5 +27,6 @@ mod helm;
 mod install_namespace;
 mod leader;
 mod namespace_strategy;
+mod numaflow_controller;
 mod vap;
 mod webhook;

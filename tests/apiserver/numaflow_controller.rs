@@ -1,0 +1,856 @@
+//! End-to-end with Numaflow's own controller (v1.8.1, built from its Go
+//! module by `.ci/run`, found through `TEST_ASSET_NUMAFLOW`) running
+//! against the test API server as its service account
+//! `numaflow-system:numaflow-sa`, beside the webhook installed from
+//! `manifests/base` with the base policy (the sweeper on, as the
+//! Deployment runs it).
+//!
+//! Numaflow does its part for real: it adds its finalizer, makes the
+//! Vertices, the daemon Service and Deployment and the buffer Jobs, writes
+//! `pause-timestamp`, moves a pausing Pipeline to `Paused` once
+//! `pauseGracePeriodSeconds` has passed, resumes it, and holds a deleted
+//! one for its deletion timeout. No pod runs, so its daemon is never
+//! reached: every pause and every deletion drain lasts exactly as long as
+//! its timeout allows, the "cannot drain" case. The test plays the
+//! StatefulSet controller and kubelet for the InterStepBufferService (it
+//! writes the JetStream StatefulSet's status), and plays Numaplane, whose
+//! module the Go module proxy refuses (docs/end-to-end-tests.md): its
+//! account creates, pauses, updates, resumes and deletes the children as
+//! Numaplane's reconciler does.
+//!
+//! The scenarios run at once on one cluster, each in a namespace of its
+//! own; most of their time is waiting for Numaflow's clock. Afterwards,
+//! across the whole run, none of Numaflow's writes was refused or sent to
+//! the webhook.
+
+use crate::apiserver_children_support;
+use crate::apiserver_support;
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use apiserver_children_support::{FORCE_PROMOTE, UPGRADE_STATE, assert_refused_by, team};
+use apiserver_support::{
+    ROLLOUTS, annotate, annotation_of, assert_refused, idle, pausing, rollout, set_status, stored,
+};
+use envtest::{Cluster, Installation, User};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+const PIPELINES: &str = "pipelines.numaflow.numaproj.io";
+const ISBSVCS: &str = "interstepbufferservices.numaflow.numaproj.io";
+const PARENT: &str = "numaplane.numaproj.io/parent-rollout-name";
+const PAUSE_TIMESTAMP: &str = "numaflow.numaproj.io/pause-timestamp";
+const NUMAFLOW_USER: &str = "system:serviceaccount:numaflow-system:numaflow-sa";
+/// The name the sample's pipeline gives its InterStepBufferService.
+const ISBSVC: &str = "my-isbsvc";
+/// The base policy's minimum drain timeout: case 2's pause.
+const SHORT: u64 = 30;
+/// How often Numaflow looks at a pausing Pipeline again
+/// (`dfv1.DefaultRequeueAfter`), and slack for a loaded machine.
+const REQUEUE: u64 = 10;
+const SLACK: u64 = 10;
+
+static SHARED: OnceLock<Result<Installation, String>> = OnceLock::new();
+
+/// The installation with Numaflow's controller running, or `None` (a
+/// printed skip) when a binary is missing outside CI.
+fn shared() -> Option<&'static Installation> {
+    let test = envtest::test_name();
+    let numaflow = envtest::require(&test, envtest::numaflow_binary())?;
+    envtest::shared(&SHARED, &test, move |assets| {
+        Installation::start_with(
+            assets,
+            Path::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook")),
+            &envtest::base_policy()?,
+            &["--reset-stale-force"],
+            |cluster| {
+                for crd in [
+                    "tests/fixtures/numaplane/numaplane.numaproj.io_monovertexrollouts.yaml",
+                    "tests/fixtures/numaplane/numaplane.numaproj.io_isbservicerollouts.yaml",
+                ] {
+                    cluster.install_crd(&envtest::repo_root().join(crd))?;
+                }
+                cluster.start_numaflow(&numaflow)?;
+                apiserver_support::grant_components(cluster)?;
+                grant_numaplane_children(cluster)?;
+                apiserver_support::grant_example_force_bindings(cluster)
+            },
+        )
+    })
+}
+
+/// Numaplane's and Argo CD's accounts may write the children.
+fn grant_numaplane_children(cluster: &Cluster) -> Result<(), String> {
+    let all = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    cluster.create_all(vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "e2e-numaflow-children"},
+            "rules": [{"apiGroups": ["numaflow.numaproj.io"],
+                "resources": ["pipelines", "monovertices", "interstepbufferservices"],
+                "verbs": all}]}),
+        envtest::binding(
+            None,
+            "e2e-numaflow-children",
+            "ClusterRole",
+            "e2e-numaflow-children",
+            &[User::ArgocdServer, User::NumaplaneController],
+        ),
+    ])
+}
+
+/// A scenario: it runs in the namespace it is given and returns how long
+/// it took.
+type Scenario = fn(&Installation, &str) -> Duration;
+
+#[test]
+fn numaflow_runs_every_scenario_through_the_webhook() {
+    let Some(env) = shared() else { return };
+    let scenarios: [(&str, Scenario); 5] = [
+        ("nf-default", defaulted_timeout_reaches_numaflow),
+        ("nf-pause", undrainable_pause_ends_at_the_timeout),
+        ("nf-no-timeout", no_timeout_pause_ends_only_by_a_gated_force),
+        ("nf-delete", deletion_is_held_for_the_deletion_timeout),
+        ("nf-progressive", progressive_force_promote_is_gated),
+    ];
+    let started = Instant::now();
+    let results: Vec<(&str, std::thread::Result<Duration>)> = std::thread::scope(|scope| {
+        let running: Vec<_> = scenarios
+            .iter()
+            .map(|&(ns, scenario)| (ns, scope.spawn(move || scenario(env, ns))))
+            .collect();
+        running
+            .into_iter()
+            .map(|(ns, handle)| (ns, handle.join()))
+            .collect()
+    });
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|(_, result)| result.is_err())
+        .map(|(ns, _)| *ns)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "scenarios failed (their panics are above): {failed:?}\nNumaflow's log ends:\n{}",
+        tail(&env.cluster.numaflow_log(envtest::NUMAFLOW_ACCOUNT.1), 30)
+    );
+    let mut report = String::new();
+    for (ns, result) in &results {
+        if let Ok(took) = result {
+            report.push_str(&format!("{ns}: {:.1} s\n", took.as_secs_f64()));
+        }
+    }
+    let line = format!(
+        "Numaflow scenarios, at once, in {:.1} s:\n{report}",
+        started.elapsed().as_secs_f64()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    nothing_numaflow_wrote_was_refused_or_sent_to_the_webhook(env);
+    numaflow_under_an_account_the_policy_does_not_name(env, "nf-account");
+}
+
+/// Scenario 1: A rollout with no timeout gets the policy's default from `/mutate`;
+/// Numaplane copies it onto the child, and Numaflow runs that child.
+fn defaulted_timeout_reaches_numaflow(env: &Installation, ns: &str) -> Duration {
+    let started = Instant::now();
+    let cluster = &env.cluster;
+    team_with_isbsvc(cluster, ns);
+    let alice = cluster.kubectl(User::Alice);
+    alice
+        .create(&rollout(ns, "demo", None), &[])
+        .expect_success("alice creates a rollout with no timeout");
+    let lifecycle = stored(&alice, ns, "demo")["spec"]["pipeline"]["spec"]["lifecycle"].clone();
+    assert_eq!(
+        lifecycle,
+        json!({"pauseGracePeriodSeconds": apiserver_support::NO_TIMEOUT_SECONDS,
+            "deletionGracePeriodSeconds": 30}),
+        "/mutate writes the base policy's defaults"
+    );
+    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
+    let running = wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
+    assert_eq!(
+        running["spec"]["lifecycle"]["pauseGracePeriodSeconds"],
+        apiserver_support::NO_TIMEOUT_SECONDS,
+        "the child Numaflow runs carries the defaulted timeout"
+    );
+    assert_eq!(
+        running["status"]["observedGeneration"],
+        running["metadata"]["generation"]
+    );
+    let finalizers = running["metadata"]["finalizers"].to_string();
+    assert!(
+        finalizers.contains("numaflow.numaproj.io"),
+        "Numaflow's finalizer is on the child: {finalizers}"
+    );
+    let vertices = cluster
+        .kubectl(User::Admin)
+        .run(&[
+            "get",
+            "vertices.numaflow.numaproj.io",
+            "-n",
+            ns,
+            "-l",
+            &format!("numaflow.numaproj.io/pipeline-name={child}"),
+            "-o",
+            "name",
+        ])
+        .expect_success("list the child's vertices");
+    assert_eq!(
+        vertices.stdout.lines().count(),
+        3,
+        "Numaflow made a Vertex for each of in, cat and out: {}",
+        vertices.stdout
+    );
+    started.elapsed()
+}
+
+/// Scenario 2: Under pause-and-drain, a UDF image change: Numaplane pauses the
+/// child; Numaflow cannot drain it and marks it Paused once the validated
+/// timeout has passed; Numaplane applies the new spec and resumes it.
+fn undrainable_pause_ends_at_the_timeout(env: &Installation, ns: &str) -> Duration {
+    let started = Instant::now();
+    let cluster = &env.cluster;
+    team_with_isbsvc(cluster, ns);
+    let alice = cluster.kubectl(User::Alice);
+    // The timeout Numaflow acts on is one the policy allows.
+    let out = alice.create(&rollout(ns, "demo", Some(json!(5))), &[]);
+    assert_refused(&out, "below the minimum of 30");
+    alice
+        .create(&rollout(ns, "demo", Some(json!(SHORT))), &[])
+        .expect_success("alice creates a rollout with a 30 s timeout");
+    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
+    wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
+
+    alice
+        .merge_patch(ROLLOUTS, ns, "demo", &udf_image("map-cat:v2"), &[])
+        .expect_success("alice changes the UDF image");
+    let (paused, length) = numaplane_pauses_until_paused(
+        cluster,
+        ns,
+        "demo",
+        &child,
+        Duration::from_secs(SHORT + REQUEUE + SLACK),
+    );
+    let paused = paused.expect("Numaflow marks the child Paused once the timeout has passed");
+    assert!(
+        length >= Duration::from_secs(SHORT) - Duration::from_secs(1),
+        "the pause lasted {length:?}, less than the {SHORT} s timeout"
+    );
+    assert!(
+        length <= Duration::from_secs(SHORT + REQUEUE + SLACK),
+        "the pause lasted {length:?}, far past the {SHORT} s timeout"
+    );
+    assert_ne!(
+        paused["status"]["drainedOnPause"],
+        json!(true),
+        "the child was paused by the timeout, not drained"
+    );
+    let line = format!(
+        "nf-pause: paused after {:.1} s against a timeout of {SHORT} s\n",
+        length.as_secs_f64()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    numaplane_applies_and_resumes(cluster, ns, "demo", &child);
+    started.elapsed()
+}
+
+/// Scenario 3: With the "no timeout" default, the pause does not end on its own; a
+/// plain editor's force is refused, a holder's allowed; Numaplane then
+/// applies and resumes, and the one-shot sweeper resets the annotation.
+fn no_timeout_pause_ends_only_by_a_gated_force(env: &Installation, ns: &str) -> Duration {
+    let started = Instant::now();
+    let cluster = &env.cluster;
+    team_with_isbsvc(cluster, ns);
+    let alice = cluster.kubectl(User::Alice);
+    alice
+        .create(&rollout(ns, "demo", None), &[])
+        .expect_success("alice creates a rollout with no timeout");
+    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
+    wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
+    alice
+        .merge_patch(ROLLOUTS, ns, "demo", &udf_image("map-cat:v2"), &[])
+        .expect_success("alice changes the UDF image");
+    // Three times case 2's timeout, and its requeue, without an end.
+    let wait = Duration::from_secs(3 * SHORT + REQUEUE);
+    let (paused, length) = numaplane_pauses_until_paused(cluster, ns, "demo", &child, wait);
+    assert!(
+        paused.is_none(),
+        "with no timeout the undrainable pause ended on its own after {length:?}"
+    );
+    let pausing_now = get(cluster, PIPELINES, ns, &child);
+    assert_eq!(pausing_now["status"]["phase"], "Pausing");
+
+    let out = annotate(&alice, ns, "demo", Some("true"));
+    assert_refused(
+        &out,
+        "may not set metadata.annotations[\"numaplane.numaproj.io/allow-data-loss\"]",
+    );
+    let carol = cluster.kubectl(User::Carol);
+    annotate(&carol, ns, "demo", Some("true"))
+        .expect_success("carol (group sre, bound to the force-reapply role) forces a re-apply");
+    let forced_at = Instant::now();
+    // Numaplane sees "true": it stops waiting and applies the spec at once.
+    numaplane_applies_and_resumes(cluster, ns, "demo", &child);
+    let applied = forced_at.elapsed();
+    assert!(
+        applied < Duration::from_secs(20),
+        "applied {applied:?} after the force, past Numaplane's 20 s requeue"
+    );
+    // The pause is over; the sweeper resets the force (oneShot).
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let object = stored(&carol, ns, "demo");
+        if annotation_of(&object) == Some("false") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "allow-data-loss was not reset after the pause ended: {:?}",
+            annotation_of(&object)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    started.elapsed()
+}
+
+/// Scenario 4: Deleting the rollout (Argo CD prunes it): Numaplane deletes the child; Numaflow holds it
+/// for the deletion timeout `/mutate` wrote, then lets it go.
+fn deletion_is_held_for_the_deletion_timeout(env: &Installation, ns: &str) -> Duration {
+    let started = Instant::now();
+    let cluster = &env.cluster;
+    team_with_isbsvc(cluster, ns);
+    let alice = cluster.kubectl(User::Alice);
+    alice
+        .create(&rollout(ns, "demo", Some(json!(SHORT))), &[])
+        .expect_success("alice creates a rollout");
+    let deletion = stored(&alice, ns, "demo")["spec"]["pipeline"]["spec"]["lifecycle"]
+        ["deletionGracePeriodSeconds"]
+        .as_u64()
+        .expect("/mutate wrote the deletion timeout");
+    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
+    wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
+
+    cluster
+        .kubectl(User::ArgocdApplicationController)
+        .run(&["delete", ROLLOUTS, "demo", "-n", ns, "--wait=false"])
+        .expect_success("Argo CD prunes the rollout");
+    // Numaplane's finalizer deletes every child.
+    cluster
+        .kubectl(User::NumaplaneController)
+        .run(&["delete", PIPELINES, &child, "-n", ns, "--wait=false"])
+        .expect_success("Numaplane deletes the child");
+    let deleted = Instant::now();
+    let limit = Duration::from_secs(2 * deletion + 2 * SLACK);
+    let gone = loop {
+        let held = deleted.elapsed();
+        match cluster.kubectl(User::Admin).get(PIPELINES, ns, &child) {
+            None => break held,
+            Some(_) => assert!(
+                held < limit,
+                "the deleted child is still there after {held:?} (deletion timeout {deletion} s)"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        gone >= Duration::from_secs(deletion) - Duration::from_secs(1),
+        "Numaflow let the child go after {gone:?}, before its {deletion} s deletion timeout"
+    );
+    let line = format!(
+        "nf-delete: the child went {:.1} s after its delete, deletion timeout {deletion} s\n",
+        gone.as_secs_f64()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    started.elapsed()
+}
+
+/// Scenario 5: Progressive: an upgrade makes the `-1` child; a plain editor's
+/// force-promote is refused, a holder's allowed; Numaplane promotes it and
+/// Numaflow keeps running both children.
+fn progressive_force_promote_is_gated(env: &Installation, ns: &str) -> Duration {
+    let started = Instant::now();
+    let cluster = &env.cluster;
+    team_with_isbsvc(cluster, ns);
+    let alice = cluster.kubectl(User::Alice);
+    alice
+        .create(&rollout(ns, "demo", Some(json!(SHORT))), &[])
+        .expect_success("alice creates a rollout");
+    let first = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
+    wait_for_phase(cluster, ns, &first, "Running", Duration::from_secs(60));
+    alice
+        .merge_patch(ROLLOUTS, ns, "demo", &udf_image("map-cat:v2"), &[])
+        .expect_success("alice changes the UDF image");
+    let upgrading = numaplane_creates_child(cluster, ns, "demo", 1, "in-progress");
+    wait_for_phase(cluster, ns, &upgrading, "Running", Duration::from_secs(60));
+
+    let label = json!({"metadata": {"labels": {FORCE_PROMOTE: "true"}}});
+    let out = alice.merge_patch(PIPELINES, ns, &upgrading, &label, &[]);
+    assert_refused_by(
+        &out,
+        apiserver_children_support::CHILDREN_WEBHOOK,
+        FORCE_PROMOTE,
+    );
+    cluster
+        .kubectl(User::Carol)
+        .merge_patch(PIPELINES, ns, &upgrading, &label, &[])
+        .expect_success("carol (group sre) force-promotes");
+    // Numaplane promotes the upgrading child and retires the first.
+    let numaplane = cluster.kubectl(User::NumaplaneController);
+    for (name, state) in [(&upgrading, "promoted"), (&first, "recyclable")] {
+        numaplane
+            .merge_patch(
+                PIPELINES,
+                ns,
+                name,
+                &json!({"metadata": {"labels": {UPGRADE_STATE: state}}}),
+                &[],
+            )
+            .expect_success("Numaplane relabels the children");
+    }
+    for name in [&upgrading, &first] {
+        let object = wait_for_phase(cluster, ns, name, "Running", Duration::from_secs(30));
+        assert_eq!(
+            object["status"]["observedGeneration"],
+            object["metadata"]["generation"]
+        );
+    }
+    started.elapsed()
+}
+
+/// Scenario 6: Across the run: Numaflow logged no refusal; the webhook decided
+/// nothing for Numaflow's or Numaplane's account (the matchConditions keep
+/// those writes off it); and the API server counted as many webhook calls
+/// as the webhook logged decisions, as many refusals as it denied, and no
+/// failed call (a time-out would delay the write).
+fn nothing_numaflow_wrote_was_refused_or_sent_to_the_webhook(env: &Installation) {
+    let log = env.cluster.numaflow_log(envtest::NUMAFLOW_ACCOUNT.1);
+    assert!(
+        log.contains("Updated pipeline phase"),
+        "Numaflow's log shows no phase change: is it the controller that ran?"
+    );
+    for refusal in [
+        "denied the request",
+        "admission webhook",
+        "Forbidden",
+        "forbidden",
+    ] {
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(refusal)).collect();
+        assert!(
+            lines.is_empty(),
+            "Numaflow's log has {refusal:?}:\n{}",
+            lines.join("\n")
+        );
+    }
+    // The API server's counts and the webhook's decisions, once they agree
+    // (a decision is logged just after its answer is sent).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (decisions, calls) = loop {
+        let log = env.webhook.log_tail(usize::MAX);
+        let decisions: Vec<String> = log
+            .lines()
+            .filter(|l| l.contains(" decision ") || l.contains("\"decision\""))
+            .map(str::to_owned)
+            .collect();
+        let calls = ApiServerCounts::read(&env.cluster);
+        if calls.calls == decisions.len() as f64 || Instant::now() > deadline {
+            break (decisions, calls);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(
+        !decisions.is_empty(),
+        "the webhook logged no decision at all"
+    );
+    for account in [NUMAFLOW_USER, User::NumaplaneController.name()] {
+        let sent: Vec<&String> = decisions.iter().filter(|l| l.contains(account)).collect();
+        assert!(
+            sent.is_empty(),
+            "the webhook was sent writes of {account}:\n{sent:?}"
+        );
+    }
+    let denied = decisions
+        .iter()
+        .filter(|l| l.contains("allowed=false"))
+        .count();
+    assert_eq!(
+        (calls.calls, calls.rejected, calls.failed),
+        (decisions.len() as f64, denied as f64, 0.0),
+        "the API server's webhook calls, refusals and failed calls against the webhook's \
+         decisions and denials"
+    );
+    let refused: Vec<&String> = decisions
+        .iter()
+        .filter(|l| l.contains("allowed=false") && !l.contains(envtest::PROBE_NAMESPACE))
+        .collect();
+    assert!(
+        refused.len() == 3 && refused.iter().all(|l| l.contains("user=\"alice\"")),
+        "alice's short timeout, force and force-promote are the only refusals beside the \
+         install's probe: {refused:?}"
+    );
+}
+
+/// Scenario 7: Numaflow's controller under a service account the policy
+/// does not name (`numaflow-system:numaflow-controller`, as an install that
+/// renamed it runs), a common install mistake. The webhook said at start
+/// which account it trusts; the renamed controller's writes of a rollout's
+/// children (its finalizer, their status) are refused as anyone's would be
+/// (rule 26) and counted in `denials_total`, so the InterStepBufferService
+/// never becomes ready, and its log shows the webhook's message
+/// (docs/operations.md says what to do).
+fn numaflow_under_an_account_the_policy_does_not_name(env: &Installation, ns: &str) {
+    let cluster = &env.cluster;
+    let started = env.webhook.log_tail(usize::MAX);
+    let warning = started
+        .lines()
+        .find(|l| l.contains("trusted controller accounts"))
+        .expect("serve logs the trusted controller accounts at start");
+    assert!(
+        warning.contains("WARN") && warning.contains(NUMAFLOW_USER),
+        "the start-up warning names Numaflow's trusted account: {warning}"
+    );
+    let binary = envtest::numaflow_binary().expect("the binary the scenarios ran");
+    cluster.stop_numaflow();
+    let account = "numaflow-controller";
+    cluster
+        .start_numaflow_as(&binary, account)
+        .expect("Numaflow's controller under a renamed account");
+    let denials_before = denials(env);
+    team(cluster, ns);
+    let isbsvc = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "InterStepBufferService",
+        "metadata": {"name": ISBSVC, "namespace": ns, "labels": {PARENT: "isbsvc"}},
+        "spec": {"jetstream": {"version": "latest"}},
+    });
+    cluster
+        .kubectl(User::NumaplaneController)
+        .create(&isbsvc, &[])
+        .expect_success("Numaplane creates the InterStepBufferService");
+    let refused =
+        format!("user \\\"system:serviceaccount:numaflow-system:{account}\\\" may not change");
+    let logged = poll(Duration::from_secs(30), || {
+        let log = cluster.numaflow_log(account);
+        let line = log
+            .lines()
+            .find(|l| l.contains("denied the request") && l.contains(&refused))?;
+        Some(line.to_owned())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the renamed controller's log shows no refusal; it ends:\n{}",
+            tail(&cluster.numaflow_log(account), 20)
+        )
+    });
+    let object = get(cluster, ISBSVCS, ns, ISBSVC);
+    assert!(
+        object["metadata"]["finalizers"].is_null() && object["status"]["phase"].is_null(),
+        "the renamed controller's writes of the InterStepBufferService were stored: {object}"
+    );
+    let counted = denials(env) - denials_before;
+    assert!(
+        counted >= 1.0,
+        "the refusals were not counted in denials_total"
+    );
+    let decisions = env.webhook.log_tail(usize::MAX);
+    let its: Vec<&str> = decisions
+        .lines()
+        .filter(|l| l.contains(" decision ") && l.contains(&format!(":{account}\"")))
+        .collect();
+    assert!(
+        !its.is_empty() && its.iter().all(|l| l.contains("allowed=false")),
+        "every decision for the renamed account is a refusal: {its:?}"
+    );
+    let line = format!(
+        "nf-account: {} writes of the renamed controller refused ({counted} counted); its log:\n{}\n",
+        its.len(),
+        logged.chars().take(400).collect::<String>()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+}
+
+/// The webhook's `denials_total`, summed over rules.
+fn denials(env: &Installation) -> f64 {
+    let (status, text) = env
+        .webhook
+        .admin_get("/metrics")
+        .expect("the webhook's /metrics");
+    assert_eq!(status, 200, "the webhook's /metrics: {text}");
+    text.lines()
+        .filter(|l| l.starts_with("pipelinerollout_webhook_denials_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// What the API server counted of its calls to the webhooks.
+struct ApiServerCounts {
+    /// Calls (`apiserver_admission_webhook_admission_duration_seconds_count`).
+    calls: f64,
+    /// Refusals the webhooks answered
+    /// (`apiserver_admission_webhook_rejection_count`, `error_type="no_error"`).
+    rejected: f64,
+    /// Calls that failed: unreachable, timed out, a bad answer
+    /// (`apiserver_admission_webhook_rejection_count`, other error types).
+    failed: f64,
+}
+
+impl ApiServerCounts {
+    fn read(cluster: &Cluster) -> Self {
+        let metrics = cluster
+            .get_as_admin("/metrics")
+            .expect("the API server's /metrics");
+        let mut counts = Self {
+            calls: 0.0,
+            rejected: 0.0,
+            failed: 0.0,
+        };
+        for line in metrics.lines() {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            if !series.contains("pipelinerollout-webhook") {
+                continue;
+            }
+            if series.starts_with("apiserver_admission_webhook_admission_duration_seconds_count{") {
+                counts.calls += value;
+            } else if series.starts_with("apiserver_admission_webhook_rejection_count{") {
+                if series.contains("error_type=\"no_error\"") {
+                    counts.rejected += value;
+                } else {
+                    counts.failed += value;
+                }
+            }
+        }
+        counts
+    }
+}
+
+/// Alice's and carol's namespace, with an InterStepBufferService that
+/// Numaflow installed and reports healthy.
+fn team_with_isbsvc(cluster: &Cluster, ns: &str) {
+    team(cluster, ns);
+    // What the ServiceAccount controller makes in every namespace: the
+    // account Numaflow's pods run as (they are created, never run).
+    cluster
+        .create_all(vec![json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": ns}})])
+        .expect("the namespace's default ServiceAccount");
+    let isbsvc = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "InterStepBufferService",
+        "metadata": {"name": ISBSVC, "namespace": ns, "labels": {PARENT: "isbsvc"}},
+        "spec": {"jetstream": {"version": "latest"}},
+    });
+    cluster
+        .kubectl(User::NumaplaneController)
+        .create(&isbsvc, &[])
+        .expect_success("Numaplane creates the InterStepBufferService");
+    let statefulset = format!("isbsvc-{ISBSVC}-js");
+    let admin = cluster.kubectl(User::Admin);
+    let found = poll(Duration::from_secs(60), || {
+        admin.get("statefulsets.apps", ns, &statefulset)
+    })
+    .unwrap_or_else(|| panic!("Numaflow made no StatefulSet {ns}/{statefulset}"));
+    // As the StatefulSet controller and the kubelets would report three
+    // ready pods of the current revision.
+    let replicas = found["spec"]["replicas"].as_u64().unwrap_or(3);
+    let revision = format!("{statefulset}-1");
+    admin
+        .merge_patch(
+            "statefulsets.apps",
+            ns,
+            &statefulset,
+            &json!({"status": {
+                "observedGeneration": found["metadata"]["generation"],
+                "replicas": replicas, "readyReplicas": replicas,
+                "currentReplicas": replicas, "updatedReplicas": replicas,
+                "availableReplicas": replicas,
+                "currentRevision": revision, "updateRevision": revision,
+            }}),
+            &["--subresource=status"],
+        )
+        .expect_success("the StatefulSet's status, as its pods would make it");
+    poll(Duration::from_secs(60), || {
+        let object = admin.get(ISBSVCS, ns, ISBSVC)?;
+        (object["status"]["phase"] == "Running").then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the InterStepBufferService never ran: {}",
+            get(cluster, ISBSVCS, ns, ISBSVC)["status"]
+        )
+    });
+}
+
+/// Numaplane makes child `<rollout>-<index>` from the rollout's pipeline
+/// template, owned by the rollout and labelled `state`; returns its name.
+fn numaplane_creates_child(
+    cluster: &Cluster,
+    ns: &str,
+    rollout: &str,
+    index: u32,
+    state: &str,
+) -> String {
+    let parent = get(cluster, ROLLOUTS, ns, rollout);
+    let name = format!("{rollout}-{index}");
+    let template = &parent["spec"]["pipeline"];
+    let mut annotations = template["metadata"]["annotations"].clone();
+    if !annotations.is_object() {
+        annotations = json!({});
+    }
+    let child = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {
+            "name": name, "namespace": ns,
+            "labels": {PARENT: rollout, UPGRADE_STATE: state},
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "PipelineRollout",
+                "name": rollout, "uid": parent["metadata"]["uid"],
+                "controller": true, "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": template["spec"],
+    });
+    cluster
+        .kubectl(User::NumaplaneController)
+        .create(&child, &[])
+        .expect_success("Numaplane creates the child");
+    name
+}
+
+/// Numaplane's pause-and-drain: the rollout's status says pausing and the
+/// child's desired phase is Paused; then it waits (up to `wait`) for
+/// Numaflow to report Paused. Returns the paused child, if it paused, and
+/// how long after `pause-timestamp` that was seen.
+fn numaplane_pauses_until_paused(
+    cluster: &Cluster,
+    ns: &str,
+    rollout: &str,
+    child: &str,
+    wait: Duration,
+) -> (Option<Value>, Duration) {
+    numaplane_pauses(cluster, ns, rollout, child);
+    let pause_began = poll(Duration::from_secs(30), || {
+        let object = cluster.kubectl(User::Admin).get(PIPELINES, ns, child)?;
+        let stamp = object["metadata"]["annotations"][PAUSE_TIMESTAMP].as_str()?;
+        OffsetDateTime::parse(stamp, &Rfc3339).ok()
+    })
+    .expect("Numaflow writes pause-timestamp when it starts pausing");
+    let since = || {
+        let elapsed = OffsetDateTime::now_utc() - pause_began;
+        Duration::try_from(elapsed).unwrap_or_default()
+    };
+    let deadline = Instant::now() + wait.saturating_sub(since());
+    loop {
+        let object = get(cluster, PIPELINES, ns, child);
+        if object["status"]["phase"] == "Paused" {
+            return (Some(object), since());
+        }
+        if Instant::now() >= deadline {
+            return (None, since());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Numaplane starts a pause-and-drain: the rollout's status says pausing
+/// and the child's desired phase is Paused.
+fn numaplane_pauses(cluster: &Cluster, ns: &str, rollout: &str, child: &str) {
+    set_status(cluster, ns, rollout, pausing(true));
+    cluster
+        .kubectl(User::NumaplaneController)
+        .merge_patch(
+            PIPELINES,
+            ns,
+            child,
+            &json!({"spec": {"lifecycle": {"desiredPhase": "Paused"}}}),
+            &[],
+        )
+        .expect_success("Numaplane pauses the child");
+}
+
+/// Numaplane's apply after a pause: the rollout's pipeline spec onto the
+/// child, desired phase Running; Numaflow resumes it (and drops
+/// `pause-timestamp`); the rollout's status is then idle.
+fn numaplane_applies_and_resumes(cluster: &Cluster, ns: &str, rollout: &str, child: &str) {
+    let mut spec = get(cluster, ROLLOUTS, ns, rollout)["spec"]["pipeline"]["spec"].clone();
+    spec["lifecycle"]["desiredPhase"] = json!("Running");
+    cluster
+        .kubectl(User::NumaplaneController)
+        .merge_patch(PIPELINES, ns, child, &json!({"spec": spec}), &[])
+        .expect_success("Numaplane applies the new spec and resumes the child");
+    let resumed = poll(Duration::from_secs(30), || {
+        let object = cluster.kubectl(User::Admin).get(PIPELINES, ns, child)?;
+        let done = object["status"]["phase"] == "Running"
+            && object["metadata"]["annotations"][PAUSE_TIMESTAMP].is_null();
+        done.then_some(object)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "Numaflow did not resume the child: {}",
+            get(cluster, PIPELINES, ns, child)["status"]
+        )
+    });
+    assert_eq!(
+        resumed["spec"]["vertices"][1]["udf"]["container"]["image"],
+        "quay.io/numaio/numaflow-go/map-cat:v2",
+        "the child runs the new UDF image"
+    );
+    set_status(cluster, ns, rollout, idle());
+}
+
+/// A merge patch of the rollout setting the `cat` vertex's image.
+fn udf_image(tag: &str) -> Value {
+    let mut spec = rollout("x", "x", None)["spec"]["pipeline"]["spec"].clone();
+    spec["vertices"][1]["udf"]["container"]["image"] =
+        json!(format!("quay.io/numaio/numaflow-go/{tag}"));
+    json!({"spec": {"pipeline": {"spec": {"vertices": spec["vertices"]}}}})
+}
+
+/// Waits (up to `limit`) until the child reports `phase`; returns it.
+fn wait_for_phase(cluster: &Cluster, ns: &str, name: &str, phase: &str, limit: Duration) -> Value {
+    poll(limit, || {
+        let object = cluster.kubectl(User::Admin).get(PIPELINES, ns, name)?;
+        (object["status"]["phase"] == phase).then_some(object)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{ns}/{name} never reported {phase}: {}",
+            get(cluster, PIPELINES, ns, name)["status"]
+        )
+    })
+}
+
+fn get(cluster: &Cluster, resource: &str, ns: &str, name: &str) -> Value {
+    cluster
+        .kubectl(User::Admin)
+        .get(resource, ns, name)
+        .unwrap_or_else(|| panic!("{resource} {ns}/{name} is not there"))
+}
+
+/// Calls `found` every 500 ms until it gives a value or `limit` passes.
+fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = found() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
