@@ -259,6 +259,8 @@ impl Cluster {
             format!("--controllers={controllers}"),
             "--leader-elect=false".to_owned(),
             "--secure-port=0".to_owned(),
+            // 1.37 says a controller started only at -v=1.
+            "--v=1".to_owned(),
         ];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
         let mut process = self.spawn("kube-controller-manager", &binary, &args, Duration::ZERO)?;
@@ -273,10 +275,13 @@ impl Cluster {
             Duration::from_secs(30),
             || {
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
-                match named
-                    .iter()
-                    .find(|c| !text.contains(&format!("\"Started controller\" controller=\"{c}\"")))
-                {
+                // 1.32 logs "Started controller", 1.37 "Controller starting...".
+                let started = |c: &&str| {
+                    ["\"Started controller\"", "\"Controller starting...\""]
+                        .iter()
+                        .any(|said| text.contains(&format!("{said} controller=\"{c}\"")))
+                };
+                match named.iter().find(|c| !started(c)) {
                     None => Ok(()),
                     Some(c) => Err(format!("controller {c} not started yet")),
                 }

@@ -99,6 +99,20 @@ fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>
     }
 }
 
+/// Whether `ready` held within `limit` (asked every 250 ms).
+fn wait_until_or_timeout(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// The result of `rule` for rollout `name` in `report`: (result, message).
 fn result_of(report: &Value, name: &str, rule: &str) -> Option<(String, String)> {
     report["results"].as_array()?.iter().find_map(|r| {
@@ -446,12 +460,15 @@ fn a_report_write_from_a_stale_view_is_refused_counted_and_read_again() {
         Duration::from_secs(30),
         || (counted(&metrics(env.webhook.admin_addr())) >= 1.0).then_some(()),
     );
-    let log = env.webhook.log_tail(10_000);
+    // The log line goes out through the log buffer, after the count.
+    let refusal = "PolicyReport not written: it changed since this replica last read or wrote it";
+    let logged = wait_until_or_timeout(Duration::from_secs(5), || {
+        env.webhook.log_tail(10_000).contains(refusal)
+    });
     assert!(
-        log.contains(
-            "PolicyReport not written: it changed since this replica last read or wrote it"
-        ),
-        "the refusal is logged:\n{log}"
+        logged,
+        "the refusal is logged:\n{}",
+        env.webhook.log_tail(10_000)
     );
     // It read the report again and wrote over the version stored now: the
     // other writer's label is kept, and the new rollout is reported.

@@ -50,24 +50,9 @@ fn overlay(cluster: &Cluster) -> PathBuf {
 
 /// A kubeconfig with a real token of the ServiceAccount `webhooks/pipelinerollout-webhook`.
 fn account_kubeconfig(cluster: &Cluster) -> PathBuf {
-    let out = cluster
-        .kubectl(User::Admin)
-        .run(&["create", "token", ACCOUNT, "-n", NAMESPACE, "--duration=1h"])
-        .expect_success("a token of the webhook's account");
-    let config = json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "envtest", "cluster": {
-            "server": cluster.server(),
-            "certificate-authority": cluster.dir().join("pki/ca.crt"),
-        }}],
-        "users": [{"name": "webhook", "user": {"token": out.stdout.trim()}}],
-        "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "webhook"}}],
-        "current-context": "envtest",
-    });
-    let path = cluster.dir().join("webhooks-account.yaml");
-    std::fs::write(&path, config.to_string()).expect("kubeconfig");
-    path
+    cluster
+        .service_account_kubeconfig(NAMESPACE, ACCOUNT)
+        .expect("a token of the webhook's account")
 }
 
 #[test]

@@ -148,7 +148,7 @@ fn numaflow_runs_every_scenario_through_the_webhook() {
         "Numaflow scenarios, at once, in {:.1} s:\n{report}",
         started.elapsed().as_secs_f64()
     );
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    say(&line);
     nothing_numaflow_wrote_was_refused_or_sent_to_the_webhook(env);
     numaflow_under_an_account_the_policy_does_not_name(env, "nf-account");
 }
@@ -158,20 +158,16 @@ fn numaflow_runs_every_scenario_through_the_webhook() {
 fn defaulted_timeout_reaches_numaflow(env: &Installation, ns: &str) -> Duration {
     let started = Instant::now();
     let cluster = &env.cluster;
-    team_with_isbsvc(cluster, ns);
-    let alice = cluster.kubectl(User::Alice);
-    alice
-        .create(&rollout(ns, "demo", None), &[])
-        .expect_success("alice creates a rollout with no timeout");
-    let lifecycle = stored(&alice, ns, "demo")["spec"]["pipeline"]["spec"]["lifecycle"].clone();
+    let child = running_child(cluster, ns, None);
+    let lifecycle =
+        get(cluster, ROLLOUTS, ns, "demo")["spec"]["pipeline"]["spec"]["lifecycle"].clone();
     assert_eq!(
         lifecycle,
         json!({"pauseGracePeriodSeconds": apiserver_support::NO_TIMEOUT_SECONDS,
             "deletionGracePeriodSeconds": 30}),
         "/mutate writes the base policy's defaults"
     );
-    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
-    let running = wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
+    let running = get(cluster, PIPELINES, ns, &child);
     assert_eq!(
         running["spec"]["lifecycle"]["pauseGracePeriodSeconds"],
         apiserver_support::NO_TIMEOUT_SECONDS,
@@ -214,16 +210,11 @@ fn defaulted_timeout_reaches_numaflow(env: &Installation, ns: &str) -> Duration 
 fn undrainable_pause_ends_at_the_timeout(env: &Installation, ns: &str) -> Duration {
     let started = Instant::now();
     let cluster = &env.cluster;
-    team_with_isbsvc(cluster, ns);
+    let child = running_child(cluster, ns, Some(json!(SHORT)));
     let alice = cluster.kubectl(User::Alice);
     // The timeout Numaflow acts on is one the policy allows.
-    let out = alice.create(&rollout(ns, "demo", Some(json!(5))), &[]);
+    let out = alice.create(&rollout(ns, "too-short", Some(json!(5))), &[]);
     assert_refused(&out, "below the minimum of 30");
-    alice
-        .create(&rollout(ns, "demo", Some(json!(SHORT))), &[])
-        .expect_success("alice creates a rollout with a 30 s timeout");
-    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
-    wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
 
     alice
         .merge_patch(ROLLOUTS, ns, "demo", &udf_image("map-cat:v2"), &[])
@@ -253,7 +244,7 @@ fn undrainable_pause_ends_at_the_timeout(env: &Installation, ns: &str) -> Durati
         "nf-pause: paused after {:.1} s against a timeout of {SHORT} s\n",
         length.as_secs_f64()
     );
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    say(&line);
     numaplane_applies_and_resumes(cluster, ns, "demo", &child);
     started.elapsed()
 }
@@ -264,13 +255,8 @@ fn undrainable_pause_ends_at_the_timeout(env: &Installation, ns: &str) -> Durati
 fn no_timeout_pause_ends_only_by_a_gated_force(env: &Installation, ns: &str) -> Duration {
     let started = Instant::now();
     let cluster = &env.cluster;
-    team_with_isbsvc(cluster, ns);
+    let child = running_child(cluster, ns, None);
     let alice = cluster.kubectl(User::Alice);
-    alice
-        .create(&rollout(ns, "demo", None), &[])
-        .expect_success("alice creates a rollout with no timeout");
-    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
-    wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
     alice
         .merge_patch(ROLLOUTS, ns, "demo", &udf_image("map-cat:v2"), &[])
         .expect_success("alice changes the UDF image");
@@ -322,17 +308,11 @@ fn no_timeout_pause_ends_only_by_a_gated_force(env: &Installation, ns: &str) -> 
 fn deletion_is_held_for_the_deletion_timeout(env: &Installation, ns: &str) -> Duration {
     let started = Instant::now();
     let cluster = &env.cluster;
-    team_with_isbsvc(cluster, ns);
-    let alice = cluster.kubectl(User::Alice);
-    alice
-        .create(&rollout(ns, "demo", Some(json!(SHORT))), &[])
-        .expect_success("alice creates a rollout");
-    let deletion = stored(&alice, ns, "demo")["spec"]["pipeline"]["spec"]["lifecycle"]
+    let child = running_child(cluster, ns, Some(json!(SHORT)));
+    let deletion = get(cluster, ROLLOUTS, ns, "demo")["spec"]["pipeline"]["spec"]["lifecycle"]
         ["deletionGracePeriodSeconds"]
         .as_u64()
         .expect("/mutate wrote the deletion timeout");
-    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
-    wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
 
     cluster
         .kubectl(User::ArgocdApplicationController)
@@ -364,7 +344,7 @@ fn deletion_is_held_for_the_deletion_timeout(env: &Installation, ns: &str) -> Du
         "nf-delete: the child went {:.1} s after its delete, deletion timeout {deletion} s\n",
         gone.as_secs_f64()
     );
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    say(&line);
     started.elapsed()
 }
 
@@ -374,13 +354,8 @@ fn deletion_is_held_for_the_deletion_timeout(env: &Installation, ns: &str) -> Du
 fn progressive_force_promote_is_gated(env: &Installation, ns: &str) -> Duration {
     let started = Instant::now();
     let cluster = &env.cluster;
-    team_with_isbsvc(cluster, ns);
+    let first = running_child(cluster, ns, Some(json!(SHORT)));
     let alice = cluster.kubectl(User::Alice);
-    alice
-        .create(&rollout(ns, "demo", Some(json!(SHORT))), &[])
-        .expect_success("alice creates a rollout");
-    let first = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
-    wait_for_phase(cluster, ns, &first, "Running", Duration::from_secs(60));
     alice
         .merge_patch(ROLLOUTS, ns, "demo", &udf_image("map-cat:v2"), &[])
         .expect_success("alice changes the UDF image");
@@ -518,7 +493,8 @@ fn numaflow_under_an_account_the_policy_does_not_name(env: &Installation, ns: &s
     cluster
         .start_numaflow_as(&binary, account)
         .expect("Numaflow's controller under a renamed account");
-    let denials_before = denials(env);
+    let denials_before =
+        apiserver_support::webhook_family_sum(env, "pipelinerollout_webhook_denials_total");
     team(cluster, ns);
     let isbsvc = json!({
         "apiVersion": "numaflow.numaproj.io/v1alpha1",
@@ -550,7 +526,9 @@ fn numaflow_under_an_account_the_policy_does_not_name(env: &Installation, ns: &s
         object["metadata"]["finalizers"].is_null() && object["status"]["phase"].is_null(),
         "the renamed controller's writes of the InterStepBufferService were stored: {object}"
     );
-    let counted = denials(env) - denials_before;
+    let counted =
+        apiserver_support::webhook_family_sum(env, "pipelinerollout_webhook_denials_total")
+            - denials_before;
     assert!(
         counted >= 1.0,
         "the refusals were not counted in denials_total"
@@ -569,20 +547,7 @@ fn numaflow_under_an_account_the_policy_does_not_name(env: &Installation, ns: &s
         its.len(),
         logged.chars().take(400).collect::<String>()
     );
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-}
-
-/// The webhook's `denials_total`, summed over rules.
-fn denials(env: &Installation) -> f64 {
-    let (status, text) = env
-        .webhook
-        .admin_get("/metrics")
-        .expect("the webhook's /metrics");
-    assert_eq!(status, 200, "the webhook's /metrics: {text}");
-    text.lines()
-        .filter(|l| l.starts_with("pipelinerollout_webhook_denials_total{"))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
+    say(&line);
 }
 
 /// What the API server counted of its calls to the webhooks.
@@ -629,6 +594,20 @@ impl ApiServerCounts {
         }
         counts
     }
+}
+
+/// Alice's rollout `demo` (with `timeout`, or none) in a fresh team
+/// namespace, and its child `demo-0`, made by Numaplane and running under
+/// Numaflow; returns the child's name.
+fn running_child(cluster: &Cluster, ns: &str, timeout: Option<Value>) -> String {
+    team_with_isbsvc(cluster, ns);
+    cluster
+        .kubectl(User::Alice)
+        .create(&rollout(ns, "demo", timeout), &[])
+        .expect_success("alice creates a rollout");
+    let child = numaplane_creates_child(cluster, ns, "demo", 0, "promoted");
+    wait_for_phase(cluster, ns, &child, "Running", Duration::from_secs(60));
+    child
 }
 
 /// Alice's and carol's namespace, with an InterStepBufferService that
@@ -848,6 +827,11 @@ fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Prints a measurement past libtest's capture, so that CI's log shows it.
+fn say(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 fn tail(text: &str, lines: usize) -> String {

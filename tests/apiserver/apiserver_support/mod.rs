@@ -34,15 +34,34 @@ pub fn events_in(cluster: &Cluster, ns: &str) -> Vec<Value> {
 /// `pipelinerollout_webhook_events_total{reason="X",result="sent"}`; 0 when
 /// the webhook does not export it.
 pub fn webhook_sample(env: &Installation, series: &str) -> f64 {
+    webhook_metrics(env)
+        .lines()
+        .filter_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// The sum of every series of one metric of the webhook's own `/metrics`,
+/// such as `pipelinerollout_webhook_denials_total` over all its rules.
+pub fn webhook_family_sum(env: &Installation, family: &str) -> f64 {
+    webhook_metrics(env)
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('{'))
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// The webhook's `/metrics` text (its admin port).
+fn webhook_metrics(env: &Installation) -> String {
     let (status, text) = env
         .webhook
         .admin_get("/metrics")
         .expect("the webhook's /metrics");
     assert_eq!(status, 200, "the webhook's /metrics: {text}");
-    text.lines()
-        .filter_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .filter_map(|v| v.trim().parse::<f64>().ok())
-        .sum()
+    text
 }
 
 /// A Role (`namespace` given) or ClusterRole granting `verbs` on
