@@ -11,6 +11,7 @@ mod helm_support;
 
 mod apiserver_children_support;
 mod apiserver_leader_support;
+mod apiserver_numaflow_support;
 mod apiserver_support;
 mod apiserver_vap_support;
 
