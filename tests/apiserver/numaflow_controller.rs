@@ -25,9 +25,9 @@
 
 use crate::apiserver_children_support;
 use crate::apiserver_numaflow_support::{
-    ApiServerCounts, ISBSVC, ISBSVCS, PARENT, PIPELINES, get, numaplane_applies_and_resumes,
-    numaplane_creates_child, numaplane_pauses_until_paused, poll, running_child, say, tail,
-    udf_image, wait_for_phase,
+    ApiServerCounts, ISBSVC, ISBSVCS, PIPELINES, get, numaplane_applies_and_resumes,
+    numaplane_creates_child, numaplane_creates_isbsvc, numaplane_pauses_until_paused, poll,
+    running_child, say, tail, udf_image, wait_for_phase,
 };
 use crate::apiserver_support;
 
@@ -491,16 +491,7 @@ fn numaflow_under_an_account_the_policy_does_not_name(env: &Installation, ns: &s
     let denials_before =
         apiserver_support::webhook_family_sum(env, "pipelinerollout_webhook_denials_total");
     team(cluster, ns);
-    let isbsvc = json!({
-        "apiVersion": "numaflow.numaproj.io/v1alpha1",
-        "kind": "InterStepBufferService",
-        "metadata": {"name": ISBSVC, "namespace": ns, "labels": {PARENT: "isbsvc"}},
-        "spec": {"jetstream": {"version": "latest"}},
-    });
-    cluster
-        .kubectl(User::NumaplaneController)
-        .create(&isbsvc, &[])
-        .expect_success("Numaplane creates the InterStepBufferService");
+    numaplane_creates_isbsvc(cluster, ns);
     let refused =
         format!("user \\\"system:serviceaccount:numaflow-system:{account}\\\" may not change");
     let logged = poll(Duration::from_secs(30), || {

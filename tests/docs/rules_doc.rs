@@ -10,14 +10,18 @@ use pipelinerollout_webhook::policy::rules::Rule;
 const PAGE: &str = include_str!("../../docs/rules.md");
 const TABLE_HEADING: &str = "## Every rule, by number and name";
 
+/// The text of the page's section under `heading`, up to the next one.
+fn section(heading: &str) -> &'static str {
+    let rest = PAGE
+        .split_once(heading)
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("docs/rules.md has no section {heading:?}"));
+    rest.split("\n## ").next().unwrap_or_default()
+}
+
 /// The (number, name) rows of the page's table of rules.
 fn table_rows() -> Vec<(u8, String)> {
-    let section = PAGE
-        .split_once(TABLE_HEADING)
-        .map(|(_, rest)| rest)
-        .expect("docs/rules.md has a table of rules");
-    let section = section.split("\n## ").next().unwrap_or_default();
-    section
+    section(TABLE_HEADING)
         .lines()
         .filter(|line| line.starts_with('|'))
         .filter_map(|line| {
@@ -79,12 +83,7 @@ const MAP_HEADING: &str = "## What the controllers read to decide a drain";
 
 /// The rows of the map of what the controllers read, as cells.
 fn map_rows() -> Vec<Vec<String>> {
-    let section = PAGE
-        .split_once(MAP_HEADING)
-        .map(|(_, rest)| rest)
-        .expect("docs/rules.md has the map of what the controllers read");
-    let section = section.split("\n## ").next().unwrap_or_default();
-    section
+    section(MAP_HEADING)
         .lines()
         .filter(|line| line.starts_with('|') && !line.starts_with("| ---"))
         .skip(1)
@@ -156,17 +155,16 @@ fn the_map_of_what_the_controllers_read_names_a_rule_or_a_reason_in_every_row() 
             "rules the webhook lacks {unknown:?}: {row:?}"
         );
     }
-    let page = PAGE
-        .split_once(MAP_HEADING)
-        .map(|(_, rest)| rest)
-        .unwrap_or_default();
     for needed in [
         "permittedRiders",
         "numaflow-controller-definitions",
         "daemon",
         "Vertices",
     ] {
-        assert!(page.contains(needed), "the map leaves out {needed}");
+        assert!(
+            section(MAP_HEADING).contains(needed),
+            "the map leaves out {needed}"
+        );
     }
 }
 

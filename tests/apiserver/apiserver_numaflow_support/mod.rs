@@ -90,16 +90,7 @@ pub fn team_with_isbsvc(cluster: &Cluster, ns: &str) {
         .create_all(vec![json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": "default", "namespace": ns}})])
         .expect("the namespace's default ServiceAccount");
-    let isbsvc = json!({
-        "apiVersion": "numaflow.numaproj.io/v1alpha1",
-        "kind": "InterStepBufferService",
-        "metadata": {"name": ISBSVC, "namespace": ns, "labels": {PARENT: "isbsvc"}},
-        "spec": {"jetstream": {"version": "latest"}},
-    });
-    cluster
-        .kubectl(User::NumaplaneController)
-        .create(&isbsvc, &[])
-        .expect_success("Numaplane creates the InterStepBufferService");
+    numaplane_creates_isbsvc(cluster, ns);
     let statefulset = format!("isbsvc-{ISBSVC}-js");
     let admin = cluster.kubectl(User::Admin);
     let found = poll(Duration::from_secs(60), || {
@@ -135,6 +126,21 @@ pub fn team_with_isbsvc(cluster: &Cluster, ns: &str) {
             get(cluster, ISBSVCS, ns, ISBSVC)["status"]
         )
     });
+}
+
+/// Numaplane creates the InterStepBufferService the sample's pipeline
+/// names (JetStream, the controller config's `latest`).
+pub fn numaplane_creates_isbsvc(cluster: &Cluster, ns: &str) {
+    let isbsvc = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "InterStepBufferService",
+        "metadata": {"name": ISBSVC, "namespace": ns, "labels": {PARENT: "isbsvc"}},
+        "spec": {"jetstream": {"version": "latest"}},
+    });
+    cluster
+        .kubectl(User::NumaplaneController)
+        .create(&isbsvc, &[])
+        .expect_success("Numaplane creates the InterStepBufferService");
 }
 
 /// Numaplane makes child `<rollout>-<index>` from the rollout's pipeline
