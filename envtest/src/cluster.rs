@@ -118,21 +118,32 @@ impl Cluster {
         server: SocketAddr,
         name: &str,
     ) -> Result<PathBuf, String> {
-        let text = serde_json::json!({
+        let text = self.kubeconfig_text(
+            &format!("https://{server}"),
+            &user.file_name(),
+            &self.tokens[&user],
+        );
+        let path = self.dir.join("kubeconfig").join(format!("{name}.yaml"));
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// A kubeconfig reaching `server` (trusting the cluster's CA) as
+    /// `user_name` with bearer `token`, as JSON text.
+    pub(crate) fn kubeconfig_text(&self, server: &str, user_name: &str, token: &str) -> String {
+        serde_json::json!({
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "envtest", "cluster": {
-                "server": format!("https://{server}"),
+                "server": server,
                 "certificate-authority": self.dir.join("pki/ca.crt"),
             }}],
-            "users": [{"name": user.file_name(), "user": {"token": self.tokens[&user]}}],
+            "users": [{"name": user_name, "user": {"token": token}}],
             "contexts": [{"name": "envtest",
-                "context": {"cluster": "envtest", "user": user.file_name()}}],
+                "context": {"cluster": "envtest", "user": user_name}}],
             "current-context": "envtest",
-        });
-        let path = self.dir.join("kubeconfig").join(format!("{name}.yaml"));
-        std::fs::write(&path, text.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(path)
+        })
+        .to_string()
     }
 
     /// The API server's address on loopback.
@@ -343,21 +354,9 @@ impl Cluster {
         let dir = self.dir.join("kubeconfig");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         for (user, token) in &self.tokens {
-            let text = serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "envtest", "cluster": {
-                    "server": self.server(),
-                    "certificate-authority": self.dir.join("pki/ca.crt"),
-                }}],
-                "users": [{"name": user.file_name(), "user": {"token": token}}],
-                "contexts": [{"name": "envtest",
-                    "context": {"cluster": "envtest", "user": user.file_name()}}],
-                "current-context": "envtest",
-            });
+            let text = self.kubeconfig_text(&self.server(), &user.file_name(), token);
             let path = self.kubeconfig(*user);
-            std::fs::write(&path, text.to_string())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
         }
         Ok(())
     }

@@ -188,19 +188,9 @@ impl Cluster {
             return Err(format!("no token for {namespace}:{name}: {out}"));
         }
         let user = format!("{namespace}-{name}");
-        let text = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "envtest", "cluster": {
-                "server": self.server(),
-                "certificate-authority": self.dir().join("pki/ca.crt"),
-            }}],
-            "users": [{"name": user, "user": {"token": out.stdout.trim()}}],
-            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": user}}],
-            "current-context": "envtest",
-        });
+        let text = self.kubeconfig_text(&self.server(), &user, out.stdout.trim());
         let path = self.dir().join("kubeconfig").join(format!("{user}.yaml"));
-        std::fs::write(&path, text.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(path)
     }
 
