@@ -65,7 +65,7 @@ pub enum Command {
     },
     /// Write a CA and a serving certificate for the in-cluster Service, plus the kustomize patch that puts the CA into the webhook configurations (for installing without cert-manager).
     GenCerts(GenCertsArgs),
-    /// Print the validation rules of a policy as a ValidatingAdmissionPolicy and its binding (YAML), for in-process admission without the webhook (docs/vap.md).
+    /// Print the validation rules of a policy as ValidatingAdmissionPolicies and their bindings (YAML), or with --mutating its defaults as a MutatingAdmissionPolicy, for in-process admission without the webhook (docs/vap.md).
     ExportVap(ExportVapArgs),
 }
 
@@ -132,9 +132,12 @@ pub struct ExportVapArgs {
     /// Write the YAML to this file instead of standard output.
     #[arg(long)]
     pub output: Option<PathBuf>,
-    /// Exit 1 (writing nothing) when the policy asks for a validation CEL cannot express (a minPauseAge above 0).
+    /// Exit 1 (writing nothing) when the policy asks for what the export cannot express (a minPauseAge above 0; with --mutating, forcePromote.oneShot).
     #[arg(long)]
     pub strict: bool,
+    /// Write what /mutate fills in (the default drain timeouts, the one-shot reset) as a MutatingAdmissionPolicy named NAME-defaults instead (Kubernetes 1.36 or newer).
+    #[arg(long)]
+    pub mutating: bool,
 }
 
 /// Flags of `review`.

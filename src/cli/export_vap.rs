@@ -1,9 +1,11 @@
-//! `export-vap`: the policy's validation rules as a ValidatingAdmissionPolicy.
+//! `export-vap`: the policy's validation rules as ValidatingAdmissionPolicies,
+//! or (`--mutating`) its defaults as a MutatingAdmissionPolicy.
 
 use std::process::ExitCode;
 
 use super::args::ExportVapArgs;
 use crate::policy::{Policy, PolicyError};
+use crate::vap::mutating::export_mutating;
 use crate::vap::{RenderError, export, valid_name};
 
 /// Why `export-vap` wrote nothing; the message is what the user reads.
@@ -18,9 +20,7 @@ enum ExportVapError {
     )]
     Name(String),
     /// `--strict`, and the policy asks for what CEL cannot check.
-    #[error(
-        "--strict: the policy asks for what a ValidatingAdmissionPolicy cannot check (CEL in admission has no clock): {0}"
-    )]
+    #[error("--strict: the policy asks for what the exported policies cannot do: {0}")]
     Strict(String),
     /// The YAML could not be written.
     #[error(transparent)]
@@ -62,18 +62,24 @@ fn write(args: &ExportVapArgs) -> Result<(), ExportVapError> {
     if !valid_name(&args.name) {
         return Err(ExportVapError::Name(args.name.clone()));
     }
-    let export = export(&policy, &args.name);
-    if args.strict && !export.inexpressible.is_empty() {
-        return Err(ExportVapError::Strict(export.inexpressible.join("; ")));
+    let (yaml, inexpressible, left_out) = if args.mutating {
+        let export = export_mutating(&policy, &args.name);
+        (export.to_yaml(), export.inexpressible, export.left_out)
+    } else {
+        let export = export(&policy, &args.name);
+        (export.to_yaml(), export.inexpressible, export.left_out)
+    };
+    if args.strict && !inexpressible.is_empty() {
+        return Err(ExportVapError::Strict(inexpressible.join("; ")));
     }
     if args.strict {
         // Left to the webhook by design: named, and not a failure.
         eprintln!(
             "export-vap: --strict: left to the webhook, whatever the policy: {}",
-            export.left_out.join("; ")
+            left_out.join("; ")
         );
     }
-    let yaml = export.to_yaml()?;
+    let yaml = yaml?;
     match &args.output {
         Some(path) => std::fs::write(path, yaml).map_err(|source| ExportVapError::Output {
             path: path.display().to_string(),

@@ -20,6 +20,7 @@ pub mod child_edits;
 pub mod children;
 pub mod coverage;
 pub mod deletes;
+pub mod mutating;
 pub mod namespace_config;
 pub mod rollout_deletes;
 pub mod rules;
@@ -246,46 +247,12 @@ fn wrap(
     let validations = checks.iter().map(|c| c.rule).collect();
     let meta = ObjectMeta {
         name: Some(name.to_owned()),
-        labels: Some(
-            [(
-                "app.kubernetes.io/name".to_owned(),
-                "pipelinerollout-webhook".to_owned(),
-            )]
-            .into(),
-        ),
+        labels: Some(labels()),
         ..ObjectMeta::default()
-    };
-    let resource_rules = matches
-        .kinds
-        .iter()
-        .map(|(group, resource)| NamedRuleWithOperations {
-            api_groups: Some(vec![(*group).to_owned()]),
-            api_versions: Some(vec![
-                if group.is_empty() { "v1" } else { API_VERSION }.to_owned(),
-            ]),
-            operations: Some(matches.operations.iter().map(|o| (*o).to_owned()).collect()),
-            resources: Some(vec![(*resource).to_owned()]),
-            scope: Some("Namespaced".to_owned()),
-            ..NamedRuleWithOperations::default()
-        })
-        .collect();
-    let namespace_selector = LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: "kubernetes.io/metadata.name".to_owned(),
-            operator: "NotIn".to_owned(),
-            values: Some(EXCLUDED_NAMESPACES.map(str::to_owned).to_vec()),
-        }]),
-        ..LabelSelector::default()
     };
     let spec = ValidatingAdmissionPolicySpec {
         failure_policy: Some("Fail".to_owned()),
-        match_constraints: Some(MatchResources {
-            match_policy: Some("Equivalent".to_owned()),
-            namespace_selector: Some(namespace_selector),
-            object_selector: matches.object_selector.clone(),
-            resource_rules: Some(resource_rules),
-            ..MatchResources::default()
-        }),
+        match_constraints: Some(match_resources(matches)),
         variables: Some(
             variables
                 .into_iter()
@@ -330,6 +297,49 @@ fn wrap(
         },
         validations,
     }
+}
+
+/// What a policy matches, as the webhook configurations match it: the
+/// kinds and operations in `matches`, never in [`EXCLUDED_NAMESPACES`].
+fn match_resources(matches: &Match) -> MatchResources {
+    let resource_rules = matches
+        .kinds
+        .iter()
+        .map(|(group, resource)| NamedRuleWithOperations {
+            api_groups: Some(vec![(*group).to_owned()]),
+            api_versions: Some(vec![
+                if group.is_empty() { "v1" } else { API_VERSION }.to_owned(),
+            ]),
+            operations: Some(matches.operations.iter().map(|o| (*o).to_owned()).collect()),
+            resources: Some(vec![(*resource).to_owned()]),
+            scope: Some("Namespaced".to_owned()),
+            ..NamedRuleWithOperations::default()
+        })
+        .collect();
+    let namespace_selector = LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "kubernetes.io/metadata.name".to_owned(),
+            operator: "NotIn".to_owned(),
+            values: Some(EXCLUDED_NAMESPACES.map(str::to_owned).to_vec()),
+        }]),
+        ..LabelSelector::default()
+    };
+    MatchResources {
+        match_policy: Some("Equivalent".to_owned()),
+        namespace_selector: Some(namespace_selector),
+        object_selector: matches.object_selector.clone(),
+        resource_rules: Some(resource_rules),
+        ..MatchResources::default()
+    }
+}
+
+/// The labels every exported object carries.
+fn labels() -> std::collections::BTreeMap<String, String> {
+    [(
+        "app.kubernetes.io/name".to_owned(),
+        "pipelinerollout-webhook".to_owned(),
+    )]
+    .into()
 }
 
 /// The export could not be written as YAML.

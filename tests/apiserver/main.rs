@@ -27,6 +27,7 @@ mod guards;
 mod helm;
 mod install_namespace;
 mod leader;
+mod mutating_policy;
 mod namespace_strategy;
 mod numaflow_controller;
 mod vap;

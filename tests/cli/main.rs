@@ -9,6 +9,7 @@ mod https_support;
 
 mod check;
 mod commands;
+mod export_mutating;
 mod export_vap;
 mod export_vap_children;
 mod export_vap_deletion_timeout;
