@@ -9,7 +9,7 @@ use pipelinerollout_webhook::cli::{self, Cli};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let logging = cli::init_logging(&cli);
+    let logging = cli::init_logging(&cli.logging);
     // Another provider may already be installed; ours is used explicitly anyway.
     let _ = rustls::crypto::ring::default_provider().install_default();
     cli::run(cli, &logging)

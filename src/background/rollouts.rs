@@ -15,15 +15,10 @@ use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::audit::slim::Slim;
 use super::audit::watch;
 use super::audit::{self, AuditContext, AuditOptions};
-use super::sweeper::{self, SweeperContext};
+use super::sweeper::{self, Rollout, SweeperContext};
 use crate::metrics::sweeper::SweepOutcome;
-
-/// A PipelineRollout as the leader holds it: its identity and the rules'
-/// view of what it stores (the audit's table, kind 0).
-pub type Rollout = Slim<0>;
 
 /// How many objects the sweeper may lag behind the watch before the
 /// watch waits for it.

@@ -31,12 +31,16 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::rollouts::Rollout;
+use super::audit::slim::Slim;
 use crate::events::{EventQueue, PendingEvent};
 use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
 use crate::policy::Policy;
 use crate::policy::rules::{EventReason, stale_force_reset};
 use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject};
+
+/// A PipelineRollout as the leader holds it: its identity and the rules'
+/// view of what it stores (the audit's table, kind 0).
+pub type Rollout = Slim<0>;
 
 /// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";

@@ -3,7 +3,6 @@
 use clap::ValueEnum;
 use prometheus_client::metrics::counter::Counter;
 
-use super::args::Cli;
 
 /// Logging's flags, of every command.
 #[derive(Debug, Clone, clap::Args)]
@@ -52,9 +51,9 @@ impl std::fmt::Debug for LoggingGuard {
 /// keep up lines are dropped and counted
 /// (`pipelinerollout_webhook_log_lines_dropped_total`). Should the writer
 /// thread fail to start, lines are written to stderr directly.
-pub fn init_logging(cli: &Cli) -> LoggingGuard {
+pub fn init_logging(logging: &LoggingArgs) -> LoggingGuard {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.logging.log_level.clone());
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| logging.log_level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Boxed, so that both writers fit one builder: one small allocation a
@@ -76,7 +75,7 @@ pub fn init_logging(cli: &Cli) -> LoggingGuard {
         // tracing-subscriber's colours (see Cargo.toml).
         .with_ansi(false)
         .with_writer(writer);
-    match cli.logging.log_format {
+    match logging.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }

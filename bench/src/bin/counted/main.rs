@@ -125,7 +125,7 @@ fn run(name: &str, iterations: Option<u64>) -> Result<u64, CountedError> {
 /// sink), so the HTTPS scenarios count it; its lines go to stderr.
 fn production_logging() -> Option<cli::LoggingGuard> {
     match Cli::try_parse_from(["pipelinerollout-webhook", "--log-level", "info"]) {
-        Ok(cli) => Some(cli::init_logging(&cli)),
+        Ok(cli) => Some(cli::init_logging(&cli.logging)),
         Err(e) => {
             eprintln!("counted: cannot set up logging as serve does: {e}");
             None
