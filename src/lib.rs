@@ -33,7 +33,6 @@ pub mod kinds;
 pub mod lenient;
 pub mod logsink;
 pub mod logtext;
-pub mod match_conditions;
 pub mod metrics;
 pub mod namespace_config;
 pub mod pki;

@@ -3,7 +3,6 @@
 use clap::ValueEnum;
 use prometheus_client::metrics::counter::Counter;
 
-
 /// Logging's flags, of every command.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoggingArgs {

@@ -173,14 +173,12 @@ pub(crate) fn webhook_configurations_match_the_server(r: &Rendering) {
 }
 
 /// The condition that keeps the built-in policy's Numaplane controller off
-/// a webhook, as src/match_conditions.rs writes it.
+/// a webhook, as xtask/src/conditions/mod.rs writes it.
 fn controller_kept_off(
     name: &str,
     condition: &k8s_openapi::api::admissionregistration::v1::MatchCondition,
 ) {
-    use pipelinerollout_webhook::match_conditions::{
-        Accounts, CONTROLLER_CONDITION, controller_exempt,
-    };
+    use xtask::conditions::{Accounts, CONTROLLER_CONDITION, controller_exempt};
     assert_eq!(condition.name, CONTROLLER_CONDITION, "{name}");
     assert_eq!(
         condition.expression,
@@ -196,11 +194,11 @@ fn the_webhook_configurations_call_the_service_for_pipelinerollout_writes() {
 
 /// The validating configuration's webhooks for the children and the other
 /// rollouts: one rule each for the kinds, CEL matchConditions generated
-/// from the judged keys (src/match_conditions.rs), failurePolicy Fail in
+/// from the judged keys (xtask/src/conditions/mod.rs), failurePolicy Fail in
 /// every rendering, otherwise like the PipelineRollout webhook.
 pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
     use pipelinerollout_webhook::kinds::Kind;
-    use pipelinerollout_webhook::match_conditions;
+    use xtask::conditions;
     let Webhooks {
         validating,
         validate,
@@ -300,10 +298,10 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
             condition
         };
         for kind in &kinds {
-            assert_eq!(condition.name, match_conditions::name(*kind), "{name}");
+            assert_eq!(condition.name, conditions::name(*kind), "{name}");
             assert_eq!(
                 Some(condition.expression.trim()),
-                match_conditions::expression(*kind).as_deref(),
+                conditions::expression(*kind).as_deref(),
                 "{name}: run `cargo xtask generate`, which writes match_conditions::expression({kind:?}) into manifests/base/webhooks.yaml"
             );
         }

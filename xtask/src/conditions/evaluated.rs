@@ -500,7 +500,7 @@ fn the_controllers_own_condition_leaves_only_it_out() {
     assert_eq!(literal("a'b\\c"), "'a\\'b\\\\c'");
 }
 
-const UPGRADE: &str = crate::kinds::UPGRADE_STATE;
+const UPGRADE: &str = pipelinerollout_webhook::kinds::UPGRADE_STATE;
 
 #[test]
 fn an_owned_childs_edit_is_sent_unless_the_controllers_make_it() {

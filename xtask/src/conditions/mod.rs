@@ -1,6 +1,6 @@
 //! The CEL `matchConditions` of the webhook rules for the children and for
 //! MonoVertexRollouts and ISBServiceRollouts, generated from the keys in
-//! [`crate::kinds`]: the API server sends a write of one of these only when
+//! [`pipelinerollout_webhook::kinds`]: the API server sends a write of one of these only when
 //! it sets, changes or removes one of the keys rules 13 to 15 judge, or a
 //! child's `pause-timestamp` is set or changed by anyone but Numaflow's
 //! controller (rule 19), or an owned child is deleted by anyone but
@@ -20,12 +20,12 @@
 //! (or the built-in ones) in their place, also into
 //! `manifests/base/webhooks.yaml`.
 
-use crate::kinds::{
+use pipelinerollout_webhook::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
     NUMAFLOW_CONTROLLER, NUMAFLOW_GROUP, NUMAPLANE_CONTROLLER, NUMAPLANE_GROUP, PARENT_ROLLOUT,
     PAUSE_TIMESTAMP, SYSTEM_DELETERS,
 };
-use crate::rollout::{
+use pipelinerollout_webhook::rollout::{
     ANNOTATIONS, DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, LABELS, LifecycleKey,
 };
 
