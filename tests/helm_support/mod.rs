@@ -18,8 +18,9 @@ pub const NAMESPACE: &str = "pipelinerollout-webhook";
 
 /// Kinds without a namespace. kustomize writes its `namespace:` into every
 /// object whose kind it does not know to be cluster-scoped (the
-/// ValidatingAdmissionPolicies), and the API server ignores it there.
-const CLUSTER_SCOPED: [&str; 7] = [
+/// Validating- and MutatingAdmissionPolicies), and the API server ignores
+/// it there.
+const CLUSTER_SCOPED: [&str; 9] = [
     "Namespace",
     "ClusterRole",
     "ClusterRoleBinding",
@@ -27,6 +28,8 @@ const CLUSTER_SCOPED: [&str; 7] = [
     "ValidatingWebhookConfiguration",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
 ];
 
 /// The repository's root.

@@ -88,8 +88,16 @@ fn self_managed_mode_renders_the_self_managed_overlay() {
     );
 }
 
+/// What `helm template` needs to render `mutatingAdmissionPolicy.enabled`:
+/// it asks no cluster, and the chart renders the MutatingAdmissionPolicy
+/// only for one that serves it (Kubernetes 1.36 or newer).
+const MAP_API: [&str; 2] = [
+    "--api-versions",
+    "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+];
+
 /// Each kustomize component and the values that do the same in the chart.
-const EQUIVALENTS: [(&[&str], &[&str]); 6] = [
+const EQUIVALENTS: [(&[&str], &[&str]); 7] = [
     (
         &["manifests/components/fail-open"],
         &["--set", "webhook.failurePolicy=Ignore"],
@@ -102,6 +110,15 @@ const EQUIVALENTS: [(&[&str], &[&str]); 6] = [
         &[
             "--set",
             "webhook.failurePolicy=Ignore,validatingAdmissionPolicy.enabled=true",
+        ],
+    ),
+    (
+        &["manifests/components/mutating-admission-policy"],
+        &[
+            "--set",
+            "mutatingAdmissionPolicy.enabled=true",
+            MAP_API[0],
+            MAP_API[1],
         ],
     ),
     (
@@ -253,7 +270,7 @@ fn the_schema_refuses_wrong_values_with_helms_message() {
 
 #[test]
 fn impossible_combinations_fail_with_a_message_that_says_what_to_do() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &[
                 "--set",
@@ -284,6 +301,28 @@ fn impossible_combinations_fail_with_a_message_that_says_what_to_do() {
         (
             &["--set", "webhook.port=8080"],
             "webhook.port and adminPort must differ",
+        ),
+        // The exported policies are the default policy's.
+        (
+            &[
+                "--set",
+                "validatingAdmissionPolicy.enabled=true,policy.mode=warn",
+            ],
+            "Export yours (pipelinerollout-webhook export-vap --policy FILE)",
+        ),
+        (
+            &[
+                "--set",
+                "mutatingAdmissionPolicy.enabled=true,policy.mode=warn",
+                MAP_API[0],
+                MAP_API[1],
+            ],
+            "Export yours (pipelinerollout-webhook export-vap --mutating --policy FILE)",
+        ),
+        // A cluster that does not serve it.
+        (
+            &["--set", "mutatingAdmissionPolicy.enabled=true"],
+            "pass --api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
         ),
     ];
     // One replica without election runs the certificate controller alone.

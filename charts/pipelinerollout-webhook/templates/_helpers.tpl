@@ -124,8 +124,8 @@ files/match-conditions.yaml.
 {{- /*
 The policy the ConfigMap holds, as YAML: the policy value, with
 forceReapply.rbac set from forceReapply.rbac. Also what
-validating-admission-policy.yaml compares with the policy its
-ValidatingAdmissionPolicies were exported from.
+validating-admission-policy.yaml and mutating-admission-policy.yaml compare
+with the policy their admission policies were exported from.
 */ -}}
 {{- define "prw.policy" -}}
 {{- $policy := deepCopy (.Values.policy | default dict) -}}

@@ -1,7 +1,8 @@
 //! An install under another namespace: an overlay of each overlay with
 //! `namespace: webhooks` and the transformer `manifests/namespace` renders
 //! with every place that names the install's namespace naming `webhooks`,
-//! and the old namespace left only where it names something else.
+//! and the old namespace left only where it names something else; so does
+//! the cert-manager overlay with the exported policies' components.
 
 use crate::manifests::BIN;
 use crate::manifests::render::{OVERLAYS, Workspace};
@@ -257,6 +258,61 @@ fn every_overlay_installs_under_another_namespace() {
              the allow-list does not justify): {stale:#?}"
         );
         names_the_new_namespace(overlay, &docs);
+    }
+}
+
+/// The exported policies of the second line and of the defaults
+/// (components/validating-admission-policy and mutating-admission-policy)
+/// exclude the new namespace as the webhooks do.
+#[test]
+fn the_exported_policies_exclude_another_namespace() {
+    let ws = Workspace::new();
+    let overlay = "with-exported-policies";
+    let path = ws.manifests().join("overlays").join(overlay);
+    fs::create_dir_all(&path).expect("overlay dir");
+    fs::write(
+        path.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../cert-manager\n\
+         components:\n- ../../components/fail-open\n- ../../components/validating-admission-policy\n\
+         - ../../components/mutating-admission-policy\n",
+    )
+    .expect("write overlay");
+    let docs = render_in_webhooks(&ws, overlay);
+    let stale = stale_places(&docs);
+    assert!(
+        stale.is_empty(),
+        "the exported policies under namespace {NEW} still name {OLD} as a namespace: {stale:#?}"
+    );
+    names_the_new_namespace(overlay, &docs);
+    let exported: Vec<&Value> = docs
+        .iter()
+        .filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some("ValidatingAdmissionPolicy" | "MutatingAdmissionPolicy")
+            ) && d["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("pipelinerollout-webhook-policy"))
+        })
+        .collect();
+    assert!(
+        exported
+            .iter()
+            .any(|d| d["kind"] == "MutatingAdmissionPolicy")
+            && exported
+                .iter()
+                .any(|d| d["kind"] == "ValidatingAdmissionPolicy"),
+        "the components render no exported policies: {:?}",
+        exported.iter().map(|d| id(d)).collect::<Vec<_>>()
+    );
+    for policy in exported {
+        assert_eq!(
+            policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"]
+                [0],
+            NEW,
+            "{} excludes the install's namespace",
+            id(policy)
+        );
     }
 }
 
