@@ -166,6 +166,12 @@ pub const CONFIG_LABEL: &str = "numaplane.numaproj.io/config";
 /// The value of [`CONFIG_LABEL`] that makes a ConfigMap in a user namespace
 /// Numaplane's namespace-level configuration (`config_watcher.go`).
 pub const NAMESPACE_CONFIG: &str = "namespace-level-config";
+/// The value of [`CONFIG_LABEL`] that makes a ConfigMap hold Numaflow
+/// controller definitions: Numaplane reads them from every namespace,
+/// preferring a user namespace's own, and applies a definition's
+/// `fullSpec` with its own account (`config_watcher.go`,
+/// `numaflowcontroller_controller.go`).
+pub const CONTROLLER_DEFINITIONS: &str = "numaflow-controller-definitions";
 /// The key of the namespace-level ConfigMap's `data` that names the upgrade
 /// strategy of every rollout in its namespace.
 pub const UPGRADE_STRATEGY_KEY: &str = "upgradeStrategy";

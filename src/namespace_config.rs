@@ -18,7 +18,8 @@
 use serde_json::Value;
 
 use crate::kinds::{
-    CONFIG_LABEL, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES, UPGRADE_STRATEGY_KEY,
+    CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES,
+    UPGRADE_STRATEGY_KEY,
 };
 use crate::lenient::{JsonKind, Obj};
 use crate::rollout::{ConfigData, GuardedObject};
@@ -124,6 +125,8 @@ pub struct ConfigRead {
     /// the one whose value it keeps (the greatest in byte order), and
     /// another.
     pub clash: Option<(String, String)>,
+    /// Labelled as Numaflow controller definitions (rule 27).
+    pub definitions: bool,
 }
 
 impl ConfigRead {
@@ -141,6 +144,7 @@ impl ConfigRead {
             _ => None,
         };
         Self {
+            definitions: label.and_then(Value::as_str) == Some(CONTROLLER_DEFINITIONS),
             strategy,
             key: data.and_then(|d| d.strategy_key().map(cut_key)),
             clash: data
@@ -273,6 +277,7 @@ mod tests {
             strategy,
             key: key.map(str::to_owned),
             clash: clash.map(|(a, b)| (a.to_owned(), b.to_owned())),
+            definitions: false,
         };
         let no = |blank| StrategyRead::Strategy {
             name: NO_STRATEGY,

@@ -6,16 +6,17 @@
 use serde_json::Value;
 
 use super::documents::{self, DocumentError, RawDocument};
-use crate::kinds::{CONFIG_LABEL, Kind, NAMESPACE_CONFIG, VERSION};
+use crate::kinds::{CONFIG_LABEL, CONTROLLER_DEFINITIONS, Kind, NAMESPACE_CONFIG, VERSION};
 
 /// What a manifest `check` judges is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Checked {
     /// A guarded kind: a rollout or a child.
     Guarded(Kind),
-    /// Numaplane's namespace-level ConfigMap (rules 23 and 24): a core
-    /// ConfigMap labelled `numaplane.numaproj.io/config:
-    /// namespace-level-config`, the only ConfigMaps the webhook is sent.
+    /// One of Numaplane's labelled ConfigMaps, the only ConfigMaps the
+    /// webhook is sent: a core ConfigMap labelled
+    /// `numaplane.numaproj.io/config: namespace-level-config` (rules 23
+    /// and 24) or `numaflow-controller-definitions` (rule 27).
     NamespaceConfig,
 }
 
@@ -109,7 +110,8 @@ pub fn guarded_kind(object: &Value) -> Option<Kind> {
 }
 
 /// What a manifest is, if `check` judges it: a guarded kind, or a
-/// ConfigMap labelled as Numaplane's namespace-level configuration.
+/// ConfigMap labelled as Numaplane's namespace-level configuration or as
+/// Numaflow controller definitions.
 pub fn checked_kind(object: &Value) -> Option<Checked> {
     if let Some(kind) = guarded_kind(object) {
         return Some(Checked::Guarded(kind));
@@ -122,7 +124,7 @@ pub fn checked_kind(object: &Value) -> Option<Checked> {
             CONFIG_LABEL.replace('/', "~1")
         ))
         .and_then(Value::as_str)
-        == Some(NAMESPACE_CONFIG);
+        .is_some_and(|v| v == NAMESPACE_CONFIG || v == CONTROLLER_DEFINITIONS);
     (core_config_map && labelled).then_some(Checked::NamespaceConfig)
 }
 

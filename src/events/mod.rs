@@ -45,7 +45,8 @@ pub struct EventLabels {
     /// One of [`EventReason::ALL`]: ForceReapplyAllowed,
     /// ForcePromoteAllowed, ForceReapplyDenied, ForceReapplyReset,
     /// ForcePromoteReset, DeleteUndrainedAllowed, DeleteUndrainedDenied,
-    /// NamespaceStrategyAllowed or NamespaceStrategyDenied.
+    /// NamespaceStrategyAllowed, NamespaceStrategyDenied,
+    /// ControllerDefinitionsAllowed or ControllerDefinitionsDenied.
     pub reason: &'static str,
     /// sent; failed (the API server refused it); dropped (the queue was
     /// full); unverified (no object with that uid exists, as for a

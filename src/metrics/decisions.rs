@@ -77,6 +77,7 @@ impl DecisionMetrics {
             Gate::DeleteRollout,
             Gate::NamespaceStrategy,
             Gate::EditChild,
+            Gate::ControllerDefinitions,
         ] {
             for result in [
                 GateResult::Allowed,

@@ -18,6 +18,18 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             "numaplane.controllerAccount is empty: name the Numaplane controller's username, e.g. system:serviceaccount:numaplane-system:numaplane-sa".to_owned(),
         );
     }
+    let ns = &policy.numaplane.namespace;
+    let label = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if ns.is_empty()
+        || ns.len() > 63
+        || !ns.chars().all(label)
+        || ns.starts_with('-')
+        || ns.ends_with('-')
+    {
+        problems.push(format!(
+            "numaplane.namespace {ns:?} is not a namespace name: name Numaplane's own namespace, e.g. numaplane-system"
+        ));
+    }
     if policy.numaflow.controller_account.trim().is_empty() {
         problems.push(
             "numaflow.controllerAccount is empty: name the Numaflow controller's username, e.g. system:serviceaccount:numaflow-system:numaflow-sa".to_owned(),
@@ -35,6 +47,10 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         (
             &policy.force_reapply.edit_children.rbac,
             "forceReapply.editChildren.rbacVerb",
+        ),
+        (
+            &policy.force_reapply.controller_definitions.rbac,
+            "forceReapply.controllerDefinitions.rbacVerb",
         ),
     ] {
         let Some(rbac) = rbac else { continue };
@@ -134,6 +150,14 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         (
             &policy.force_reapply.edit_children.users,
             "forceReapply.editChildren.users",
+        ),
+        (
+            &policy.force_reapply.controller_definitions.users,
+            "forceReapply.controllerDefinitions.users",
+        ),
+        (
+            &policy.force_reapply.controller_definitions.groups,
+            "forceReapply.controllerDefinitions.groups",
         ),
         (
             &policy.force_reapply.edit_children.groups,

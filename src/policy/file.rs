@@ -10,7 +10,8 @@ use super::checks;
 use super::error::BuiltInUnreadable;
 use super::error::PolicyError;
 use super::model::{
-    BASE, ChildEditKeys, Policy, RbacPolicy, SectionKeys, StrategyKeys, UndrainedDeletes,
+    BASE, ChildEditKeys, DefinitionKeys, Policy, RbacPolicy, SectionKeys, StrategyKeys,
+    UndrainedDeletes,
 };
 
 /// The built-in policy, in the file format, exactly as documented; its
@@ -74,6 +75,7 @@ fn resolve(policy: &mut Policy, problems: &mut Vec<String>) {
     for (verb, key) in [
         (&fr.delete_undrained.rbac_verb, UndrainedDeletes::KEY),
         (&fr.namespace_strategy.rbac_verb, StrategyKeys::KEY),
+        (&fr.controller_definitions.rbac_verb, DefinitionKeys::KEY),
         (&fr.edit_children.rbac_verb, ChildEditKeys::KEY),
     ] {
         if verb.is_some() && fr.rbac.is_none() {
@@ -85,6 +87,8 @@ fn resolve(policy: &mut Policy, problems: &mut Vec<String>) {
     let rbac = fr.rbac.as_ref();
     fr.delete_undrained.inherit(&fr.users, &fr.groups, rbac);
     fr.namespace_strategy.inherit(&fr.users, &fr.groups, rbac);
+    fr.controller_definitions
+        .inherit(&fr.users, &fr.groups, rbac);
     // editChildren falls back to deleteUndrained, as resolved.
     let du = &fr.delete_undrained;
     fr.edit_children

@@ -21,8 +21,8 @@ use super::user::{Permission, UserInfo};
 mod grants;
 
 pub use grants::{
-    ChildEditKeys, DeleteUndrained, EditChildren, GrantSection, NamespaceStrategy, SectionKeys,
-    StrategyKeys, UndrainedDeletes,
+    ChildEditKeys, ControllerDefinitions, DefinitionKeys, DeleteUndrained, EditChildren,
+    GrantSection, NamespaceStrategy, SectionKeys, StrategyKeys, UndrainedDeletes,
 };
 
 /// The built-in policy as read, before what keys inherit is resolved,
@@ -271,6 +271,9 @@ pub struct ForceReapply {
     pub delete_undrained: DeleteUndrained,
     /// Who may give a namespace the upgrade strategy `no-strategy`.
     pub namespace_strategy: NamespaceStrategy,
+    /// Who may write Numaflow controller definitions outside Numaplane's
+    /// namespace (rule 27).
+    pub controller_definitions: ControllerDefinitions,
     /// Who may change what Numaplane's and Numaflow's controllers keep on a
     /// rollout's child (rule 26).
     pub edit_children: EditChildren,
@@ -341,6 +344,9 @@ pub struct Numaplane {
     /// bookkeeping keys on a child, and whose writes of children are not
     /// judged (they carry what a rollout, judged itself, asked for).
     pub controller_account: String,
+    /// Numaplane's own namespace: where its Numaflow controller
+    /// definitions belong (rule 27 gates them everywhere else).
+    pub namespace: String,
 }
 
 /// What the webhook knows of the Numaflow controller.

@@ -36,7 +36,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 
-use crate::kinds::{CONFIG_LABEL, CONFIGMAPS, Kind, NAMESPACE_CONFIG};
+use crate::kinds::{CONFIG_LABEL, CONFIGMAPS, CONTROLLER_DEFINITIONS, Kind, NAMESPACE_CONFIG};
 use crate::policy::model::{Mode, Policy};
 use check::Check;
 pub use coverage::left_out;
@@ -170,7 +170,7 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         wrap(
             policy.mode,
             &format!("{name}{NAMESPACE_CONFIG_SUFFIX}"),
-            "Numaplane's namespace-level ConfigMaps, CREATE and UPDATE: data.upgradeStrategy (rules 23 and 24)",
+            "Numaplane's namespace-level ConfigMaps and Numaflow controller definitions, CREATE and UPDATE: data.upgradeStrategy (rules 23 and 24), definitions outside numaplane.namespace (rule 27)",
             &Match {
                 kinds: vec![("", CONFIGMAPS)],
                 operations: create_update,
@@ -178,7 +178,10 @@ pub fn export(policy: &Policy, name: &str) -> Export {
                     match_expressions: Some(vec![LabelSelectorRequirement {
                         key: CONFIG_LABEL.to_owned(),
                         operator: "In".to_owned(),
-                        values: Some(vec![NAMESPACE_CONFIG.to_owned()]),
+                        values: Some(vec![
+                            NAMESPACE_CONFIG.to_owned(),
+                            CONTROLLER_DEFINITIONS.to_owned(),
+                        ]),
                     }]),
                     ..LabelSelector::default()
                 }),

@@ -8,14 +8,17 @@
 //! `forceReapply.namespaceStrategy` (rule 24). Both ratchet: an invalid
 //! value kept as it was, and a namespace that already skipped draining,
 //! are allowed. A ConfigMap's `data` is a map of strings (the API server
-//! refuses anything else), so the value is always a string.
+//! refuses anything else), so the value is always a string. The same
+//! policy judges ConfigMaps labelled `numaflow-controller-definitions`
+//! (rule 27): outside Numaplane's namespace they need
+//! `forceReapply.controllerDefinitions`.
 
 use super::cel;
 use super::check::{Check, Grantees, check};
 use super::variables::{self, Var, Vars};
 use crate::kinds::{
-    CONFIG_LABEL, CONFIGMAPS, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES,
-    UPGRADE_STRATEGY_KEY,
+    CONFIG_LABEL, CONFIGMAPS, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG, NO_STRATEGY,
+    UPGRADE_STRATEGIES, UPGRADE_STRATEGY_KEY,
 };
 use crate::policy::model::Policy;
 
@@ -141,5 +144,48 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
             )
         ),
     );
-    (vars.0, vec![clash, invalid, gated])
+    (vars.0, vec![clash, invalid, gated, definitions(policy)])
+}
+
+/// Rule 27: Numaflow controller definitions outside Numaplane's namespace
+/// need `forceReapply.controllerDefinitions` (Numaplane's controller aside),
+/// on every write that leaves the label on.
+fn definitions(policy: &Policy) -> Check {
+    let label = cel::string(CONFIG_LABEL);
+    let grantees = Grantees(policy.force_reapply.controller_definitions.grant());
+    let permitted = grantees.permitted(&format!(
+        "authorizer.group('').resource({})",
+        cel::string(CONFIGMAPS)
+    ));
+    let refused = grantees.refused(&cel::string(CONFIGMAPS));
+    let home = &policy.numaplane.namespace;
+    check(
+        "rule 27: Numaflow controller definitions outside Numaplane's namespace need forceReapply.controllerDefinitions",
+        format!(
+            "!(has(object.metadata.labels) && {label} in object.metadata.labels &&
+  \
+             object.metadata.labels[{label}] == {}) ||
+  \
+             variables.ns == {} || variables.user == {} ||
+  {permitted}",
+            cel::string(CONTROLLER_DEFINITIONS),
+            cel::string(home),
+            cel::string(&policy.numaplane.controller_account),
+        ),
+        &format!(
+            "the user may not write Numaflow controller definitions outside Numaplane's namespace: it needs forceReapply.controllerDefinitions; keep them in \"{home}\""
+        ),
+        format!(
+            "'user \"' + variables.user + {} + variables.ns + {} +\n  {refused} + {}",
+            cel::string(
+                "\" may not write Numaflow controller definitions (a ConfigMap labelled numaplane.numaproj.io/config: numaflow-controller-definitions) in namespace \""
+            ),
+            cel::string(
+                "\": Numaplane prefers them to its own and applies a definition's fullSpec with its own account, which can grant any permission; "
+            ),
+            cel::string(&format!(
+                "; keep the definitions in \"{home}\" (Numaplane's namespace), or ask a platform admin to add you to forceReapply.controllerDefinitions in the webhook's policy"
+            ))
+        ),
+    )
 }

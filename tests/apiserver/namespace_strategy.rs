@@ -13,12 +13,16 @@
 //! webhook nor the webhook's own request counter moves. A namespace-level
 //! ConfigMap stored before the webhook is reported by the audit. Rule 24's
 //! decisions are Events on the ConfigMap
-//! (`apiserver_namespace_strategy_events`).
+//! (`apiserver_namespace_strategy_events`). Numaflow controller
+//! definitions (rule 27) share the installation
+//! (`apiserver_controller_definitions`).
 //!
 //! The scenarios share one cluster and take turns (`TURN`): the counter
 //! test needs no other request in flight.
 
 use crate::apiserver_children_support;
+#[path = "apiserver_controller_definitions/mod.rs"]
+mod apiserver_controller_definitions;
 #[path = "apiserver_namespace_strategy_events/mod.rs"]
 mod apiserver_namespace_strategy_events;
 
@@ -84,6 +88,14 @@ fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
         config_map(PREDATING, "numaplane-config", true, "no-strategy"),
         config_map(PREDATING, "settings", false, "no-strategy"),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PREDATING_FOLDED}}),
+        json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": apiserver_controller_definitions::PREDATING_DEFINITIONS}}),
+        apiserver_controller_definitions::definitions(
+            apiserver_controller_definitions::PREDATING_DEFINITIONS,
+            "defs",
+            true,
+            "alice",
+        ),
         labelled(
             PREDATING_FOLDED,
             "numaplane-config",

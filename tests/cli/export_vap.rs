@@ -431,7 +431,7 @@ fn each_policy_matches_its_kinds_and_operations() {
         .expect("the ConfigMap policy selects by label");
     assert_eq!(
         serde_json::to_value(selector).expect("JSON"),
-        serde_json::json!({"matchExpressions": [{"key": "numaplane.numaproj.io/config", "operator": "In", "values": ["namespace-level-config"]}]})
+        serde_json::json!({"matchExpressions": [{"key": "numaplane.numaproj.io/config", "operator": "In", "values": ["namespace-level-config", "numaflow-controller-definitions"]}]})
     );
     let rules: Vec<&str> = export
         .policies

@@ -93,10 +93,11 @@ impl KindEntry {
 /// How many kinds the audit judges.
 pub const COUNT: usize = 4;
 
-/// The label selector of the namespace-level ConfigMaps' watch
-/// (`CONFIG_LABEL=NAMESPACE_CONFIG`, which a test checks): only those
-/// ConfigMaps are listed.
-const NAMESPACE_CONFIG_SELECTOR: &str = "numaplane.numaproj.io/config=namespace-level-config";
+/// The label selector of the labelled ConfigMaps' watch (`CONFIG_LABEL
+/// in (NAMESPACE_CONFIG, CONTROLLER_DEFINITIONS)`, which a test checks):
+/// only those ConfigMaps are listed.
+const NAMESPACE_CONFIG_SELECTOR: &str =
+    "numaplane.numaproj.io/config in (namespace-level-config,numaflow-controller-definitions)";
 
 /// The kinds audited, in report order. A watch reports its kind by its
 /// index here.
@@ -128,10 +129,14 @@ pub static KINDS: [KindEntry; COUNT] = [
     },
 ];
 
-/// The rules a namespace-level ConfigMap's results are filed under: its
-/// strategy's value, and whether it makes the namespace skip draining.
-pub const NAMESPACE_CONFIG_RULES: &[Rule] =
-    &[Rule::NamespaceStrategyValue, Rule::NamespaceStrategy];
+/// The rules a labelled ConfigMap's results are filed under: its
+/// strategy's value, whether it makes the namespace skip draining, and
+/// whether it holds controller definitions outside Numaplane's namespace.
+pub const NAMESPACE_CONFIG_RULES: &[Rule] = &[
+    Rule::NamespaceStrategyValue,
+    Rule::NamespaceStrategy,
+    Rule::ControllerDefinitions,
+];
 
 /// The rules a PipelineRollout's results are filed under. A stored force
 /// is filed under the rule that gates setting it (6 and 7), its state
@@ -174,7 +179,7 @@ mod tests {
     use crate::background::audit::slim::prune;
     use crate::kinds::{
         BOOKKEEPING_ANNOTATIONS as ANN, BOOKKEEPING_LABELS as LAB, CONFIG_LABEL,
-        FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, NAMESPACE_CONFIG,
+        CONTROLLER_DEFINITIONS, FORCE_PROMOTE_LABEL, MARKED_FOR_DELETION, NAMESPACE_CONFIG,
     };
     use crate::rollout::ALLOW_DATA_LOSS;
 
@@ -182,7 +187,7 @@ mod tests {
     fn the_namespace_config_watch_selects_numaplanes_label_and_keeps_its_strategy() {
         assert_eq!(
             NAMESPACE_CONFIG_SELECTOR,
-            format!("{CONFIG_LABEL}={NAMESPACE_CONFIG}")
+            format!("{CONFIG_LABEL} in ({NAMESPACE_CONFIG},{CONTROLLER_DEFINITIONS})")
         );
         let object = json!({
             "apiVersion": "v1", "kind": "ConfigMap",

@@ -178,6 +178,7 @@ impl Judge<'_> {
     /// naming the namespace.
     fn namespace_config(&self, namespace: &str, name: &str, view: &GuardedObject) -> ObjectResults {
         let read = ConfigRead::of(view);
+        let definitions = read.definitions && namespace != self.policy.numaplane.namespace;
         let skips = read.skips_draining();
         let shown = read.shown();
         let write = StrategyWrite {
@@ -216,7 +217,20 @@ impl Judge<'_> {
         } else {
             result(Rule::NamespaceStrategy, Status::Pass, None)
         };
-        vec![value, strategy]
+        // Rule 27 by state too: who wrote the definitions cannot be known.
+        let definitions = if definitions {
+            result(
+                Rule::ControllerDefinitions,
+                Status::Warn,
+                Some(format!(
+                    "Numaflow controller definitions in namespace \"{namespace}\": Numaplane prefers them to those of \"{}\" and applies a definition's fullSpec with its own account; move them to \"{}\" or delete them unless a platform admin wrote them",
+                    self.policy.numaplane.namespace, self.policy.numaplane.namespace
+                )),
+            )
+        } else {
+            result(Rule::ControllerDefinitions, Status::Pass, None)
+        };
+        vec![value, strategy, definitions]
     }
 
     /// The results of one object, one per rule of its kind, from the

@@ -252,6 +252,18 @@ pub type EditChildren = GrantSection<ChildEditKeys>;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ChildEditKeys;
 
+/// Who may write Numaflow controller definitions (a ConfigMap labelled
+/// `numaplane.numaproj.io/config: numaflow-controller-definitions`)
+/// outside Numaplane's own namespace: Numaplane applies their `fullSpec`
+/// with its own account, which can create RoleBindings. Resolved at load:
+/// keys left out take forceReapply's. RBAC is asked on the ConfigMap
+/// (`configmaps`, core group) in its namespace.
+pub type ControllerDefinitions = GrantSection<DefinitionKeys>;
+
+/// `forceReapply.controllerDefinitions`: no keys of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DefinitionKeys;
+
 /// A section with no keys of its own.
 macro_rules! lists_only {
     ($keys:ty, $name:literal, $key:literal, $field:ident) => {
@@ -284,6 +296,12 @@ lists_only!(
     "NamespaceStrategy",
     "forceReapply.namespaceStrategy",
     namespace_strategy
+);
+lists_only!(
+    DefinitionKeys,
+    "ControllerDefinitions",
+    "forceReapply.controllerDefinitions",
+    controller_definitions
 );
 lists_only!(
     ChildEditKeys,

@@ -280,6 +280,12 @@ impl Settle<'_> {
                 EventReason::ChildEditAllowed,
                 "a change of a rollout's child",
             ),
+            // Recorded by rules::namespace_strategy through `gate_as`,
+            // naming the namespace.
+            Gate::ControllerDefinitions => (
+                EventReason::ControllerDefinitionsAllowed,
+                "Numaflow controller definitions outside Numaplane's namespace",
+            ),
         };
         self.gate_as(decision, gate, what, outcome);
     }
@@ -298,6 +304,7 @@ impl Settle<'_> {
             }
             Gate::NamespaceStrategy => EventReason::NamespaceStrategyDenied,
             Gate::EditChild => EventReason::ChildEditDenied,
+            Gate::ControllerDefinitions => EventReason::ControllerDefinitionsDenied,
             Gate::ForceReapply | Gate::ForcePromote => EventReason::ForceReapplyDenied,
         };
         let what_on = (what.0, format!("{}{}", what.1, self.about));

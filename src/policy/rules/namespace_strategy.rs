@@ -61,6 +61,9 @@ pub struct StrategyValidation<'a> {
     findings: Vec<Finding>,
     /// Rule 24 applies: the strategy becomes one that skips draining.
     gated: bool,
+    /// Rule 27 applies: controller definitions outside Numaplane's
+    /// namespace, written by anyone but Numaplane's controller.
+    definitions: bool,
 }
 
 /// Judges a write of a ConfigMap for `/validate`, short of the permission.
@@ -102,24 +105,32 @@ pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyVal
         })
         .collect();
     let gated = write.object.skips_draining() && !write.already_skips_draining();
+    let definitions = write.object.definitions
+        && write.namespace != policy.numaplane.namespace
+        && write.user.username() != policy.numaplane.controller_account;
     StrategyValidation {
         policy,
         write,
         findings,
         gated,
+        definitions,
     }
 }
 
 impl<'a> StrategyValidation<'a> {
     /// Who may make the namespace skip draining.
     pub fn grant(&self) -> Grant<'a> {
-        self.policy.force_reapply.namespace_strategy.grant()
+        if self.definitions {
+            self.policy.force_reapply.controller_definitions.grant()
+        } else {
+            self.policy.force_reapply.namespace_strategy.grant()
+        }
     }
 
     /// The permission, when it is settled without asking anyone: not
     /// needed. `None`: ask (the static lists, then RBAC).
     pub fn settled_permission(&self) -> Option<Permission> {
-        (!self.gated).then_some(Permission::NotNeeded)
+        (!self.gated && !self.definitions).then_some(Permission::NotNeeded)
     }
 
     /// Finishes the judgement with the requester's permission.
@@ -171,6 +182,9 @@ impl<'a> StrategyValidation<'a> {
                 outcome,
             );
         }
+        if self.definitions {
+            definitions_gate(self.policy, write, permission, &mut decision);
+        }
         // Rule 10: warn mode denies nothing.
         if self.policy.mode == Mode::Warn {
             for violation in std::mem::take(&mut decision.denials) {
@@ -181,6 +195,45 @@ impl<'a> StrategyValidation<'a> {
         }
         decision
     }
+}
+
+/// Rule 27: Numaflow controller definitions outside Numaplane's namespace
+/// need the controllerDefinitions permission, on every write that keeps
+/// the label (Numaplane reads a user namespace's definitions first, and
+/// applies their `fullSpec` with its own account).
+fn definitions_gate(
+    policy: &Policy,
+    write: &StrategyWrite<'_>,
+    permission: &Permission,
+    decision: &mut Verdict,
+) {
+    let user = write.user.username();
+    let outcome = permission
+        .outcome()
+        .map_err(|refused| Violation::ControllerDefinitionsDenied {
+            user: user.to_owned(),
+            namespace: write.namespace.to_owned(),
+            numaplane_namespace: policy.numaplane.namespace.clone(),
+            refused,
+        });
+    let settle = Settle {
+        mode: policy.mode,
+        update: write.operation == Operation::Update,
+        user,
+        permission,
+        after: String::new(),
+        about: String::new(),
+    };
+    let what = format!(
+        "Numaflow controller definitions in namespace \"{}\", which Numaplane prefers to those of \"{}\" and applies with its own account",
+        write.namespace, policy.numaplane.namespace
+    );
+    settle.gate_as(
+        decision,
+        Gate::ControllerDefinitions,
+        (EventReason::ControllerDefinitionsAllowed, &what),
+        outcome,
+    );
 }
 
 /// What the requester should know about a ConfigMap that is allowed: a

@@ -83,11 +83,15 @@ pub enum Rule {
     /// rollout's child (spec, status, ownerReferences, finalizers, their
     /// keys) needs the editChildren permission.
     EditChild = 26,
+    /// 27: Numaflow controller definitions outside Numaplane's namespace
+    /// are written only by Numaplane's controller and holders of the
+    /// controllerDefinitions permission.
+    ControllerDefinitions = 27,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 27] = [
+    pub const ALL: [Rule; 28] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -115,6 +119,7 @@ impl Rule {
         Rule::NamespaceStrategy,
         Rule::ForcePromoteRecord,
         Rule::EditChild,
+        Rule::ControllerDefinitions,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -154,6 +159,7 @@ impl Rule {
             Self::NamespaceStrategy => "namespace-strategy",
             Self::ForcePromoteRecord => "force-promote-record",
             Self::EditChild => "edit-child",
+            Self::ControllerDefinitions => "controller-definitions",
         }
     }
 
@@ -183,6 +189,7 @@ impl Rule {
                 | Self::NamespaceStrategy
                 | Self::ForcePromoteRecord
                 | Self::EditChild
+                | Self::ControllerDefinitions
         )
     }
 
@@ -221,7 +228,7 @@ mod tests {
         assert_eq!(
             numbers,
             [
-                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 26
+                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 26, 27
             ]
         );
     }

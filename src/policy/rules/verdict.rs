@@ -70,11 +70,16 @@ pub enum EventReason {
     ChildEditAllowed,
     /// An UPDATE of a rollout's child refused by rule 26.
     ChildEditDenied,
+    /// The validating webhook allowed Numaflow controller definitions
+    /// outside Numaplane's namespace (rule 27).
+    ControllerDefinitionsAllowed,
+    /// An UPDATE of a definitions ConfigMap refused by rule 27.
+    ControllerDefinitionsDenied,
 }
 
 impl EventReason {
     /// Every reason (the metrics export each at zero from the start).
-    pub const ALL: [EventReason; 11] = [
+    pub const ALL: [EventReason; 13] = [
         EventReason::ForceReapplyAllowed,
         EventReason::ForcePromoteAllowed,
         EventReason::ForceReapplyDenied,
@@ -86,6 +91,8 @@ impl EventReason {
         EventReason::NamespaceStrategyDenied,
         EventReason::ChildEditAllowed,
         EventReason::ChildEditDenied,
+        EventReason::ControllerDefinitionsAllowed,
+        EventReason::ControllerDefinitionsDenied,
     ];
 
     /// The reason as Kubernetes shows it.
@@ -102,6 +109,8 @@ impl EventReason {
             Self::NamespaceStrategyDenied => "NamespaceStrategyDenied",
             Self::ChildEditAllowed => "ChildEditAllowed",
             Self::ChildEditDenied => "ChildEditDenied",
+            Self::ControllerDefinitionsAllowed => "ControllerDefinitionsAllowed",
+            Self::ControllerDefinitionsDenied => "ControllerDefinitionsDenied",
         }
     }
 
@@ -117,11 +126,13 @@ impl EventReason {
             | Self::ForcePromoteAllowed
             | Self::DeleteUndrainedAllowed
             | Self::NamespaceStrategyAllowed
-            | Self::ChildEditAllowed => "Allowed",
+            | Self::ChildEditAllowed
+            | Self::ControllerDefinitionsAllowed => "Allowed",
             Self::ForceReapplyDenied
             | Self::DeleteUndrainedDenied
             | Self::NamespaceStrategyDenied
-            | Self::ChildEditDenied => "Denied",
+            | Self::ChildEditDenied
+            | Self::ControllerDefinitionsDenied => "Denied",
             Self::ForceReapplyReset | Self::ForcePromoteReset => "Reset",
         }
     }
@@ -153,6 +164,8 @@ pub enum Gate {
     NamespaceStrategy,
     /// Rule 26: what the controllers keep on a rollout's child changed.
     EditChild,
+    /// Rule 27: Numaflow controller definitions outside Numaplane's namespace.
+    ControllerDefinitions,
 }
 
 impl Gate {
@@ -166,6 +179,7 @@ impl Gate {
             Self::DeleteRollout => "delete-rollout",
             Self::NamespaceStrategy => "namespace-strategy",
             Self::EditChild => "edit-child",
+            Self::ControllerDefinitions => "controller-definitions",
         }
     }
 }

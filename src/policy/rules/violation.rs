@@ -220,6 +220,21 @@ pub enum Violation {
         /// Why the requester lacks permission.
         refused: NotPermitted,
     },
+    /// Rule 27: Numaflow controller definitions outside Numaplane's
+    /// namespace need permission.
+    #[error(
+        "user \"{user}\" may not write Numaflow controller definitions (a ConfigMap labelled numaplane.numaproj.io/config: numaflow-controller-definitions) in namespace \"{namespace}\": Numaplane prefers them to its own and applies a definition's fullSpec with its own account, which can grant any permission; {refused}; keep the definitions in \"{numaplane_namespace}\" (Numaplane's namespace), or ask a platform admin to add you to forceReapply.controllerDefinitions in the webhook's policy"
+    )]
+    ControllerDefinitionsDenied {
+        /// The requester.
+        user: String,
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// Numaplane's own namespace (`numaplane.namespace`).
+        numaplane_namespace: String,
+        /// Why the requester lacks permission.
+        refused: NotPermitted,
+    },
     /// The request cannot be judged (no object, no resource, ...): the
     /// Rule 25: the one-shot record is the webhook's own.
     #[error(
@@ -420,6 +435,7 @@ impl Violation {
             | Self::StrategyInvalid { .. }
             | Self::StrategyKeysClash { .. } => Rule::NamespaceStrategyValue,
             Self::NamespaceStrategyDenied { .. } => Rule::NamespaceStrategy,
+            Self::ControllerDefinitionsDenied { .. } => Rule::ControllerDefinitions,
             Self::ForcePromoteRecordWritten { .. } => Rule::ForcePromoteRecord,
             Self::Unjudgeable(_) => Rule::Judgeable,
         }

@@ -320,7 +320,9 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
     all: &[k8s_openapi::api::admissionregistration::v1::ValidatingWebhook],
     validate: &k8s_openapi::api::admissionregistration::v1::ValidatingWebhook,
 ) {
-    use pipelinerollout_webhook::kinds::{CONFIG_LABEL, CONFIGMAPS, NAMESPACE_CONFIG};
+    use pipelinerollout_webhook::kinds::{
+        CONFIG_LABEL, CONFIGMAPS, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG,
+    };
     let name = NAMESPACE_CONFIG_NAME;
     let hook = all.iter().find(|w| w.name == name).expect("listed");
     assert_eq!(hook.client_config.service, validate.client_config.service);
@@ -355,7 +357,13 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
     );
     assert_eq!(
         expression.values.as_deref(),
-        Some(&[NAMESPACE_CONFIG.to_owned()][..])
+        Some(
+            &[
+                NAMESPACE_CONFIG.to_owned(),
+                CONTROLLER_DEFINITIONS.to_owned()
+            ][..]
+        ),
+        "{name}: the namespace-level ConfigMaps and the controller definitions"
     );
 }
 

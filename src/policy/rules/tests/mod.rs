@@ -10,6 +10,7 @@ mod validate_case;
 
 mod bookkeeping_and_templates;
 mod child_edits;
+mod controller_definitions;
 mod defaulting;
 mod deletes;
 mod deletion_timeouts;

@@ -64,8 +64,9 @@ fn kind_of(v: &Violation) -> ViolationKind {
         Violation::StrategyDataMalformed { .. }
         | Violation::StrategyInvalid { .. }
         | Violation::StrategyKeysClash { .. }
-        | Violation::NamespaceStrategyDenied { .. } => {
-            panic!("rollout writes never break the namespace-strategy rules: {v}")
+        | Violation::NamespaceStrategyDenied { .. }
+        | Violation::ControllerDefinitionsDenied { .. } => {
+            panic!("rollout writes never break the ConfigMap rules: {v}")
         }
         Violation::ForcePromoteRecordWritten { .. } => Record,
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),

@@ -121,6 +121,12 @@ impl Violation {
                     short(user)
                 )
             }
+            Self::ControllerDefinitionsDenied { user, .. } => {
+                format!(
+                    "{} may not write Numaflow controller definitions outside Numaplane's namespace",
+                    short(user)
+                )
+            }
             Self::ForcePromoteRecordWritten { .. } => {
                 "force-promote-for is the webhook's own record: leave it out".to_owned()
             }
