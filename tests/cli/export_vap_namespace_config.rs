@@ -9,13 +9,14 @@
 //! has no `authorizer`, so the policies here grant by users and groups
 //! only; the RBAC verb is exercised on a real API server by
 //! tests/apiserver/vap.rs. The webhook's notes on a ConfigMap without data
-//! or strategy have no exported counterpart (docs/vap.md).
+//! or strategy have no exported counterpart (docs/vap.md). Rule 27 on
+//! Numaflow controller definitions is judged by the same policy.
 
 use crate::cel_support;
 
 use cel_support::table::{Case, Expect, case, run};
 use cel_support::{CONFIGMAPS, Request};
-use pipelinerollout_webhook::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
+use pipelinerollout_webhook::kinds::{CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
 use test_builders::users;
@@ -408,6 +409,56 @@ fn namespace_strategy_grants_by_its_own_lists() {
         Denied("rule 23"),
     ));
     run("namespaceStrategy lists", &policy, &all);
+}
+
+/// Rule 27: Numaflow controller definitions outside Numaplane's namespace.
+#[test]
+fn controller_definitions_decide_as_the_webhook_does() {
+    let data = json!({"controller_definitions.yaml": "controllerDefinitions: []\n"});
+    let definitions = || config(Some(CONTROLLER_DEFINITIONS), Some(data.clone()));
+    let unlabelled = || config(None, Some(data.clone()));
+    let admin = users::admin();
+    let numaplane = "system:serviceaccount:numaplane-system:numaplane-sa";
+    let all = vec![
+        create("definitions by alice", definitions(), Denied("rule 27")),
+        update(
+            "the label added",
+            unlabelled(),
+            definitions(),
+            Denied("rule 27"),
+        ),
+        update(
+            "definitions changed",
+            definitions(),
+            {
+                let mut changed = definitions();
+                changed["data"]["controller_definitions.yaml"] = json!("x: 1\n");
+                changed
+            },
+            Denied("rule 27"),
+        ),
+        update("the label removed", definitions(), unlabelled(), Allowed),
+        case(
+            "CREATE definitions by admin (system:masters)",
+            Request::create(CONFIGMAPS, definitions())
+                .by(users::username(&admin), &users::groups(&admin)),
+            Allowed,
+        ),
+        case(
+            "CREATE definitions in numaplane-system",
+            Request::create(CONFIGMAPS, definitions()).in_namespace("numaplane-system"),
+            Allowed,
+        ),
+        case(
+            "CREATE definitions by Numaplane's controller",
+            Request::create(CONFIGMAPS, definitions()).by(numaplane, &["system:serviceaccounts"]),
+            Allowed,
+        ),
+    ];
+    let summary = run("controller definitions", &Policy::built_in(), &all);
+    assert!(summary.denied >= 3, "{summary:?}");
+    let warn = Policy::from_yaml("mode: warn\n").expect("valid");
+    run("controller definitions, warn mode", &warn, &all);
 }
 
 #[test]

@@ -525,6 +525,38 @@ fn configs() -> Vec<Case> {
             Some(json!({"upgradeStrategy": "", "upgradestrategy": "progressive"})),
         )),
     ));
+    // Rule 27: Numaflow controller definitions outside Numaplane's namespace.
+    let definitions = || {
+        let mut object = config(
+            false,
+            Some(json!({"controller_definitions.yaml": "controllerDefinitions: []\n"})),
+        );
+        object["metadata"]["labels"]["numaplane.numaproj.io/config"] =
+            json!("numaflow-controller-definitions");
+        object
+    };
+    let unlabelled = config(
+        false,
+        Some(json!({"controller_definitions.yaml": "controllerDefinitions: []\n"})),
+    );
+    cases.push(create_of(
+        CONFIGMAPS,
+        "controller definitions",
+        definitions(),
+    ));
+    cases.push(create_of(CONFIGMAPS, "controller definitions", definitions()).by(User::Admin));
+    cases.push(update_of(
+        CONFIGMAPS,
+        "the definitions label added",
+        unlabelled.clone(),
+        definitions(),
+    ));
+    cases.push(update_of(
+        CONFIGMAPS,
+        "the definitions label removed",
+        definitions(),
+        unlabelled,
+    ));
     cases.push(create_of(CONFIGMAPS, "no data", config(true, None)));
     cases.push(create_of(
         CONFIGMAPS,
