@@ -105,6 +105,35 @@ impl GuardedObject {
         DeletionTimeout::Default
     }
 
+    /// The riders in `spec.riders` that grant access, by index and kind:
+    /// Roles, RoleBindings, ClusterRoles and ClusterRoleBindings (group
+    /// `rbac.authorization.k8s.io`, any version), ServiceAccounts and
+    /// Secrets (core `v1`). Numaplane applies riders with its own account,
+    /// so whoever may edit the rollout has it create them.
+    pub fn access_riders(&self) -> Vec<(usize, &'static str)> {
+        const RBAC: [&str; 4] = ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
+        const CORE: [&str; 2] = ["ServiceAccount", "Secret"];
+        let Some(spec) = self.spec.get() else {
+            return Vec::new();
+        };
+        spec.riders
+            .items()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, rider)| {
+                let definition = rider.get()?.definition.get()?;
+                let api_version = definition.api_version.as_deref()?;
+                let kind = definition.kind.as_deref()?;
+                let known = match api_version.split_once('/') {
+                    Some(("rbac.authorization.k8s.io", _)) => RBAC.iter().find(|k| **k == kind),
+                    None if api_version == "v1" => CORE.iter().find(|k| **k == kind),
+                    _ => None,
+                };
+                known.map(|k| (i, *k))
+            })
+            .collect()
+    }
+
     /// The indexes in `spec.riders` of the riders that are
     /// HorizontalPodAutoscalers (apiVersion group `autoscaling`, any
     /// version): with one, Numaplane promotes every progressive upgrade
@@ -209,5 +238,36 @@ mod tests {
                 .is_empty()
         );
         assert!(view(json!({})).hpa_riders().is_empty());
+    }
+
+    #[test]
+    fn access_riders_are_found_by_group_and_kind() {
+        let rider =
+            |api: &str, kind: &str| json!({"definition": {"apiVersion": api, "kind": kind}});
+        let r = view(json!({"spec": {"riders": [
+            rider("v1", "ConfigMap"),
+            rider("rbac.authorization.k8s.io/v1", "RoleBinding"),
+            rider("v1", "Secret"),
+            rider("v1", "ServiceAccount"),
+            rider("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            rider("example.com/v1", "RoleBinding"),
+            rider("apps/v1", "Secret"),
+            "not an object",
+            {"definition": {"apiVersion": 1, "kind": "Secret"}},
+        ]}}));
+        assert_eq!(
+            r.access_riders(),
+            [
+                (1, "RoleBinding"),
+                (2, "Secret"),
+                (3, "ServiceAccount"),
+                (4, "ClusterRole")
+            ]
+        );
+        assert!(
+            view(json!({"spec": {"riders": 3}}))
+                .access_riders()
+                .is_empty()
+        );
     }
 }

@@ -52,7 +52,7 @@ pub fn not_covered(policy: &Policy) -> Vec<String> {
     }
     lines.extend([
         "Events (ForceReapplyAllowed, ForceReapplyDenied, ForcePromoteAllowed) and the force-reapply and force-promote audit annotations".to_owned(),
-        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) and forcePromote kept on (rule 12) and an HPA rider (rule 22) are allowed silently".to_owned(),
+        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) and forcePromote kept on (rule 12) and an HPA rider (rule 22) and a rider that grants access (rule 28) are allowed silently".to_owned(),
         "messages: the API server shows the first failing validation's message; the webhook lists every violation".to_owned(),
     ]);
     let ages = inexpressible(policy);

@@ -155,6 +155,7 @@ pub const PIPELINE_ROLLOUT_RULES: &[Rule] = &[
     Rule::DeletionTimeoutRange,
     Rule::DeletionTimeoutOverflow,
     Rule::HpaRider,
+    Rule::AccessRider,
 ];
 
 /// The rules a MonoVertexRollout's or an ISBServiceRollout's results are

@@ -9,8 +9,8 @@
 use time::OffsetDateTime;
 
 use self::state::{
-    force_promote_state, force_reapply_state, hpa_rider_state, no_deletion_timeout_state,
-    template_deletion_state, template_label_state,
+    access_rider_state, force_promote_state, force_reapply_state, hpa_rider_state,
+    no_deletion_timeout_state, template_deletion_state, template_label_state,
 };
 use super::audited::{Audited, KindEntry};
 use crate::admission::{self, Input, Subject, Webhook};
@@ -266,6 +266,7 @@ impl Judge<'_> {
                 Rule::ForceReapply => force_reapply_state(view),
                 Rule::ForcePromote => force_promote_state(view, kind),
                 Rule::HpaRider => hpa_rider_state(view),
+                Rule::AccessRider => access_rider_state(view),
                 Rule::ForcePromoteLabel | Rule::DeleteUndrained if template_unreadable => result(
                     rule,
                     Status::Skip,

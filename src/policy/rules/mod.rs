@@ -261,6 +261,9 @@ impl Validation<'_> {
             .extend(riders::hpa_rider_warning(&self.write));
         decision
             .warnings
+            .extend(riders::access_rider_warnings(&self.write));
+        decision
+            .warnings
             .extend(force::stale_force_warning(&self.write, &self.gates));
         decision
             .warnings

@@ -2,6 +2,9 @@
 //! every progressive upgrade promoted without assessment (Numaplane
 //! 75c9dd5, `progressiveUnsupported`): allowed, with a warning, on every
 //! CREATE and UPDATE that carries one; the audit reports it as `warn`.
+//! Rule 28: a rider that grants access (a Role or RoleBinding, a
+//! ServiceAccount, a Secret) is applied by Numaplane with its own account,
+//! so whoever may edit the rollout creates it: warned the same way.
 
 use super::guarded_write::GuardedWrite;
 
@@ -12,6 +15,29 @@ pub fn hpa_rider_warning(write: &GuardedWrite<'_>) -> Option<String> {
     }
     let first = *write.object.hpa_riders().first()?;
     Some(hpa_rider_message(first))
+}
+
+/// Rule 28's warnings, one per rider that grants access (at most three),
+/// when the written PipelineRollout has any.
+pub fn access_rider_warnings(write: &GuardedWrite<'_>) -> Vec<String> {
+    if !write.is_pipeline_rollout() || write.is_delete() {
+        return Vec::new();
+    }
+    write
+        .object
+        .access_riders()
+        .into_iter()
+        .take(3)
+        .map(|(index, kind)| access_rider_message(index, kind))
+        .collect()
+}
+
+/// The warning for a rider of `kind` that grants access at
+/// `spec.riders[index]` (the audit's message too).
+pub fn access_rider_message(index: usize, kind: &str) -> String {
+    format!(
+        "spec.riders[{index}] is a {kind}: Numaplane creates it as itself, for anyone who may edit this rollout"
+    )
 }
 
 /// The warning for an HPA rider at `spec.riders[index]` (the audit's

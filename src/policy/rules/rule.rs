@@ -87,11 +87,14 @@ pub enum Rule {
     /// are written only by Numaplane's controller and holders of the
     /// controllerDefinitions permission.
     ControllerDefinitions = 27,
+    /// 28: a rider that grants access (a Role, RoleBinding, ServiceAccount
+    /// or Secret) warns that Numaplane creates it with its own account.
+    AccessRider = 28,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 28] = [
+    pub const ALL: [Rule; 29] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -120,6 +123,7 @@ impl Rule {
         Rule::ForcePromoteRecord,
         Rule::EditChild,
         Rule::ControllerDefinitions,
+        Rule::AccessRider,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -160,6 +164,7 @@ impl Rule {
             Self::ForcePromoteRecord => "force-promote-record",
             Self::EditChild => "edit-child",
             Self::ControllerDefinitions => "controller-definitions",
+            Self::AccessRider => "access-rider",
         }
     }
 

@@ -45,6 +45,21 @@ pub(super) fn hpa_rider_state(view: &GuardedObject) -> RuleResult {
     }
 }
 
+/// Rule 28: a PipelineRollout with a rider that grants access, named
+/// (the first; the webhook's warning names up to three).
+pub(super) fn access_rider_state(view: &GuardedObject) -> RuleResult {
+    match view.access_riders().first() {
+        Some(&(index, kind)) => result(
+            Rule::AccessRider,
+            Status::Warn,
+            Some(crate::policy::rules::riders::access_rider_message(
+                index, kind,
+            )),
+        ),
+        None => result(Rule::AccessRider, Status::Pass, None),
+    }
+}
+
 /// Rule 17: a PipelineRollout whose pipeline sets no deletion timeout.
 /// Numaflow then falls back to the Pipeline's schema default where its
 /// full CRDs are installed (30 s), but with its minimal CRDs (no schema

@@ -132,6 +132,18 @@ fn each_rule_gets_one_result_with_the_denial_words() {
             "spec.riders[0] is an HPA: Numaplane promotes every progressive upgrade",
         ),
         (
+            "a ServiceAccount rider warns",
+            {
+                let mut object = rollout(json!(300), json!({}), idle.clone());
+                object["spec"]["riders"] = json!([{"definition": {
+                    "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"}}}]);
+                object
+            },
+            Rule::AccessRider,
+            Status::Warn,
+            "spec.riders[0] is a ServiceAccount: Numaplane creates it as itself",
+        ),
+        (
             "no rider passes",
             rollout(json!(300), json!({}), idle.clone()),
             Rule::HpaRider,

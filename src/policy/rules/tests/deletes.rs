@@ -313,7 +313,31 @@ fn hpa_rider_cases() -> Vec<Case> {
             pipeline_rollout(lifecycle.clone(), hpa),
         )
         .warn(&["spec.riders[1]"]),
-        create_json("other riders do not", pr, pipeline_rollout(lifecycle, none)),
+        create_json(
+            "other riders do not",
+            pr,
+            pipeline_rollout(lifecycle.clone(), none),
+        ),
+        create_json(
+            "a RoleBinding rider warns (rule 28)",
+            pr,
+            pipeline_rollout(
+                lifecycle.clone(),
+                json!([{"definition": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding"}}]),
+            ),
+        )
+        .warn(&["spec.riders[0] is a RoleBinding: Numaplane creates it as itself, for anyone who may edit this rollout"]),
+        update_json(
+            "a Secret rider warns on every write, beside an HPA's",
+            pr,
+            pipeline_rollout(lifecycle.clone(), json!([])),
+            pipeline_rollout(
+                lifecycle,
+                json!([{"definition": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"}},
+                    {"definition": {"apiVersion": "v1", "kind": "Secret"}}]),
+            ),
+        )
+        .warn(&["spec.riders[0] is an HPA", "spec.riders[1] is a Secret"]),
     ]
 }
 
