@@ -140,6 +140,13 @@ impl App {
             )
             .skipping(&options.unguarded_namespaces);
             tracing::info!("Events on PipelineRollouts are on");
+            // Every replica judges writes that leave a namespace to
+            // Numaplane's default, so every replica follows it.
+            tokio::spawn(crate::background::numaplane_default::run(
+                api.client.clone(),
+                shared.policy_updates(),
+                Arc::clone(&shared.cluster_default),
+            ));
             // Opens the client's connection now, so the first
             // SubjectAccessReview does not pay for it (46.5 ms in one
             // end-to-end run, where the first call opened it), and says

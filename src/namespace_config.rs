@@ -180,6 +180,80 @@ fn cut_key(key: &str) -> String {
     cut(key, 64)
 }
 
+/// The name of Numaplane's own ConfigMap, in its namespace, whose
+/// `config.yaml` holds `defaultUpgradeStrategy`.
+pub const CONTROLLER_CONFIG: &str = "numaplane-controller-config";
+
+/// Numaplane's cluster-wide default upgrade strategy, which a namespace
+/// falls back to when its namespace-level ConfigMap is deleted, loses its
+/// label, or sets no `upgradeStrategy` (Numaplane 75c9dd5, `usde.go`
+/// `GetUserStrategy`: an empty default is `no-strategy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterDefault {
+    /// Read: one of the three strategies.
+    Strategy(&'static str),
+    /// Read, but no strategy Numaplane knows: it then fails the
+    /// namespace's upgrades rather than apply them.
+    Invalid(String),
+    /// Not read, and why: taken as `no-strategy`.
+    Unknown(String),
+}
+
+impl ClusterDefault {
+    /// Reads `data` of Numaplane's ConfigMap as Numaplane's viper reads
+    /// its `config.yaml`: keys in any case, an absent or empty
+    /// `defaultUpgradeStrategy` is `no-strategy`.
+    pub fn from_config_map(data: Option<&std::collections::BTreeMap<String, String>>) -> Self {
+        let Some(text) = data.and_then(|d| d.get("config.yaml")) else {
+            return Self::Unknown(format!("{CONTROLLER_CONFIG} has no data.config.yaml"));
+        };
+        let parsed: Value = match serde_saphyr::from_str(text) {
+            Ok(value) => value,
+            Err(e) => {
+                return Self::Unknown(format!(
+                    "{CONTROLLER_CONFIG}'s config.yaml is not YAML: {}",
+                    cut(&e.to_string(), 80)
+                ));
+            }
+        };
+        let Value::Object(map) = parsed else {
+            return Self::Unknown(format!("{CONTROLLER_CONFIG}'s config.yaml is not a map"));
+        };
+        let value = map
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("defaultUpgradeStrategy"))
+            .map(|(_, v)| v);
+        match value {
+            None | Some(Value::Null) => Self::Strategy(NO_STRATEGY),
+            Some(Value::String(s)) if s.is_empty() => Self::Strategy(NO_STRATEGY),
+            Some(Value::String(s)) => match UPGRADE_STRATEGIES.iter().find(|k| **k == s) {
+                Some(known) => Self::Strategy(known),
+                None => Self::Invalid(cut(s, 40)),
+            },
+            Some(other) => Self::Invalid(cut(&other.to_string(), 40)),
+        }
+    }
+
+    /// Whether a namespace that falls back to it upgrades without
+    /// draining (an unknown default is taken as `no-strategy`).
+    pub fn skips_draining(&self) -> bool {
+        matches!(self, Self::Strategy(NO_STRATEGY) | Self::Unknown(_))
+    }
+
+    /// The default as messages name it.
+    pub fn described(&self) -> String {
+        match self {
+            Self::Strategy(name) => format!("Numaplane's cluster default \"{name}\""),
+            Self::Invalid(value) => {
+                format!("Numaplane's cluster default \"{value}\", which is no strategy it knows")
+            }
+            Self::Unknown(why) => format!(
+                "Numaplane's cluster default, which the webhook cannot read ({why}) and so takes as \"{NO_STRATEGY}\""
+            ),
+        }
+    }
+}
+
 /// Cuts a text to `limit` characters, marking the cut with `…`.
 fn cut(text: &str, limit: usize) -> String {
     if text.chars().count() <= limit {
@@ -194,6 +268,63 @@ fn cut(text: &str, limit: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_cluster_default_is_read_as_numaplanes_viper_reads_it() {
+        let read = |yaml: &str| {
+            let data = [("config.yaml".to_owned(), yaml.to_owned())].into();
+            ClusterDefault::from_config_map(Some(&data))
+        };
+        let cases = [
+            (
+                "progressive",
+                read("defaultUpgradeStrategy: progressive\n"),
+                ClusterDefault::Strategy("progressive"),
+            ),
+            (
+                "any case of the key",
+                read("DEFAULTUPGRADESTRATEGY: pause-and-drain\n"),
+                ClusterDefault::Strategy("pause-and-drain"),
+            ),
+            (
+                "empty",
+                read("defaultUpgradeStrategy: \"\"\n"),
+                ClusterDefault::Strategy(NO_STRATEGY),
+            ),
+            (
+                "absent",
+                read("logLevel: INFO\n"),
+                ClusterDefault::Strategy(NO_STRATEGY),
+            ),
+            (
+                "unknown",
+                read("defaultUpgradeStrategy: fast\n"),
+                ClusterDefault::Invalid("fast".into()),
+            ),
+            (
+                "a number",
+                read("defaultUpgradeStrategy: 3\n"),
+                ClusterDefault::Invalid("3".into()),
+            ),
+        ];
+        for (name, got, want) in cases {
+            assert_eq!(got, want, "{name}");
+        }
+        for (name, got) in [
+            ("not YAML", read("a: [\n")),
+            ("not a map", read("- a\n")),
+            (
+                "no config.yaml",
+                ClusterDefault::from_config_map(Some(&Default::default())),
+            ),
+            ("no data", ClusterDefault::from_config_map(None)),
+        ] {
+            assert!(matches!(got, ClusterDefault::Unknown(_)), "{name}: {got:?}");
+            assert!(got.skips_draining(), "{name}: taken as no-strategy");
+        }
+        assert!(!ClusterDefault::Invalid("x".into()).skips_draining());
+        assert!(!ClusterDefault::Strategy("progressive").skips_draining());
+    }
 
     #[test]
     fn strategies_are_read_as_numaplane_reads_them() {

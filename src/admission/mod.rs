@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 pub use self::decide::{Decided, Input, Judgement, Need, Question, Subject, decide};
 pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
 use crate::authz::{Authorizer, RbacTrace};
+use crate::namespace_config::ClusterDefault;
 use crate::policy::rules::Verdict;
 use crate::policy::{Permission, Policy};
 
@@ -93,6 +94,9 @@ pub struct AnswerContext<'a> {
     pub permission_timeout: Duration,
     /// The time the request is judged at.
     pub now: OffsetDateTime,
+    /// Numaplane's cluster default strategy, as last read (`None`: not
+    /// read, taken as `no-strategy`).
+    pub cluster_default: Option<&'a ClusterDefault>,
 }
 
 impl<'a> AnswerContext<'a> {
@@ -102,6 +106,7 @@ impl<'a> AnswerContext<'a> {
             authorizer,
             permission_timeout,
             now: OffsetDateTime::now_utc(),
+            cluster_default: None,
         }
     }
 }
@@ -118,10 +123,11 @@ pub async fn answer(
     context: AnswerContext<'_>,
 ) -> Result<(AdmissionRequest, Reply), ParseError> {
     let request = AdmissionRequest::parse(body)?;
-    let input = Input {
-        webhook,
-        subject: request.subject(context.now),
-    };
+    let mut subject = request.subject(context.now);
+    if let Subject::NamespaceConfig { write, .. } = &mut subject {
+        write.fallback = context.cluster_default;
+    }
+    let input = Input { webhook, subject };
     let judgement = decide(policy, input);
     let mut rbac = None;
     let mut answers = Vec::new();

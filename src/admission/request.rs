@@ -283,11 +283,6 @@ impl AdmissionRequest {
         let kind = match self.resource()? {
             Resource::Subresource => return Ok(Subject::Skipped),
             Resource::Unguarded(name) => return Ok(Subject::Unguarded(self.unknown_reason(&name))),
-            // Deleting the namespace's configuration gives its rollouts
-            // Numaplane's cluster-wide default back: nothing to judge.
-            Resource::NamespaceConfig if operation == Operation::Delete => {
-                return Ok(Subject::Skipped);
-            }
             Resource::NamespaceConfig => return self.namespace_config_write(operation),
             Resource::Guarded(kind) => kind,
         };
@@ -351,7 +346,19 @@ impl AdmissionRequest {
     /// only those that carry, or carried, Numaplane's config label): what it
     /// and the stored ConfigMap say of the namespace's upgrade strategy.
     fn namespace_config_write(&self, operation: Operation) -> Result<Subject<'_>, Unjudgeable> {
-        let Obj::Present(object) = &self.object else {
+        // A DELETE carries the ConfigMap deleted in `oldObject` only: it
+        // is judged for where it leaves the namespace (Numaplane's default).
+        let object = match (operation, &self.old_object) {
+            (Operation::Delete, Obj::Present(_)) => &self.old_object,
+            (Operation::Delete, other) => {
+                return Err(Unjudgeable::DeletedObject {
+                    found: describe(other),
+                    kind: "ConfigMap",
+                });
+            }
+            _ => &self.object,
+        };
+        let Obj::Present(object) = object else {
             return Err(Unjudgeable::Object {
                 found: describe(&self.object),
                 operation: self.operation,
@@ -375,6 +382,7 @@ impl AdmissionRequest {
                 user: &self.user,
                 object: ConfigRead::of(object),
                 old_object,
+                fallback: None,
             },
             name: &self.name,
         })

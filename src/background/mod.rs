@@ -3,7 +3,9 @@
 //! replica that holds the Lease, or in every replica with election off):
 //! the stale-force [`sweeper`], the [`audit`] of stored objects into
 //! PolicyReports, and the certificate controller of `--manage-certs`
-//! ([`certs`], whose readiness check runs in every replica).
+//! ([`certs`], whose readiness check runs in every replica). Every replica
+//! also follows Numaplane's cluster default strategy
+//! ([`numaplane_default`]), which admission reads.
 //!
 //! The dependency rule: background work uses [`crate::admission`],
 //! [`crate::policy`], [`crate::rollout`], [`crate::events`],
@@ -18,6 +20,7 @@ pub mod backoff;
 pub mod certs;
 pub mod leader;
 pub mod list;
+pub mod numaplane_default;
 pub mod rollouts;
 pub mod sweeper;
 pub mod sweeper_args;

@@ -197,6 +197,7 @@ impl ManifestJudge<'_> {
             user: &user,
             object: ConfigRead::of(&object),
             old_object: old.as_ref().map(ConfigRead::of),
+            fallback: None,
         };
         let input = Input {
             webhook: Webhook::Validate,

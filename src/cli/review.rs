@@ -46,6 +46,9 @@ pub fn run(args: &ReviewArgs) -> ExitCode {
             authorizer: &authorizer,
             permission_timeout: Duration::from_secs(10),
             now: args.now.unwrap_or_else(time::OffsetDateTime::now_utc),
+            // Not read: a namespace left to Numaplane's default is judged
+            // as if that were no-strategy, and the denial says so.
+            cluster_default: None,
         };
         admission::answer(args.webhook.into(), &policy, &input, context)
             .await

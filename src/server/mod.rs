@@ -15,6 +15,7 @@ pub mod size;
 pub mod tls;
 pub mod webhook;
 
+use crate::namespace_config::ClusterDefault;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -52,6 +53,9 @@ pub struct ServerState {
     pub budget: Budget,
     /// The certificate chain served now (DER, leaf first).
     pub served_chain: ArcSwap<Vec<rustls_pki_types::CertificateDer<'static>>>,
+    /// Numaplane's cluster default strategy, as the watch of its ConfigMap
+    /// last read it (`crate::background::numaplane_default`).
+    pub cluster_default: Arc<ArcSwap<ClusterDefault>>,
 }
 
 impl ServerState {
@@ -88,6 +92,9 @@ impl ServerState {
             events: EventQueue::off(),
             budget,
             served_chain: ArcSwap::from_pointee(Vec::new()),
+            cluster_default: Arc::new(ArcSwap::from_pointee(ClusterDefault::Unknown(
+                "no connection to the API server".to_owned(),
+            ))),
         }
     }
 

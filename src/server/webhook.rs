@@ -94,7 +94,11 @@ async fn answer_request(
 ) -> Response {
     let started = Instant::now();
     let policy = shared.policy();
-    let context = AnswerContext::now(&shared.authorizer, deadline.time_for_rbac());
+    let cluster_default = shared.cluster_default.load_full();
+    let context = AnswerContext {
+        cluster_default: Some(&cluster_default),
+        ..AnswerContext::now(&shared.authorizer, deadline.time_for_rbac())
+    };
     match admission::answer(webhook, &policy, body, context).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %Escaped(&e.to_string()), "bad request");

@@ -32,6 +32,7 @@ pub fn left_out() -> Vec<String> {
     vec![
         "MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices but an owned one's edits (which the child edit policy judges): no exported policy matches them; keep the webhook's validate-monovertexrollouts, validate-isbservicerollouts and validate-children webhooks for them".to_owned(),
         "rules 13 to 15: the force-promote label, marked-for-deletion and Numaplane's bookkeeping keys (in spec.pipeline.metadata and on the children): they need the rollout's or child's upgrade state and several gates' permissions; keep the webhooks for them".to_owned(),
+        "a namespace left to Numaplane's cluster default strategy (rule 24): a DELETE of a namespace-level ConfigMap, its label removed, or no upgradeStrategy in it; that default is in Numaplane's own ConfigMap, which CEL cannot read; keep the webhook's validate-namespace-config for them".to_owned(),
         "Go's folding of non-ASCII key characters (the long s as s, the Kelvin sign as k), which Numaplane's encoding/json decoding applies: CEL folds keys with lowerAscii() only; the keys the export folds, a ConfigMap's data, can only be ASCII, so its upgradeStrategy is read as Numaplane reads it, but no exported rule reads another object Numaplane decodes that way".to_owned(),
     ]
 }

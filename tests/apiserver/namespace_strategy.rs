@@ -15,7 +15,8 @@
 //! decisions are Events on the ConfigMap
 //! (`apiserver_namespace_strategy_events`). Numaflow controller
 //! definitions (rule 27) share the installation
-//! (`apiserver_controller_definitions`).
+//! (`apiserver_controller_definitions`), and so do the writes that leave a
+//! namespace to Numaplane's cluster default (`apiserver_namespace_fallback`).
 //!
 //! The scenarios share one cluster and take turns (`TURN`): the counter
 //! test needs no other request in flight.
@@ -23,6 +24,8 @@
 use crate::apiserver_children_support;
 #[path = "apiserver_controller_definitions/mod.rs"]
 mod apiserver_controller_definitions;
+#[path = "apiserver_namespace_fallback/mod.rs"]
+mod apiserver_namespace_fallback;
 #[path = "apiserver_namespace_strategy_events/mod.rs"]
 mod apiserver_namespace_strategy_events;
 
@@ -355,17 +358,32 @@ fn unlabelled_configmaps_never_reach_the_webhook_and_adding_the_label_is_judged(
         .get("configmap", ns, "settings")
         .expect("stored");
     assert_eq!(stored["metadata"]["labels"][LABEL], Value::Null);
-    // With progressive, the label may be added; removing it needs nothing.
+    // With progressive, the label may be added; removing it leaves the
+    // namespace to Numaplane's default, which this cluster does not hold
+    // (no numaplane-controller-config): taken as no-strategy, refused.
     set_strategy(cluster, User::Alice, ns, "settings", "progressive").expect_success("progressive");
-    for label in [
-        format!("{LABEL}=namespace-level-config"),
-        format!("{LABEL}-"),
-    ] {
-        cluster
-            .kubectl(User::Alice)
-            .run(&["label", "configmap", "settings", "-n", ns, &label])
-            .expect_success("labelling a progressive ConfigMap");
-    }
+    let alice = cluster.kubectl(User::Alice);
+    alice
+        .run(&[
+            "label",
+            "configmap",
+            "settings",
+            "-n",
+            ns,
+            &format!("{LABEL}=namespace-level-config"),
+        ])
+        .expect_success("labelling a progressive ConfigMap");
+    assert_refused(
+        &alice.run(&[
+            "label",
+            "configmap",
+            "settings",
+            "-n",
+            ns,
+            &format!("{LABEL}-"),
+        ]),
+        "by removing its label: Numaplane would then use Numaplane's cluster default, which the webhook cannot read",
+    );
 }
 
 /// The results of the audit's report of `namespace`, once it has any

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use pipelinerollout_webhook::admission::{self, AnswerContext};
 use pipelinerollout_webhook::authz::{Authorizer, StaticLists};
+use pipelinerollout_webhook::namespace_config::ClusterDefault;
 use pipelinerollout_webhook::policy::Policy;
 use pipelinerollout_webhook::vap::{self, Export};
 use serde_json::{Value, json};
@@ -48,7 +49,13 @@ pub fn webhook(policy: &Policy, request: &Request) -> Webhook {
         }
     });
     let authorizer = Authorizer::StaticLists(StaticLists::new("the tables grant by lists"));
-    let context = AnswerContext::now(&authorizer, Duration::from_secs(1));
+    // A cluster default that drains: a namespace left to it is then no
+    // decision, which the export cannot make (it cannot read the default).
+    let drains = ClusterDefault::Strategy("progressive");
+    let context = AnswerContext {
+        cluster_default: Some(&drains),
+        ..AnswerContext::now(&authorizer, Duration::from_secs(1))
+    };
     let body = review.to_string().into_bytes();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -187,6 +187,7 @@ impl Judge<'_> {
             user: &self.user,
             object: read,
             old_object: None,
+            fallback: None,
         };
         let input = Input {
             webhook: Webhook::Validate,

@@ -16,7 +16,7 @@ use super::force::Settle;
 use super::guarded_write::Operation;
 use super::verdict::{EventReason, Finding, Gate, Verdict};
 use super::violation::Violation;
-use crate::namespace_config::{ConfigRead, StrategyRead};
+use crate::namespace_config::{ClusterDefault, ConfigRead, StrategyRead};
 use crate::policy::model::{Grant, Mode, Policy};
 use crate::policy::user::{Permission, UserInfo};
 
@@ -32,8 +32,12 @@ pub struct StrategyWrite<'a> {
     pub user: &'a UserInfo,
     /// What the ConfigMap as it would be stored says.
     pub object: ConfigRead,
-    /// What the stored ConfigMap says, on UPDATE.
+    /// What the stored ConfigMap says, on UPDATE (on DELETE, the
+    /// ConfigMap deleted, as `object` is too).
     pub old_object: Option<ConfigRead>,
+    /// Numaplane's cluster default, as the webhook last read it (`None`:
+    /// not read, taken as `no-strategy`).
+    pub fallback: Option<&'a ClusterDefault>,
 }
 
 impl StrategyWrite<'_> {
@@ -64,10 +68,62 @@ pub struct StrategyValidation<'a> {
     /// Rule 27 applies: controller definitions outside Numaplane's
     /// namespace, written by anyone but Numaplane's controller.
     definitions: bool,
+    /// Rule 24 applies to a fall-back: the write makes Numaplane use its
+    /// cluster default here (how, in words), and that skips draining.
+    falls_back: Option<&'static str>,
+}
+
+/// How the write makes Numaplane fall back to its cluster default for the
+/// namespace, if it does: a DELETE of a namespace-level ConfigMap (of any
+/// one: Numaplane keeps one configuration per namespace, and a DELETE of
+/// either of two unsets it), the label removed or changed, or no
+/// `upgradeStrategy` written (Numaplane then finds no valid strategy). Not
+/// in Numaplane's namespace, which it never reads such a ConfigMap from,
+/// and not by Kubernetes' own deleters (a namespace being deleted).
+fn fallback(policy: &Policy, write: &StrategyWrite<'_>) -> Option<&'static str> {
+    if write.namespace == policy.numaplane.namespace {
+        return None;
+    }
+    let labelled = |read: &ConfigRead| read.strategy != StrategyRead::NotNamespaceConfig;
+    let old = write.old_object.as_ref();
+    let how = match write.operation {
+        Operation::Delete => {
+            let deleter = policy
+                .force_reapply
+                .delete_undrained
+                .own
+                .system_deleters
+                .contains(write.user.username());
+            (old.is_some_and(labelled) && !deleter).then_some("deleting it")?
+        }
+        _ if old.is_some_and(labelled) && !labelled(&write.object) => "removing its label",
+        _ if write.object.strategy == StrategyRead::Unset => "leaving out data.upgradeStrategy",
+        _ => return None,
+    };
+    // Already on the default, or already skipping draining: nothing changes.
+    let before = old.filter(|read| labelled(read) && write.operation != Operation::Create);
+    let unchanged = before.is_some_and(|read| {
+        read.skips_draining()
+            || (read.strategy == StrategyRead::Unset && write.operation != Operation::Delete)
+    });
+    let skips = write.fallback.is_none_or(ClusterDefault::skips_draining);
+    (skips && !unchanged).then_some(how)
 }
 
 /// Judges a write of a ConfigMap for `/validate`, short of the permission.
 pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyValidation<'a> {
+    let falls_back = fallback(policy, &write);
+    if write.operation == Operation::Delete {
+        // A DELETE is judged only for where it leaves the namespace.
+        return StrategyValidation {
+            policy,
+            write,
+            findings: Vec::new(),
+            gated: false,
+            definitions: false,
+            falls_back,
+        };
+    }
     let field = write.object.field();
     let violation = match &write.object.strategy {
         StrategyRead::DataMalformed(found) => {
@@ -114,6 +170,7 @@ pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyVal
         findings,
         gated,
         definitions,
+        falls_back,
     }
 }
 
@@ -130,7 +187,8 @@ impl<'a> StrategyValidation<'a> {
     /// The permission, when it is settled without asking anyone: not
     /// needed. `None`: ask (the static lists, then RBAC).
     pub fn settled_permission(&self) -> Option<Permission> {
-        (!self.gated && !self.definitions).then_some(Permission::NotNeeded)
+        (!self.gated && !self.definitions && self.falls_back.is_none())
+            .then_some(Permission::NotNeeded)
     }
 
     /// Finishes the judgement with the requester's permission.
@@ -148,7 +206,9 @@ impl<'a> StrategyValidation<'a> {
                 decision.denials.push(finding.violation);
             }
         }
-        decision.warnings.extend(notice(write));
+        if write.operation != Operation::Delete {
+            decision.warnings.extend(notice(write));
+        }
         if self.gated {
             let user = write.user.username();
             let outcome =
@@ -185,6 +245,9 @@ impl<'a> StrategyValidation<'a> {
         if self.definitions {
             definitions_gate(self.policy, write, permission, &mut decision);
         }
+        if let Some(how) = self.falls_back {
+            fallback_gate(self.policy, write, how, permission, &mut decision);
+        }
         // Rule 10: warn mode denies nothing.
         if self.policy.mode == Mode::Warn {
             for violation in std::mem::take(&mut decision.denials) {
@@ -195,6 +258,51 @@ impl<'a> StrategyValidation<'a> {
         }
         decision
     }
+}
+
+/// Rule 24 on a fall-back: a write that makes the namespace use
+/// Numaplane's cluster default, which skips draining, needs the
+/// namespaceStrategy permission as writing `no-strategy` does.
+fn fallback_gate(
+    policy: &Policy,
+    write: &StrategyWrite<'_>,
+    how: &'static str,
+    permission: &Permission,
+    decision: &mut Verdict,
+) {
+    let user = write.user.username();
+    let default = write.fallback.map_or_else(
+        || ClusterDefault::Unknown("not read here".to_owned()).described(),
+        ClusterDefault::described,
+    );
+    let outcome = permission
+        .outcome()
+        .map_err(|refused| Violation::NamespaceFallbackDenied {
+            user: user.to_owned(),
+            namespace: write.namespace.to_owned(),
+            how,
+            default: default.clone(),
+            refused,
+        });
+    let settle = Settle {
+        mode: policy.mode,
+        // A refused DELETE leaves the ConfigMap to record it on.
+        update: write.operation != Operation::Create,
+        user,
+        permission,
+        after: String::new(),
+        about: String::new(),
+    };
+    let what = format!(
+        "the namespace-level ConfigMap of namespace \"{}\" by {how}, so Numaplane uses {default} there: every rollout upgrades by plain apply, with no pause and no drain",
+        write.namespace
+    );
+    settle.gate_as(
+        decision,
+        Gate::NamespaceStrategy,
+        (EventReason::NamespaceStrategyAllowed, &what),
+        outcome,
+    );
 }
 
 /// Rule 27: Numaflow controller definitions outside Numaplane's namespace

@@ -220,6 +220,23 @@ pub enum Violation {
         /// Why the requester lacks permission.
         refused: NotPermitted,
     },
+    /// Rule 24 on a fall-back: a write that makes Numaplane use its
+    /// cluster default, which skips draining, needs permission.
+    #[error(
+        "user \"{user}\" may not change the namespace-level ConfigMap of namespace \"{namespace}\" by {how}: Numaplane would then use {default} there, so every rollout would upgrade by plain apply, with no pause and no drain, and data in flight may be lost; {refused}; keep data.upgradeStrategy \"pause-and-drain\" or \"progressive\" in a namespace-level ConfigMap, or ask a platform admin to add you to forceReapply.namespaceStrategy in the webhook's policy"
+    )]
+    NamespaceFallbackDenied {
+        /// The requester.
+        user: String,
+        /// The namespace.
+        namespace: String,
+        /// How the write makes Numaplane fall back.
+        how: &'static str,
+        /// The cluster default, described.
+        default: String,
+        /// Why the requester lacks permission.
+        refused: NotPermitted,
+    },
     /// Rule 27: Numaflow controller definitions outside Numaplane's
     /// namespace need permission.
     #[error(
@@ -434,7 +451,9 @@ impl Violation {
             Self::StrategyDataMalformed { .. }
             | Self::StrategyInvalid { .. }
             | Self::StrategyKeysClash { .. } => Rule::NamespaceStrategyValue,
-            Self::NamespaceStrategyDenied { .. } => Rule::NamespaceStrategy,
+            Self::NamespaceStrategyDenied { .. } | Self::NamespaceFallbackDenied { .. } => {
+                Rule::NamespaceStrategy
+            }
             Self::ControllerDefinitionsDenied { .. } => Rule::ControllerDefinitions,
             Self::ForcePromoteRecordWritten { .. } => Rule::ForcePromoteRecord,
             Self::Unjudgeable(_) => Rule::Judgeable,

@@ -23,6 +23,7 @@ use http_body_util::BodyExt as _;
 use hyper::{Method, Request};
 use pipelinerollout_webhook::admission::{self, AnswerContext, Webhook};
 use pipelinerollout_webhook::authz::{self, Authorizer};
+use pipelinerollout_webhook::namespace_config::ClusterDefault;
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
 use test_builders::{pipeline_rollout, users};
@@ -454,10 +455,13 @@ async fn answer(
     authorizer: &Authorizer,
     review: &Value,
 ) -> Result<admission::Reply, String> {
+    // A cluster default that drains (see tests/cel_support/webhook.rs).
+    let drains = ClusterDefault::Strategy("progressive");
     let judge = AnswerContext {
         authorizer,
         permission_timeout: Duration::from_secs(10),
         now: time::OffsetDateTime::now_utc(),
+        cluster_default: Some(&drains),
     };
     let body = review.to_string().into_bytes();
     let (_, outcome) = admission::answer(Webhook::Validate, policy, &body, judge)

@@ -143,6 +143,14 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["get"]),
             vec![],
         ),
+        // Numaplane's cluster default strategy: the watch of its one
+        // ConfigMap, by name.
+        (
+            owned(&[""]),
+            owned(&["configmaps"]),
+            owned(&["list", "watch"]),
+            owned(&["numaplane-controller-config"]),
+        ),
         (
             owned(&["numaplane.numaproj.io"]),
             rollouts.clone(),

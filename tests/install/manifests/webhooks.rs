@@ -332,7 +332,18 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
         "{name}: rule 24's Events, none for a dry run"
     );
     let conditions = hook.match_conditions.clone().unwrap_or_default();
-    controller_kept_off(name, one(&conditions, "matchCondition"));
+    assert_eq!(
+        conditions.len(),
+        2,
+        "{name}: Numaplane and the deleters kept off"
+    );
+    controller_kept_off(name, &conditions[0]);
+    assert_eq!(conditions[1].name, "not-system-deleters", "{name}");
+    assert_eq!(
+        conditions[1].expression,
+        "request.operation != 'DELETE' || !(request.userInfo.username in ['system:serviceaccount:kube-system:generic-garbage-collector', 'system:serviceaccount:kube-system:namespace-controller'])",
+        "{name}: a namespace being deleted never waits for the webhook"
+    );
     assert_eq!(
         hook.namespace_selector, validate.namespace_selector,
         "{name}"
@@ -344,8 +355,8 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
     assert_eq!(sorted(rule.resources.as_ref()), [CONFIGMAPS], "{name}");
     assert_eq!(
         sorted(rule.operations.as_ref()),
-        ["CREATE", "UPDATE"],
-        "{name}"
+        ["CREATE", "DELETE", "UPDATE"],
+        "{name}: a DELETE leaves the namespace to Numaplane's default"
     );
     let selector = hook.object_selector.clone().expect("an objectSelector");
     let expressions = selector.match_expressions.unwrap_or_default();

@@ -144,6 +144,7 @@ fn controller_definitions_table() {
             user: &c.user,
             object: read(&c.new),
             old_object: c.old.as_ref().map(read),
+            fallback: None,
         };
         let validation = validate(&c.policy, write);
         let permission = validation

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::fixtures::{admin, alice, built_in, policy, warn_mode};
 use super::runner::{Named, run_table};
 use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
-use crate::namespace_config::ConfigRead;
+use crate::namespace_config::{ClusterDefault, ConfigRead};
 use crate::policy::Policy;
 use crate::policy::rules::namespace_strategy::validate;
 use crate::policy::rules::{
@@ -33,18 +33,27 @@ fn read(object: &Value) -> ConfigRead {
     ConfigRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
 }
 
-/// Judges a write with the static lists as the only source of permission.
-fn judged(policy: &Policy, user: &UserInfo, old: Option<&Value>, new: &Value) -> Verdict {
+/// Judges a write with the static lists as the only source of permission,
+/// Numaplane's cluster default being `fallback` (`None`: not read). A
+/// DELETE is written as `new` `Value::Null`, the ConfigMap deleted `old`.
+fn judged(
+    policy: &Policy,
+    user: &UserInfo,
+    (old, new): (Option<&Value>, &Value),
+    fallback: Option<&ClusterDefault>,
+) -> Verdict {
+    let (operation, new) = match (old, new) {
+        (Some(old), Value::Null) => (Operation::Delete, old),
+        (Some(_), new) => (Operation::Update, new),
+        (None, new) => (Operation::Create, new),
+    };
     let write = StrategyWrite {
-        operation: if old.is_some() {
-            Operation::Update
-        } else {
-            Operation::Create
-        },
+        operation,
         namespace: "team-a",
         user,
         object: read(new),
         old_object: old.map(read),
+        fallback,
     };
     let validation = validate(policy, write);
     let permission = validation
@@ -66,6 +75,8 @@ struct Case {
     gate: Option<GateResult>,
     /// The one Event the decision asks for, and a text its note contains.
     event: Option<(EventReason, &'static str)>,
+    /// Numaplane's cluster default (`None`: not read).
+    fallback: Option<ClusterDefault>,
 }
 
 impl Named for Case {
@@ -85,6 +96,7 @@ fn case(name: &'static str, old: Option<Value>, new: Value) -> Case {
         says: "",
         gate: None,
         event: None,
+        fallback: Some(ClusterDefault::Strategy("progressive")),
     }
 }
 
@@ -125,11 +137,17 @@ impl Case {
         self.policy = policy;
         self
     }
+    fn falling_back_to(mut self, fallback: Option<ClusterDefault>) -> Self {
+        self.fallback = fallback;
+        self
+    }
 }
 
 #[test]
 fn namespace_strategy_table() {
     let listed = policy("forceReapply:\n  namespaceStrategy: {users: [alice], groups: []}\n");
+    let listed_again = listed.clone();
+    let no = ClusterDefault::Strategy("no-strategy");
     use EventReason::{NamespaceStrategyAllowed, NamespaceStrategyDenied};
     let cases = [
         case("progressive is allowed", None, strategy("progressive")),
@@ -240,9 +258,58 @@ fn namespace_strategy_table() {
             .says("warn mode, would deny: data keys \"upgradestrategy\" and \"upgradeStrategy\" are both upgradeStrategy to Numaplane"),
         case("a key that only looks alike is not read", None, config(json!({"upgrade-strategy": "no-strategy"})))
             .says("no data.upgradeStrategy"),
+        // Numaplane falls back to its cluster default: judged as that default.
+        case("DELETE, the default no-strategy", Some(strategy("progressive")), Value::Null)
+            .falling_back_to(Some(no.clone()))
+            .denied(Rule::NamespaceStrategy, "may not change the namespace-level ConfigMap of namespace \"team-a\" by deleting it: Numaplane would then use Numaplane's cluster default \"no-strategy\" there")
+            .event(NamespaceStrategyDenied, "by deleting it"),
+        case("DELETE, the default not read", Some(strategy("pause-and-drain")), Value::Null)
+            .falling_back_to(None)
+            .denied(Rule::NamespaceStrategy, "which the webhook cannot read (not read here) and so takes as \"no-strategy\"")
+            .event(NamespaceStrategyDenied, "cannot read"),
+        case("DELETE, the default progressive", Some(strategy("pause-and-drain")), Value::Null),
+        case("DELETE of one that skipped draining already", Some(strategy("no-strategy")), Value::Null)
+            .falling_back_to(Some(no.clone())),
+        case("DELETE of an unlabelled ConfigMap", Some(unlabelled("progressive")), Value::Null)
+            .falling_back_to(Some(no.clone())),
+        case("DELETE by a listed user", Some(strategy("progressive")), Value::Null)
+            .falling_back_to(Some(no.clone()))
+            .under(listed_again.clone())
+            .gate(GateResult::Allowed)
+            .event(NamespaceStrategyAllowed, "the namespace-level ConfigMap of namespace \"team-a\" by deleting it, so Numaplane uses Numaplane's cluster default \"no-strategy\" there"),
+        case("DELETE by the namespace controller", Some(strategy("progressive")), Value::Null)
+            .falling_back_to(Some(no.clone()))
+            .by(UserInfo::new("system:serviceaccount:kube-system:namespace-controller", &[])),
+        case("removing the label, the default no-strategy", Some(strategy("progressive")), unlabelled("progressive"))
+            .falling_back_to(Some(no.clone()))
+            .denied(Rule::NamespaceStrategy, "by removing its label")
+            .event(NamespaceStrategyDenied, "by removing its label"),
+        case("removing the key, the default no-strategy", Some(strategy("progressive")), config(json!({"other": "x"})))
+            .falling_back_to(Some(no.clone()))
+            .denied(Rule::NamespaceStrategy, "by leaving out data.upgradeStrategy")
+            .event(NamespaceStrategyDenied, "by leaving out data.upgradeStrategy"),
+        case("creating one without the key, the default no-strategy", None, config(json!({"other": "x"})))
+            .falling_back_to(Some(no.clone()))
+            .denied(Rule::NamespaceStrategy, "by leaving out data.upgradeStrategy"),
+        case("still without the key: unchanged", Some(config(json!({"other": "x"}))), config(json!({"other": "y"})))
+            .falling_back_to(Some(no.clone()))
+            .says("cluster-wide default"),
+        case("an invalid default does not skip draining", Some(strategy("progressive")), Value::Null)
+            .falling_back_to(Some(ClusterDefault::Invalid("fast".into()))),
+        case("warn mode: a DELETE would be denied", Some(strategy("progressive")), Value::Null)
+            .falling_back_to(Some(no.clone()))
+            .under(warn_mode())
+            .says("warn mode, would deny: alice may not leave the namespace to Numaplane's default, which skips draining")
+            .gate(GateResult::WouldDeny)
+            .event(NamespaceStrategyAllowed, "in warn mode"),
     ];
     run_table("namespace strategy", &cases, |c, found| {
-        let decision = judged(&c.policy, &c.user, c.old.as_ref(), &c.new);
+        let decision = judged(
+            &c.policy,
+            &c.user,
+            (c.old.as_ref(), &c.new),
+            c.fallback.as_ref(),
+        );
         let denied_by: Vec<u8> = decision.denials.iter().map(|v| v.rule().number()).collect();
         found.equal("denied by", denied_by, c.denied_by.clone());
         let text = format!(

@@ -65,6 +65,7 @@ fn kind_of(v: &Violation) -> ViolationKind {
         | Violation::StrategyInvalid { .. }
         | Violation::StrategyKeysClash { .. }
         | Violation::NamespaceStrategyDenied { .. }
+        | Violation::NamespaceFallbackDenied { .. }
         | Violation::ControllerDefinitionsDenied { .. } => {
             panic!("rollout writes never break the ConfigMap rules: {v}")
         }

@@ -121,6 +121,12 @@ impl Violation {
                     short(user)
                 )
             }
+            Self::NamespaceFallbackDenied { user, .. } => {
+                format!(
+                    "{} may not leave the namespace to Numaplane's default, which skips draining",
+                    short(user)
+                )
+            }
             Self::ControllerDefinitionsDenied { user, .. } => {
                 format!(
                     "{} may not write Numaflow controller definitions outside Numaplane's namespace",
