@@ -105,14 +105,10 @@ impl GuardedObject {
         DeletionTimeout::Default
     }
 
-    /// The riders in `spec.riders` that grant access, by index and kind:
-    /// Roles, RoleBindings, ClusterRoles and ClusterRoleBindings (group
-    /// `rbac.authorization.k8s.io`, any version), ServiceAccounts and
-    /// Secrets (core `v1`). Numaplane applies riders with its own account,
-    /// so whoever may edit the rollout has it create them.
-    pub fn access_riders(&self) -> Vec<(usize, &'static str)> {
-        const RBAC: [&str; 4] = ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
-        const CORE: [&str; 2] = ["ServiceAccount", "Secret"];
+    /// Each rider of `spec.riders` whose definition names an apiVersion
+    /// and a kind, by index: (index, group, version, kind), the group
+    /// empty for a core apiVersion such as `v1`.
+    fn rider_kinds(&self) -> Vec<(usize, &str, &str, &str)> {
         let Some(spec) = self.spec.get() else {
             return Vec::new();
         };
@@ -124,9 +120,26 @@ impl GuardedObject {
                 let definition = rider.get()?.definition.get()?;
                 let api_version = definition.api_version.as_deref()?;
                 let kind = definition.kind.as_deref()?;
-                let known = match api_version.split_once('/') {
-                    Some(("rbac.authorization.k8s.io", _)) => RBAC.iter().find(|k| **k == kind),
-                    None if api_version == "v1" => CORE.iter().find(|k| **k == kind),
+                let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+                Some((i, group, version, kind))
+            })
+            .collect()
+    }
+
+    /// The riders in `spec.riders` that grant access, by index and kind:
+    /// Roles, RoleBindings, ClusterRoles and ClusterRoleBindings (group
+    /// `rbac.authorization.k8s.io`, any version), ServiceAccounts and
+    /// Secrets (core `v1`). Numaplane applies riders with its own account,
+    /// so whoever may edit the rollout has it create them.
+    pub fn access_riders(&self) -> Vec<(usize, &'static str)> {
+        const RBAC: [&str; 4] = ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
+        const CORE: [&str; 2] = ["ServiceAccount", "Secret"];
+        self.rider_kinds()
+            .into_iter()
+            .filter_map(|(i, group, version, kind)| {
+                let known = match (group, version) {
+                    ("rbac.authorization.k8s.io", _) => RBAC.iter().find(|k| **k == kind),
+                    ("", "v1") => CORE.iter().find(|k| **k == kind),
                     _ => None,
                 };
                 known.map(|k| (i, *k))
@@ -139,21 +152,12 @@ impl GuardedObject {
     /// version): with one, Numaplane promotes every progressive upgrade
     /// without assessment (Numaplane 75c9dd5, `progressiveUnsupported`).
     pub fn hpa_riders(&self) -> Vec<usize> {
-        let Some(spec) = self.spec.get() else {
-            return Vec::new();
-        };
-        spec.riders
-            .items()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, rider)| {
-                let definition = rider.get()?.definition.get()?;
-                let group = definition.api_version.as_deref()?.split('/').next()?;
-                let hpa = group == "autoscaling"
-                    && definition.api_version.as_deref()?.contains('/')
-                    && definition.kind.as_deref() == Some("HorizontalPodAutoscaler");
-                hpa.then_some(i)
+        self.rider_kinds()
+            .into_iter()
+            .filter(|(_, group, _, kind)| {
+                *group == "autoscaling" && *kind == "HorizontalPodAutoscaler"
             })
+            .map(|(i, ..)| i)
             .collect()
     }
 }

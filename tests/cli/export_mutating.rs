@@ -6,7 +6,6 @@
 //! in tests/apiserver/mutating_policy.rs.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
@@ -157,16 +156,9 @@ fn each_namespace_gets_its_scopes_defaults() {
 }
 
 fn bin(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
-        .args(["export-vap", "--mutating"])
-        .args(args)
-        .output()
-        .expect("run export-vap");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut all = vec!["--mutating"];
+    all.extend_from_slice(args);
+    crate::export_vap::bin(&all)
 }
 
 #[test]

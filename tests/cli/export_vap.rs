@@ -529,7 +529,8 @@ fn the_comment_block_says_what_is_not_covered() {
     );
 }
 
-fn bin(args: &[&str]) -> (i32, String, String) {
+/// Runs `export-vap ARGS`: the exit code, standard output and error.
+pub(crate) fn bin(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pipelinerollout-webhook"))
         .arg("export-vap")
         .args(args)

@@ -221,21 +221,13 @@ impl<'a> StrategyValidation<'a> {
                         shown: write.object.shown(),
                         refused,
                     });
-            let settle = Settle {
-                mode: self.policy.mode,
-                update: write.operation == Operation::Update,
-                user,
-                permission,
-                after: String::new(),
-                about: String::new(),
-            };
             let what = format!(
                 "{} to {} in namespace \"{}\", so every rollout there upgrades by plain apply, with no pause and no drain",
                 write.object.field(),
                 write.object.shown(),
                 write.namespace
             );
-            settle.gate_as(
+            settle(self.policy, write, permission).gate_as(
                 &mut decision,
                 Gate::NamespaceStrategy,
                 (EventReason::NamespaceStrategyAllowed, &what),
@@ -257,6 +249,23 @@ impl<'a> StrategyValidation<'a> {
             }
         }
         decision
+    }
+}
+
+/// How a gate on this ConfigMap is settled: an Event on a refused UPDATE or
+/// DELETE (a refused CREATE leaves no ConfigMap to record it on).
+fn settle<'p>(
+    policy: &Policy,
+    write: &'p StrategyWrite<'_>,
+    permission: &'p Permission,
+) -> Settle<'p> {
+    Settle {
+        mode: policy.mode,
+        update: write.operation != Operation::Create,
+        user: write.user.username(),
+        permission,
+        after: String::new(),
+        about: String::new(),
     }
 }
 
@@ -284,20 +293,11 @@ fn fallback_gate(
             default: default.clone(),
             refused,
         });
-    let settle = Settle {
-        mode: policy.mode,
-        // A refused DELETE leaves the ConfigMap to record it on.
-        update: write.operation != Operation::Create,
-        user,
-        permission,
-        after: String::new(),
-        about: String::new(),
-    };
     let what = format!(
         "the namespace-level ConfigMap of namespace \"{}\" by {how}, so Numaplane uses {default} there: every rollout upgrades by plain apply, with no pause and no drain",
         write.namespace
     );
-    settle.gate_as(
+    settle(policy, write, permission).gate_as(
         decision,
         Gate::NamespaceStrategy,
         (EventReason::NamespaceStrategyAllowed, &what),
@@ -324,19 +324,11 @@ fn definitions_gate(
             numaplane_namespace: policy.numaplane.namespace.clone(),
             refused,
         });
-    let settle = Settle {
-        mode: policy.mode,
-        update: write.operation == Operation::Update,
-        user,
-        permission,
-        after: String::new(),
-        about: String::new(),
-    };
     let what = format!(
         "Numaflow controller definitions in namespace \"{}\", which Numaplane prefers to those of \"{}\" and applies with its own account",
         write.namespace, policy.numaplane.namespace
     );
-    settle.gate_as(
+    settle(policy, write, permission).gate_as(
         decision,
         Gate::ControllerDefinitions,
         (EventReason::ControllerDefinitionsAllowed, &what),

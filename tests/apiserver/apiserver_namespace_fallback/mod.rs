@@ -15,9 +15,7 @@ use std::time::{Duration, Instant};
 use envtest::{Cluster, Output, User, binding};
 use serde_json::{Value, json};
 
-use super::{LABEL, config_map, shared};
-
-const WEBHOOK: &str = "validate-namespace-config.pipelinerollout-webhook.numaplane.numaproj.io";
+use super::{LABEL, assert_refused, config_map, shared};
 
 /// A namespace where alice may write and delete ConfigMaps.
 fn editors(cluster: &Cluster, ns: &str) {
@@ -51,21 +49,6 @@ fn delete(cluster: &Cluster, ns: &str, name: &str, dry_run: bool) -> Output {
         args.push("--dry-run=server");
     }
     cluster.kubectl(User::Alice).run(&args)
-}
-
-#[track_caller]
-fn assert_refused(out: &Output, says: &str) {
-    assert!(!out.success, "expected a refusal: {out}");
-    assert!(
-        out.stderr.contains(&format!(
-            "admission webhook \"{WEBHOOK}\" denied the request"
-        )),
-        "refused, but not by {WEBHOOK}: {out}"
-    );
-    assert!(
-        out.stderr.contains(says),
-        "the refusal does not say {says:?}: {out}"
-    );
 }
 
 /// Waits until alice's dry-run DELETE of `ns/name` is allowed (`true`) or

@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 
 use super::fixtures::{admin, alice, built_in, policy, warn_mode};
+use super::namespace_strategy::gate_recorded;
 use super::runner::{Named, run_table};
 use crate::kinds::{CONFIG_LABEL, CONTROLLER_DEFINITIONS};
 use crate::namespace_config::ConfigRead;
@@ -158,12 +159,6 @@ fn controller_definitions_table() {
             Vec::new()
         };
         found.equal("denied by", denied_by, want);
-        let gate = decision
-            .gates
-            .iter()
-            .find(|(g, _)| *g == Gate::ControllerDefinitions)
-            .map(|(_, r)| *r);
-        found.equal("gate", gate, c.gate);
         let text = format!(
             "{} | {}",
             decision.denial_message().unwrap_or_default(),
@@ -172,27 +167,12 @@ fn controller_definitions_table() {
         found.check(text.contains(c.says), || {
             format!("{text:?} lacks {:?}", c.says)
         });
-        found.equal(
-            "audit annotation",
-            decision.audit.contains_key("controller-definitions"),
-            c.gate.is_some(),
+        gate_recorded(
+            found,
+            &decision,
+            Gate::ControllerDefinitions,
+            c.gate,
+            c.event,
         );
-        let events: Vec<(EventReason, &str)> = decision
-            .events
-            .iter()
-            .map(|e| (e.reason, e.note.as_str()))
-            .collect();
-        match c.event {
-            None => found.equal("events", events, Vec::new()),
-            Some((reason, says)) => match events.as_slice() {
-                [(got, note)] => {
-                    found.equal("event reason", *got, reason);
-                    found.check(note.contains(says), || {
-                        format!("the Event's note {note:?} lacks {says:?}")
-                    });
-                }
-                other => found.check(false, || format!("one {reason:?} Event, not {other:?}")),
-            },
-        }
     });
 }

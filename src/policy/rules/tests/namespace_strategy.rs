@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::fixtures::{admin, alice, built_in, policy, warn_mode};
-use super::runner::{Named, run_table};
+use super::runner::{Mismatches, Named, run_table};
 use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
 use crate::namespace_config::{ClusterDefault, ConfigRead};
 use crate::policy::Policy;
@@ -323,35 +323,48 @@ fn namespace_strategy_table() {
         if c.says.is_empty() {
             found.equal("warnings", decision.warnings.clone(), Vec::new());
         }
-        let gate = decision
-            .gates
-            .iter()
-            .find(|(g, _)| *g == Gate::NamespaceStrategy)
-            .map(|(_, r)| *r);
-        found.equal("gate", gate, c.gate);
-        found.equal(
-            "audit annotation",
-            decision.audit.contains_key("namespace-strategy"),
-            c.gate.is_some(),
-        );
-        let events: Vec<(EventReason, &str)> = decision
-            .events
-            .iter()
-            .map(|e| (e.reason, e.note.as_str()))
-            .collect();
-        match c.event {
-            None => found.equal("events", events, Vec::new()),
-            Some((reason, says)) => match events.as_slice() {
-                [(got, note)] => {
-                    found.equal("event reason", *got, reason);
-                    found.check(note.contains(says), || {
-                        format!("the Event's note {note:?} lacks {says:?}")
-                    });
-                }
-                other => found.check(false, || format!("one {reason:?} Event, not {other:?}")),
-            },
-        }
+        gate_recorded(found, &decision, Gate::NamespaceStrategy, c.gate, c.event);
     });
+}
+
+/// Checks what a ConfigMap gate recorded: its result (`want`), the audit
+/// annotation named after it (present when it decided), and the one Event
+/// with a text its note contains (or none).
+pub(super) fn gate_recorded(
+    found: &mut Mismatches,
+    decision: &Verdict,
+    gate: Gate,
+    want: Option<GateResult>,
+    event: Option<(EventReason, &str)>,
+) {
+    let got = decision
+        .gates
+        .iter()
+        .find(|(g, _)| *g == gate)
+        .map(|(_, r)| *r);
+    found.equal("gate", got, want);
+    found.equal(
+        "audit annotation",
+        decision.audit.contains_key(gate.as_str()),
+        want.is_some(),
+    );
+    let events: Vec<(EventReason, &str)> = decision
+        .events
+        .iter()
+        .map(|e| (e.reason, e.note.as_str()))
+        .collect();
+    match event {
+        None => found.equal("events", events, Vec::new()),
+        Some((reason, says)) => match events.as_slice() {
+            [(got, note)] => {
+                found.equal("event reason", *got, reason);
+                found.check(note.contains(says), || {
+                    format!("the Event's note {note:?} lacks {says:?}")
+                });
+            }
+            other => found.check(false, || format!("one {reason:?} Event, not {other:?}")),
+        },
+    }
 }
 
 #[test]
