@@ -284,12 +284,12 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
     // One result per rollout and rule, a summary that adds up, no owner.
     assert_eq!(
         old["results"].as_array().map(Vec::len),
-        Some(4 * 13),
+        Some(4 * 14),
         "{old:#}"
     );
     assert_eq!(
         old["summary"],
-        json!({"pass": 40, "fail": 3, "warn": 3, "error": 1, "skip": 5}),
+        json!({"pass": 44, "fail": 3, "warn": 3, "error": 1, "skip": 5}),
         "{old:#}"
     );
     assert!(old["metadata"].get("ownerReferences").is_none(), "{old:#}");
@@ -391,7 +391,7 @@ fn stored_rollouts_are_reported_and_the_reports_follow_policy_changes_and_outage
         "the broken watch is counted: {text}"
     );
     let late = wait_for_result(cluster, LATE, "after", "drain-timeout-range", "pass");
-    assert_eq!(late["summary"]["pass"], 13, "{late:#}");
+    assert_eq!(late["summary"]["pass"], 14, "{late:#}");
 }
 
 #[test]

@@ -120,7 +120,7 @@ fn monovertex_and_isbservice_rollouts_are_reported_with_their_own_rules() {
     ];
     assert_eq!(rules("mono"), others, "{report:#}");
     assert_eq!(rules("isb"), others, "{report:#}");
-    assert_eq!(rules("pipe").len(), 13, "{report:#}");
+    assert_eq!(rules("pipe").len(), 14, "{report:#}");
 
     let result = |name: &str, rule: &str| {
         results_of(&report, name)
