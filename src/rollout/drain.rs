@@ -108,14 +108,11 @@ impl GuardedObject {
     /// Each rider of `spec.riders` whose definition names an apiVersion
     /// and a kind, by index: (index, group, version, kind), the group
     /// empty for a core apiVersion such as `v1`.
-    fn rider_kinds(&self) -> Vec<(usize, &str, &str, &str)> {
-        let Some(spec) = self.spec.get() else {
-            return Vec::new();
-        };
-        spec.riders
-            .items()
-            .iter()
-            .enumerate()
+    fn rider_kinds(&self) -> impl Iterator<Item = (usize, &str, &str, &str)> {
+        self.spec
+            .get()
+            .into_iter()
+            .flat_map(|spec| spec.riders.items().iter().enumerate())
             .filter_map(|(i, rider)| {
                 let definition = rider.get()?.definition.get()?;
                 let api_version = definition.api_version.as_deref()?;
@@ -123,7 +120,6 @@ impl GuardedObject {
                 let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
                 Some((i, group, version, kind))
             })
-            .collect()
     }
 
     /// The riders in `spec.riders` that grant access, by index and kind:
@@ -135,7 +131,6 @@ impl GuardedObject {
         const RBAC: [&str; 4] = ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
         const CORE: [&str; 2] = ["ServiceAccount", "Secret"];
         self.rider_kinds()
-            .into_iter()
             .filter_map(|(i, group, version, kind)| {
                 let known = match (group, version) {
                     ("rbac.authorization.k8s.io", _) => RBAC.iter().find(|k| **k == kind),
@@ -153,7 +148,6 @@ impl GuardedObject {
     /// without assessment (Numaplane 75c9dd5, `progressiveUnsupported`).
     pub fn hpa_riders(&self) -> Vec<usize> {
         self.rider_kinds()
-            .into_iter()
             .filter(|(_, group, _, kind)| {
                 *group == "autoscaling" && *kind == "HorizontalPodAutoscaler"
             })
