@@ -13,6 +13,7 @@ use arc_swap::ArcSwap;
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
+use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
@@ -44,7 +45,8 @@ pub async fn run(
 async fn follow(client: kube::Client, namespace: &str, into: &ArcSwap<ClusterDefault>) {
     let api: Api<ConfigMap> = Api::namespaced(client, namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={CONTROLLER_CONFIG}"));
-    let mut events = watcher::watcher(api, config).boxed();
+    // kube-runtime's backoff spaces the retries after an error.
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
     let mut seen = false;
     while let Some(event) = events.next().await {
         let read = match event {
@@ -60,13 +62,9 @@ async fn follow(client: kube::Client, namespace: &str, into: &ArcSwap<ClusterDef
             Ok(Event::InitDone) | Ok(Event::Delete(_)) => ClusterDefault::Unknown(format!(
                 "no ConfigMap {CONTROLLER_CONFIG} in namespace \"{namespace}\""
             )),
-            Err(e) => {
-                let why = format!("cannot watch {namespace}/{CONTROLLER_CONFIG}: {e}");
-                store(into, ClusterDefault::Unknown(why));
-                // The watcher retries on its next poll; not in a busy loop.
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-                continue;
-            }
+            Err(e) => ClusterDefault::Unknown(format!(
+                "cannot watch {namespace}/{CONTROLLER_CONFIG}: {e}"
+            )),
         };
         store(into, read);
     }

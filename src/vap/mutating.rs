@@ -275,11 +275,10 @@ fn one_shot_reset(vars: &mut Vars) -> String {
             upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
         ),
     );
-    let pointer = format!(
-        "{}/{}",
-        ANNOTATIONS.pointer(),
-        ALLOW_DATA_LOSS.replace('~', "~0").replace('/', "~1")
-    );
+    // Escaped as the webhook's own reset escapes it (`stale_force_reset`).
+    let pointer =
+        json_patch::jsonptr::PointerBuf::from_tokens(ANNOTATIONS.entry_keys(ALLOW_DATA_LOSS))
+            .to_string();
     format!(
         "request.operation == 'UPDATE' && variables.a.orValue('') == 'true' &&\n  \
          variables.oldA.orValue('') == 'true' && variables.oldPauseOver ?\n  \
