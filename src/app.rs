@@ -147,6 +147,11 @@ impl App {
                 shared.policy_updates(),
                 Arc::clone(&shared.cluster_default),
             ));
+            // Every replica judges what Numaflow makes for a child (rule
+            // 29), so every replica follows the children.
+            shared.children = Some(Arc::new(crate::background::children::ChildrenView::start(
+                &api.client,
+            )));
             // Opens the client's connection now, so the first
             // SubjectAccessReview does not pay for it (46.5 ms in one
             // end-to-end run, where the first call opened it), and says

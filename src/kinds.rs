@@ -12,7 +12,7 @@ pub const NUMAFLOW_GROUP: &str = "numaflow.numaproj.io";
 pub const VERSION: &str = "v1alpha1";
 
 /// A kind the webhook judges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     /// `numaplane.numaproj.io` PipelineRollout.
     PipelineRollout,
@@ -125,6 +125,98 @@ impl Kind {
         matches!(self, Self::Pipeline | Self::PipelineRollout)
     }
 }
+
+/// A kind Numaflow's controller makes for a child (rule 29): what it reads
+/// back to decide a drain or an assessment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Made {
+    /// `numaflow.numaproj.io` Vertex, one per vertex of a Pipeline.
+    Vertex,
+    /// `apps` Deployment: a Pipeline's daemon, a vertex's or a MonoVertex's pods.
+    Deployment,
+    /// `apps` StatefulSet: a vertex's or an InterStepBufferService's pods.
+    StatefulSet,
+    /// Core Service: a Pipeline's daemon, a vertex's headless Service.
+    Service,
+}
+
+impl Made {
+    /// Every kind Numaflow makes that the webhook judges.
+    pub const ALL: [Made; 4] = [
+        Made::Vertex,
+        Made::Deployment,
+        Made::StatefulSet,
+        Made::Service,
+    ];
+
+    /// The API group (`""`: core).
+    pub const fn group(self) -> &'static str {
+        match self {
+            Self::Vertex => NUMAFLOW_GROUP,
+            Self::Deployment | Self::StatefulSet => "apps",
+            Self::Service => "",
+        }
+    }
+
+    /// The version.
+    pub const fn version(self) -> &'static str {
+        match self {
+            Self::Vertex => VERSION,
+            Self::Deployment | Self::StatefulSet | Self::Service => "v1",
+        }
+    }
+
+    /// The resource name (plural, lowercase).
+    pub const fn resource(self) -> &'static str {
+        match self {
+            Self::Vertex => "vertices",
+            Self::Deployment => "deployments",
+            Self::StatefulSet => "statefulsets",
+            Self::Service => "services",
+        }
+    }
+
+    /// The kind as objects name it.
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Self::Vertex => "Vertex",
+            Self::Deployment => "Deployment",
+            Self::StatefulSet => "StatefulSet",
+            Self::Service => "Service",
+        }
+    }
+
+    /// The kind a request's `resource` names, if Numaflow makes it.
+    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.group() == group && k.resource() == resource)
+    }
+
+    /// The kind an object's `apiVersion` group and `kind` name, if Numaflow makes it.
+    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.group() == group && k.kind() == kind)
+    }
+}
+
+/// The labels Numaflow's controller puts on what it makes for a child,
+/// naming the child: a Pipeline's, a MonoVertex's, an
+/// InterStepBufferService's (Numaflow v1.8, `const.go`).
+pub const NUMAFLOW_PARENT_LABELS: [(&str, Kind); 3] = [
+    ("numaflow.numaproj.io/pipeline-name", Kind::Pipeline),
+    ("numaflow.numaproj.io/mono-vertex-name", Kind::MonoVertex),
+    (
+        "numaflow.numaproj.io/isbsvc-name",
+        Kind::InterStepBufferService,
+    ),
+];
+/// The label every object Numaflow's controller makes carries, with the
+/// value [`NUMAFLOW_PART_OF`]: the registration's objectSelector.
+pub const PART_OF_LABEL: &str = "app.kubernetes.io/part-of";
+/// The value of [`PART_OF_LABEL`] on what Numaflow makes.
+pub const NUMAFLOW_PART_OF: &str = "numaflow";
 
 /// The annotation on a PipelineRollout that tells Numaplane to force a
 /// re-apply without draining, when it is exactly `"true"`.

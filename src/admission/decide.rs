@@ -11,8 +11,8 @@ use super::Webhook;
 use crate::authz::Target;
 use crate::kinds::CONFIGMAPS;
 use crate::policy::rules::{
-    self, GuardedWrite, Permissions, StrategyValidation, StrategyWrite, Validation, Verdict,
-    Violation, namespace_strategy,
+    self, GuardedWrite, MadeValidation, MadeWrite, Permissions, StrategyValidation, StrategyWrite,
+    Validation, Verdict, Violation, made_objects, namespace_strategy,
 };
 use crate::policy::{Grant, Permission, Policy, UserInfo};
 
@@ -31,6 +31,14 @@ pub enum Subject<'a> {
         write: GuardedWrite<'a>,
         /// The object's name (the permission is asked about it; empty on
         /// a CREATE with generateName).
+        name: &'a str,
+    },
+    /// A write of a Vertex, Deployment, StatefulSet or Service that Numaflow
+    /// may have made for a child: rule 29.
+    Made {
+        /// The write.
+        write: MadeWrite<'a>,
+        /// The object's name (the permission is asked about it).
         name: &'a str,
     },
     /// A write of a ConfigMap that carries (or carried) Numaplane's config
@@ -59,7 +67,7 @@ pub enum Need {
     ForceReapply,
     /// `forceReapply.deleteUndrained`: rules 14, 20 and 21.
     DeleteUndrained,
-    /// `forceReapply.editChildren`: rule 26.
+    /// `forceReapply.editChildren`: rules 26 and 29.
     EditChildren,
     /// `forceReapply.namespaceStrategy`: rule 24.
     NamespaceStrategy,
@@ -111,6 +119,8 @@ enum State<'a> {
     Write(Validation<'a>, [Slot<'a>; 3]),
     /// `/validate` on a namespace-level ConfigMap, and rule 24's permission.
     NamespaceConfig(StrategyValidation<'a>, Slot<'a>),
+    /// `/validate` on what Numaflow makes, and rule 29's permission.
+    Made(MadeValidation<'a>, Slot<'a>),
 }
 
 /// The slot of one permission: `settled`, else the question of `grant`.
@@ -161,6 +171,25 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
         // Nothing in a ConfigMap is defaulted.
         (Subject::NamespaceConfig { .. }, Webhook::Mutate) => {
             State::Done(Verdict::default(), false)
+        }
+        (Subject::Made { .. }, Webhook::Mutate) => State::Done(Verdict::default(), false),
+        (Subject::Made { write, name }, Webhook::Validate) => {
+            let target = Target {
+                group: write.kind.group(),
+                resource: write.kind.resource(),
+                namespace: write.namespace,
+                name,
+            };
+            let user = write.user;
+            let validation = made_objects::validate(policy, write);
+            let permission = slot(
+                validation.settled_permission(),
+                Need::EditChildren,
+                validation.grant(),
+                user,
+                target,
+            );
+            State::Made(validation, permission)
         }
         (Subject::NamespaceConfig { write, name }, Webhook::Validate) => {
             let target = Target {
@@ -226,7 +255,7 @@ impl<'a> Judgement<'a> {
         let slots: &[Slot<'a>] = match &self.state {
             State::Done(..) => &[],
             State::Write(_, slots) => slots,
-            State::NamespaceConfig(_, slot) => std::slice::from_ref(slot),
+            State::NamespaceConfig(_, slot) | State::Made(_, slot) => std::slice::from_ref(slot),
         };
         slots.iter().filter_map(|slot| slot.as_ref().err().copied())
     }
@@ -243,6 +272,10 @@ impl<'a> Judgement<'a> {
                     undrained: answered(undrained),
                     edit_children: answered(edit_children),
                 }),
+                judged: true,
+            },
+            State::Made(validation, permission) => Decided {
+                verdict: validation.finish(&answered(permission)),
                 judged: true,
             },
             State::NamespaceConfig(validation, permission) => Decided {

@@ -25,7 +25,7 @@ pub use self::decide::{Decided, Input, Judgement, Need, Question, Subject, decid
 pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
 use crate::authz::{Authorizer, RbacTrace};
 use crate::namespace_config::ClusterDefault;
-use crate::policy::rules::Verdict;
+use crate::policy::rules::{ChildLookup, Verdict};
 use crate::policy::{Permission, Policy};
 
 /// The AdmissionReview apiVersions we speak.
@@ -97,6 +97,9 @@ pub struct AnswerContext<'a> {
     /// Numaplane's cluster default strategy, as last read (`None`: not
     /// read, taken as `no-strategy`).
     pub cluster_default: Option<&'a ClusterDefault>,
+    /// The webhook's view of the children, for rule 29 (`None`: none,
+    /// and what Numaflow makes for a child is judged as a guarded one's).
+    pub children: Option<&'a dyn ChildLookup>,
 }
 
 impl<'a> AnswerContext<'a> {
@@ -107,6 +110,7 @@ impl<'a> AnswerContext<'a> {
             permission_timeout,
             now: OffsetDateTime::now_utc(),
             cluster_default: None,
+            children: None,
         }
     }
 }
@@ -124,8 +128,10 @@ pub async fn answer(
 ) -> Result<(AdmissionRequest, Reply), ParseError> {
     let request = AdmissionRequest::parse(body)?;
     let mut subject = request.subject(context.now);
-    if let Subject::NamespaceConfig { write, .. } = &mut subject {
-        write.fallback = context.cluster_default;
+    match &mut subject {
+        Subject::NamespaceConfig { write, .. } => write.fallback = context.cluster_default,
+        Subject::Made { write, .. } => write.look_up(context.children),
+        _ => {}
     }
     let input = Input { webhook, subject };
     let judgement = decide(policy, input);

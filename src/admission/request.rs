@@ -9,11 +9,11 @@ use time::OffsetDateTime;
 
 use super::API_VERSIONS;
 use super::decide::Subject;
-use crate::kinds::{self, CONFIGMAPS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION};
+use crate::kinds::{self, CONFIGMAPS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made};
 use crate::lenient::{Obj, Text};
 use crate::namespace_config::ConfigRead;
 use crate::policy::UserInfo;
-use crate::policy::rules::{GuardedWrite, Operation, StrategyWrite};
+use crate::policy::rules::{Belonging, GuardedWrite, MadeWrite, Operation, StrategyWrite};
 use crate::rollout::GuardedObject;
 
 /// The operation of an admission request, as the API server names it.
@@ -213,6 +213,14 @@ impl AdmissionRequest {
         Kind::from_resource(resource.group.as_deref()?, resource.resource.as_deref()?)
     }
 
+    /// The kind Numaflow makes that the request is for, if it is one.
+    pub fn made_kind(&self) -> Option<Made> {
+        match self.resource() {
+            Ok(Resource::Made(kind)) => Some(kind),
+            _ => None,
+        }
+    }
+
     /// Whether the request is for a core ConfigMap (what the webhook sees
     /// of those is Numaplane's namespace-level configuration).
     pub fn is_config_map(&self) -> bool {
@@ -251,12 +259,20 @@ impl AdmissionRequest {
                 if let Some(kind) = Kind::from_resource(group, name).filter(|k| k.is_child()) {
                     return Ok(Resource::Guarded(kind));
                 }
+                // A Vertex's status is Numaflow's, as its child's is (rule 29).
+                if let Some(kind) = Made::from_resource(group, name).filter(|k| *k == Made::Vertex)
+                {
+                    return Ok(Resource::Made(kind));
+                }
                 return Ok(Resource::Subresource);
             }
             Some(_) => return Ok(Resource::Subresource),
         }
         if group.is_empty() && name == CONFIGMAPS {
             return Ok(Resource::NamespaceConfig);
+        }
+        if let Some(kind) = Made::from_resource(group, name) {
+            return Ok(Resource::Made(kind));
         }
         Ok(match Kind::from_resource(group, name) {
             Some(kind) => Resource::Guarded(kind),
@@ -284,6 +300,7 @@ impl AdmissionRequest {
             Resource::Subresource => return Ok(Subject::Skipped),
             Resource::Unguarded(name) => return Ok(Subject::Unguarded(self.unknown_reason(&name))),
             Resource::NamespaceConfig => return self.namespace_config_write(operation),
+            Resource::Made(kind) => return self.made_write(kind, operation),
             Resource::Guarded(kind) => kind,
         };
         let what = kind.kind();
@@ -388,6 +405,44 @@ impl AdmissionRequest {
         })
     }
 
+    /// A write of a kind Numaflow makes for a child: rule 29 judges a
+    /// CREATE or UPDATE; a DELETE needs nothing (Numaflow makes the object
+    /// again). Whether it belongs to a guarded child is looked up later.
+    fn made_write(&self, kind: Made, operation: Operation) -> Result<Subject<'_>, Unjudgeable> {
+        if operation == Operation::Delete {
+            return Ok(Subject::Skipped);
+        }
+        let Obj::Present(object) = &self.object else {
+            return Err(Unjudgeable::Object {
+                found: describe(&self.object),
+                operation: self.operation,
+                kind: kind.kind(),
+            });
+        };
+        let old_object = match (&self.old_object, operation) {
+            (Obj::Present(old), Operation::Update) => Some(old),
+            (_, Operation::Create | Operation::Delete) => None,
+            (other, Operation::Update) => {
+                return Err(Unjudgeable::OldObject {
+                    found: describe(other),
+                    kind: kind.kind(),
+                });
+            }
+        };
+        Ok(Subject::Made {
+            write: MadeWrite {
+                kind,
+                operation,
+                namespace: &self.namespace,
+                user: &self.user,
+                object,
+                old_object,
+                belonging: Belonging::Unknown("not looked up".to_owned()),
+            },
+            name: &self.name,
+        })
+    }
+
     /// Why a write of an unknown resource is allowed unjudged: the warning,
     /// naming any of Numaplane's switches it carries, so that no force goes
     /// through silently.
@@ -416,6 +471,8 @@ enum Resource {
     Guarded(Kind),
     /// A core ConfigMap: perhaps Numaplane's namespace-level configuration.
     NamespaceConfig,
+    /// A kind Numaflow makes for a child (rule 29).
+    Made(Made),
     /// Another resource: its name, escaped for the warning.
     Unguarded(String),
 }

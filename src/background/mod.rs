@@ -5,7 +5,8 @@
 //! PolicyReports, and the certificate controller of `--manage-certs`
 //! ([`certs`], whose readiness check runs in every replica). Every replica
 //! also follows Numaplane's cluster default strategy
-//! ([`numaplane_default`]), which admission reads.
+//! ([`numaplane_default`]) and the children ([`children`]), which
+//! admission reads.
 //!
 //! The dependency rule: background work uses [`crate::admission`],
 //! [`crate::policy`], [`crate::rollout`], [`crate::events`],
@@ -18,6 +19,7 @@
 pub mod audit;
 pub mod backoff;
 pub mod certs;
+pub mod children;
 pub mod leader;
 pub mod list;
 pub mod numaplane_default;

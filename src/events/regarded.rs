@@ -1,5 +1,6 @@
-//! What an Event can be about: an object of a kind the webhook guards, or
-//! Numaplane's namespace-level ConfigMap (rules 23 and 24). A ConfigMap is
+//! What an Event can be about: an object of a kind the webhook guards,
+//! Numaplane's namespace-level ConfigMap (rules 23 and 24), or what
+//! Numaflow makes for a child (rule 29). A ConfigMap is
 //! no guarded kind ([`Kind`] lists the six the rules judge as rollouts and
 //! children), so it is a case of its own here, known only to the Events.
 
@@ -7,7 +8,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::ApiResource;
 
 use crate::admission::AdmissionRequest;
-use crate::kinds::{self, CONFIGMAPS, Kind};
+use crate::kinds::{self, CONFIGMAPS, Kind, Made};
 
 /// The core group's ConfigMap, as an Event's `regarding` names it.
 const CONFIG_MAP: &str = "ConfigMap";
@@ -21,6 +22,8 @@ pub enum Regarded {
     Guarded(Kind),
     /// A core/v1 ConfigMap: Numaplane's namespace-level configuration.
     NamespaceConfig,
+    /// What Numaflow makes for a child (rule 29).
+    Made(Made),
 }
 
 impl Regarded {
@@ -31,6 +34,13 @@ impl Regarded {
         if request.is_config_map() {
             return (Self::NamespaceConfig, CORE_VERSION.to_owned());
         }
+        if let Some(kind) = request.made_kind() {
+            let version = match kind.group() {
+                "" => kind.version().to_owned(),
+                group => format!("{group}/{}", kind.version()),
+            };
+            return (Self::Made(kind), version);
+        }
         let kind = request.kind().unwrap_or(Kind::PipelineRollout);
         (Self::Guarded(kind), request.object_api_version())
     }
@@ -40,6 +50,7 @@ impl Regarded {
         match self {
             Self::Guarded(kind) => kind.kind(),
             Self::NamespaceConfig => CONFIG_MAP,
+            Self::Made(kind) => kind.kind(),
         }
     }
 
@@ -52,8 +63,11 @@ impl Regarded {
             None if api_version == CORE_VERSION && kind == CONFIG_MAP => {
                 Some(Self::NamespaceConfig)
             }
+            None if api_version == CORE_VERSION => Made::from_kind("", kind).map(Self::Made),
             None => None,
-            Some((group, _)) => Kind::from_kind(group, kind).map(Self::Guarded),
+            Some((group, _)) => Kind::from_kind(group, kind)
+                .map(Self::Guarded)
+                .or_else(|| Made::from_kind(group, kind).map(Self::Made)),
         }
     }
 
@@ -62,6 +76,7 @@ impl Regarded {
         let (group, version, plural) = match self {
             Self::Guarded(kind) => (kind.group(), kinds::VERSION, kind.resource()),
             Self::NamespaceConfig => ("", CORE_VERSION, CONFIGMAPS),
+            Self::Made(kind) => (kind.group(), kind.version(), kind.resource()),
         };
         ApiResource {
             group: group.to_owned(),

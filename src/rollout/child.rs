@@ -18,7 +18,9 @@ use serde_json::Value;
 
 use super::keys::Key;
 use super::{GuardedObject, Metadata, Spec, Status};
-use crate::kinds::{Kind, NUMAFLOW_GROUP, NUMAPLANE_GROUP, PARENT_ROLLOUT};
+use crate::kinds::{
+    Kind, Made, NUMAFLOW_GROUP, NUMAFLOW_PARENT_LABELS, NUMAPLANE_GROUP, PARENT_ROLLOUT,
+};
 use crate::lenient::{JsonKind, Obj};
 use crate::skim::RawText;
 
@@ -83,11 +85,13 @@ impl Ownership {
     }
 }
 
-/// Whether an object of this `kind` is a child (its whole spec is kept).
+/// Whether an object of this `kind` is a child or what Numaflow makes for
+/// one (its whole spec is kept).
 fn names_a_child(kind: &str) -> bool {
     Kind::ALL
         .into_iter()
         .any(|k| k.is_child() && k.kind() == kind)
+        || Made::ALL.into_iter().any(|k| k.kind() == kind)
 }
 
 impl<'de> Deserialize<'de> for GuardedObject {
@@ -179,7 +183,7 @@ impl<'de> Visitor<'de> for ViewVisitor {
                     let MaybeStr(version) = map.next_value()?;
                     let version = version.as_deref();
                     let group = version.and_then(|v| v.split_once('/'));
-                    if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP) || version == Some("v1") {
+                    if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP && g != "apps") {
                         child = Some(false);
                     }
                 }
@@ -278,6 +282,67 @@ impl GuardedObject {
             Some(Value::Array(refs)) => refs.iter().any(names_a_rollout),
             Some(_) => true,
         }
+    }
+
+    /// The children this object is Numaflow's making for, as
+    /// `(kind, name)`: each ownerReference to a Pipeline, MonoVertex or
+    /// InterStepBufferService, and each of Numaflow's labels naming one
+    /// (what Numaflow puts on a Vertex, a daemon and a vertex's pods).
+    /// `Err`: the labels or ownerReferences cannot be read, so a child may
+    /// hide there.
+    pub fn numaflow_parents(&self) -> Result<Vec<(Kind, String)>, String> {
+        let mut parents = Vec::new();
+        match &self.metadata {
+            Obj::Wrong(found) => return Err(format!("metadata is {found}")),
+            Obj::Missing | Obj::Null => return Ok(parents),
+            Obj::Present(meta) => {
+                if let Obj::Wrong(found) = &meta.labels {
+                    return Err(format!("metadata.labels is {found}"));
+                }
+            }
+        }
+        match self.owner_references() {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(refs)) => {
+                for reference in refs {
+                    let group = reference
+                        .get("apiVersion")
+                        .and_then(Value::as_str)
+                        .and_then(|v| v.split_once('/'))
+                        .map(|(group, _)| group);
+                    let kind = reference.get("kind").and_then(Value::as_str);
+                    let child =
+                        Kind::from_kind(group.unwrap_or_default(), kind.unwrap_or_default())
+                            .filter(|k| k.is_child());
+                    match (child, reference.get("name").and_then(Value::as_str)) {
+                        (Some(kind), Some(name)) => parents.push((kind, name.to_owned())),
+                        (Some(kind), None) => {
+                            return Err(format!(
+                                "an ownerReference to a {} has no name",
+                                kind.kind()
+                            ));
+                        }
+                        (None, _) => {}
+                    }
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "metadata.ownerReferences is {}",
+                    JsonKind::of(other)
+                ));
+            }
+        }
+        for (label, kind) in NUMAFLOW_PARENT_LABELS {
+            match self.label(label) {
+                Some(Value::String(name)) => parents.push((kind, name.clone())),
+                Some(other) => return Err(format!("label {label} is {}", JsonKind::of(other))),
+                None => {}
+            }
+        }
+        parents.sort();
+        parents.dedup();
+        Ok(parents)
     }
 
     /// Whether a rollout owns this object: the parent-rollout-name label,

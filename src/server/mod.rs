@@ -33,6 +33,7 @@ use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::events::EventQueue;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
+use crate::policy::rules::ChildLookup;
 
 /// What every request, the admin server and the background controllers
 /// share; built by [`crate::app`].
@@ -56,6 +57,10 @@ pub struct ServerState {
     /// Numaplane's cluster default strategy, as the watch of its ConfigMap
     /// last read it (`crate::background::numaplane_default`).
     pub cluster_default: Arc<ArcSwap<ClusterDefault>>,
+    /// The webhook's view of the children, for rule 29 (`None` without an
+    /// API server: what Numaflow makes for a child is then judged as a
+    /// rollout's).
+    pub children: Option<Arc<dyn ChildLookup + Send>>,
 }
 
 impl ServerState {
@@ -95,6 +100,7 @@ impl ServerState {
             cluster_default: Arc::new(ArcSwap::from_pointee(ClusterDefault::Unknown(
                 "no connection to the API server".to_owned(),
             ))),
+            children: None,
         }
     }
 

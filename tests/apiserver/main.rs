@@ -30,5 +30,6 @@ mod leader;
 mod mutating_policy;
 mod namespace_strategy;
 mod numaflow_controller;
+mod numaflow_made;
 mod vap;
 mod webhook;

@@ -170,6 +170,33 @@ fn judged_writes() -> Vec<(&'static str, Write)> {
     ]
 }
 
+/// An UPDATE of a daemon Service: `part` (`spec`, `status`) set to
+/// `value`, or a label or annotation named `value` added.
+fn made_write(part: &str, value: Value) -> Write {
+    let old = json!({"metadata": {"name": "p-daemon-svc",
+        "labels": {"app.kubernetes.io/part-of": "numaflow", "numaflow.numaproj.io/pipeline-name": "p"}},
+        "spec": {"selector": {"app": "daemon"}}, "status": {"readyReplicas": 1}});
+    let mut object = old.clone();
+    match part {
+        "label" | "annotation" => {
+            let map = if part == "label" {
+                "labels"
+            } else {
+                "annotations"
+            };
+            let key = value.as_str().unwrap_or_default().to_owned();
+            object["metadata"][map][key] = json!("x");
+        }
+        _ => object[part] = value,
+    }
+    Write {
+        resource: "services",
+        operation: "UPDATE",
+        object,
+        old,
+    }
+}
+
 fn stamp() -> Write {
     Write {
         resource: "pipelines",
@@ -217,7 +244,7 @@ fn the_policys_accounts_are_the_ones_the_webhooks_keep_off() {
         [DELETER]
     );
     let hooks = webhooks(&docs);
-    assert_eq!(hooks.len(), 6, "mutate and five validating webhooks");
+    assert_eq!(hooks.len(), 8, "mutate and seven validating webhooks");
     for (short, write) in judged_writes() {
         let hook = hook(&hooks, short);
         assert!(
@@ -242,6 +269,45 @@ fn the_policys_accounts_are_the_ones_the_webhooks_keep_off() {
             want,
             "{user} sets pause-timestamp (rule 19)"
         );
+    }
+    for short in ["validate-numaflow-vertices", "validate-numaflow-workloads"] {
+        let made = hook(&hooks, short);
+        for (user, write, want) in [
+            (NUMAFLOW, made_write("spec", json!({"replicas": 2})), false),
+            (
+                NUMAFLOW_CONTROLLER,
+                made_write("spec", json!({"replicas": 2})),
+                true,
+            ),
+            (
+                "alice",
+                made_write("spec", json!({"selector": {"app": "mine"}})),
+                true,
+            ),
+            (
+                "alice",
+                made_write("status", json!({"readyReplicas": 0})),
+                true,
+            ),
+            (
+                "alice",
+                made_write("label", json!("numaflow.numaproj.io/pipeline-name")),
+                true,
+            ),
+            ("alice", made_write("label", json!("team")), false),
+            (
+                "alice",
+                made_write("annotation", json!("deployment.kubernetes.io/revision")),
+                false,
+            ),
+        ] {
+            assert_eq!(
+                sent(made, user, &write),
+                want,
+                "{short}: {user} writes {:?} (rule 29)",
+                write.object
+            );
+        }
     }
     for (user, want) in [
         (DELETER, false),

@@ -47,9 +47,10 @@ use crate::rollout::{DESIRED_PHASE, GuardedObject, Ownership};
 /// (foreground) and orphan.
 pub const DELETION_FINALIZERS: [&str; 2] = ["foregroundDeletion", "orphan"];
 
-/// The spec keys anyone may change: on a MonoVertex, `replicas` (scaling).
-fn free_spec_key(kind: Kind, key: &str) -> bool {
-    kind == Kind::MonoVertex && key == "replicas"
+/// The spec keys anyone may change: `replicas` (scaling) where
+/// `replicas_free` (a MonoVertex, and what Numaflow makes).
+fn free_spec_key(replicas_free: bool, key: &str) -> bool {
+    replicas_free && key == "replicas"
 }
 
 /// What rule 26 asks of a request, worked out once.
@@ -136,7 +137,12 @@ fn lifecycle_keys<'a>(
 /// anyone may change ([`free_spec_key`], `lifecycle.desiredPhase`): the
 /// keys of two objects (one level deeper for `spec.lifecycle`), else
 /// `spec` itself. Compared in place, without a copy of either spec.
-fn spec_differences(kind: Kind, new: Option<&Value>, old: Option<&Value>, out: &mut Vec<String>) {
+fn spec_differences(
+    replicas_free: bool,
+    new: Option<&Value>,
+    old: Option<&Value>,
+    out: &mut Vec<String>,
+) {
     let (Some(Value::Object(n)), Some(Value::Object(o))) = (new, old) else {
         if new != old {
             out.push("spec".to_owned());
@@ -146,7 +152,7 @@ fn spec_differences(kind: Kind, new: Option<&Value>, old: Option<&Value>, out: &
     let keys: BTreeSet<&String> = n
         .keys()
         .chain(o.keys())
-        .filter(|k| !free_spec_key(kind, k))
+        .filter(|k| !free_spec_key(replicas_free, k))
         .collect();
     for key in keys {
         if key != DESIRED_PHASE.parent().name() {
@@ -232,9 +238,10 @@ fn owner_references_changed(new: Option<&Value>, old: Option<&Value>, deleter: b
     }
 }
 
-/// What an UPDATE changes that rule 26 judges.
-fn update_fields(
-    kind: Kind,
+/// What an UPDATE changes that rule 26 (and rule 29, on what Numaflow
+/// makes) judges; `replicas_free`: `spec.replicas` is anyone's.
+pub(super) fn update_fields(
+    replicas_free: bool,
     new: &GuardedObject,
     old: &GuardedObject,
     deleter: bool,
@@ -245,7 +252,12 @@ fn update_fields(
             // The same text is the same value: the trees are built only
             // for texts that differ.
             if n.spec_text() != o.spec_text() {
-                spec_differences(kind, n.spec().as_ref(), o.spec().as_ref(), &mut fields);
+                spec_differences(
+                    replicas_free,
+                    n.spec().as_ref(),
+                    o.spec().as_ref(),
+                    &mut fields,
+                );
             }
             if n.status_text() != o.status_text() {
                 differences(
@@ -269,6 +281,15 @@ fn update_fields(
     fields.extend(changed_keys(new, old, true));
     fields.extend(changed_keys(new, old, false));
     fields
+}
+
+/// What changes, as a denial lists it (at most four fields named).
+pub(super) fn shown_fields(fields: &[String]) -> String {
+    let mut shown: Vec<String> = fields.iter().take(4).map(|f| cut(f, 80)).collect();
+    if fields.len() > 4 {
+        shown.push(format!("{} more", fields.len() - 4));
+    }
+    shown.join(", ")
 }
 
 /// The owner of a write: the stored object's, else the new object's.
@@ -310,7 +331,10 @@ impl ChildEdits {
             .system_deleters
             .contains(user);
         let (fields, created) = match write.old() {
-            Some(old) => (update_fields(write.kind, write.object, old, deleter), false),
+            Some(old) => (
+                update_fields(write.kind == Kind::MonoVertex, write.object, old, deleter),
+                false,
+            ),
             None => (vec!["metadata.ownerReferences".to_owned()], true),
         };
         Self {
@@ -323,15 +347,6 @@ impl ChildEdits {
     /// Whether rule 26 needs the editChildren permission.
     pub fn need_permission(&self) -> bool {
         !self.fields.is_empty()
-    }
-
-    /// What changes, as a denial lists it (at most four fields named).
-    fn shown_fields(&self) -> String {
-        let mut shown: Vec<String> = self.fields.iter().take(4).map(|f| cut(f, 80)).collect();
-        if self.fields.len() > 4 {
-            shown.push(format!("{} more", self.fields.len() - 4));
-        }
-        shown.join(", ")
     }
 
     /// Rule 26: records the gate's decision (Event, audit annotation,
@@ -349,7 +364,7 @@ impl ChildEdits {
         let kind = write.kind;
         let user = write.user.username();
         let parent = cut(&self.parent, 64);
-        let fields = self.shown_fields();
+        let fields = shown_fields(&self.fields);
         let outcome = permission
             .outcome()
             .map_err(|refused| Violation::ChildEditDenied {

@@ -10,7 +10,8 @@
 //! 21, the only rules a DELETE meets), [`riders`] (rule 22) and
 //! [`namespace_strategy`] (rules 23 and 24, on Numaplane's namespace-level
 //! ConfigMap, with its own validation), [`child_edits`] (rule 26: a
-//! rollout's children are its controllers'); for `/mutate`,
+//! rollout's children are its controllers'), [`made_objects`] (rule 29:
+//! what Numaflow makes for them is Numaflow's, with its own validation); for `/mutate`,
 //! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
 //! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
@@ -27,6 +28,7 @@ pub mod deletion_timeout;
 pub mod force;
 pub mod force_promote_reset;
 pub mod guarded_write;
+pub mod made_objects;
 pub mod namespace_strategy;
 pub mod numaplane_keys;
 pub mod pause_timestamp;
@@ -42,6 +44,7 @@ pub use child_edits::ChildEdits;
 pub use deletes::DeleteGates;
 pub use force::ForceGates;
 pub use guarded_write::{GuardedWrite, Operation};
+pub use made_objects::{Belonging, ChildLookup, MadeValidation, MadeWrite};
 pub use namespace_strategy::{StrategyValidation, StrategyWrite};
 pub use numaplane_keys::KeyGates;
 pub use rule::Rule;

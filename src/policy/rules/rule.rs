@@ -90,11 +90,15 @@ pub enum Rule {
     /// 28: a rider that grants access (a Role, RoleBinding, ServiceAccount
     /// or Secret) warns that Numaplane creates it with its own account.
     AccessRider = 28,
+    /// 29: changing what Numaflow's controller makes for a rollout's child
+    /// (its Vertices, the daemon, the vertices' workloads) needs the
+    /// editChildren permission.
+    NumaflowMade = 29,
 }
 
 impl Rule {
     /// Every rule, by number.
-    pub const ALL: [Rule; 29] = [
+    pub const ALL: [Rule; 30] = [
         Rule::Judgeable,
         Rule::TimeoutOptional,
         Rule::TimeoutInteger,
@@ -124,6 +128,7 @@ impl Rule {
         Rule::EditChild,
         Rule::ControllerDefinitions,
         Rule::AccessRider,
+        Rule::NumaflowMade,
     ];
 
     /// The rule's number in docs/rules.md (0: the request could not be
@@ -165,6 +170,7 @@ impl Rule {
             Self::EditChild => "edit-child",
             Self::ControllerDefinitions => "controller-definitions",
             Self::AccessRider => "access-rider",
+            Self::NumaflowMade => "numaflow-made",
         }
     }
 
@@ -195,6 +201,7 @@ impl Rule {
                 | Self::ForcePromoteRecord
                 | Self::EditChild
                 | Self::ControllerDefinitions
+                | Self::NumaflowMade
         )
     }
 
@@ -233,7 +240,7 @@ mod tests {
         assert_eq!(
             numbers,
             [
-                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 26, 27
+                0, 2, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 26, 27, 29
             ]
         );
     }

@@ -9,7 +9,7 @@ mod summary;
 
 use super::rule::Rule;
 use super::timeout_field::TimeoutField;
-use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, PAUSE_TIMESTAMP};
+use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made, PAUSE_TIMESTAMP};
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
@@ -392,6 +392,27 @@ pub enum Violation {
         /// Why the requester lacks permission.
         refused: NotPermitted,
     },
+    /// Rule 29: changing what Numaflow's controller makes for a rollout's
+    /// child needs the editChildren permission.
+    #[error(
+        "user \"{user}\" may not {} this {} of {child} of {parent}: Numaflow's controller makes and keeps it, and Numaplane and Numaflow read it back to decide whether a pause or a deletion has drained and whether an upgrade is healthy; {refused}; change the rollout instead, or ask a platform admin to add you to forceReapply.editChildren in the webhook's policy (scaling and your own labels and annotations need no permission)",
+        if fields.is_empty() { "make".to_owned() } else { format!("change {fields} of") },
+        kind.kind()
+    )]
+    MadeEditDenied {
+        /// The requester.
+        user: String,
+        /// The kind written.
+        kind: Made,
+        /// The child it belongs to, as shown (`Pipeline "name"`).
+        child: String,
+        /// The rollout that owns the child, as shown.
+        parent: String,
+        /// What the write changes, as listed; empty for a CREATE.
+        fields: String,
+        /// Why the requester lacks permission.
+        refused: NotPermitted,
+    },
     /// Rule 21: with gateRolloutDeletes, deleting a PipelineRollout needs
     /// the deleteUndrained permission.
     #[error(
@@ -447,6 +468,7 @@ impl Violation {
             Self::PauseTimestampChanged { .. } => Rule::PauseTimestamp,
             Self::ChildDeleteDenied { .. } => Rule::DeleteChild,
             Self::ChildEditDenied { .. } => Rule::EditChild,
+            Self::MadeEditDenied { .. } => Rule::NumaflowMade,
             Self::RolloutDeleteDenied { .. } => Rule::DeleteRollout,
             Self::StrategyDataMalformed { .. }
             | Self::StrategyInvalid { .. }

@@ -129,12 +129,28 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
             owned(&["get"]),
             vec![],
         ),
+        // The children: the forgery check before Events, and every
+        // replica's watch of them (rule 29).
         (
             owned(&["numaflow.numaproj.io"]),
             owned(&["interstepbufferservices", "monovertices", "pipelines"]),
+            owned(&["get", "list", "watch"]),
+            vec![],
+        ),
+        // What Numaflow makes: the forgery check before rule 29's Events.
+        (
+            owned(&["numaflow.numaproj.io"]),
+            owned(&["vertices"]),
             owned(&["get"]),
             vec![],
         ),
+        (
+            owned(&["apps"]),
+            owned(&["deployments", "statefulsets"]),
+            owned(&["get"]),
+            vec![],
+        ),
+        (owned(&[""]), owned(&["services"]), owned(&["get"]), vec![]),
         // The forgery check before rule 24's Events on a namespace-level
         // ConfigMap: get only (the lookup is by name), on no Secret.
         (

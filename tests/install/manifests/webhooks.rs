@@ -226,8 +226,10 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
     ];
     let mut want_names = vec![VALIDATE_NAME];
     want_names.extend(expected.iter().map(|(n, _)| *n));
+    want_names.extend(MADE_NAMES);
     want_names.push(NAMESPACE_CONFIG_NAME);
     namespace_config_webhook_sees_only_labelled_configmaps(&all, &validate);
+    made_webhooks_send_what_numaflow_makes(&all, &validate);
     assert_eq!(names, want_names, "the validating webhooks, in order");
     assert_eq!(
         names.len(),
@@ -305,6 +307,90 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
                 "{name}: run `cargo xtask generate`, which writes match_conditions::expression({kind:?}) into manifests/base/webhooks.yaml"
             );
         }
+    }
+}
+
+/// The webhooks of what Numaflow makes for a child (rule 29).
+const MADE_NAMES: [&str; 2] = [
+    "validate-numaflow-vertices.pipelinerollout-webhook.numaplane.numaproj.io",
+    "validate-numaflow-workloads.pipelinerollout-webhook.numaplane.numaproj.io",
+];
+
+/// The webhooks of what Numaflow makes: every Vertex (and its `/status`),
+/// and the Deployments, StatefulSets and Services labelled as Numaflow's;
+/// CREATE and UPDATE only; Numaflow's controller kept off; failurePolicy
+/// Fail and the PipelineRollout webhook's service and namespaceSelector.
+fn made_webhooks_send_what_numaflow_makes(
+    all: &[k8s_openapi::api::admissionregistration::v1::ValidatingWebhook],
+    validate: &k8s_openapi::api::admissionregistration::v1::ValidatingWebhook,
+) {
+    use pipelinerollout_webhook::kinds::{
+        Made, NUMAFLOW_CONTROLLER, NUMAFLOW_PART_OF, PART_OF_LABEL,
+    };
+    for (name, kinds) in MADE_NAMES.into_iter().zip([
+        vec![Made::Vertex],
+        vec![Made::Deployment, Made::StatefulSet, Made::Service],
+    ]) {
+        let hook = all.iter().find(|w| w.name == name).expect("listed");
+        assert_eq!(hook.client_config.service, validate.client_config.service);
+        assert_eq!(hook.failure_policy.as_deref(), Some("Fail"), "{name}");
+        assert_eq!(
+            hook.namespace_selector, validate.namespace_selector,
+            "{name}"
+        );
+        assert_eq!(hook.side_effects, "NoneOnDryRun", "{name}");
+        let got: BTreeSet<(String, String)> = hook
+            .rules
+            .iter()
+            .flatten()
+            .map(|rule| {
+                assert_eq!(
+                    sorted(rule.operations.as_ref()),
+                    ["CREATE", "UPDATE"],
+                    "{name}"
+                );
+                (
+                    one(&sorted(rule.api_groups.as_ref()), "group").clone(),
+                    one(&sorted(rule.resources.as_ref()), "resource").clone(),
+                )
+            })
+            .collect();
+        let mut want: BTreeSet<(String, String)> = kinds
+            .iter()
+            .map(|k| (k.group().to_owned(), k.resource().to_owned()))
+            .collect();
+        if kinds == [Made::Vertex] {
+            want.insert((
+                Made::Vertex.group().to_owned(),
+                "vertices/status".to_owned(),
+            ));
+            assert!(
+                hook.object_selector.is_none(),
+                "{name}: every Vertex is sent"
+            );
+        } else {
+            let selector = hook.object_selector.as_ref().expect("an objectSelector");
+            let expression = one(
+                selector.match_expressions.as_ref().expect("expressions"),
+                "expression",
+            );
+            assert_eq!(expression.key, PART_OF_LABEL, "{name}");
+            assert_eq!(expression.operator, "In", "{name}");
+            assert_eq!(
+                expression.values.as_deref(),
+                Some(&[NUMAFLOW_PART_OF.to_owned()][..]),
+                "{name}"
+            );
+        }
+        assert_eq!(got, want, "{name}: the kinds it is for");
+        let conditions = hook.match_conditions.clone().unwrap_or_default();
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c.expression
+                    == format!("request.userInfo.username != '{NUMAFLOW_CONTROLLER}'")),
+            "{name}: Numaflow's controller is kept off: {conditions:?}"
+        );
     }
 }
 

@@ -19,6 +19,7 @@ mod force_promote;
 mod force_promote_record;
 mod force_promote_reset;
 mod lifecycle;
+mod made_objects;
 mod messages;
 mod namespace_strategy;
 mod numaplane_keys;

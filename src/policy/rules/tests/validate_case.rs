@@ -69,6 +69,9 @@ fn kind_of(v: &Violation) -> ViolationKind {
         | Violation::ControllerDefinitionsDenied { .. } => {
             panic!("rollout writes never break the ConfigMap rules: {v}")
         }
+        Violation::MadeEditDenied { .. } => {
+            panic!("rollout writes never break the rule of what Numaflow makes: {v}")
+        }
         Violation::ForcePromoteRecordWritten { .. } => Record,
         Violation::Unjudgeable(_) => panic!("the rules never find a request unjudgeable: {v}"),
     }

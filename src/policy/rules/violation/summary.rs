@@ -98,6 +98,14 @@ impl Violation {
             Self::RolloutDeleteDenied { user, .. } => {
                 format!("{} may not delete a PipelineRollout", short(user))
             }
+            Self::MadeEditDenied {
+                user, kind, child, ..
+            } => format!(
+                "{} may not change {} of the {} of a rollout's {child}",
+                short(user),
+                cut(&self.field().unwrap_or_default(), 40),
+                kind.kind()
+            ),
             Self::ChildEditDenied { user, kind, .. } => format!(
                 "{} may not change {} of a rollout's {}",
                 short(user),
@@ -169,7 +177,7 @@ impl Violation {
             Self::StrategyDataMalformed { .. } | Self::StrategyKeysClash { .. } => {
                 Some("data".to_owned())
             }
-            Self::ChildEditDenied { fields, .. } => Some(
+            Self::ChildEditDenied { fields, .. } | Self::MadeEditDenied { fields, .. } => Some(
                 fields
                     .split(", ")
                     .next()

@@ -1,0 +1,225 @@
+//! Rule 29: what Numaflow's controller makes for a rollout's child is
+//! Numaflow's. Numaplane and Numaflow read back the Vertices of a Pipeline
+//! (the progressive assessment counts their replicas), the daemon Service
+//! and Deployment (Numaflow asks the daemon whether a pausing or deleted
+//! Pipeline has drained) and the workloads of the vertices and the
+//! InterStepBufferService. An editor who points the daemon Service at a
+//! pod of their own, changes the daemon's image, forges a Vertex's status
+//! or adds a Vertex decides a drain or an assessment without any force.
+//!
+//! So a Vertex, Deployment, StatefulSet or Service that belongs to a
+//! guarded child (an ownerReference to it, or Numaflow's label naming it)
+//! is changed only by Numaflow's controller, the Kubernetes deleters (as
+//! they delete and orphan) and holders of `forceReapply.editChildren`,
+//! which rule 26 asks for the child itself. What is judged is what rule 26
+//! judges: `spec` (`replicas` aside: scaling is anyone's), `status`,
+//! ownerReferences, finalizers and keys under `numaplane.numaproj.io/` and
+//! `numaflow.numaproj.io/`; other labels and annotations are free. Whether
+//! the child is guarded is the webhook's own view of the children, given
+//! here as data ([`Belonging`]): the rule does no I/O.
+
+use super::child_edits::{shown_fields, update_fields};
+use super::force::Settle;
+use super::guarded_write::Operation;
+use super::verdict::{EventReason, Gate, Verdict};
+use super::violation::{Violation, cut};
+use crate::kinds::{Kind, Made};
+use crate::policy::model::{Grant, Mode, Policy};
+use crate::policy::user::{Permission, UserInfo};
+use crate::rollout::GuardedObject;
+
+/// Whether what a write touches belongs to a rollout's child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Belonging {
+    /// It belongs to this child, which this rollout owns: judged.
+    Guarded {
+        /// The child's kind.
+        kind: Kind,
+        /// The child's name.
+        child: String,
+        /// The owning rollout's name.
+        rollout: String,
+    },
+    /// It names no child, or only children no rollout owns: free.
+    Free,
+    /// Whether a child it names is guarded cannot be told (what: why);
+    /// judged as guarded.
+    Unknown(String),
+}
+
+/// Tells whether the children an object names belong to a rollout: the
+/// server's view of the children (a watch); in tests, a table.
+pub trait ChildLookup: Sync + std::fmt::Debug {
+    /// The first of `parents` (children of `namespace`, as `(kind, name)`)
+    /// that a rollout owns, else [`Belonging::Free`], or why it cannot be
+    /// told.
+    fn belonging(&self, namespace: &str, parents: &[(Kind, String)]) -> Belonging;
+}
+
+/// One write of a Vertex, Deployment, StatefulSet or Service that Numaflow
+/// may have made for a child, as rule 29 looks at it.
+#[derive(Debug, Clone)]
+pub struct MadeWrite<'a> {
+    /// The kind written.
+    pub kind: Made,
+    /// CREATE or UPDATE.
+    pub operation: Operation,
+    /// The object's namespace.
+    pub namespace: &'a str,
+    /// Who is asking.
+    pub user: &'a UserInfo,
+    /// The object as it would be stored.
+    pub object: &'a GuardedObject,
+    /// The stored object, on UPDATE.
+    pub old_object: Option<&'a GuardedObject>,
+    /// Whether the children the object (or the stored one) names belong
+    /// to a rollout: filled in by whoever knows the children.
+    pub belonging: Belonging,
+}
+
+impl MadeWrite<'_> {
+    /// Every child the object and the stored object name, as
+    /// `(kind, name)`; `Err`: what cannot be read.
+    pub fn parents(&self) -> Result<Vec<(Kind, String)>, String> {
+        let mut parents = self.object.numaflow_parents()?;
+        if let Some(old) = self.old_object {
+            parents.extend(old.numaflow_parents()?);
+        }
+        parents.sort();
+        parents.dedup();
+        Ok(parents)
+    }
+
+    /// Asks `lookup` whether the object belongs to a guarded child.
+    pub fn look_up(&mut self, lookup: Option<&dyn ChildLookup>) {
+        self.belonging = match (self.parents(), lookup) {
+            (Err(why), _) => Belonging::Unknown(why),
+            (Ok(parents), _) if parents.is_empty() => Belonging::Free,
+            (Ok(parents), Some(lookup)) => lookup.belonging(self.namespace, &parents),
+            (Ok(_), None) => {
+                Belonging::Unknown("the webhook has no view of the children here".to_owned())
+            }
+        };
+    }
+}
+
+/// A `/validate` judgement of a write rule 29 looks at, up to the
+/// permission check: finish it with [`MadeValidation::finish`].
+#[derive(Debug)]
+pub struct MadeValidation<'a> {
+    policy: &'a Policy,
+    write: MadeWrite<'a>,
+    /// What the write changes that needs the permission; empty: nothing.
+    fields: Vec<String>,
+}
+
+/// Judges a write of what Numaflow makes, short of the permission.
+pub fn validate<'a>(policy: &'a Policy, write: MadeWrite<'a>) -> MadeValidation<'a> {
+    let user = write.user.username();
+    let exempt = user == policy.numaflow.controller_account
+        || matches!(write.belonging, Belonging::Free)
+        || write.operation == Operation::Delete;
+    let deleter = policy
+        .force_reapply
+        .delete_undrained
+        .own
+        .system_deleters
+        .contains(user);
+    let fields = match (exempt, write.old_object) {
+        (true, _) => Vec::new(),
+        (false, Some(old)) => update_fields(true, write.object, old, deleter),
+        (false, None) => vec!["metadata".to_owned()],
+    };
+    MadeValidation {
+        policy,
+        write,
+        fields,
+    }
+}
+
+impl<'a> MadeValidation<'a> {
+    /// The grant rule 29 asks for: `forceReapply.editChildren`'s.
+    pub fn grant(&self) -> Grant<'a> {
+        self.policy.force_reapply.edit_children.grant()
+    }
+
+    /// The permission, when settled without asking: not needed. `None`: ask.
+    pub fn settled_permission(&self) -> Option<Permission> {
+        self.fields.is_empty().then_some(Permission::NotNeeded)
+    }
+
+    /// Finishes the judgement with the requester's editChildren permission.
+    pub fn finish(self, permission: &Permission) -> Verdict {
+        let mut decision = Verdict::default();
+        if self.fields.is_empty() {
+            return decision;
+        }
+        let write = &self.write;
+        let user = write.user.username();
+        let created = write.operation == Operation::Create;
+        let (child, parent) = match &write.belonging {
+            Belonging::Guarded {
+                kind,
+                child,
+                rollout,
+            } => (
+                format!("{} \"{}\"", kind.kind(), cut(child, 64)),
+                format!("{} \"{}\"", kind.rollout().kind(), cut(rollout, 64)),
+            ),
+            Belonging::Unknown(why) => (
+                "a child".to_owned(),
+                format!("a rollout (it could not be told: {})", cut(why, 120)),
+            ),
+            Belonging::Free => return decision,
+        };
+        let fields = shown_fields(&self.fields);
+        let outcome = permission
+            .outcome()
+            .map_err(|refused| Violation::MadeEditDenied {
+                user: user.to_owned(),
+                kind: write.kind,
+                child: child.clone(),
+                parent: parent.clone(),
+                fields: if created {
+                    String::new()
+                } else {
+                    fields.clone()
+                },
+                refused,
+            });
+        let what = if created {
+            format!(
+                "a new {} for {child} of {parent} (made by Numaflow only)",
+                write.kind.kind()
+            )
+        } else {
+            format!(
+                "{fields} on this {} of {child} of {parent} (kept by Numaflow's controller)",
+                write.kind.kind()
+            )
+        };
+        let settle = Settle {
+            mode: self.policy.mode,
+            update: !created,
+            user,
+            permission,
+            after: String::new(),
+            about: String::new(),
+        };
+        settle.gate_as(
+            &mut decision,
+            Gate::EditChild,
+            (EventReason::ChildEditAllowed, &what),
+            outcome,
+        );
+        // Rule 10: warn mode denies nothing.
+        if self.policy.mode == Mode::Warn {
+            for violation in std::mem::take(&mut decision.denials) {
+                decision
+                    .warnings
+                    .push(format!("warn mode, would deny: {}", violation.summary()));
+            }
+        }
+        decision
+    }
+}
