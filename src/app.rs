@@ -148,8 +148,9 @@ impl App {
                 Arc::clone(&shared.cluster_default),
             ));
             // Every replica judges what Numaflow makes for a child (rule
-            // 29), so every replica follows the children.
-            shared.children = Some(Arc::new(crate::background::children::ChildrenView::start(
+            // 29) and the controller versions named (rule 27), so every
+            // replica follows the children and the definitions.
+            shared.cluster = Some(Arc::new(crate::background::watched::Watched::start(
                 &api.client,
             )));
             // Opens the client's connection now, so the first

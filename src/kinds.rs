@@ -201,6 +201,64 @@ impl Made {
     }
 }
 
+/// A Numaplane kind that names a Numaflow controller version, which
+/// Numaplane installs from the controller definitions (rule 27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ControllerKind {
+    /// `numaplane.numaproj.io` NumaflowController (`spec.version`).
+    NumaflowController,
+    /// `numaplane.numaproj.io` NumaflowControllerRollout
+    /// (`spec.controller.version`), which Numaplane turns into a
+    /// NumaflowController of that version.
+    NumaflowControllerRollout,
+}
+
+impl ControllerKind {
+    /// Both kinds.
+    pub const ALL: [ControllerKind; 2] = [
+        ControllerKind::NumaflowController,
+        ControllerKind::NumaflowControllerRollout,
+    ];
+
+    /// The resource name (plural, lowercase).
+    pub const fn resource(self) -> &'static str {
+        match self {
+            Self::NumaflowController => "numaflowcontrollers",
+            Self::NumaflowControllerRollout => "numaflowcontrollerrollouts",
+        }
+    }
+
+    /// The kind as objects name it.
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Self::NumaflowController => "NumaflowController",
+            Self::NumaflowControllerRollout => "NumaflowControllerRollout",
+        }
+    }
+
+    /// Where under `spec` the version is.
+    pub const fn version_path(self) -> &'static [&'static str] {
+        match self {
+            Self::NumaflowController => &["version"],
+            Self::NumaflowControllerRollout => &["controller", "version"],
+        }
+    }
+
+    /// The kind a request's `resource` names, if it is one of these.
+    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+        (group == NUMAPLANE_GROUP)
+            .then(|| Self::ALL.into_iter().find(|k| k.resource() == resource))
+            .flatten()
+    }
+
+    /// The kind an object's `apiVersion` group and `kind` name, if it is one.
+    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+        (group == NUMAPLANE_GROUP)
+            .then(|| Self::ALL.into_iter().find(|k| k.kind() == kind))
+            .flatten()
+    }
+}
+
 /// The labels Numaflow's controller puts on what it makes for a child,
 /// naming the child: a Pipeline's, a MonoVertex's, an
 /// InterStepBufferService's (Numaflow v1.8, `const.go`).

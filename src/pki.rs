@@ -306,9 +306,9 @@ pub const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
 /// How many webhooks the ValidatingWebhookConfiguration of
 /// `manifests/base/webhooks.yaml` holds (PipelineRollouts, the children,
 /// MonoVertexRollouts, ISBServiceRollouts, the Vertices and the workloads
-/// Numaflow makes, Numaplane's namespace-level ConfigMap);
-/// `tests/install/manifests/` checks it.
-pub const VALIDATING_WEBHOOKS: usize = 7;
+/// Numaflow makes, the Numaflow controller versions, Numaplane's
+/// namespace-level ConfigMap); `tests/install/manifests/` checks it.
+pub const VALIDATING_WEBHOOKS: usize = 8;
 
 /// Writes JSON 6902 patches (as YAML) that set `clientConfig.caBundle` to
 /// `ca_pem`: [`CA_BUNDLE_PATCH`] for the first webhook (the mutating

@@ -12,7 +12,8 @@ use crate::authz::Target;
 use crate::kinds::CONFIGMAPS;
 use crate::policy::rules::{
     self, GuardedWrite, MadeValidation, MadeWrite, Permissions, StrategyValidation, StrategyWrite,
-    Validation, Verdict, Violation, made_objects, namespace_strategy,
+    Validation, Verdict, VersionValidation, VersionWrite, Violation, controller_version,
+    made_objects, namespace_strategy,
 };
 use crate::policy::{Grant, Permission, Policy, UserInfo};
 
@@ -38,6 +39,14 @@ pub enum Subject<'a> {
     Made {
         /// The write.
         write: MadeWrite<'a>,
+        /// The object's name (the permission is asked about it).
+        name: &'a str,
+    },
+    /// A write of a NumaflowController or NumaflowControllerRollout: rule
+    /// 27 on the version it names.
+    ControllerVersion {
+        /// The write.
+        write: VersionWrite<'a>,
         /// The object's name (the permission is asked about it).
         name: &'a str,
     },
@@ -71,6 +80,8 @@ pub enum Need {
     EditChildren,
     /// `forceReapply.namespaceStrategy`: rule 24.
     NamespaceStrategy,
+    /// `forceReapply.controllerDefinitions`: rule 27 on a version.
+    ControllerDefinitions,
 }
 
 /// A permission a judgement waits for: may `user` have `grant` on `target`?
@@ -121,6 +132,8 @@ enum State<'a> {
     NamespaceConfig(StrategyValidation<'a>, Slot<'a>),
     /// `/validate` on what Numaflow makes, and rule 29's permission.
     Made(MadeValidation<'a>, Slot<'a>),
+    /// `/validate` on a controller version, and rule 27's permission.
+    Version(VersionValidation<'a>, Slot<'a>),
 }
 
 /// The slot of one permission: `settled`, else the question of `grant`.
@@ -172,16 +185,44 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
         (Subject::NamespaceConfig { .. }, Webhook::Mutate) => {
             State::Done(Verdict::default(), false)
         }
-        (Subject::Made { .. }, Webhook::Mutate) => State::Done(Verdict::default(), false),
-        (Subject::Made { write, name }, Webhook::Validate) => {
+        (Subject::Made { .. } | Subject::ControllerVersion { .. }, Webhook::Mutate) => {
+            State::Done(Verdict::default(), false)
+        }
+        (Subject::ControllerVersion { write, .. }, Webhook::Validate) => {
+            // Asked on the namespace's ConfigMaps, as for writing a
+            // definition there (rule 27).
             let target = Target {
-                group: write.kind.group(),
-                resource: write.kind.resource(),
+                group: "",
+                resource: CONFIGMAPS,
                 namespace: write.namespace,
-                name,
+                name: "",
             };
             let user = write.user;
+            let validation = controller_version::validate(policy, write);
+            let permission = slot(
+                validation.settled_permission(),
+                Need::ControllerDefinitions,
+                validation.grant(),
+                user,
+                target,
+            );
+            State::Version(validation, permission)
+        }
+        (Subject::Made { write, .. }, Webhook::Validate) => {
+            let (namespace, user) = (write.namespace, write.user);
             let validation = made_objects::validate(policy, write);
+            // Asked on the kind of child the object belongs to, in its
+            // namespace, as rule 26 asks on the child (a Pipeline's when
+            // that cannot be told).
+            let kind = validation
+                .child_kind()
+                .unwrap_or(crate::kinds::Kind::Pipeline);
+            let target = Target {
+                group: kind.group(),
+                resource: kind.resource(),
+                namespace,
+                name: "",
+            };
             let permission = slot(
                 validation.settled_permission(),
                 Need::EditChildren,
@@ -255,7 +296,9 @@ impl<'a> Judgement<'a> {
         let slots: &[Slot<'a>] = match &self.state {
             State::Done(..) => &[],
             State::Write(_, slots) => slots,
-            State::NamespaceConfig(_, slot) | State::Made(_, slot) => std::slice::from_ref(slot),
+            State::NamespaceConfig(_, slot) | State::Made(_, slot) | State::Version(_, slot) => {
+                std::slice::from_ref(slot)
+            }
         };
         slots.iter().filter_map(|slot| slot.as_ref().err().copied())
     }
@@ -272,6 +315,10 @@ impl<'a> Judgement<'a> {
                     undrained: answered(undrained),
                     edit_children: answered(edit_children),
                 }),
+                judged: true,
+            },
+            State::Version(validation, permission) => Decided {
+                verdict: validation.finish(&answered(permission)),
                 judged: true,
             },
             State::Made(validation, permission) => Decided {

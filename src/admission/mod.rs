@@ -25,7 +25,7 @@ pub use self::decide::{Decided, Input, Judgement, Need, Question, Subject, decid
 pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
 use crate::authz::{Authorizer, RbacTrace};
 use crate::namespace_config::ClusterDefault;
-use crate::policy::rules::{ChildLookup, Verdict};
+use crate::policy::rules::{ChildLookup, ClusterView, DefinitionLookup, Verdict};
 use crate::policy::{Permission, Policy};
 
 /// The AdmissionReview apiVersions we speak.
@@ -97,9 +97,11 @@ pub struct AnswerContext<'a> {
     /// Numaplane's cluster default strategy, as last read (`None`: not
     /// read, taken as `no-strategy`).
     pub cluster_default: Option<&'a ClusterDefault>,
-    /// The webhook's view of the children, for rule 29 (`None`: none,
-    /// and what Numaflow makes for a child is judged as a guarded one's).
-    pub children: Option<&'a dyn ChildLookup>,
+    /// The webhook's view of the children (rule 29) and the controller
+    /// definitions (rule 27) (`None`: none, and what Numaflow makes for a
+    /// child, or a version named, is judged as if it were a user
+    /// namespace's).
+    pub cluster: Option<&'a dyn ClusterView>,
 }
 
 impl<'a> AnswerContext<'a> {
@@ -110,7 +112,7 @@ impl<'a> AnswerContext<'a> {
             permission_timeout,
             now: OffsetDateTime::now_utc(),
             cluster_default: None,
-            children: None,
+            cluster: None,
         }
     }
 }
@@ -130,7 +132,13 @@ pub async fn answer(
     let mut subject = request.subject(context.now);
     match &mut subject {
         Subject::NamespaceConfig { write, .. } => write.fallback = context.cluster_default,
-        Subject::Made { write, .. } => write.look_up(context.children),
+        Subject::Made { write, .. } => {
+            write.look_up(context.cluster.map(|c| c as &dyn ChildLookup));
+        }
+        Subject::ControllerVersion { write, .. } => {
+            let lookup = context.cluster.map(|c| c as &dyn DefinitionLookup);
+            write.look_up(lookup, &policy.numaplane.namespace);
+        }
         _ => {}
     }
     let input = Input { webhook, subject };

@@ -9,11 +9,15 @@ use time::OffsetDateTime;
 
 use super::API_VERSIONS;
 use super::decide::Subject;
-use crate::kinds::{self, CONFIGMAPS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made};
+use crate::kinds::{
+    self, CONFIGMAPS, ControllerKind, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made,
+};
 use crate::lenient::{Obj, Text};
 use crate::namespace_config::ConfigRead;
 use crate::policy::UserInfo;
-use crate::policy::rules::{Belonging, GuardedWrite, MadeWrite, Operation, StrategyWrite};
+use crate::policy::rules::{
+    Belonging, Definitions, GuardedWrite, MadeWrite, Operation, StrategyWrite, VersionWrite,
+};
 use crate::rollout::GuardedObject;
 
 /// The operation of an admission request, as the API server names it.
@@ -221,6 +225,15 @@ impl AdmissionRequest {
         }
     }
 
+    /// The Numaplane kind naming a controller version the request is for,
+    /// if it is one.
+    pub fn controller_kind(&self) -> Option<ControllerKind> {
+        match self.resource() {
+            Ok(Resource::Controller(kind)) => Some(kind),
+            _ => None,
+        }
+    }
+
     /// Whether the request is for a core ConfigMap (what the webhook sees
     /// of those is Numaplane's namespace-level configuration).
     pub fn is_config_map(&self) -> bool {
@@ -274,6 +287,9 @@ impl AdmissionRequest {
         if let Some(kind) = Made::from_resource(group, name) {
             return Ok(Resource::Made(kind));
         }
+        if let Some(kind) = ControllerKind::from_resource(group, name) {
+            return Ok(Resource::Controller(kind));
+        }
         Ok(match Kind::from_resource(group, name) {
             Some(kind) => Resource::Guarded(kind),
             None => {
@@ -301,6 +317,7 @@ impl AdmissionRequest {
             Resource::Unguarded(name) => return Ok(Subject::Unguarded(self.unknown_reason(&name))),
             Resource::NamespaceConfig => return self.namespace_config_write(operation),
             Resource::Made(kind) => return self.made_write(kind, operation),
+            Resource::Controller(kind) => return self.version_write(kind, operation),
             Resource::Guarded(kind) => kind,
         };
         let what = kind.kind();
@@ -412,23 +429,7 @@ impl AdmissionRequest {
         if operation == Operation::Delete {
             return Ok(Subject::Skipped);
         }
-        let Obj::Present(object) = &self.object else {
-            return Err(Unjudgeable::Object {
-                found: describe(&self.object),
-                operation: self.operation,
-                kind: kind.kind(),
-            });
-        };
-        let old_object = match (&self.old_object, operation) {
-            (Obj::Present(old), Operation::Update) => Some(old),
-            (_, Operation::Create | Operation::Delete) => None,
-            (other, Operation::Update) => {
-                return Err(Unjudgeable::OldObject {
-                    found: describe(other),
-                    kind: kind.kind(),
-                });
-            }
-        };
+        let (object, old_object) = self.written(kind.kind(), operation)?;
         Ok(Subject::Made {
             write: MadeWrite {
                 kind,
@@ -441,6 +442,58 @@ impl AdmissionRequest {
             },
             name: &self.name,
         })
+    }
+
+    /// A write of a NumaflowController or NumaflowControllerRollout: rule
+    /// 27 judges the version a CREATE or UPDATE names; a DELETE needs
+    /// nothing. Where the version is defined is looked up later.
+    fn version_write(
+        &self,
+        kind: ControllerKind,
+        operation: Operation,
+    ) -> Result<Subject<'_>, Unjudgeable> {
+        if operation == Operation::Delete {
+            return Ok(Subject::Skipped);
+        }
+        let (object, old_object) = self.written(kind.kind(), operation)?;
+        Ok(Subject::ControllerVersion {
+            write: VersionWrite {
+                kind,
+                operation,
+                namespace: &self.namespace,
+                user: &self.user,
+                object,
+                old_object,
+                definitions: Definitions::Unknown("not looked up".to_owned()),
+            },
+            name: &self.name,
+        })
+    }
+
+    /// The object of a CREATE or UPDATE, and the stored one of an UPDATE.
+    fn written(
+        &self,
+        kind: &'static str,
+        operation: Operation,
+    ) -> Result<(&GuardedObject, Option<&GuardedObject>), Unjudgeable> {
+        let Obj::Present(object) = &self.object else {
+            return Err(Unjudgeable::Object {
+                found: describe(&self.object),
+                operation: self.operation,
+                kind,
+            });
+        };
+        let old_object = match (&self.old_object, operation) {
+            (Obj::Present(old), Operation::Update) => Some(old),
+            (_, Operation::Create | Operation::Delete) => None,
+            (other, Operation::Update) => {
+                return Err(Unjudgeable::OldObject {
+                    found: describe(other),
+                    kind,
+                });
+            }
+        };
+        Ok((object, old_object))
     }
 
     /// Why a write of an unknown resource is allowed unjudged: the warning,
@@ -473,6 +526,8 @@ enum Resource {
     NamespaceConfig,
     /// A kind Numaflow makes for a child (rule 29).
     Made(Made),
+    /// A kind that names a Numaflow controller version (rule 27).
+    Controller(ControllerKind),
     /// Another resource: its name, escaped for the warning.
     Unguarded(String),
 }

@@ -5,8 +5,8 @@
 //! PolicyReports, and the certificate controller of `--manage-certs`
 //! ([`certs`], whose readiness check runs in every replica). Every replica
 //! also follows Numaplane's cluster default strategy
-//! ([`numaplane_default`]) and the children ([`children`]), which
-//! admission reads.
+//! ([`numaplane_default`]), the children and the controller definitions
+//! ([`watched`]), which admission reads.
 //!
 //! The dependency rule: background work uses [`crate::admission`],
 //! [`crate::policy`], [`crate::rollout`], [`crate::events`],
@@ -19,10 +19,10 @@
 pub mod audit;
 pub mod backoff;
 pub mod certs;
-pub mod children;
 pub mod leader;
 pub mod list;
 pub mod numaplane_default;
 pub mod rollouts;
 pub mod sweeper;
 pub mod sweeper_args;
+pub mod watched;

@@ -49,7 +49,7 @@ pub fn run(args: &ReviewArgs) -> ExitCode {
             // Not read: a namespace left to Numaplane's default is judged
             // as if that were no-strategy, and the denial says so.
             cluster_default: None,
-            children: None,
+            cluster: None,
         };
         admission::answer(args.webhook.into(), &policy, &input, context)
             .await

@@ -1,6 +1,7 @@
 //! What an Event can be about: an object of a kind the webhook guards,
-//! Numaplane's namespace-level ConfigMap (rules 23 and 24), or what
-//! Numaflow makes for a child (rule 29). A ConfigMap is
+//! Numaplane's namespace-level ConfigMap (rules 23 and 24), what Numaflow
+//! makes for a child (rule 29), or a NumaflowController or
+//! NumaflowControllerRollout (rule 27). A ConfigMap is
 //! no guarded kind ([`Kind`] lists the six the rules judge as rollouts and
 //! children), so it is a case of its own here, known only to the Events.
 
@@ -8,7 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::ApiResource;
 
 use crate::admission::AdmissionRequest;
-use crate::kinds::{self, CONFIGMAPS, Kind, Made};
+use crate::kinds::{self, CONFIGMAPS, ControllerKind, Kind, Made};
 
 /// The core group's ConfigMap, as an Event's `regarding` names it.
 const CONFIG_MAP: &str = "ConfigMap";
@@ -24,6 +25,8 @@ pub enum Regarded {
     NamespaceConfig,
     /// What Numaflow makes for a child (rule 29).
     Made(Made),
+    /// A NumaflowController or NumaflowControllerRollout (rule 27).
+    Controller(ControllerKind),
 }
 
 impl Regarded {
@@ -41,6 +44,9 @@ impl Regarded {
             };
             return (Self::Made(kind), version);
         }
+        if let Some(kind) = request.controller_kind() {
+            return (Self::Controller(kind), request.object_api_version());
+        }
         let kind = request.kind().unwrap_or(Kind::PipelineRollout);
         (Self::Guarded(kind), request.object_api_version())
     }
@@ -51,6 +57,7 @@ impl Regarded {
             Self::Guarded(kind) => kind.kind(),
             Self::NamespaceConfig => CONFIG_MAP,
             Self::Made(kind) => kind.kind(),
+            Self::Controller(kind) => kind.kind(),
         }
     }
 
@@ -67,7 +74,8 @@ impl Regarded {
             None => None,
             Some((group, _)) => Kind::from_kind(group, kind)
                 .map(Self::Guarded)
-                .or_else(|| Made::from_kind(group, kind).map(Self::Made)),
+                .or_else(|| Made::from_kind(group, kind).map(Self::Made))
+                .or_else(|| ControllerKind::from_kind(group, kind).map(Self::Controller)),
         }
     }
 
@@ -77,6 +85,7 @@ impl Regarded {
             Self::Guarded(kind) => (kind.group(), kinds::VERSION, kind.resource()),
             Self::NamespaceConfig => ("", CORE_VERSION, CONFIGMAPS),
             Self::Made(kind) => (kind.group(), kind.version(), kind.resource()),
+            Self::Controller(kind) => (kinds::NUMAPLANE_GROUP, kinds::VERSION, kind.resource()),
         };
         ApiResource {
             group: group.to_owned(),

@@ -19,7 +19,8 @@ use serde_json::Value;
 use super::keys::Key;
 use super::{GuardedObject, Metadata, Spec, Status};
 use crate::kinds::{
-    Kind, Made, NUMAFLOW_GROUP, NUMAFLOW_PARENT_LABELS, NUMAPLANE_GROUP, PARENT_ROLLOUT,
+    ControllerKind, Kind, Made, NUMAFLOW_GROUP, NUMAFLOW_PARENT_LABELS, NUMAPLANE_GROUP,
+    PARENT_ROLLOUT,
 };
 use crate::lenient::{JsonKind, Obj};
 use crate::skim::RawText;
@@ -85,13 +86,14 @@ impl Ownership {
     }
 }
 
-/// Whether an object of this `kind` is a child or what Numaflow makes for
-/// one (its whole spec is kept).
+/// Whether an object of this `kind` is a child, what Numaflow makes for
+/// one, or names a Numaflow controller version (its whole spec is kept).
 fn names_a_child(kind: &str) -> bool {
     Kind::ALL
         .into_iter()
         .any(|k| k.is_child() && k.kind() == kind)
         || Made::ALL.into_iter().any(|k| k.kind() == kind)
+        || ControllerKind::ALL.into_iter().any(|k| k.kind() == kind)
 }
 
 impl<'de> Deserialize<'de> for GuardedObject {
@@ -183,7 +185,7 @@ impl<'de> Visitor<'de> for ViewVisitor {
                     let MaybeStr(version) = map.next_value()?;
                     let version = version.as_deref();
                     let group = version.and_then(|v| v.split_once('/'));
-                    if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP && g != "apps") {
+                    if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP) || version == Some("v1") {
                         child = Some(false);
                     }
                 }

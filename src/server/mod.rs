@@ -33,7 +33,7 @@ use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::events::EventQueue;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
-use crate::policy::rules::ChildLookup;
+use crate::policy::rules::ClusterView;
 
 /// What every request, the admin server and the background controllers
 /// share; built by [`crate::app`].
@@ -57,10 +57,11 @@ pub struct ServerState {
     /// Numaplane's cluster default strategy, as the watch of its ConfigMap
     /// last read it (`crate::background::numaplane_default`).
     pub cluster_default: Arc<ArcSwap<ClusterDefault>>,
-    /// The webhook's view of the children, for rule 29 (`None` without an
-    /// API server: what Numaflow makes for a child is then judged as a
-    /// rollout's).
-    pub children: Option<Arc<dyn ChildLookup + Send>>,
+    /// The webhook's view of the children (rule 29) and the controller
+    /// definitions (rule 27) (`None` without an API server: what Numaflow
+    /// makes for a child is then judged as a rollout's, a version named as
+    /// a user namespace's).
+    pub cluster: Option<Arc<dyn ClusterView + Send>>,
 }
 
 impl ServerState {
@@ -100,7 +101,7 @@ impl ServerState {
             cluster_default: Arc::new(ArcSwap::from_pointee(ClusterDefault::Unknown(
                 "no connection to the API server".to_owned(),
             ))),
-            children: None,
+            cluster: None,
         }
     }
 

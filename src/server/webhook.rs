@@ -23,7 +23,7 @@ use super::plain_text;
 use crate::admission::{self, AdmissionRequest, AnswerContext, Reply, Webhook};
 use crate::logtext::{Escaped, EscapedObject};
 use crate::metrics::requests::RequestLabels;
-use crate::policy::rules::ChildLookup;
+use crate::policy::rules::ClusterView;
 
 /// What the handler tells the metrics layer about an answered review.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +98,7 @@ async fn answer_request(
     let cluster_default = shared.cluster_default.load_full();
     let context = AnswerContext {
         cluster_default: Some(&cluster_default),
-        children: shared.children.as_deref().map(|c| c as &dyn ChildLookup),
+        cluster: shared.cluster.as_deref().map(|c| c as &dyn ClusterView),
         ..AnswerContext::now(&shared.authorizer, deadline.time_for_rbac())
     };
     match admission::answer(webhook, &policy, body, context).await {

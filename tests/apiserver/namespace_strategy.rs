@@ -79,12 +79,17 @@ const PREDATING_FOLDED: &str = "e2e-ns-strategy-audit-folded";
 
 /// Argo CD's API server may write ConfigMaps everywhere (as its install
 /// grants it), so that its writes reach admission; the PolicyReport CRD
-/// for the audit; a namespace-level ConfigMap with `no-strategy` made
+/// for the audit; Numaplane's NumaflowController and
+/// NumaflowControllerRollout CRDs; a namespace-level ConfigMap with `no-strategy` made
 /// before the webhook, so that nothing judged it.
 fn before_webhooks(cluster: &Cluster) -> Result<(), String> {
-    cluster.install_crd(
-        &envtest::repo_root().join("tests/fixtures/wgpolicyk8s.io_policyreports.yaml"),
-    )?;
+    for crd in [
+        "tests/fixtures/wgpolicyk8s.io_policyreports.yaml",
+        "tests/fixtures/numaplane/numaplane.numaproj.io_numaflowcontrollers.yaml",
+        "tests/fixtures/numaplane/numaplane.numaproj.io_numaflowcontrollerrollouts.yaml",
+    ] {
+        cluster.install_crd(&envtest::repo_root().join(crd))?;
+    }
     let all = ["get", "list", "create", "update", "patch"];
     cluster.create_all(vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PREDATING}}),

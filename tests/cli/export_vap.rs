@@ -359,6 +359,9 @@ fn it_matches_what_the_webhook_configurations_match() {
         ("configmaps", "DELETE") => {
             export.left_out[2].contains("a DELETE of a namespace-level ConfigMap")
         }
+        ("numaflowcontrollers" | "numaflowcontrollerrollouts", _) => {
+            export.left_out[4].contains("validate-numaflow-controllers")
+        }
         ("vertices" | "vertices/status" | "deployments" | "statefulsets" | "services", _) => export
             .left_out[3]
             .contains("validate-numaflow-vertices and validate-numaflow-workloads"),

@@ -159,6 +159,15 @@ fn judged_writes() -> Vec<(&'static str, Write)> {
             },
         ),
         (
+            "validate-numaflow-controllers",
+            Write {
+                resource: "numaflowcontrollers",
+                operation: "UPDATE",
+                object: json!({"metadata": {"name": "c"}, "spec": {"version": "9.9.9"}}),
+                old: json!({"metadata": {"name": "c"}, "spec": {"version": "1.8.1"}}),
+            },
+        ),
+        (
             "validate-namespace-config",
             Write {
                 resource: "configmaps",
@@ -244,7 +253,7 @@ fn the_policys_accounts_are_the_ones_the_webhooks_keep_off() {
         [DELETER]
     );
     let hooks = webhooks(&docs);
-    assert_eq!(hooks.len(), 8, "mutate and seven validating webhooks");
+    assert_eq!(hooks.len(), 9, "mutate and eight validating webhooks");
     for (short, write) in judged_writes() {
         let hook = hook(&hooks, short);
         assert!(

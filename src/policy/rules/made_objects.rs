@@ -24,7 +24,7 @@ use super::guarded_write::Operation;
 use super::verdict::{EventReason, Gate, Verdict};
 use super::violation::{Violation, cut};
 use crate::kinds::{Kind, Made};
-use crate::policy::model::{Grant, Mode, Policy};
+use crate::policy::model::{Grant, Policy};
 use crate::policy::user::{Permission, UserInfo};
 use crate::rollout::GuardedObject;
 
@@ -143,6 +143,15 @@ impl<'a> MadeValidation<'a> {
         self.policy.force_reapply.edit_children.grant()
     }
 
+    /// The kind of the child the object belongs to, which the permission
+    /// is asked on (`None`: it cannot be told).
+    pub fn child_kind(&self) -> Option<Kind> {
+        match &self.write.belonging {
+            Belonging::Guarded { kind, .. } => Some(*kind),
+            Belonging::Free | Belonging::Unknown(_) => None,
+        }
+    }
+
     /// The permission, when settled without asking: not needed. `None`: ask.
     pub fn settled_permission(&self) -> Option<Permission> {
         self.fields.is_empty().then_some(Permission::NotNeeded)
@@ -212,14 +221,7 @@ impl<'a> MadeValidation<'a> {
             (EventReason::ChildEditAllowed, &what),
             outcome,
         );
-        // Rule 10: warn mode denies nothing.
-        if self.policy.mode == Mode::Warn {
-            for violation in std::mem::take(&mut decision.denials) {
-                decision
-                    .warnings
-                    .push(format!("warn mode, would deny: {}", violation.summary()));
-            }
-        }
+        decision.apply_mode(self.policy.mode);
         decision
     }
 }

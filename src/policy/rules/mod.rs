@@ -11,7 +11,8 @@
 //! [`namespace_strategy`] (rules 23 and 24, on Numaplane's namespace-level
 //! ConfigMap, with its own validation), [`child_edits`] (rule 26: a
 //! rollout's children are its controllers'), [`made_objects`] (rule 29:
-//! what Numaflow makes for them is Numaflow's, with its own validation); for `/mutate`,
+//! what Numaflow makes for them is Numaflow's, with its own validation),
+//! [`controller_version`] (rule 27 on the controller versions named); for `/mutate`,
 //! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
 //! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
 //! combines the findings and applies ratcheting (rule 8) and warn mode
@@ -22,6 +23,7 @@
 
 pub mod child_edits;
 pub mod child_lifecycle;
+pub mod controller_version;
 pub mod defaulting;
 pub mod deletes;
 pub mod deletion_timeout;
@@ -41,6 +43,9 @@ pub mod verdict;
 pub mod violation;
 
 pub use child_edits::ChildEdits;
+pub use controller_version::{
+    ClusterView, DefinitionLookup, Definitions, VersionValidation, VersionWrite,
+};
 pub use deletes::DeleteGates;
 pub use force::ForceGates;
 pub use guarded_write::{GuardedWrite, Operation};
@@ -271,14 +276,7 @@ impl Validation<'_> {
         decision
             .warnings
             .extend(force_promote_reset::left_on_warning(&self.write));
-        // Rule 10: warn mode denies nothing.
-        if self.policy.mode == Mode::Warn {
-            for violation in std::mem::take(&mut decision.denials) {
-                decision
-                    .warnings
-                    .push(format!("warn mode, would deny: {}", violation.summary()));
-            }
-        }
+        decision.apply_mode(self.policy.mode);
         decision
     }
 }

@@ -17,7 +17,7 @@ use super::guarded_write::Operation;
 use super::verdict::{EventReason, Finding, Gate, Verdict};
 use super::violation::Violation;
 use crate::namespace_config::{ClusterDefault, ConfigRead, StrategyRead};
-use crate::policy::model::{Grant, Mode, Policy};
+use crate::policy::model::{Grant, Policy};
 use crate::policy::user::{Permission, UserInfo};
 
 /// One write of a ConfigMap that carries Numaplane's config label (or
@@ -240,14 +240,7 @@ impl<'a> StrategyValidation<'a> {
         if let Some(how) = self.falls_back {
             fallback_gate(self.policy, write, how, permission, &mut decision);
         }
-        // Rule 10: warn mode denies nothing.
-        if self.policy.mode == Mode::Warn {
-            for violation in std::mem::take(&mut decision.denials) {
-                decision
-                    .warnings
-                    .push(format!("warn mode, would deny: {}", violation.summary()));
-            }
-        }
+        decision.apply_mode(self.policy.mode);
         decision
     }
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use json_patch::PatchOperation;
 
 use super::violation::Violation;
+use crate::policy::model::Mode;
 
 /// A broken rule, and whether its inputs are unchanged from the stored
 /// object (rule 8: then it warns instead of denying).
@@ -207,6 +208,17 @@ impl GateResult {
 }
 
 impl Verdict {
+    /// Rule 10: in warn mode every denial becomes a warning, so that
+    /// nothing is denied.
+    pub(super) fn apply_mode(&mut self, mode: Mode) {
+        if mode == Mode::Warn {
+            for violation in std::mem::take(&mut self.denials) {
+                self.warnings
+                    .push(format!("warn mode, would deny: {}", violation.summary()));
+            }
+        }
+    }
+
     /// Whether the request is allowed.
     pub fn allowed(&self) -> bool {
         self.denials.is_empty()

@@ -9,7 +9,9 @@ mod summary;
 
 use super::rule::Rule;
 use super::timeout_field::TimeoutField;
-use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made, PAUSE_TIMESTAMP};
+use crate::kinds::{
+    ControllerKind, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made, PAUSE_TIMESTAMP,
+};
 use crate::lenient::JsonKind;
 use crate::policy::duration::format_seconds;
 use crate::policy::model::MAX_CLOCK_SECONDS;
@@ -252,6 +254,26 @@ pub enum Violation {
         /// Why the requester lacks permission.
         refused: NotPermitted,
     },
+    /// Rule 27: a Numaflow controller version Numaplane would install from
+    /// a user namespace's definitions needs permission.
+    #[error(
+        "user \"{user}\" may not name Numaflow controller version \"{version}\" in this {}: Numaplane would install it from {from}, applying its fullSpec with its own account, which can grant any permission; {refused}; name a version defined in \"{numaplane_namespace}\" (Numaplane's namespace), or ask a platform admin to add you to forceReapply.controllerDefinitions in the webhook's policy",
+        kind.kind()
+    )]
+    ControllerVersionDenied {
+        /// The requester.
+        user: String,
+        /// The kind written.
+        kind: ControllerKind,
+        /// The version named, cut short.
+        version: String,
+        /// Where Numaplane would take it from, in words.
+        from: String,
+        /// Numaplane's own namespace (`numaplane.namespace`).
+        numaplane_namespace: String,
+        /// Why the requester lacks permission.
+        refused: NotPermitted,
+    },
     /// The request cannot be judged (no object, no resource, ...): the
     /// Rule 25: the one-shot record is the webhook's own.
     #[error(
@@ -476,7 +498,9 @@ impl Violation {
             Self::NamespaceStrategyDenied { .. } | Self::NamespaceFallbackDenied { .. } => {
                 Rule::NamespaceStrategy
             }
-            Self::ControllerDefinitionsDenied { .. } => Rule::ControllerDefinitions,
+            Self::ControllerDefinitionsDenied { .. } | Self::ControllerVersionDenied { .. } => {
+                Rule::ControllerDefinitions
+            }
             Self::ForcePromoteRecordWritten { .. } => Rule::ForcePromoteRecord,
             Self::Unjudgeable(_) => Rule::Judgeable,
         }

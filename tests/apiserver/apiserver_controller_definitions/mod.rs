@@ -10,7 +10,10 @@
 //! `ControllerDefinitionsAllowed` Event; Numaplane's namespace needs no
 //! permission; removing the label needs none; the namespaces the webhooks
 //! skip refuse them to everyone (the skipped-namespaces policy); and the
-//! audit reports one stored before the webhooks.
+//! audit reports one stored before the webhooks. A NumaflowController or
+//! NumaflowControllerRollout naming the version that namespace defined
+//! before the webhook (Numaplane would install it from there) is refused
+//! to her too.
 
 use envtest::{Cluster, User};
 use serde_json::{Value, json};
@@ -175,4 +178,129 @@ fn the_audit_reports_stored_definitions_outside_numaplanes_namespace() {
         )),
         "{found:#}"
     );
+}
+
+/// A NumaflowController (or, with `rollout`, a NumaflowControllerRollout)
+/// named `name` of Numaflow controller `version`.
+fn controller(ns: &str, name: &str, version: &str, rollout: bool) -> Value {
+    let (kind, spec) = if rollout {
+        (
+            "NumaflowControllerRollout",
+            json!({"controller": {"version": version}}),
+        )
+    } else {
+        ("NumaflowController", json!({"version": version}))
+    };
+    json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": kind,
+        "metadata": {"name": name, "namespace": ns}, "spec": spec})
+}
+
+#[test]
+fn a_controller_version_defined_in_a_user_namespace_needs_the_permission() {
+    let Some((env, _turn)) = shared() else { return };
+    let cluster = &env.cluster;
+    let webhook = "validate-numaflow-controllers.pipelinerollout-webhook.numaplane.numaproj.io";
+    let admin = cluster.kubectl(User::Admin);
+    let ns = "e2e-controller-versions";
+    team(cluster, ns);
+    let verbs = ["get", "list", "create", "update", "patch"];
+    for namespace in [ns, PREDATING_DEFINITIONS] {
+        cluster
+            .create_all(vec![
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                    "metadata": {"name": "controllers", "namespace": namespace},
+                    "rules": [{"apiGroups": ["numaplane.numaproj.io"],
+                        "resources": ["numaflowcontrollers", "numaflowcontrollerrollouts"], "verbs": verbs}]}),
+                envtest::binding(Some(namespace), "controllers", "Role", "controllers", &[User::Alice]),
+            ])
+            .expect("alice may write NumaflowControllers");
+        cluster
+            .wait_for_access(
+                User::Alice,
+                "create",
+                "numaflowcontrollers.numaplane.numaproj.io",
+                namespace,
+                true,
+            )
+            .expect("access");
+    }
+    let alice = cluster.kubectl(User::Alice);
+
+    // The namespace's own definition of 9.9.9 (made before the webhook),
+    // which Numaplane would prefer: refused, by either kind.
+    for rollout in [false, true] {
+        let out = alice.create(
+            &controller(
+                PREDATING_DEFINITIONS,
+                "numaflow-controller",
+                "9.9.9",
+                rollout,
+            ),
+            &[],
+        );
+        assert_refused(
+            &out,
+            webhook,
+            "may not name Numaflow controller version \"9.9.9\"",
+        );
+        assert!(
+            out.stderr.contains("Numaplane would install it from namespace \"e2e-definitions-audit\"'s own definition"),
+            "{out}"
+        );
+    }
+    // Another namespace naming it: only a user namespace defines it.
+    let out = alice.create(&controller(ns, "numaflow-controller", "9.9.9", false), &[]);
+    assert_refused(
+        &out,
+        webhook,
+        "only namespace \"e2e-definitions-audit\" defines it, not \"numaplane-system\"",
+    );
+    // A version no user namespace defines is hers to name; changing to
+    // 9.9.9 later is judged as a CREATE is.
+    alice
+        .create(&controller(ns, "numaflow-controller", "1.8.1", false), &[])
+        .expect_success("a version no user namespace defines");
+    let change = json!({"spec": {"version": "9.9.9"}});
+    let out = alice.merge_patch(
+        "numaflowcontroller",
+        ns,
+        "numaflow-controller",
+        &change,
+        &[],
+    );
+    assert_refused(
+        &out,
+        webhook,
+        "may not name Numaflow controller version \"9.9.9\"",
+    );
+    // A holder of controllerDefinitions (system:masters) may, with an Event.
+    admin
+        .merge_patch(
+            "numaflowcontroller",
+            ns,
+            "numaflow-controller",
+            &change,
+            &[],
+        )
+        .expect_success("system:masters names it");
+    let found = events(cluster, ns, "ControllerDefinitionsAllowed");
+    assert!(
+        found
+            .iter()
+            .any(|(name, reason, note)| name == "numaflow-controller"
+                && reason == "ControllerDefinitionsAllowed"
+                && note
+                    .contains("Numaflow controller version \"9.9.9\" on this NumaflowController")),
+        "{found:#?}"
+    );
+    // The version kept: her label needs nothing.
+    alice
+        .merge_patch(
+            "numaflowcontroller",
+            ns,
+            "numaflow-controller",
+            &json!({"metadata": {"labels": {"team": "a"}}}),
+            &[],
+        )
+        .expect_success("the version kept");
 }

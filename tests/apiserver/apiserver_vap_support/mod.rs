@@ -462,7 +462,7 @@ async fn answer(
         permission_timeout: Duration::from_secs(10),
         now: time::OffsetDateTime::now_utc(),
         cluster_default: Some(&drains),
-        children: None,
+        cluster: None,
     };
     let body = review.to_string().into_bytes();
     let (_, outcome) = admission::answer(Webhook::Validate, policy, &body, judge)

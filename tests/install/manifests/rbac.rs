@@ -110,6 +110,15 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         "monovertexrollouts",
         "pipelinerollouts",
     ]);
+    // The forgery check before Events, on the rollouts and on the kinds
+    // that name a controller version (rule 27).
+    let rollouts_and_controllers = owned(&[
+        "isbservicerollouts",
+        "monovertexrollouts",
+        "numaflowcontrollerrollouts",
+        "numaflowcontrollers",
+        "pipelinerollouts",
+    ]);
     let mut want = vec![
         (
             owned(&["authorization.k8s.io"]),
@@ -125,7 +134,7 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         ),
         (
             owned(&["numaplane.numaproj.io"]),
-            rollouts.clone(),
+            rollouts_and_controllers,
             owned(&["get"]),
             vec![],
         ),
@@ -152,20 +161,13 @@ fn check_rbac(install: &Install, pod: &PodSpec, effective_policy: &str) {
         ),
         (owned(&[""]), owned(&["services"]), owned(&["get"]), vec![]),
         // The forgery check before rule 24's Events on a namespace-level
-        // ConfigMap: get only (the lookup is by name), on no Secret.
+        // ConfigMap, the watch of Numaplane's cluster default strategy and
+        // of the controller definitions (rule 27); no Secret.
         (
             owned(&[""]),
             owned(&["configmaps"]),
-            owned(&["get"]),
+            owned(&["get", "list", "watch"]),
             vec![],
-        ),
-        // Numaplane's cluster default strategy: the watch of its one
-        // ConfigMap, by name.
-        (
-            owned(&[""]),
-            owned(&["configmaps"]),
-            owned(&["list", "watch"]),
-            owned(&["numaplane-controller-config"]),
         ),
         (
             owned(&["numaplane.numaproj.io"]),

@@ -227,6 +227,7 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
     let mut want_names = vec![VALIDATE_NAME];
     want_names.extend(expected.iter().map(|(n, _)| *n));
     want_names.extend(MADE_NAMES);
+    want_names.push(CONTROLLERS_NAME);
     want_names.push(NAMESPACE_CONFIG_NAME);
     namespace_config_webhook_sees_only_labelled_configmaps(&all, &validate);
     made_webhooks_send_what_numaflow_makes(&all, &validate);
@@ -309,6 +310,10 @@ pub(crate) fn force_key_webhooks_send_only_force_writes(r: &Rendering) {
         }
     }
 }
+
+/// The webhook of the Numaflow controller versions (rule 27).
+const CONTROLLERS_NAME: &str =
+    "validate-numaflow-controllers.pipelinerollout-webhook.numaplane.numaproj.io";
 
 /// The webhooks of what Numaflow makes for a child (rule 29).
 const MADE_NAMES: [&str; 2] = [

@@ -11,6 +11,7 @@ mod validate_case;
 mod bookkeeping_and_templates;
 mod child_edits;
 mod controller_definitions;
+mod controller_version;
 mod defaulting;
 mod deletes;
 mod deletion_timeouts;

@@ -66,7 +66,8 @@ fn kind_of(v: &Violation) -> ViolationKind {
         | Violation::StrategyKeysClash { .. }
         | Violation::NamespaceStrategyDenied { .. }
         | Violation::NamespaceFallbackDenied { .. }
-        | Violation::ControllerDefinitionsDenied { .. } => {
+        | Violation::ControllerDefinitionsDenied { .. }
+        | Violation::ControllerVersionDenied { .. } => {
             panic!("rollout writes never break the ConfigMap rules: {v}")
         }
         Violation::MadeEditDenied { .. } => {

@@ -135,6 +135,10 @@ impl Violation {
                     short(user)
                 )
             }
+            Self::ControllerVersionDenied { user, version, .. } => format!(
+                "{} may not name controller version \"{version}\", defined outside Numaplane's namespace",
+                short(user)
+            ),
             Self::ControllerDefinitionsDenied { user, .. } => {
                 format!(
                     "{} may not write Numaflow controller definitions outside Numaplane's namespace",
@@ -187,6 +191,9 @@ impl Violation {
             ),
             Self::StrategyInvalid { .. } | Self::NamespaceStrategyDenied { .. } => {
                 Some(format!("data.{UPGRADE_STRATEGY_KEY}"))
+            }
+            Self::ControllerVersionDenied { kind, .. } => {
+                Some(format!("spec.{}", kind.version_path().join(".")))
             }
             other => match other.rule() {
                 Rule::TimeoutInteger | Rule::TimeoutRange | Rule::TimeoutOverflow => {
