@@ -291,3 +291,66 @@ fn what_numaflow_makes_for_a_child_is_numaflows() {
     )
     .expect_success("Numaflow's controller writes the status");
 }
+
+#[test]
+fn in_the_namespaces_the_webhooks_skip_only_numaflow_makes_and_changes_them() {
+    let Some((env, _turn)) = shared() else { return };
+    let cluster = &env.cluster;
+    let ns = "kube-system";
+    let policy = "pipelinerollout-webhook-skipped-namespaces";
+    let admin = cluster.kubectl(User::Admin);
+    let says = "only Numaflow's controller may make it or change its spec, status, finalizers, ownerReferences";
+    // Numaflow's controller makes them there.
+    let made = made_for(ns, "demo-0", "00000000-0000-0000-0000-000000000000");
+    for object in &made {
+        admin
+            .create(object, &[&format!("--as={NUMAFLOW}")])
+            .expect_success("Numaflow's controller makes it");
+    }
+    // Anyone else, system:masters included, neither makes nor changes them.
+    let extra = json!({"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Vertex",
+        "metadata": {"name": "demo-0-extra", "namespace": ns, "labels": {PIPELINE_NAME: "demo-0"}},
+        "spec": {"name": "extra", "pipelineName": "demo-0"}});
+    let out = admin.create(&extra, &[]);
+    assert!(
+        !out.success && out.stderr.contains(policy) && out.stderr.contains(says),
+        "{out}"
+    );
+    let out = patch(
+        cluster,
+        Some("platform-admin"),
+        &["service", "demo-0-daemon-svc"],
+        ns,
+        &[
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"selector":{"app":"mine"}}}"#,
+            "--as-group=system:masters",
+        ],
+    );
+    assert!(
+        !out.success && out.stderr.contains(policy) && out.stderr.contains(says),
+        "{out}"
+    );
+    // A label of one's own stays free.
+    patch(
+        cluster,
+        Some("platform-admin"),
+        &["service", "demo-0-daemon-svc"],
+        ns,
+        &[
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"team":"a"}}}"#,
+            "--as-group=system:masters",
+        ],
+    )
+    .expect_success("a label of one's own");
+    for object in made {
+        let kind = object["kind"].as_str().unwrap_or_default().to_lowercase();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        admin
+            .run(&["delete", &kind, name, "-n", ns, "--wait=false"])
+            .expect_success("cleaned up");
+    }
+}
