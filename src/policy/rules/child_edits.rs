@@ -391,14 +391,12 @@ impl ChildEdits {
                 kind.rollout().kind()
             )
         };
-        let settle = Settle {
-            mode: policy.mode,
-            update: write.operation == Operation::Update,
+        let settle = Settle::plain(
+            policy.mode,
+            write.operation == Operation::Update,
             user,
             permission,
-            after: String::new(),
-            about: String::new(),
-        };
+        );
         settle.gate_as(
             decision,
             Gate::EditChild,

@@ -182,14 +182,12 @@ impl<'a> VersionValidation<'a> {
             "Numaflow controller version \"{version}\" on this {}, which Numaplane installs from {from}, with its own account",
             write.kind.kind()
         );
-        let settle = Settle {
-            mode: self.policy.mode,
-            update: write.operation == Operation::Update,
+        let settle = Settle::plain(
+            self.policy.mode,
+            write.operation == Operation::Update,
             user,
             permission,
-            after: String::new(),
-            about: String::new(),
-        };
+        );
         settle.gate_as(
             &mut decision,
             Gate::ControllerDefinitions,

@@ -246,7 +246,26 @@ pub(super) struct Settle<'a> {
     pub(super) about: String,
 }
 
-impl Settle<'_> {
+impl<'a> Settle<'a> {
+    /// How a gate is settled for `user` with `permission`, under `mode`:
+    /// an Event on a refused `update` (a refused CREATE leaves no object
+    /// to record it on), nothing said of when or what.
+    pub(super) fn plain(
+        mode: Mode,
+        update: bool,
+        user: &'a str,
+        permission: &'a Permission,
+    ) -> Self {
+        Self {
+            mode,
+            update,
+            user,
+            permission,
+            after: String::new(),
+            about: String::new(),
+        }
+    }
+
     /// Records one gate's decision: its Event, audit annotation, metric
     /// label and denial.
     pub(super) fn gate(&self, decision: &mut Verdict, gate: Gate, outcome: Result<(), Violation>) {

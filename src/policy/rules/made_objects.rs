@@ -207,14 +207,7 @@ impl<'a> MadeValidation<'a> {
                 write.kind.kind()
             )
         };
-        let settle = Settle {
-            mode: self.policy.mode,
-            update: !created,
-            user,
-            permission,
-            after: String::new(),
-            about: String::new(),
-        };
+        let settle = Settle::plain(self.policy.mode, !created, user, permission);
         settle.gate_as(
             &mut decision,
             Gate::EditChild,

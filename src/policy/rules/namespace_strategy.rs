@@ -252,14 +252,12 @@ fn settle<'p>(
     write: &'p StrategyWrite<'_>,
     permission: &'p Permission,
 ) -> Settle<'p> {
-    Settle {
-        mode: policy.mode,
-        update: write.operation != Operation::Create,
-        user: write.user.username(),
+    Settle::plain(
+        policy.mode,
+        write.operation != Operation::Create,
+        write.user.username(),
         permission,
-        after: String::new(),
-        about: String::new(),
-    }
+    )
 }
 
 /// Rule 24 on a fall-back: a write that makes the namespace use
