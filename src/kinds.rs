@@ -259,6 +259,104 @@ impl ControllerKind {
     }
 }
 
+/// The core group's ConfigMap, as objects name it.
+pub const CONFIG_MAP_KIND: &str = "ConfigMap";
+
+/// Every resource a webhook of this project is sent: the six guarded
+/// kinds, what Numaflow makes for a child, the kinds that name a Numaflow
+/// controller version, and the core ConfigMap (Numaplane's configuration).
+/// Requests, Events, the forgery check and `check` read their group,
+/// version, resource and kind from here only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// A rollout or a child.
+    Guarded(Kind),
+    /// What Numaflow makes for a child (rule 29).
+    Made(Made),
+    /// A NumaflowController or NumaflowControllerRollout (rule 27).
+    Controller(ControllerKind),
+    /// A core/v1 ConfigMap: Numaplane's namespace-level configuration or
+    /// controller definitions (rules 23, 24 and 27).
+    ConfigMap,
+}
+
+impl Resource {
+    /// The API group (`""`: core).
+    pub const fn group(self) -> &'static str {
+        match self {
+            Self::Guarded(kind) => kind.group(),
+            Self::Made(kind) => kind.group(),
+            Self::Controller(_) => NUMAPLANE_GROUP,
+            Self::ConfigMap => "",
+        }
+    }
+
+    /// The version.
+    pub const fn version(self) -> &'static str {
+        match self {
+            Self::Guarded(_) | Self::Controller(_) => VERSION,
+            Self::Made(kind) => kind.version(),
+            Self::ConfigMap => "v1",
+        }
+    }
+
+    /// The resource name (plural, lowercase).
+    pub const fn resource(self) -> &'static str {
+        match self {
+            Self::Guarded(kind) => kind.resource(),
+            Self::Made(kind) => kind.resource(),
+            Self::Controller(kind) => kind.resource(),
+            Self::ConfigMap => CONFIGMAPS,
+        }
+    }
+
+    /// The kind as objects name it.
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Self::Guarded(kind) => kind.kind(),
+            Self::Made(kind) => kind.kind(),
+            Self::Controller(kind) => kind.kind(),
+            Self::ConfigMap => CONFIG_MAP_KIND,
+        }
+    }
+
+    /// `group/version`, or the version alone for the core group.
+    pub fn api_version(self) -> String {
+        match self.group() {
+            "" => self.version().to_owned(),
+            group => format!("{group}/{}", self.version()),
+        }
+    }
+
+    /// The resource a request names by group and resource, if judged.
+    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+        if group.is_empty() && resource == CONFIGMAPS {
+            return Some(Self::ConfigMap);
+        }
+        Kind::from_resource(group, resource)
+            .map(Self::Guarded)
+            .or_else(|| Made::from_resource(group, resource).map(Self::Made))
+            .or_else(|| ControllerKind::from_resource(group, resource).map(Self::Controller))
+    }
+
+    /// The resource an object's `apiVersion` group and `kind` name, if judged.
+    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+        if group.is_empty() && kind == CONFIG_MAP_KIND {
+            return Some(Self::ConfigMap);
+        }
+        Kind::from_kind(group, kind)
+            .map(Self::Guarded)
+            .or_else(|| Made::from_kind(group, kind).map(Self::Made))
+            .or_else(|| ControllerKind::from_kind(group, kind).map(Self::Controller))
+    }
+
+    /// Whether its `/status` is judged like the object: a child's (rule 26)
+    /// and a Vertex's (rule 29).
+    pub fn status_judged(self) -> bool {
+        matches!(self, Self::Made(Made::Vertex)) || matches!(self, Self::Guarded(k) if k.is_child())
+    }
+}
+
 /// The labels Numaflow's controller puts on what it makes for a child,
 /// naming the child: a Pipeline's, a MonoVertex's, an
 /// InterStepBufferService's (Numaflow v1.8, `const.go`).
@@ -395,6 +493,24 @@ mod tests {
             Kind::from_resource(NUMAPLANE_GROUP, "numaflowcontrollerrollouts"),
             None
         );
+    }
+
+    #[test]
+    fn each_resource_is_found_by_its_resource_and_its_kind() {
+        let all = Kind::ALL
+            .into_iter()
+            .map(Resource::Guarded)
+            .chain(Made::ALL.into_iter().map(Resource::Made))
+            .chain(ControllerKind::ALL.into_iter().map(Resource::Controller))
+            .chain([Resource::ConfigMap]);
+        for resource in all {
+            let (group, plural, kind) = (resource.group(), resource.resource(), resource.kind());
+            assert_eq!(Resource::from_resource(group, plural), Some(resource));
+            assert_eq!(Resource::from_kind(group, kind), Some(resource));
+        }
+        assert_eq!(Resource::ConfigMap.api_version(), "v1");
+        assert_eq!(Resource::Made(Made::Deployment).api_version(), "apps/v1");
+        assert_eq!(Resource::from_resource("", "secrets"), None);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use time::OffsetDateTime;
 use super::API_VERSIONS;
 use super::decide::Subject;
 use crate::kinds::{
-    self, CONFIGMAPS, ControllerKind, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made,
+    self, CONFIG_MAP_KIND, ControllerKind, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, Made,
+    Resource,
 };
 use crate::lenient::{Obj, Text};
 use crate::namespace_config::ConfigRead;
@@ -217,27 +218,14 @@ impl AdmissionRequest {
         Kind::from_resource(resource.group.as_deref()?, resource.resource.as_deref()?)
     }
 
-    /// The kind Numaflow makes that the request is for, if it is one.
-    pub fn made_kind(&self) -> Option<Made> {
+    /// The resource the request is for, if a webhook of this project
+    /// judges it (a subresource is not, but a child's or a Vertex's
+    /// `/status`).
+    pub fn judged(&self) -> Option<Resource> {
         match self.resource() {
-            Ok(Resource::Made(kind)) => Some(kind),
+            Ok(Named::Judged(resource)) => Some(resource),
             _ => None,
         }
-    }
-
-    /// The Numaplane kind naming a controller version the request is for,
-    /// if it is one.
-    pub fn controller_kind(&self) -> Option<ControllerKind> {
-        match self.resource() {
-            Ok(Resource::Controller(kind)) => Some(kind),
-            _ => None,
-        }
-    }
-
-    /// Whether the request is for a core ConfigMap (what the webhook sees
-    /// of those is Numaplane's namespace-level configuration).
-    pub fn is_config_map(&self) -> bool {
-        matches!(self.resource(), Ok(Resource::NamespaceConfig))
     }
 
     /// The object's apiVersion as the request names it (group/version;
@@ -256,47 +244,26 @@ impl AdmissionRequest {
             .or_else(|| self.old_object.get().and_then(GuardedObject::uid))
     }
 
-    /// What the request's `resource` names: a subresource, a guarded
-    /// kind, or a resource the webhook does not guard.
-    fn resource(&self) -> Result<Resource, Unjudgeable> {
+    /// What the request's `resource` names: a subresource, a resource a
+    /// webhook of this project judges, or another.
+    fn resource(&self) -> Result<Named, Unjudgeable> {
         let Obj::Present(resource) = &self.resource else {
             return Err(Unjudgeable::Resource);
         };
         let group = resource.group.as_deref().unwrap_or_default();
         let name = resource.resource.as_deref().unwrap_or_default();
-        match self.sub_resource.as_deref() {
-            None => {}
-            // A child's status is Numaplane's to read and its controllers'
-            // to write (rule 26): its `/status` is judged like the object.
-            Some("status") => {
-                if let Some(kind) = Kind::from_resource(group, name).filter(|k| k.is_child()) {
-                    return Ok(Resource::Guarded(kind));
-                }
-                // A Vertex's status is Numaflow's, as its child's is (rule 29).
-                if let Some(kind) = Made::from_resource(group, name).filter(|k| *k == Made::Vertex)
-                {
-                    return Ok(Resource::Made(kind));
-                }
-                return Ok(Resource::Subresource);
-            }
-            Some(_) => return Ok(Resource::Subresource),
-        }
-        if group.is_empty() && name == CONFIGMAPS {
-            return Ok(Resource::NamespaceConfig);
-        }
-        if let Some(kind) = Made::from_resource(group, name) {
-            return Ok(Resource::Made(kind));
-        }
-        if let Some(kind) = ControllerKind::from_resource(group, name) {
-            return Ok(Resource::Controller(kind));
-        }
-        Ok(match Kind::from_resource(group, name) {
-            Some(kind) => Resource::Guarded(kind),
-            None => {
+        let judged = Resource::from_resource(group, name);
+        match (self.sub_resource.as_deref(), judged) {
+            // A child's and a Vertex's status are their controllers' to
+            // write (rules 26 and 29): that `/status` is judged like the object.
+            (Some("status"), Some(judged)) if judged.status_judged() => Ok(Named::Judged(judged)),
+            (Some(_), _) => Ok(Named::Subresource),
+            (None, Some(judged)) => Ok(Named::Judged(judged)),
+            (None, None) => {
                 let text: String = format!("{name}.{group}").chars().take(60).collect();
-                Resource::Unguarded(crate::logtext::Escaped(&text).to_string())
+                Ok(Named::Unguarded(crate::logtext::Escaped(&text).to_string()))
             }
-        })
+        }
     }
 
     /// The rules' view of this request, judged at `now`: not judged
@@ -313,12 +280,14 @@ impl AdmissionRequest {
             return Ok(Subject::Skipped);
         };
         let kind = match self.resource()? {
-            Resource::Subresource => return Ok(Subject::Skipped),
-            Resource::Unguarded(name) => return Ok(Subject::Unguarded(self.unknown_reason(&name))),
-            Resource::NamespaceConfig => return self.namespace_config_write(operation),
-            Resource::Made(kind) => return self.made_write(kind, operation),
-            Resource::Controller(kind) => return self.version_write(kind, operation),
-            Resource::Guarded(kind) => kind,
+            Named::Subresource => return Ok(Subject::Skipped),
+            Named::Unguarded(name) => return Ok(Subject::Unguarded(self.unknown_reason(&name))),
+            Named::Judged(Resource::ConfigMap) => return self.namespace_config_write(operation),
+            Named::Judged(Resource::Made(kind)) => return self.made_write(kind, operation),
+            Named::Judged(Resource::Controller(kind)) => {
+                return self.version_write(kind, operation);
+            }
+            Named::Judged(Resource::Guarded(kind)) => kind,
         };
         let what = kind.kind();
         if operation == Operation::Delete {
@@ -387,7 +356,7 @@ impl AdmissionRequest {
             (Operation::Delete, other) => {
                 return Err(Unjudgeable::DeletedObject {
                     found: describe(other),
-                    kind: "ConfigMap",
+                    kind: CONFIG_MAP_KIND,
                 });
             }
             _ => &self.object,
@@ -396,7 +365,7 @@ impl AdmissionRequest {
             return Err(Unjudgeable::Object {
                 found: describe(&self.object),
                 operation: self.operation,
-                kind: "ConfigMap",
+                kind: CONFIG_MAP_KIND,
             });
         };
         let old_object = match (&self.old_object, operation) {
@@ -405,7 +374,7 @@ impl AdmissionRequest {
             (other, Operation::Update | Operation::Delete) => {
                 return Err(Unjudgeable::OldObject {
                     found: describe(other),
-                    kind: "ConfigMap",
+                    kind: CONFIG_MAP_KIND,
                 });
             }
         };
@@ -517,17 +486,11 @@ impl AdmissionRequest {
 }
 
 /// What a request's `resource` names.
-enum Resource {
+enum Named {
     /// A subresource (`scale`, a rollout's `status`, ...): not judged.
     Subresource,
-    /// A kind the webhook guards.
-    Guarded(Kind),
-    /// A core ConfigMap: perhaps Numaplane's namespace-level configuration.
-    NamespaceConfig,
-    /// A kind Numaflow makes for a child (rule 29).
-    Made(Made),
-    /// A kind that names a Numaflow controller version (rule 27).
-    Controller(ControllerKind),
+    /// A resource a webhook of this project judges.
+    Judged(Resource),
     /// Another resource: its name, escaped for the warning.
     Unguarded(String),
 }

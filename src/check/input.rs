@@ -6,19 +6,9 @@
 use serde_json::Value;
 
 use super::documents::{self, DocumentError, RawDocument};
-use crate::kinds::{CONFIG_LABEL, CONTROLLER_DEFINITIONS, Kind, NAMESPACE_CONFIG, VERSION};
-
-/// What a manifest `check` judges is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Checked {
-    /// A guarded kind: a rollout or a child.
-    Guarded(Kind),
-    /// One of Numaplane's labelled ConfigMaps, the only ConfigMaps the
-    /// webhook is sent: a core ConfigMap labelled
-    /// `numaplane.numaproj.io/config: namespace-level-config` (rules 23
-    /// and 24) or `numaflow-controller-definitions` (rule 27).
-    NamespaceConfig,
-}
+use crate::kinds::{
+    CONFIG_LABEL, CONTROLLER_DEFINITIONS, Kind, NAMESPACE_CONFIG, Resource, VERSION,
+};
 
 /// Where something was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +53,7 @@ pub struct Manifest {
     /// Where it is.
     pub location: Location,
     /// What it is.
-    pub kind: Checked,
+    pub kind: Resource,
     /// The object.
     pub object: Value,
 }
@@ -112,12 +102,13 @@ pub fn guarded_kind(object: &Value) -> Option<Kind> {
 /// What a manifest is, if `check` judges it: a guarded kind, or a
 /// ConfigMap labelled as Numaplane's namespace-level configuration or as
 /// Numaflow controller definitions.
-pub fn checked_kind(object: &Value) -> Option<Checked> {
+pub fn checked_kind(object: &Value) -> Option<Resource> {
     if let Some(kind) = guarded_kind(object) {
-        return Some(Checked::Guarded(kind));
+        return Some(Resource::Guarded(kind));
     }
-    let core_config_map = object.get("apiVersion").and_then(Value::as_str) == Some("v1")
-        && object.get("kind").and_then(Value::as_str) == Some("ConfigMap");
+    let core_config_map = object.get("apiVersion").and_then(Value::as_str)
+        == Some(Resource::ConfigMap.version())
+        && object.get("kind").and_then(Value::as_str) == Some(Resource::ConfigMap.kind());
     let labelled = object
         .pointer(&format!(
             "/metadata/labels/{}",
@@ -125,7 +116,7 @@ pub fn checked_kind(object: &Value) -> Option<Checked> {
         ))
         .and_then(Value::as_str)
         .is_some_and(|v| v == NAMESPACE_CONFIG || v == CONTROLLER_DEFINITIONS);
-    (core_config_map && labelled).then_some(Checked::NamespaceConfig)
+    (core_config_map && labelled).then_some(Resource::ConfigMap)
 }
 
 /// Whether a manifest is a PipelineRollout: apiVersion in group

@@ -9,11 +9,12 @@ use std::collections::HashMap;
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use super::input::{Checked, Manifest};
+use super::input::Manifest;
 use super::report::{JudgedManifest, Remark, Severity};
 use crate::admission::{self, Input, Subject, Webhook};
 use crate::authz::StaticLists;
 use crate::kinds::Kind;
+use crate::kinds::Resource;
 use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{GuardedWrite, Operation, StrategyWrite, Verdict};
 use crate::policy::{Policy, UserInfo, format_seconds};
@@ -25,14 +26,14 @@ const AUTHENTICATED: &str = "system:authenticated";
 /// The deployed objects, by kind, namespace and name.
 #[derive(Debug, Default)]
 pub struct Deployed {
-    objects: HashMap<(Checked, String, String), (Value, String)>,
+    objects: HashMap<(Resource, String, String), (Value, String)>,
 }
 
 impl Deployed {
     /// Adds a deployed object found in `file`; the first one of a name wins.
     pub fn insert(
         &mut self,
-        kind: Checked,
+        kind: Resource,
         namespace: String,
         name: String,
         object: Value,
@@ -43,7 +44,7 @@ impl Deployed {
             .or_insert((object, file));
     }
 
-    fn get(&self, kind: Checked, namespace: &str, name: &str) -> Option<&(Value, String)> {
+    fn get(&self, kind: Resource, namespace: &str, name: &str) -> Option<&(Value, String)> {
         self.objects
             .get(&(kind, namespace.to_owned(), name.to_owned()))
     }
@@ -103,10 +104,12 @@ impl ManifestJudge<'_> {
         prepare(&mut object, &namespace, old);
         let name_or_none = name.as_deref().unwrap_or_default();
         let remarks = match manifest.kind {
-            Checked::Guarded(kind) => self.remarks(kind, &namespace, name_or_none, old, object),
-            Checked::NamespaceConfig => {
+            Resource::Guarded(kind) => self.remarks(kind, &namespace, name_or_none, old, object),
+            Resource::ConfigMap => {
                 self.namespace_config_remarks(&namespace, name_or_none, old, &object)
             }
+            // `checked_kind` reads none of these.
+            Resource::Made(_) | Resource::Controller(_) => Default::default(),
         };
         JudgedManifest {
             kind: manifest.kind,

@@ -274,7 +274,7 @@ mod tests {
     fn markup_quotes_and_control_characters_parse_back() {
         let message = "a <b> & \"c\" 'd'\u{1}\tline\nnext\r";
         let judged = JudgedManifest {
-            kind: crate::check::input::Checked::Guarded(crate::kinds::Kind::PipelineRollout),
+            kind: crate::kinds::Resource::Guarded(crate::kinds::Kind::PipelineRollout),
             location: location("odd <&\".yaml", 1, false, 1),
             namespace: "team-a".into(),
             name: Some("p".into()),

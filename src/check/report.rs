@@ -53,7 +53,7 @@ pub struct JudgedManifest {
     /// Its name (`None` when the manifest has none).
     pub name: Option<String>,
     /// What it is.
-    pub kind: super::input::Checked,
+    pub kind: crate::kinds::Resource,
     /// CREATE, or UPDATE when `--against` holds a deployed object.
     pub operation: &'static str,
     /// Where the deployed object came from, for an UPDATE.
@@ -199,7 +199,7 @@ impl CheckReport {
         let others = self
             .rollouts()
             .filter(|j| {
-                j.kind != super::input::Checked::Guarded(crate::kinds::Kind::PipelineRollout)
+                j.kind != crate::kinds::Resource::Guarded(crate::kinds::Kind::PipelineRollout)
             })
             .count();
         let checked = match others {
@@ -330,7 +330,7 @@ pub(super) mod tests {
 
     pub fn sample() -> CheckReport {
         let denied = JudgedManifest {
-            kind: crate::check::input::Checked::Guarded(crate::kinds::Kind::PipelineRollout),
+            kind: crate::kinds::Resource::Guarded(crate::kinds::Kind::PipelineRollout),
             location: location("a.yaml", 2, true, 7),
             namespace: "team-a".into(),
             name: Some("p1".into()),
@@ -347,7 +347,7 @@ pub(super) mod tests {
             ],
         };
         let clean = JudgedManifest {
-            kind: crate::check::input::Checked::Guarded(crate::kinds::Kind::PipelineRollout),
+            kind: crate::kinds::Resource::Guarded(crate::kinds::Kind::PipelineRollout),
             location: location("b.yaml", 1, false, 1),
             namespace: "default".into(),
             name: None,

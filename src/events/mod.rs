@@ -27,11 +27,10 @@ use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
 use crate::admission::{AdmissionRequest, Reply, RequestOperation};
-use crate::kinds::Kind;
+use crate::kinds::{Kind, Resource};
 use crate::policy::rules::EventReason;
 
 pub use self::publisher::KubeEvents;
-pub use self::regarded::Regarded;
 
 /// The name Events are reported under (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "pipelinerollout-webhook";
@@ -89,7 +88,7 @@ impl PendingEvent {
         Self::about_object(
             reason,
             note,
-            Kind::PipelineRollout.into(),
+            Resource::Guarded(Kind::PipelineRollout),
             api_version,
             regarding,
         )
@@ -99,7 +98,7 @@ impl PendingEvent {
     pub fn about_object(
         reason: EventReason,
         note: String,
-        regarded: Regarded,
+        regarded: Resource,
         api_version: String,
         (namespace, name, uid): (&str, &str, Option<&str>),
     ) -> Self {
@@ -221,7 +220,7 @@ impl EventQueue {
             }
             return;
         }
-        let (regarded, api_version) = Regarded::of(request);
+        let (regarded, api_version) = regarded::of(request);
         for event in &outcome.verdict.events {
             let regarding = (
                 request.namespace.as_str(),

@@ -9,7 +9,9 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{DynamicObject, PostParams};
 
-use super::{Delivery, PendingEvent, PublishError, PublishEvent, REPORTING_CONTROLLER, Regarded};
+use super::regarded;
+use super::{Delivery, PendingEvent, PublishError, PublishEvent, REPORTING_CONTROLLER};
+use crate::kinds::Resource;
 use crate::logtext::Escaped;
 
 /// The longest a note may be (the API server refuses longer ones).
@@ -50,11 +52,11 @@ impl KubeEvents {
     /// (a metadata-only GET: the API server sends no `data` or `spec`).
     async fn exists(
         &self,
-        regarded: Regarded,
+        regarded: Resource,
         (namespace, name, uid): (&str, &str, &str),
         after_create: bool,
     ) -> Result<bool, PublishError> {
-        let resource = regarded.api_resource();
+        let resource = regarded::api_resource(regarded);
         let api: kube::Api<DynamicObject> =
             kube::Api::namespaced_with(self.client.clone(), namespace, &resource);
         let (lookups, pause) = if after_create {
@@ -133,11 +135,11 @@ impl PublishEvent for KubeEvents {
         ) else {
             return Ok(Delivery::Unverified);
         };
-        let Some(regarded) = Regarded::from_reference(regarding) else {
+        let Some(resource) = regarded::from_reference(regarding) else {
             return Ok(Delivery::Unverified);
         };
         if !self
-            .exists(regarded, (namespace, name, uid), event.after_create)
+            .exists(resource, (namespace, name, uid), event.after_create)
             .await?
         {
             return Ok(Delivery::Unverified);

@@ -225,8 +225,8 @@ async fn a_namespace_strategy_event_is_about_the_config_map_and_none_for_a_dry_r
     );
     assert!(!event.after_create);
     assert_eq!(
-        Regarded::from_reference(regarding),
-        Some(Regarded::NamespaceConfig)
+        regarded::from_reference(regarding),
+        Some(Resource::ConfigMap)
     );
 }
 
@@ -237,8 +237,8 @@ fn the_forgery_check_looks_each_regarded_kind_up_where_it_lives() {
         kind: Some(kind.to_owned()),
         ..ObjectReference::default()
     };
-    let config_map = Regarded::from_reference(&reference("v1", "ConfigMap"))
-        .map(|r| r.api_resource())
+    let config_map = regarded::from_reference(&reference("v1", "ConfigMap"))
+        .map(regarded::api_resource)
         .map(|r| (r.group, r.api_version, r.plural));
     assert_eq!(
         config_map,
@@ -246,9 +246,9 @@ fn the_forgery_check_looks_each_regarded_kind_up_where_it_lives() {
     );
     for kind in Kind::ALL {
         let api_version = format!("{}/{}", kind.group(), crate::kinds::VERSION);
-        let found = Regarded::from_reference(&reference(&api_version, kind.kind()));
-        assert_eq!(found, Some(Regarded::Guarded(kind)), "{kind:?}");
-        let resource = Regarded::Guarded(kind).api_resource();
+        let found = regarded::from_reference(&reference(&api_version, kind.kind()));
+        assert_eq!(found, Some(Resource::Guarded(kind)), "{kind:?}");
+        let resource = regarded::api_resource(Resource::Guarded(kind));
         assert_eq!(
             (resource.api_version, resource.plural),
             (api_version, kind.resource().to_owned())
@@ -263,7 +263,7 @@ fn the_forgery_check_looks_each_regarded_kind_up_where_it_lives() {
         ("", "ConfigMap"),
     ] {
         assert_eq!(
-            Regarded::from_reference(&reference(api_version, kind)),
+            regarded::from_reference(&reference(api_version, kind)),
             None,
             "{api_version} {kind}"
         );

@@ -416,7 +416,7 @@ fn bad_shapes_and_unknown_kinds_sent_straight_to_the_webhook() {
         "{wrong}"
     );
     let unknown = answer(review(
-        "numaflowcontrollerrollouts.numaplane.numaproj.io",
+        "numaplanewidgets.numaplane.numaproj.io",
         json!({FORCE_PROMOTE: "true"}),
     ));
     assert_eq!(unknown["allowed"], true, "{unknown}");

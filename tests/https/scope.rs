@@ -49,7 +49,7 @@ async fn a_resource_the_webhook_does_not_know_is_allowed_saying_so() {
     let client = server.client();
     let mut request = fixture_json("13-create-string-timeout-kubectl-create-validate.json");
     request["request"]["resource"] = json!({"group": "numaplane.numaproj.io",
-        "version": "v1alpha1", "resource": "numaflowcontrollerrollouts"});
+        "version": "v1alpha1", "resource": "numaplanewidgets"});
     request["request"]["object"]["metadata"]["labels"] =
         json!({"numaplane.numaproj.io/force-promote": "true"});
     let response = response_for(
@@ -59,9 +59,8 @@ async fn a_resource_the_webhook_does_not_know_is_allowed_saying_so() {
     assert_eq!(response["allowed"], true, "{response}");
     let warning = response["warnings"][0].as_str().unwrap_or_default();
     assert!(
-        warning.contains(
-            "numaflowcontrollerrollouts.numaplane.numaproj.io is no kind this webhook guards"
-        ) && warning.contains("force-promote went unchecked"),
+        warning.contains("numaplanewidgets.numaplane.numaproj.io is no kind this webhook guards")
+            && warning.contains("force-promote went unchecked"),
         "{response}"
     );
     assert_eq!(
