@@ -350,6 +350,14 @@ impl Resource {
             .or_else(|| ControllerKind::from_kind(group, kind).map(Self::Controller))
     }
 
+    /// The guarded kind, for a rollout or a child.
+    pub const fn guarded(self) -> Option<Kind> {
+        match self {
+            Self::Guarded(kind) => Some(kind),
+            _ => None,
+        }
+    }
+
     /// Whether its `/status` is judged like the object: a child's (rule 26)
     /// and a Vertex's (rule 29).
     pub fn status_judged(self) -> bool {

@@ -9,7 +9,7 @@ use self::shapes::{
     ISB_SERVICE_ROLLOUT_SHAPE, MONO_VERTEX_ROLLOUT_SHAPE, NAMESPACE_CONFIG_SHAPE,
     PIPELINE_ROLLOUT_SHAPE,
 };
-use crate::kinds::{CONFIGMAPS, Kind};
+use crate::kinds::{Kind, Resource};
 use crate::policy::rules::Rule;
 
 /// Which parts of an object to keep.
@@ -27,38 +27,11 @@ pub enum Shape {
     Items(&'static Shape),
 }
 
-/// What an entry of the audit's table is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Audited {
-    /// A guarded kind (a rollout).
-    Rollout(Kind),
-    /// Numaplane's namespace-level ConfigMap (rules 23 and 24).
-    NamespaceConfig,
-}
-
-impl Audited {
-    /// The guarded kind, for a rollout.
-    pub const fn rollout(self) -> Option<Kind> {
-        match self {
-            Self::Rollout(kind) => Some(kind),
-            Self::NamespaceConfig => None,
-        }
-    }
-}
-
 /// One kind in the audit's table.
 #[derive(Debug)]
 pub struct KindEntry {
-    /// What it is.
-    pub guarded: Audited,
-    /// The API group.
-    pub group: &'static str,
-    /// The version read.
-    pub version: &'static str,
-    /// The kind.
-    pub kind: &'static str,
-    /// The resource (plural) name.
-    pub plural: &'static str,
+    /// What it is: a rollout's kind, or the ConfigMap.
+    pub resource: Resource,
     /// What a stored object keeps.
     pub shape: &'static Shape,
     /// The rules every object of this kind gets a result for, in order.
@@ -70,23 +43,21 @@ pub struct KindEntry {
 impl KindEntry {
     const fn of(guarded: Kind, shape: &'static Shape, rules: &'static [Rule]) -> Self {
         Self {
-            guarded: Audited::Rollout(guarded),
-            group: guarded.group(),
-            version: crate::kinds::VERSION,
-            kind: guarded.kind(),
-            plural: guarded.resource(),
+            resource: Resource::Guarded(guarded),
             shape,
             rules,
             label_selector: None,
         }
     }
 
+    /// The kind, as objects name it.
+    pub const fn kind(&self) -> &'static str {
+        self.resource.kind()
+    }
+
     /// `group/version`, as `apiVersion` writes it (`v1` for the core group).
     pub fn api_version(&self) -> String {
-        match self.group {
-            "" => self.version.to_owned(),
-            group => format!("{group}/{}", self.version),
-        }
+        self.resource.api_version()
     }
 }
 
@@ -118,11 +89,7 @@ pub static KINDS: [KindEntry; COUNT] = [
         OTHER_ROLLOUT_RULES,
     ),
     KindEntry {
-        guarded: Audited::NamespaceConfig,
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: CONFIGMAPS,
+        resource: Resource::ConfigMap,
         shape: &NAMESPACE_CONFIG_SHAPE,
         rules: NAMESPACE_CONFIG_RULES,
         label_selector: Some(NAMESPACE_CONFIG_SELECTOR),
@@ -256,7 +223,7 @@ mod tests {
         labels[FORCE_PROMOTE_LABEL] = json!("true");
         labels["app.kubernetes.io/name"] = json!("z".repeat(5000));
         for entry in &KINDS {
-            let Some(kind) = entry.guarded.rollout() else {
+            let Some(kind) = entry.resource.guarded() else {
                 continue;
             };
             let template = kind.template().expect("a rollout");
@@ -272,16 +239,16 @@ mod tests {
             let meta = &slim["spec"][template]["metadata"];
             let mut want_labels = bookkeeping.clone();
             want_labels[FORCE_PROMOTE_LABEL] = json!("true");
-            assert_eq!(meta["labels"], want_labels, "{}", entry.kind);
+            assert_eq!(meta["labels"], want_labels, "{}", entry.kind());
             let mut want_annotations = annotations.clone();
             if let Some(map) = want_annotations.as_object_mut() {
                 map.remove("other");
             }
-            assert_eq!(meta["annotations"], want_annotations, "{}", entry.kind);
-            assert!(meta.get("name").is_none(), "{}", entry.kind);
-            assert!(slim["metadata"].get("labels").is_none(), "{}", entry.kind);
+            assert_eq!(meta["annotations"], want_annotations, "{}", entry.kind());
+            assert!(meta.get("name").is_none(), "{}", entry.kind());
+            assert!(slim["metadata"].get("labels").is_none(), "{}", entry.kind());
             let text = slim.to_string();
-            assert!(text.len() < 1500, "{}: {} bytes", entry.kind, text.len());
+            assert!(text.len() < 1500, "{}: {} bytes", entry.kind(), text.len());
             // What rules 13 to 15 read is the same in the slim and the whole object.
             let whole =
                 crate::rollout::GuardedObject::from_json(&object.to_string()).expect("view");

@@ -12,9 +12,9 @@ use self::state::{
     access_rider_state, force_promote_state, force_reapply_state, hpa_rider_state,
     no_deletion_timeout_state, template_deletion_state, template_label_state,
 };
-use super::audited::{Audited, KindEntry};
+use super::audited::KindEntry;
 use crate::admission::{self, Input, Subject, Webhook};
-use crate::kinds::Kind;
+use crate::kinds::{Kind, Resource};
 use crate::namespace_config::ConfigRead;
 use crate::policy::rules::{GuardedWrite, Operation, Rule, StrategyWrite, Verdict, Violation};
 use crate::policy::{Mode, Permission, Policy, UserInfo};
@@ -146,9 +146,9 @@ impl Judge<'_> {
         name: &str,
         view: &GuardedObject,
     ) -> ObjectResults {
-        let kind = match entry.guarded {
-            Audited::Rollout(kind) => kind,
-            Audited::NamespaceConfig => return self.namespace_config(namespace, name, view),
+        let kind = match entry.resource {
+            Resource::Guarded(kind) => kind,
+            _ => return self.namespace_config(namespace, name, view),
         };
         // The stored forces are judged by state: the CREATE decided leaves
         // them out.

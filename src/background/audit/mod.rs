@@ -210,16 +210,16 @@ impl Auditor {
         match &item {
             WatchItem::Failed { kind, error } => {
                 self.metrics.record_audit(AuditEvent::WatchRestart);
-                tracing::warn!(kind = KINDS[*kind].kind, %error, "the audit's watch failed; restarting with backoff");
+                tracing::warn!(kind = KINDS[*kind].kind(), %error, "the audit's watch failed; restarting with backoff");
             }
             WatchItem::Absent { kind } if KINDS[*kind].label_selector.is_some() => tracing::info!(
-                kind = KINDS[*kind].kind,
+                kind = KINDS[*kind].kind(),
                 selector = KINDS[*kind].label_selector,
                 "audit: the audit may not list Numaplane's namespace-level ConfigMaps (its ClusterRole lacks list and watch on configmaps), so it reports none; the watch retries with backoff and audits them once it may"
             ),
             WatchItem::Absent { kind } => tracing::info!(
-                kind = KINDS[*kind].kind,
-                resource = %format!("{}.{}", KINDS[*kind].plural, KINDS[*kind].group),
+                kind = KINDS[*kind].kind(),
+                resource = %format!("{}.{}", KINDS[*kind].resource.resource(), KINDS[*kind].resource.group()),
                 "audit: this kind is not served (its CRD is not installed), so it has nothing to judge; the watch retries with backoff and audits it once it is"
             ),
             _ => {}

@@ -133,7 +133,7 @@ fn result_out<'a>(
         scored: true,
         resources: [ResourceOut {
             api_version: entry_kind.api_version(),
-            kind: entry_kind.kind,
+            kind: entry_kind.kind(),
             namespace,
             name,
             uid: entry.uid.as_deref(),

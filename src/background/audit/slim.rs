@@ -351,19 +351,19 @@ impl<const KIND: usize> kube::Resource for Slim<KIND> {
     type Scope = k8s_openapi::NamespaceResourceScope;
 
     fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        Self::ENTRY.kind.into()
+        Self::ENTRY.kind().into()
     }
 
     fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        Self::ENTRY.group.into()
+        Self::ENTRY.resource.group().into()
     }
 
     fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        Self::ENTRY.version.into()
+        Self::ENTRY.resource.version().into()
     }
 
     fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        Self::ENTRY.plural.into()
+        Self::ENTRY.resource.resource().into()
     }
 
     fn meta(&self) -> &ObjectMeta {

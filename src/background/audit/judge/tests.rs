@@ -256,13 +256,13 @@ fn a_stored_force_promote_is_reported_by_state() {
 fn templated(kind: usize, labels: Value, annotations: Value, strategy: Value) -> Value {
     let entry = &KINDS[kind];
     let template = entry
-        .guarded
-        .rollout()
+        .resource
+        .guarded()
         .and_then(|k| k.template())
         .expect("a rollout kind");
     json!({
         "apiVersion": entry.api_version(),
-        "kind": entry.kind,
+        "kind": entry.kind(),
         "metadata": {"name": "r", "namespace": "team-a", "uid": "u-2"},
         "spec": {
             template: {"metadata": {"labels": labels, "annotations": annotations},
@@ -278,7 +278,7 @@ fn templated(kind: usize, labels: Value, annotations: Value, strategy: Value) ->
 fn index(kind: Kind) -> usize {
     KINDS
         .iter()
-        .position(|k| k.group == kind.group() && k.kind == kind.kind())
+        .position(|k| k.resource == crate::kinds::Resource::Guarded(kind))
         .expect("audited")
 }
 
