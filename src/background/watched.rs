@@ -244,3 +244,62 @@ impl ChildLookup for Watched {
         unknown.map_or(Belonging::Free, Belonging::Unknown)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_definitions_value_defines_the_versions_numaplane_reads_and_garbage_none() {
+        let data = BTreeMap::from([
+            (
+                "a.yaml".to_owned(),
+                "controllerDefinitions:\n- version: \"1.8.1\"\n  fullSpec: |\n    kind: List\n- version: 9.9.9\n".to_owned(),
+            ),
+            ("b.yaml".to_owned(), "{{{ not yaml".to_owned()),
+            ("c.yaml".to_owned(), "controllerDefinitions: 7\n".to_owned()),
+            ("d.yaml".to_owned(), "other: x\n".to_owned()),
+        ]);
+        let versions: Vec<String> = defined_versions(Some(&data)).into_keys().collect();
+        assert_eq!(versions, ["1.8.1", "9.9.9"]);
+        assert!(defined_versions(None).is_empty());
+    }
+
+    #[test]
+    fn a_child_is_a_rollouts_by_its_owner_reference_or_its_label() {
+        let meta = |labels: &[(&str, &str)], owner: Option<&str>| {
+            let mut meta = Meta {
+                types: None,
+                metadata: Default::default(),
+                _phantom: Default::default(),
+            };
+            meta.metadata.labels = Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            );
+            meta.metadata.owner_references = owner.map(|api_version| {
+                vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: api_version.to_owned(),
+                        kind: "PipelineRollout".to_owned(),
+                        name: "by-reference".to_owned(),
+                        ..Default::default()
+                    },
+                ]
+            });
+            meta
+        };
+        assert_eq!(
+            owning_rollout(&meta(&[], Some("numaplane.numaproj.io/v1alpha1"))).as_deref(),
+            Some("by-reference")
+        );
+        assert_eq!(
+            owning_rollout(&meta(&[(PARENT_ROLLOUT, "by-label")], None)).as_deref(),
+            Some("by-label")
+        );
+        // An owner of another group, such as a kind that does not exist.
+        assert_eq!(owning_rollout(&meta(&[], Some("example.com/v1"))), None);
+    }
+}

@@ -459,4 +459,29 @@ mod tests {
         keys.sort_unstable();
         assert_eq!(keys, ["numaflow.numaproj.io/b", "numaplane.numaproj.io/a"]);
     }
+
+    #[test]
+    fn the_children_numaflow_made_an_object_for_are_its_owners_and_labels() {
+        let object = view(json!({"metadata": {
+        "labels": {"numaflow.numaproj.io/pipeline-name": "p-0", "app": "x"},
+        "ownerReferences": [
+            {"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline", "name": "p-0"},
+            {"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Vertex", "name": "p-0-cat"},
+            {"apiVersion": "example.com/v1", "kind": "NoSuchKind", "name": "x"},
+        ]}}));
+        assert_eq!(
+            object.numaflow_parents(),
+            Ok(vec![(Kind::Pipeline, "p-0".to_owned())])
+        );
+        let unnamed = view(json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "MonoVertex"}]}}));
+        assert_eq!(
+            unnamed.numaflow_parents(),
+            Err("an ownerReference to a MonoVertex has no name".to_owned())
+        );
+        let garbage =
+            view(json!({"metadata": {"labels": {"numaflow.numaproj.io/isbsvc-name": 3}}}));
+        assert!(garbage.numaflow_parents().is_err());
+        assert_eq!(view(json!({})).numaflow_parents(), Ok(vec![]));
+    }
 }
