@@ -17,7 +17,7 @@ use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::background::audit::{AuditContext, AuditOptions};
 use crate::background::certs::readiness::{self, ServedCertificate};
 use crate::background::certs::{CertOptions, controller as cert_controller};
-use crate::background::leader::{self, Controller, LeaseOptions};
+use crate::background::leader::{self, LeaseOptions, Worker};
 use crate::background::rollouts;
 use crate::background::sweeper::SweeperContext;
 use crate::events::{EventQueue, KubeEvents};
@@ -175,7 +175,7 @@ impl App {
 
     /// The background controllers `background` asks for, on the API
     /// server this app reaches (none without one).
-    pub fn controllers(&self, background: &BackgroundOptions) -> Vec<Controller> {
+    pub fn controllers(&self, background: &BackgroundOptions) -> Vec<Worker> {
         let mut controllers = Vec::new();
         let client = self.api.as_ref().map(|api| api.client.clone());
         if let (Some(options), Some(client)) = (&background.certificates, &client) {
@@ -186,7 +186,7 @@ impl App {
                 options.clone(),
                 client.clone(),
             );
-            controllers.push(Controller::in_every_replica(
+            controllers.push(Worker::in_every_replica(
                 "certificate readiness",
                 move |stop| {
                     readiness::run(client.clone(), Arc::clone(&served), options.clone(), stop)
@@ -203,7 +203,7 @@ impl App {
                 options.clone(),
                 client.clone(),
             );
-            controllers.push(Controller::new("certificate controller", move |stop| {
+            controllers.push(Worker::new("certificate controller", move |stop| {
                 cert_controller::run(client.clone(), metrics.clone(), options.clone(), stop)
             }));
         }
@@ -250,7 +250,7 @@ impl App {
         };
         if let (Some(client), true) = (&client, audit.is_some() || sweeper.is_some()) {
             let client = client.clone();
-            controllers.push(Controller::new(name, move |stop| {
+            controllers.push(Worker::new(name, move |stop| {
                 rollouts::run(client.clone(), audit.clone(), sweeper.clone(), stop)
             }));
         }
@@ -269,7 +269,7 @@ impl App {
         let (elected, everywhere): (Vec<_>, Vec<_>) = self
             .controllers(&background)
             .into_iter()
-            .partition(Controller::needs_lease);
+            .partition(Worker::needs_lease);
         let policy = options
             .server
             .policy
@@ -314,7 +314,7 @@ pub async fn start(options: ServeOptions) -> Result<Running, StartError> {
 /// Runs `controllers` until `stop`: under the Lease with `lease`, else at
 /// once.
 async fn run_background(
-    controllers: Vec<Controller>,
+    controllers: Vec<Worker>,
     lease: Option<LeaseOptions>,
     api: Option<ApiServer>,
     metrics: crate::metrics::leader::LeaderMetrics,
@@ -384,7 +384,7 @@ mod tests {
         }
     }
 
-    fn names(controllers: &[Controller]) -> Vec<(&'static str, bool)> {
+    fn names(controllers: &[Worker]) -> Vec<(&'static str, bool)> {
         controllers
             .iter()
             .map(|c| (c.name(), c.needs_lease()))

@@ -14,30 +14,30 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What starting a controller gives: a future that runs until its token
 /// is cancelled.
-pub type ControllerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+pub type WorkerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-type Start = Box<dyn Fn(CancellationToken) -> ControllerFuture + Send + Sync>;
+type Start = Box<dyn Fn(CancellationToken) -> WorkerFuture + Send + Sync>;
 
 /// A background controller: a name for the logs, whether it needs the
 /// Lease, and how to start it. One that needs the Lease may be started and
 /// stopped many times (each time this replica leads); one that does not
 /// runs in every replica from start to shutdown.
-pub struct Controller {
+pub struct Worker {
     name: &'static str,
     needs_lease: bool,
     start: Start,
 }
 
-impl std::fmt::Debug for Controller {
+impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Controller")
+        f.debug_struct("Worker")
             .field("name", &self.name)
             .field("needs_lease", &self.needs_lease)
             .finish_non_exhaustive()
     }
 }
 
-impl Controller {
+impl Worker {
     /// A controller named `name` that `start` runs in the replica that
     /// holds the Lease: given a token, it returns a future that stops all
     /// its writes and returns soon after the token is cancelled.
@@ -89,7 +89,7 @@ pub struct Started {
 }
 
 /// Starts every controller with one token.
-pub fn start(controllers: &[Controller]) -> Started {
+pub fn start(controllers: &[Worker]) -> Started {
     let stop = CancellationToken::new();
     let mut tasks = JoinSet::new();
     for controller in controllers {
@@ -142,8 +142,8 @@ mod tests {
 
     use super::*;
 
-    fn counting(started: Arc<AtomicUsize>, stopped: Arc<AtomicUsize>) -> Controller {
-        Controller::new("counting", move |stop: CancellationToken| {
+    fn counting(started: Arc<AtomicUsize>, stopped: Arc<AtomicUsize>) -> Worker {
+        Worker::new("counting", move |stop: CancellationToken| {
             let (started, stopped) = (Arc::clone(&started), Arc::clone(&stopped));
             async move {
                 started.fetch_add(1, Ordering::SeqCst);
@@ -184,7 +184,7 @@ mod tests {
             }
         }
         let d = Arc::clone(&dropped);
-        let stubborn = Controller::new("stubborn", move |_stop| {
+        let stubborn = Worker::new("stubborn", move |_stop| {
             let guard = OnDrop(Arc::clone(&d));
             async move {
                 let _guard = guard;

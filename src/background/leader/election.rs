@@ -14,7 +14,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::controllers::{self, Controller, Started};
+use super::controllers::{self, Started, Worker};
 use super::observed::{Decision, Observed, StatedDuration, Version, looks_like_a_sibling};
 use super::options::LeaseOptions;
 use crate::metrics::leader::{LeaderMetrics, Transition};
@@ -126,7 +126,7 @@ impl Election {
 
     /// Starts the controllers when this replica has come to lead, stops
     /// them when it no longer does.
-    pub(super) async fn follow_standing(&mut self, controllers: &[Controller]) {
+    pub(super) async fn follow_standing(&mut self, controllers: &[Worker]) {
         let leads = self.valid_until().is_some_and(|t| Instant::now() < t);
         if leads && self.leading.is_none() {
             self.leading = Some(controllers::start(controllers));

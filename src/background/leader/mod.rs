@@ -60,7 +60,7 @@ use kube::api::Api;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub use self::controllers::{Controller, ControllerFuture, STOP_TIMEOUT, Started};
+pub use self::controllers::{STOP_TIMEOUT, Started, Worker, WorkerFuture};
 use self::election::{Call, Election, sleep_until};
 pub use self::options::{
     DEFAULT_LEASE_NAME, LeaseOptions, LeaseOptionsError, identity, own_identity,
@@ -70,7 +70,7 @@ use crate::metrics::leader::LeaderMetrics;
 /// Runs `controllers` from now until `shutdown` is cancelled, then stops
 /// them and waits for them: every replica runs them (`--leader-elect=false`).
 pub async fn run_unelected(
-    controllers: Vec<Controller>,
+    controllers: Vec<Worker>,
     metrics: LeaderMetrics,
     shutdown: CancellationToken,
 ) {
@@ -121,7 +121,7 @@ pub async fn run_elected(
     config: kube::Config,
     client: kube::Client,
     options: LeaseOptions,
-    controllers: Vec<Controller>,
+    controllers: Vec<Worker>,
     metrics: LeaderMetrics,
     shutdown: CancellationToken,
 ) {
@@ -141,7 +141,7 @@ pub async fn run_elected(
         identity = %options.identity,
         duration = ?options.duration,
         renew_deadline = ?options.renew_deadline,
-        controllers = ?controllers.iter().map(Controller::name).collect::<Vec<_>>(),
+        controllers = ?controllers.iter().map(Worker::name).collect::<Vec<_>>(),
         "leader election on: the holder of the Lease runs the background controllers"
     );
     let (released, deleted) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
