@@ -18,7 +18,7 @@ use crate::background::audit::{AuditContext, AuditOptions};
 use crate::background::certs::readiness::{self, ServedCertificate};
 use crate::background::certs::{CertOptions, controller as cert_controller};
 use crate::background::leader::{self, LeaseOptions, Worker};
-use crate::background::rollouts;
+use crate::background::rollout_watch;
 use crate::background::sweeper::SweeperContext;
 use crate::events::{EventQueue, KubeEvents};
 use crate::logtext::Escaped;
@@ -251,7 +251,7 @@ impl App {
         if let (Some(client), true) = (&client, audit.is_some() || sweeper.is_some()) {
             let client = client.clone();
             controllers.push(Worker::new(name, move |stop| {
-                rollouts::run(client.clone(), audit.clone(), sweeper.clone(), stop)
+                rollout_watch::run(client.clone(), audit.clone(), sweeper.clone(), stop)
             }));
         }
         controllers

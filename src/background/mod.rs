@@ -22,7 +22,7 @@ pub mod certs;
 pub mod leader;
 pub mod list;
 pub mod numaplane_default;
-pub mod rollouts;
+pub mod rollout_watch;
 pub mod sweeper;
 pub mod sweeper_args;
 pub mod watched;
