@@ -145,10 +145,8 @@ impl Accounts<'static> {
     };
 }
 
-/// `text` as a CEL string literal: single-quoted, with `\` and `'` escaped.
-pub fn literal(text: &str) -> String {
-    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
-}
+/// `text` as a CEL string literal: the CEL export's one escaper.
+pub use pipelinerollout_webhook::vap::cel::string as literal;
 
 /// The name of the matchCondition that keeps Numaplane's controller off a
 /// webhook.
