@@ -23,8 +23,46 @@ pub enum CertEvent {
     Rotation(&'static str),
     /// A caBundle was written into a configuration (validating, mutating).
     BundleUpdated(&'static str),
-    /// Something failed and is retried: secret, bundle, watch or issue.
-    Error(&'static str),
+    /// Something failed, or was held back, and is retried.
+    Error(CertOperation),
+}
+
+/// What failed, or was held back, in the certificate work: the `operation`
+/// label of `certs_errors`, each series started at zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertOperation {
+    /// Reading or writing a certificate Secret.
+    Secret,
+    /// Writing a caBundle into a webhook configuration.
+    Bundle,
+    /// Watching the Secrets and configurations.
+    Watch,
+    /// Issuing a certificate.
+    Issue,
+    /// A Secret write held back: written too often.
+    Rate,
+}
+
+impl CertOperation {
+    /// Every operation, in the order the help text names them.
+    pub const ALL: [Self; 5] = [
+        Self::Secret,
+        Self::Bundle,
+        Self::Watch,
+        Self::Issue,
+        Self::Rate,
+    ];
+
+    /// The label value.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Secret => "secret",
+            Self::Bundle => "bundle",
+            Self::Watch => "watch",
+            Self::Issue => "issue",
+            Self::Rate => "rate",
+        }
+    }
 }
 
 /// Labels of an issued certificate.
@@ -53,7 +91,7 @@ pub struct ConfigurationLabels {
 /// Labels of a failed certificate operation.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OperationLabels {
-    /// secret, bundle, watch or issue.
+    /// One of [`CertOperation`]'s labels.
     pub operation: &'static str,
 }
 
@@ -100,7 +138,7 @@ impl CertMetrics {
         );
         registry.register(
             "certs_errors",
-            "Failed certificate operations, retried with backoff, by operation (secret, bundle, watch, issue)",
+            "Failed certificate operations, retried with backoff, by operation (secret, bundle, watch, issue; rate: a Secret write held back because the Secrets were written too often)",
             metrics.errors.clone(),
         );
         registry.register(
@@ -135,10 +173,12 @@ impl CertMetrics {
                 .get_or_create(&ConfigurationLabels { configuration })
                 .inc_by(0);
         }
-        for operation in ["secret", "bundle", "watch", "issue"] {
+        for operation in CertOperation::ALL {
             metrics
                 .errors
-                .get_or_create(&OperationLabels { operation })
+                .get_or_create(&OperationLabels {
+                    operation: operation.label(),
+                })
                 .inc_by(0);
         }
         metrics
@@ -162,7 +202,9 @@ impl CertMetrics {
             }
             CertEvent::Error(operation) => {
                 self.errors
-                    .get_or_create(&OperationLabels { operation })
+                    .get_or_create(&OperationLabels {
+                        operation: operation.label(),
+                    })
                     .inc();
             }
         }

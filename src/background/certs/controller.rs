@@ -28,7 +28,7 @@ use super::material;
 use super::plan::{self, Change, Reason};
 use super::secrets::{self, WRITE_BURST, WRITE_WINDOW, WriteLimit};
 use crate::background::backoff::Backoff;
-use crate::metrics::certificates::{CertEvent, CertMetrics};
+use crate::metrics::certificates::{CertEvent, CertMetrics, CertOperation};
 
 /// Why one pass failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -58,11 +58,11 @@ pub enum PassError {
 }
 
 impl PassError {
-    fn label(&self) -> &'static str {
+    fn operation(&self) -> CertOperation {
         match self {
-            Self::Secret { .. } | Self::WrongType(_) => "secret",
-            Self::Bundle { .. } => "bundle",
-            Self::Certs(_) => "issue",
+            Self::Secret { .. } | Self::WrongType(_) => CertOperation::Secret,
+            Self::Bundle { .. } => CertOperation::Bundle,
+            Self::Certs(_) => CertOperation::Issue,
         }
     }
 }
@@ -135,7 +135,7 @@ pub async fn run(
             }
             Err(e) => {
                 let wait = backoff.next_wait();
-                metrics.record_cert(CertEvent::Error(e.label()));
+                metrics.record_cert(CertEvent::Error(e.operation()));
                 tracing::warn!(error = %e, retry_in = ?wait, "certificate controller: retrying");
                 wait
             }
@@ -171,7 +171,7 @@ where
                 let _ = tx.try_send(());
             }
             Err(e) => {
-                metrics.record_cert(CertEvent::Error("watch"));
+                metrics.record_cert(CertEvent::Error(CertOperation::Watch));
                 tracing::warn!(%name, error = %e, "watch failed; restarting with backoff");
             }
         }
@@ -240,7 +240,7 @@ async fn pass(
     if plan.write_ca || plan.write_serving {
         let wait = limit.wait(Instant::now());
         if !wait.is_zero() {
-            metrics.record_cert(CertEvent::Error("rate"));
+            metrics.record_cert(CertEvent::Error(CertOperation::Rate));
             tracing::warn!(
                 writes = WRITE_BURST, window = ?WRITE_WINDOW, retry_in = ?wait,
                 "certificate Secrets written too often: the next write waits (is something rewriting them?)"
