@@ -205,13 +205,13 @@ pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report 
         },
         results,
     };
-    // Writing plain structs and maps to JSON does not fail.
-    let text = serde_json::to_string(&out).unwrap_or_default();
-    let hash = serde_json::from_str::<Value>(&text).map_or(0, |v| content_hash(&v));
+    // Writing plain structs and maps to JSON does not fail; the tree is
+    // hashed as it is, then held as text.
+    let value = serde_json::to_value(&out).unwrap_or_default();
     Report {
         namespace: namespace.to_owned(),
-        body: RawValue::from_string(text).ok(),
-        hash,
+        hash: content_hash(&value),
+        body: RawValue::from_string(value.to_string()).ok(),
     }
 }
 
