@@ -27,7 +27,8 @@ use crate::apiserver_children_support;
 use crate::apiserver_numaflow_support::{
     ApiServerCounts, ISBSVC, ISBSVCS, PIPELINES, get, numaplane_applies_and_resumes,
     numaplane_creates_child, numaplane_creates_isbsvc, numaplane_pauses_until_paused, poll,
-    running_child, say, tail, udf_image, wait_for_phase,
+    running_child, say, tail, the_daemon_numaflow_made_is_refused_to_an_editor, udf_image,
+    wait_for_phase,
 };
 use crate::apiserver_support;
 
@@ -201,11 +202,14 @@ fn defaulted_timeout_reaches_numaflow(env: &Installation, ns: &str) -> Duration 
 
 /// Scenario 2: Under pause-and-drain, a UDF image change: Numaplane pauses the
 /// child; Numaflow cannot drain it and marks it Paused once the validated
-/// timeout has passed; Numaplane applies the new spec and resumes it.
+/// timeout has passed; Numaplane applies the new spec and resumes it. The
+/// daemon Service Numaflow made for the child is refused to an editor
+/// (rule 29), so nothing but the timeout ends the pause.
 fn undrainable_pause_ends_at_the_timeout(env: &Installation, ns: &str) -> Duration {
     let started = Instant::now();
     let cluster = &env.cluster;
     let child = running_child(cluster, ns, Some(json!(SHORT)));
+    the_daemon_numaflow_made_is_refused_to_an_editor(cluster, ns, &child);
     let alice = cluster.kubectl(User::Alice);
     // The timeout Numaflow acts on is one the policy allows.
     let out = alice.create(&rollout(ns, "too-short", Some(json!(5))), &[]);
@@ -468,9 +472,9 @@ fn nothing_numaflow_wrote_was_refused_or_sent_to_the_webhook(env: &Installation)
         })
         .collect();
     assert!(
-        refused.iter().all(|l| l.contains("user=\"alice\"")) && distinct.len() == 3,
-        "alice's short timeout, force and force-promote are the only refusals beside the \
-         install's probe: {refused:?}"
+        refused.iter().all(|l| l.contains("user=\"alice\"")) && distinct.len() == 4,
+        "alice's short timeout, daemon Service, force and force-promote are the only \
+         refusals beside the install's probe: {refused:?}"
     );
 }
 

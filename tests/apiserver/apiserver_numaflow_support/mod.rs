@@ -320,3 +320,41 @@ pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// Rule 29 on what the real Numaflow made for the child `child` of the
+/// PipelineRollout `demo`: alice, who may edit Services in `ns` (as
+/// Kubernetes' `edit` role lets her), may not point its daemon Service at
+/// pods of her own.
+pub fn the_daemon_numaflow_made_is_refused_to_an_editor(cluster: &Cluster, ns: &str, child: &str) {
+    cluster
+        .create_all(vec![
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "services", "namespace": ns},
+                "rules": [{"apiGroups": [""], "resources": ["services"], "verbs": ["get", "patch"]}]}),
+            envtest::binding(Some(ns), "services", "Role", "services", &[User::Alice]),
+        ])
+        .expect("alice may edit Services");
+    cluster
+        .wait_for_access(User::Alice, "patch", "services", ns, true)
+        .expect("access");
+    let service = format!("{child}-daemon-svc");
+    let admin = cluster.kubectl(User::Admin);
+    poll(Duration::from_secs(60), || {
+        admin.get("services", ns, &service)
+    })
+    .unwrap_or_else(|| panic!("Numaflow made no daemon Service {ns}/{service}"));
+    let out = cluster.kubectl(User::Alice).merge_patch(
+        "services",
+        ns,
+        &service,
+        &json!({"spec": {"selector": {"app": "mine"}}}),
+        &[],
+    );
+    crate::apiserver_children_support::assert_refused_by(
+        &out,
+        "validate-numaflow-workloads.pipelinerollout-webhook.numaplane.numaproj.io",
+        &format!(
+            "may not change spec.selector of this Service of Pipeline \"{child}\" of PipelineRollout \"demo\""
+        ),
+    );
+}
