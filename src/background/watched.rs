@@ -2,8 +2,9 @@
 //! every replica by watches into kube-runtime reflector stores:
 //!
 //! - the children (rule 29): a metadata-only watch of Pipelines,
-//!   MonoVertices and InterStepBufferServices tells whether what Numaflow
-//!   makes for a child belongs to a rollout's;
+//!   MonoVertices and InterStepBufferServices (kept without their
+//!   annotations and managedFields) tells whether what Numaflow makes for
+//!   a child belongs to a rollout's;
 //! - the controller definitions (rule 27): a watch of the ConfigMaps
 //!   labelled as Numaflow controller definitions, each kept as the
 //!   versions it defines (its data, annotations and managedFields
@@ -120,7 +121,11 @@ impl Watched {
             let api: Api<Meta> = Api::all_with(client.clone(), &resource);
             let events = watcher::watcher(api, watcher::Config::default())
                 .default_backoff()
-                .modify(|meta| meta.metadata.managed_fields = None)
+                .modify(|meta| {
+                    // Only the labels and ownerReferences are read.
+                    meta.metadata.managed_fields = None;
+                    meta.metadata.annotations = None;
+                })
                 .reflect(writer);
             tokio::spawn(follow(events, kind.resource()));
             stores.push((kind, resource, store));
