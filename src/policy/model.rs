@@ -425,6 +425,16 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Whether `user` is one of Kubernetes' own deleters
+    /// (`forceReapply.deleteUndrained.systemDeleters`).
+    pub fn is_system_deleter(&self, user: &str) -> bool {
+        self.force_reapply
+            .delete_undrained
+            .own
+            .system_deleters
+            .contains(user)
+    }
+
     fn base() -> Self {
         base(|p, _| p.clone())
     }

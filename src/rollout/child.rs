@@ -217,15 +217,20 @@ impl<'de> Visitor<'de> for ViewVisitor {
     }
 }
 
-/// Whether an ownerReference names a Numaplane rollout: its apiVersion's
-/// group is Numaplane's, or its kind is a rollout's.
-fn names_a_rollout(reference: &Value) -> bool {
+/// An ownerReference's apiVersion group and kind, as far as they read.
+fn group_and_kind(reference: &Value) -> (Option<&str>, Option<&str>) {
     let group = reference
         .get("apiVersion")
         .and_then(Value::as_str)
         .and_then(|v| v.split_once('/'))
         .map(|(group, _)| group);
-    let kind = reference.get("kind").and_then(Value::as_str);
+    (group, reference.get("kind").and_then(Value::as_str))
+}
+
+/// Whether an ownerReference names a Numaplane rollout: its apiVersion's
+/// group is Numaplane's, or its kind is a rollout's.
+fn names_a_rollout(reference: &Value) -> bool {
+    let (group, kind) = group_and_kind(reference);
     group == Some(NUMAPLANE_GROUP)
         || kind.is_some_and(|k| {
             Kind::ALL
@@ -307,12 +312,7 @@ impl GuardedObject {
             None | Some(Value::Null) => {}
             Some(Value::Array(refs)) => {
                 for reference in refs {
-                    let group = reference
-                        .get("apiVersion")
-                        .and_then(Value::as_str)
-                        .and_then(|v| v.split_once('/'))
-                        .map(|(group, _)| group);
-                    let kind = reference.get("kind").and_then(Value::as_str);
+                    let (group, kind) = group_and_kind(reference);
                     let child =
                         Kind::from_kind(group.unwrap_or_default(), kind.unwrap_or_default())
                             .filter(|k| k.is_child());

@@ -324,12 +324,7 @@ impl ChildEdits {
         let Some(parent) = owner else {
             return Self::default();
         };
-        let deleter = policy
-            .force_reapply
-            .delete_undrained
-            .own
-            .system_deleters
-            .contains(user);
+        let deleter = policy.is_system_deleter(user);
         let (fields, created) = match write.old() {
             Some(old) => (
                 update_fields(write.kind == Kind::MonoVertex, write.object, old, deleter),

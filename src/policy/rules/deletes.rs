@@ -64,12 +64,7 @@ impl DeleteGates {
             return Self::default();
         }
         let user = write.user.username();
-        let system = policy
-            .force_reapply
-            .delete_undrained
-            .own
-            .system_deleters
-            .contains(user);
+        let system = policy.is_system_deleter(user);
         if write.kind == Kind::PipelineRollout {
             // The namespace controller deleting a namespace is not gated.
             return Self {

@@ -119,12 +119,7 @@ pub fn validate<'a>(policy: &'a Policy, write: MadeWrite<'a>) -> MadeValidation<
     let exempt = user == policy.numaflow.controller_account
         || matches!(write.belonging, Belonging::Free)
         || write.operation == Operation::Delete;
-    let deleter = policy
-        .force_reapply
-        .delete_undrained
-        .own
-        .system_deleters
-        .contains(user);
+    let deleter = policy.is_system_deleter(user);
     let fields = match (exempt, write.old_object) {
         (true, _) => Vec::new(),
         (false, Some(old)) => update_fields(true, write.object, old, deleter),

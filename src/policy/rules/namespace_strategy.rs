@@ -88,12 +88,7 @@ fn fallback(policy: &Policy, write: &StrategyWrite<'_>) -> Option<&'static str> 
     let old = write.old_object.as_ref();
     let how = match write.operation {
         Operation::Delete => {
-            let deleter = policy
-                .force_reapply
-                .delete_undrained
-                .own
-                .system_deleters
-                .contains(write.user.username());
+            let deleter = policy.is_system_deleter(write.user.username());
             (old.is_some_and(labelled) && !deleter).then_some("deleting it")?
         }
         _ if old.is_some_and(labelled) && !labelled(&write.object) => "removing its label",
