@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use pipelinerollout_webhook::admission::{
-    self, AdmissionRequest, Decided, Input, ParseError, Reply, Webhook,
+    self, AdmissionRequest, Input, ParseError, Reply, Webhook,
 };
 use pipelinerollout_webhook::authz::{Authorizer, StaticLists};
 use pipelinerollout_webhook::policy::Policy;
+use pipelinerollout_webhook::policy::rules::Verdict;
 use serde_json::Value;
 use support::{MAIN, fixture, grown};
 
@@ -103,18 +104,21 @@ fn typed_cases() -> Vec<(&'static str, Webhook, bool, AdmissionRequest)> {
 }
 
 /// Decides on typed input, the static lists answering what it asks (as
-/// `check` does).
+/// `check` does): whether the rules judged it, and the verdict.
 fn decide_now(
     webhook: Webhook,
     policy: &Policy,
     lists: &StaticLists,
     request: &AdmissionRequest,
-) -> Decided {
+) -> (bool, Verdict) {
     let input = Input {
         webhook,
         subject: request.subject(time::OffsetDateTime::now_utc()),
     };
-    admission::decide(policy, input).finish(|question| lists.answer(question.grant, question.user))
+    let judgement = admission::decide(policy, input);
+    let judged = judgement.judged();
+    let verdict = judgement.finish(|question| lists.answer(question.grant, question.user));
+    (judged, verdict)
 }
 
 fn decide(c: &mut Criterion) {
@@ -123,16 +127,16 @@ fn decide(c: &mut Criterion) {
     let cases = typed_cases();
     // Each case must be decided as labelled, or the figures mean nothing.
     for (name, webhook, allowed, request) in &cases {
-        let decided = decide_now(*webhook, &policy, &lists, request);
-        assert!(decided.judged, "{name}: not judged");
-        assert_eq!(decided.verdict.allowed(), *allowed, "{name}");
+        let (judged, verdict) = decide_now(*webhook, &policy, &lists, request);
+        assert!(judged, "{name}: not judged");
+        assert_eq!(verdict.allowed(), *allowed, "{name}");
     }
     let mut group = c.benchmark_group("decide");
     for (name, webhook, _, request) in &cases {
         group.bench_with_input(BenchmarkId::from_parameter(name), request, |b, request| {
             b.iter(|| {
-                let decided = decide_now(*webhook, &policy, &lists, black_box(request));
-                black_box(decided.verdict.denials.len())
+                let (_, verdict) = decide_now(*webhook, &policy, &lists, black_box(request));
+                black_box(verdict.denials.len())
             });
         });
     }

@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 use crate::apiserver::{self, KubeClientError};
 use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::background::audit::{AuditContext, AuditOptions};
+use crate::background::certs::args::CertArgsError;
 use crate::background::certs::readiness::{self, ServedCertificate};
 use crate::background::certs::{CertOptions, controller as cert_controller};
-use crate::background::leader::{self, LeaseOptions, Worker};
+use crate::background::leader::{self, LeaseOptions, LeaseOptionsError, Worker};
 use crate::background::rollout_watch;
 use crate::background::sweeper::SweeperContext;
 use crate::events::{EventQueue, KubeEvents};
@@ -45,6 +46,12 @@ pub enum StartError {
     /// The server could not listen.
     #[error(transparent)]
     Listen(#[from] ListenError),
+    /// The leader election's flags cannot work.
+    #[error(transparent)]
+    Lease(#[from] LeaseOptionsError),
+    /// The `--manage-certs` flags cannot be used.
+    #[error(transparent)]
+    CertArgs(#[from] CertArgsError),
 }
 
 /// The background work `serve` is asked for.

@@ -118,6 +118,17 @@ impl Kind {
         }
     }
 
+    /// The kind of child a rollout of this kind makes; the kind itself for
+    /// a child.
+    pub const fn child(self) -> Self {
+        match self {
+            Self::PipelineRollout => Self::Pipeline,
+            Self::MonoVertexRollout => Self::MonoVertex,
+            Self::IsbServiceRollout => Self::InterStepBufferService,
+            other => other,
+        }
+    }
+
     /// Whether Numaplane acts on `marked-for-deletion` for this kind (it
     /// deletes recyclable Pipelines only; through the parent, the
     /// PipelineRollout's template).
@@ -416,27 +427,6 @@ pub const SYSTEM_DELETERS: [&str; 2] = [
     "system:serviceaccount:kube-system:generic-garbage-collector",
     "system:serviceaccount:kube-system:namespace-controller",
 ];
-/// The label Numaplane watches ConfigMaps by (its watch selects every
-/// ConfigMap that has the key; the value says what the ConfigMap is).
-pub const CONFIG_LABEL: &str = "numaplane.numaproj.io/config";
-/// The value of [`CONFIG_LABEL`] that makes a ConfigMap in a user namespace
-/// Numaplane's namespace-level configuration (`config_watcher.go`).
-pub const NAMESPACE_CONFIG: &str = "namespace-level-config";
-/// The value of [`CONFIG_LABEL`] that makes a ConfigMap hold Numaflow
-/// controller definitions: Numaplane reads them from every namespace,
-/// preferring a user namespace's own, and applies a definition's
-/// `fullSpec` with its own account (`config_watcher.go`,
-/// `numaflowcontroller_controller.go`).
-pub const CONTROLLER_DEFINITIONS: &str = "numaflow-controller-definitions";
-/// The key of the namespace-level ConfigMap's `data` that names the upgrade
-/// strategy of every rollout in its namespace.
-pub const UPGRADE_STRATEGY_KEY: &str = "upgradeStrategy";
-/// The upgrade strategies Numaplane accepts (`user_config.go`); an empty
-/// or blank value reads as `no-strategy`, anything else is dropped.
-pub const UPGRADE_STRATEGIES: [&str; 3] = ["progressive", "pause-and-drain", "no-strategy"];
-/// The strategy that upgrades by plain apply: no pause, no drain, no
-/// assessment.
-pub const NO_STRATEGY: &str = "no-strategy";
 /// The core resource the namespace-level configuration is written as.
 pub const CONFIGMAPS: &str = "configmaps";
 

@@ -104,6 +104,14 @@ impl<T> List<T> {
             _ => &[],
         }
     }
+
+    /// The elements, to change in place (none when it is not an array).
+    pub fn items_mut(&mut self) -> &mut [T] {
+        match self {
+            Self::Present(items) => items,
+            _ => &mut [],
+        }
+    }
 }
 
 /// Implements the non-container visits shared by [`Obj`] and [`List`]: each

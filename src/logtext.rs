@@ -1,4 +1,5 @@
-//! Text from a request, made safe for a log line.
+//! Text from a request, made safe for a log line or a message: escaped
+//! ([`Escaped`]) or cut short ([`cut`]).
 //!
 //! The text log format writes a field's value as it is, so a uid or user
 //! name holding a newline would start a line of the forger's choosing.
@@ -40,6 +41,16 @@ pub struct EscapedObject<'a>(pub &'a str, pub &'a str);
 impl fmt::Display for EscapedObject<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", Escaped(self.0), Escaped(self.1))
+    }
+}
+
+/// Cuts a text to `limit` characters, marking the cut with `…`.
+pub fn cut(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        text.to_owned()
+    } else {
+        let kept: String = text.chars().take(limit - 1).collect();
+        format!("{kept}…")
     }
 }
 

@@ -1,28 +1,84 @@
-//! Numaplane's namespace-level ConfigMap: a ConfigMap in a user namespace
-//! labelled `numaplane.numaproj.io/config: namespace-level-config`, whose
-//! `data.upgradeStrategy` sets the upgrade strategy of every rollout there
-//! (Numaplane 75c9dd5, `internal/util/kubernetes/config_watcher.go`,
-//! `internal/controller/config/user_config.go`). [`StrategyRead`] reads it
-//! the way Numaplane does: an empty or blank value is `no-strategy`, a value
+//! Numaplane's ConfigMaps as Numaplane reads them (Numaplane 75c9dd5,
+//! `internal/util/kubernetes/config_watcher.go`,
+//! `internal/controller/config/user_config.go`): the label it watches them
+//! by, the namespace-level ConfigMap's `data` and its upgrade strategy, and
+//! its own ConfigMap's cluster-wide default. The rules, `check`, the audit
+//! and the CEL export read them here.
+//!
+//! A ConfigMap in a user namespace labelled `numaplane.numaproj.io/config:
+//! namespace-level-config` sets, with `data.upgradeStrategy`, the upgrade
+//! strategy of every rollout there. [`ConfigRead`] reads it the way
+//! Numaplane does: an empty or blank value is `no-strategy`, a value
 //! outside the three is dropped (with a log line only Numaplane's operators
-//! see), a ConfigMap without `data` is ignored. [`ConfigRead`] adds the
-//! key the strategy is read from: Numaplane decodes `data` with Go's
-//! `encoding/json`, which takes `UpgradeStrategy` or `UPGRADESTRATEGY` for
-//! `upgradeStrategy` and, of several such keys, keeps the greatest in byte
-//! order ([`crate::go_keys`]).
+//! see), a ConfigMap without `data` is ignored.
+//!
+//! Numaplane decodes `data` with Go's `encoding/json`
+//! (`util.StructToStruct`), which looks a key up by its exact name first,
+//! then case-insensitively under Unicode simple case folding, and lets
+//! every key that matches set the field: the last one decoded wins.
+//! `StructToStruct` marshals a Go map before it decodes it, and Go marshals
+//! a map with its keys sorted by their bytes, so of several matching keys
+//! the greatest in byte order is the one Numaplane keeps, whatever order
+//! the user wrote them in. Simple case folding joins an ASCII letter with a
+//! non-ASCII character in two places only: `s` with `ſ` (U+017F, long s)
+//! and `k` with `K` (U+212A, Kelvin sign); every other non-ASCII character
+//! folds only with non-ASCII ones (`ı` and `İ` fold with nothing), so a key
+//! matches a field whose name is ASCII exactly when, character by
+//! character, it is that name up to ASCII case and those two
+//! ([`matches_field`]).
 //!
 //! The request's object is read by the same lenient view as the guarded
-//! kinds ([`crate::rollout::GuardedObject`], which keeps Numaplane's labels
-//! and this `data`), so a ConfigMap costs one pass like any other object.
+//! kinds (`rollout::GuardedObject`, which keeps Numaplane's labels and this
+//! `data` as [`ConfigData`]), so a ConfigMap costs one pass like any other
+//! object.
 
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::kinds::{
-    CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG, NO_STRATEGY, UPGRADE_STRATEGIES,
-    UPGRADE_STRATEGY_KEY,
-};
 use crate::lenient::{JsonKind, Obj};
-use crate::rollout::{ConfigData, GuardedObject};
+use crate::logtext::cut;
+
+/// The label Numaplane watches ConfigMaps by (its watch selects every
+/// ConfigMap that has the key; the value says what the ConfigMap is).
+pub const CONFIG_LABEL: &str = "numaplane.numaproj.io/config";
+/// The value of [`CONFIG_LABEL`] that makes a ConfigMap in a user namespace
+/// Numaplane's namespace-level configuration (`config_watcher.go`).
+pub const NAMESPACE_CONFIG: &str = "namespace-level-config";
+/// The value of [`CONFIG_LABEL`] that makes a ConfigMap hold Numaflow
+/// controller definitions: Numaplane reads them from every namespace,
+/// preferring a user namespace's own, and applies a definition's
+/// `fullSpec` with its own account (`config_watcher.go`,
+/// `numaflowcontroller_controller.go`).
+pub const CONTROLLER_DEFINITIONS: &str = "numaflow-controller-definitions";
+/// The label selector of the ConfigMaps labelled namespace-level config or
+/// controller definitions (`CONFIG_LABEL in (NAMESPACE_CONFIG,
+/// CONTROLLER_DEFINITIONS)`, which a test checks): what the audit lists.
+pub const LABELLED_SELECTOR: &str =
+    "numaplane.numaproj.io/config in (namespace-level-config,numaflow-controller-definitions)";
+/// The key of the namespace-level ConfigMap's `data` that names the upgrade
+/// strategy of every rollout in its namespace.
+pub const UPGRADE_STRATEGY_KEY: &str = "upgradeStrategy";
+/// The upgrade strategies Numaplane accepts (`user_config.go`); an empty
+/// or blank value reads as `no-strategy`, anything else is dropped.
+pub const UPGRADE_STRATEGIES: [&str; 3] = ["progressive", "pause-and-drain", "no-strategy"];
+/// The strategy that upgrades by plain apply: no pause, no drain, no
+/// assessment.
+pub const NO_STRATEGY: &str = "no-strategy";
+/// The strategies, as messages list them.
+pub const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
+/// The name of Numaplane's own ConfigMap, in its namespace, whose
+/// `config.yaml` holds `defaultUpgradeStrategy`.
+pub const CONTROLLER_CONFIG: &str = "numaplane-controller-config";
+
+/// What messages add to a key of `data` that Numaplane reads as
+/// [`UPGRADE_STRATEGY_KEY`] although it is spelled otherwise.
+pub fn folded_key_note() -> String {
+    format!(" (which Numaplane reads as {UPGRADE_STRATEGY_KEY}: Go matches keys in any case)")
+}
 
 /// What a ConfigMap says about its namespace's upgrade strategy, read as
 /// Numaplane reads it.
@@ -55,15 +111,9 @@ pub enum StrategyRead {
 }
 
 impl StrategyRead {
-    /// Reads the strategy of `object` (a ConfigMap as the lenient view
-    /// holds it).
-    pub fn of(object: &GuardedObject) -> Self {
-        Self::from_parts(object.label(CONFIG_LABEL), object.config_data())
-    }
-
     /// Reads the strategy from the label's value and `data`.
-    pub fn from_parts(label: Option<&Value>, data: &Obj<ConfigData>) -> Self {
-        if label.and_then(Value::as_str) != Some(NAMESPACE_CONFIG) {
+    fn read(namespace_config: bool, data: &Obj<ConfigData>) -> Self {
+        if !namespace_config {
             return Self::NotNamespaceConfig;
         }
         let data = match data {
@@ -71,7 +121,7 @@ impl StrategyRead {
             Obj::Wrong(kind) => return Self::DataMalformed(*kind),
             Obj::Present(data) => data,
         };
-        let value = match data.upgrade_strategy() {
+        let value = match data.strategy.as_ref().map(|(_, value)| value) {
             None | Some(Value::Null) => return Self::Unset,
             Some(Value::String(text)) => text,
             Some(other) => return Self::NotString(cut(&other.to_string(), 40)),
@@ -112,8 +162,8 @@ impl StrategyRead {
     }
 }
 
-/// A namespace-level ConfigMap's `data` as Numaplane reads it: the
-/// strategy, and the keys it is read from.
+/// A ConfigMap labelled by Numaplane, as Numaplane reads it: the strategy,
+/// the keys it is read from, and whether it holds controller definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigRead {
     /// The strategy Numaplane reads.
@@ -130,26 +180,25 @@ pub struct ConfigRead {
 }
 
 impl ConfigRead {
-    /// Reads `object` (a ConfigMap as the lenient view holds it).
-    pub fn of(object: &GuardedObject) -> Self {
-        Self::from_parts(object.label(CONFIG_LABEL), object.config_data())
-    }
-
-    /// Reads the label's value and `data`.
-    pub fn from_parts(label: Option<&Value>, data: &Obj<ConfigData>) -> Self {
-        let strategy = StrategyRead::from_parts(label, data);
+    /// Reads a ConfigMap from the value of its [`CONFIG_LABEL`] and its
+    /// `data` (as the lenient view holds them).
+    pub fn of(label: Option<&str>, data: &Obj<ConfigData>) -> Self {
+        let strategy = StrategyRead::read(label == Some(NAMESPACE_CONFIG), data);
         let data = match (&strategy, data) {
             (StrategyRead::NotNamespaceConfig, _) => None,
             (_, Obj::Present(data)) => Some(data),
             _ => None,
         };
+        let key = data
+            .and_then(|d| d.strategy.as_ref())
+            .map(|(key, _)| key.as_str())
+            .filter(|key| *key != UPGRADE_STRATEGY_KEY);
+        let clash = data.and_then(|d| Some((d.strategy.as_ref()?, d.also.as_deref()?)));
         Self {
-            definitions: label.and_then(Value::as_str) == Some(CONTROLLER_DEFINITIONS),
+            definitions: label == Some(CONTROLLER_DEFINITIONS),
             strategy,
-            key: data.and_then(|d| d.strategy_key().map(cut_key)),
-            clash: data
-                .and_then(ConfigData::strategy_clash)
-                .map(|(kept, also)| (cut_key(kept), cut_key(also))),
+            key: key.map(cut_key),
+            clash: clash.map(|((kept, _), also)| (cut_key(kept), cut_key(also))),
         }
     }
 
@@ -168,9 +217,7 @@ impl ConfigRead {
     pub fn field(&self) -> String {
         match &self.key {
             None => format!("data.{UPGRADE_STRATEGY_KEY}"),
-            Some(key) => format!(
-                "data.{key} (which Numaplane reads as {UPGRADE_STRATEGY_KEY}: Go matches keys in any case)"
-            ),
+            Some(key) => format!("data.{key}{}", folded_key_note()),
         }
     }
 }
@@ -180,9 +227,96 @@ fn cut_key(key: &str) -> String {
     cut(key, 64)
 }
 
-/// The name of Numaplane's own ConfigMap, in its namespace, whose
-/// `config.yaml` holds `defaultUpgradeStrategy`.
-pub const CONTROLLER_CONFIG: &str = "numaplane-controller-config";
+/// The `data` of a ConfigMap, as far as the namespace-level configuration
+/// reads it: the one field Numaplane takes from it, found as Go finds it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigData {
+    /// The key Numaplane reads as `upgradeStrategy` (the greatest in byte
+    /// order of those that match), and its value (any JSON value).
+    strategy: Option<(String, Value)>,
+    /// Another key that matches, the greatest of the others, to name in a
+    /// message.
+    also: Option<String>,
+}
+
+impl ConfigData {
+    /// The value Numaplane reads as `upgradeStrategy`, to cut in place (a
+    /// store keeps it bounded; the key it was found under stays).
+    pub fn strategy_value_mut(&mut self) -> Option<&mut Value> {
+        self.strategy.as_mut().map(|(_, value)| value)
+    }
+
+    /// Adds a key of `data` that matches `upgradeStrategy`, with its value.
+    fn offer(&mut self, key: String, value: Value) {
+        match &mut self.strategy {
+            None => self.strategy = Some((key, value)),
+            Some(kept) if key == kept.0 => kept.1 = value,
+            Some(kept) if key > kept.0 => {
+                let (old, _) = std::mem::replace(kept, (key, value));
+                self.also = Some(old);
+            }
+            Some(_) => {
+                if self.also.as_ref().is_none_or(|also| key > *also) {
+                    self.also = Some(key);
+                }
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ConfigData {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(DataVisitor)
+    }
+}
+
+struct DataVisitor;
+
+impl<'de> Visitor<'de> for DataVisitor {
+    type Value = ConfigData;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of strings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ConfigData, A::Error> {
+        let mut data = ConfigData::default();
+        while let Some(key) = map.next_key::<String>()? {
+            if matches_field(&key, UPGRADE_STRATEGY_KEY) {
+                let value = map.next_value::<Value>()?;
+                data.offer(key, value);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(data)
+    }
+}
+
+/// Whether Go's `encoding/json` decodes `key` into the struct field named
+/// `field` (whose name is ASCII, as every field Numaplane names is).
+pub fn matches_field(key: &str, field: &str) -> bool {
+    let mut wanted = field.bytes();
+    for c in key.chars() {
+        let Some(f) = wanted.next() else {
+            return false;
+        };
+        if fold_to_ascii(c) != Some(f.to_ascii_lowercase()) {
+            return false;
+        }
+    }
+    wanted.next().is_none()
+}
+
+/// The lower-case ASCII letter or character `c` folds with, if any.
+fn fold_to_ascii(c: char) -> Option<u8> {
+    match c {
+        '\u{17F}' => Some(b's'),
+        '\u{212A}' => Some(b'k'),
+        c if c.is_ascii() => u8::try_from(c).ok().map(|b| b.to_ascii_lowercase()),
+        _ => None,
+    }
+}
 
 /// Numaplane's cluster-wide default upgrade strategy, which a namespace
 /// falls back to when its namespace-level ConfigMap is deleted, loses its
@@ -203,7 +337,7 @@ impl ClusterDefault {
     /// Reads `data` of Numaplane's ConfigMap as Numaplane's viper reads
     /// its `config.yaml`: keys in any case, an absent or empty
     /// `defaultUpgradeStrategy` is `no-strategy`.
-    pub fn from_config_map(data: Option<&std::collections::BTreeMap<String, String>>) -> Self {
+    pub fn from_config_map(data: Option<&BTreeMap<String, String>>) -> Self {
         let Some(text) = data.and_then(|d| d.get("config.yaml")) else {
             return Self::Unknown(format!("{CONTROLLER_CONFIG} has no data.config.yaml"));
         };
@@ -254,202 +388,5 @@ impl ClusterDefault {
     }
 }
 
-/// Cuts a text to `limit` characters, marking the cut with `…`.
-fn cut(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        text.to_owned()
-    } else {
-        let kept: String = text.chars().take(limit - 1).collect();
-        format!("{kept}…")
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_cluster_default_is_read_as_numaplanes_viper_reads_it() {
-        let read = |yaml: &str| {
-            let data = [("config.yaml".to_owned(), yaml.to_owned())].into();
-            ClusterDefault::from_config_map(Some(&data))
-        };
-        let cases = [
-            (
-                "progressive",
-                read("defaultUpgradeStrategy: progressive\n"),
-                ClusterDefault::Strategy("progressive"),
-            ),
-            (
-                "any case of the key",
-                read("DEFAULTUPGRADESTRATEGY: pause-and-drain\n"),
-                ClusterDefault::Strategy("pause-and-drain"),
-            ),
-            (
-                "empty",
-                read("defaultUpgradeStrategy: \"\"\n"),
-                ClusterDefault::Strategy(NO_STRATEGY),
-            ),
-            (
-                "absent",
-                read("logLevel: INFO\n"),
-                ClusterDefault::Strategy(NO_STRATEGY),
-            ),
-            (
-                "unknown",
-                read("defaultUpgradeStrategy: fast\n"),
-                ClusterDefault::Invalid("fast".into()),
-            ),
-            (
-                "a number",
-                read("defaultUpgradeStrategy: 3\n"),
-                ClusterDefault::Invalid("3".into()),
-            ),
-        ];
-        for (name, got, want) in cases {
-            assert_eq!(got, want, "{name}");
-        }
-        for (name, got) in [
-            ("not YAML", read("a: [\n")),
-            ("not a map", read("- a\n")),
-            (
-                "no config.yaml",
-                ClusterDefault::from_config_map(Some(&Default::default())),
-            ),
-            ("no data", ClusterDefault::from_config_map(None)),
-        ] {
-            assert!(matches!(got, ClusterDefault::Unknown(_)), "{name}: {got:?}");
-            assert!(got.skips_draining(), "{name}: taken as no-strategy");
-        }
-        assert!(!ClusterDefault::Invalid("x".into()).skips_draining());
-        assert!(!ClusterDefault::Strategy("progressive").skips_draining());
-    }
-
-    #[test]
-    fn strategies_are_read_as_numaplane_reads_them() {
-        let labelled = |data: Value| {
-            let mut object = json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}});
-            if !data.is_null() {
-                object["data"] = data;
-            }
-            StrategyRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
-        };
-        let strategy = |name, blank| StrategyRead::Strategy { name, blank };
-        let cases = [
-            (
-                "progressive",
-                labelled(json!({"upgradeStrategy": "progressive"})),
-                strategy("progressive", false),
-            ),
-            (
-                "pause-and-drain",
-                labelled(json!({"upgradeStrategy": "pause-and-drain"})),
-                strategy("pause-and-drain", false),
-            ),
-            (
-                "no-strategy",
-                labelled(json!({"upgradeStrategy": "no-strategy"})),
-                strategy(NO_STRATEGY, false),
-            ),
-            (
-                "empty",
-                labelled(json!({"upgradeStrategy": ""})),
-                strategy(NO_STRATEGY, true),
-            ),
-            (
-                "blank",
-                labelled(json!({"upgradeStrategy": " \t\n"})),
-                strategy(NO_STRATEGY, true),
-            ),
-            (
-                "case matters",
-                labelled(json!({"upgradeStrategy": "Progressive"})),
-                StrategyRead::Unknown("Progressive".into()),
-            ),
-            (
-                "padded is not trimmed",
-                labelled(json!({"upgradeStrategy": " progressive"})),
-                StrategyRead::Unknown(" progressive".into()),
-            ),
-            (
-                "a number",
-                labelled(json!({"upgradeStrategy": 1})),
-                StrategyRead::NotString("1".into()),
-            ),
-            (
-                "no key",
-                labelled(json!({"other": "x"})),
-                StrategyRead::Unset,
-            ),
-            ("no data", labelled(Value::Null), StrategyRead::NoData),
-            (
-                "data a string",
-                labelled(json!("x")),
-                StrategyRead::DataMalformed(JsonKind::String),
-            ),
-        ];
-        for (name, got, want) in cases {
-            assert_eq!(got, want, "{name}");
-        }
-        let other_label = json!({"metadata": {"labels": {CONFIG_LABEL: "usde-config"}}, "data": {"upgradeStrategy": "no-strategy"}});
-        assert_eq!(
-            StrategyRead::of(&GuardedObject::from_json(&other_label.to_string()).expect("json")),
-            StrategyRead::NotNamespaceConfig
-        );
-        assert!(strategy(NO_STRATEGY, true).skips_draining());
-        // Keys are read as Go's encoding/json reads them.
-        let read = |data: Value| {
-            let object =
-                json!({"metadata": {"labels": {CONFIG_LABEL: NAMESPACE_CONFIG}}, "data": data});
-            ConfigRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
-        };
-        let read_as = |strategy, key: Option<&str>, clash: Option<(&str, &str)>| ConfigRead {
-            strategy,
-            key: key.map(str::to_owned),
-            clash: clash.map(|(a, b)| (a.to_owned(), b.to_owned())),
-            definitions: false,
-        };
-        let no = |blank| StrategyRead::Strategy {
-            name: NO_STRATEGY,
-            blank,
-        };
-        let folded = [
-            (
-                read(json!({"UpgradeStrategy": "no-strategy"})),
-                read_as(no(false), Some("UpgradeStrategy"), None),
-            ),
-            (
-                read(json!({"UPGRADESTRATEGY": ""})),
-                read_as(no(true), Some("UPGRADESTRATEGY"), None),
-            ),
-            (
-                read(json!({"upgradeStrategy": "pause-and-drain", "upgradestrategy": ""})),
-                read_as(
-                    no(true),
-                    Some("upgradestrategy"),
-                    Some(("upgradestrategy", "upgradeStrategy")),
-                ),
-            ),
-            (
-                read(
-                    json!({"upgradestrategy": "pause-and-drain", "upgradeStrategy": "", "other": "x"}),
-                ),
-                read_as(
-                    strategy("pause-and-drain", false),
-                    Some("upgradestrategy"),
-                    Some(("upgradestrategy", "upgradeStrategy")),
-                ),
-            ),
-            (
-                read(json!({"upgradeStrategy": "progressive"})),
-                read_as(strategy("progressive", false), None, None),
-            ),
-        ];
-        for (got, want) in folded {
-            assert_eq!(got, want);
-        }
-        assert!(read(json!({"UPGRADESTRATEGY": ""})).skips_draining());
-        assert!(!strategy("progressive", false).skips_draining());
-    }
-}
+mod tests;

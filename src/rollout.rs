@@ -5,15 +5,16 @@
 //! other rollouts and the children): their labels, annotations, owner and
 //! the metadata a rollout copies onto its children ([`keys`]).
 
+mod bounded;
 mod child;
-mod config_data;
 mod drain;
 mod fields;
 mod keys;
 mod lifecycle;
 
+pub use bounded::{CUT_MARK, KEPT_KEYS, LEAF_BYTES, LEAF_DEPTH, LEAF_ENTRIES, OBJECT_BUDGET};
 pub use child::{ChildContent, Ownership};
-pub use config_data::ConfigData;
+
 pub use drain::{
     DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout, NUMAFLOW_DELETION_SECONDS,
 };
@@ -34,6 +35,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::kinds::Kind;
 use crate::lenient::{JsonKind, List, Obj, Text};
+use crate::namespace_config::{CONFIG_LABEL, ConfigData, ConfigRead};
 
 use self::keys::Template;
 
@@ -259,34 +261,15 @@ impl GuardedObject {
         &self.data
     }
 
+    /// This object as Numaplane reads a ConfigMap it labels.
+    pub fn config_read(&self) -> ConfigRead {
+        let label = self.label(CONFIG_LABEL).and_then(Value::as_str);
+        ConfigRead::of(label, &self.data)
+    }
+
     /// Reads a PipelineRollout from JSON, leniently: only invalid JSON fails.
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         crate::skim::from_slice(json.as_bytes())
-    }
-
-    /// This object without its stored forces: `allow-data-loss` when it is
-    /// "true", and `spec.strategy.progressive.forcePromote` with the
-    /// one-shot record of it ([`FORCE_PROMOTE_FOR`]). The audit
-    /// judges those by state, and the rest as a CREATE would be judged.
-    pub fn without_stored_forces(&self) -> Self {
-        let mut object = self.clone();
-        let reapply = object.forces_reapply();
-        if let Obj::Present(metadata) = &mut object.metadata
-            && let Obj::Present(annotations) = &mut metadata.annotations
-        {
-            if reapply {
-                annotations.remove(ALLOW_DATA_LOSS);
-            }
-            // The one-shot record belongs to the stored forcePromote.
-            annotations.remove(FORCE_PROMOTE_FOR);
-        }
-        if let Obj::Present(spec) = &mut object.spec
-            && let Obj::Present(strategy) = &mut spec.strategy
-            && let Obj::Present(progressive) = &mut strategy.progressive
-        {
-            progressive.force_promote = None;
-        }
-        object
     }
 
     fn strategy(&self) -> Option<&Strategy> {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-pub use self::decide::{Decided, Input, Judgement, Need, Question, Subject, decide};
+pub use self::decide::{Input, Judgement, Need, Question, Subject, decide};
 pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
 use crate::authz::{Authorizer, RbacTrace};
 use crate::namespace_config::ClusterDefault;
@@ -158,7 +158,8 @@ pub async fn answer(
         rbac = check.rbac.or(rbac);
         answers.push((question.need, check.permission));
     }
-    let Decided { verdict, judged } = judgement.finish(|question| {
+    let judged = judgement.judged();
+    let verdict = judgement.finish(|question| {
         answers
             .iter()
             .position(|(need, _)| *need == question.need)

@@ -14,10 +14,9 @@ use crate::kinds::{
     Resource,
 };
 use crate::lenient::{Obj, Text};
-use crate::namespace_config::ConfigRead;
 use crate::policy::UserInfo;
 use crate::policy::rules::{
-    Belonging, Definitions, GuardedWrite, MadeWrite, Operation, StrategyWrite, VersionWrite,
+    Belonging, Definitions, GuardedWrite, MadeWrite, Operation, Origin, StrategyWrite, VersionWrite,
 };
 use crate::rollout::GuardedObject;
 
@@ -308,6 +307,7 @@ impl AdmissionRequest {
                     object: stored,
                     old_object: None,
                     now,
+                    origin: Origin::Request,
                 },
                 name: &self.name,
             });
@@ -338,6 +338,7 @@ impl AdmissionRequest {
                 object,
                 old_object,
                 now,
+                origin: Origin::Request,
             },
             name: &self.name,
         })
@@ -369,7 +370,7 @@ impl AdmissionRequest {
             });
         };
         let old_object = match (&self.old_object, operation) {
-            (Obj::Present(old), _) => Some(ConfigRead::of(old)),
+            (Obj::Present(old), _) => Some(old.config_read()),
             (_, Operation::Create) => None,
             (other, Operation::Update | Operation::Delete) => {
                 return Err(Unjudgeable::OldObject {
@@ -383,9 +384,10 @@ impl AdmissionRequest {
                 operation,
                 namespace: &self.namespace,
                 user: &self.user,
-                object: ConfigRead::of(object),
+                object: object.config_read(),
                 old_object,
                 fallback: None,
+                origin: Origin::Request,
             },
             name: &self.name,
         })

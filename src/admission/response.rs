@@ -71,11 +71,11 @@ struct Status<'a> {
 /// sized for it once: the escaping of the strings adds a few bytes at most,
 /// and each denial is given [`MESSAGE_ROOM`] bytes (a longer message grows
 /// the buffer once).
-pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u8> {
-    let denial = decision.denial();
+pub(super) fn wire_body(request: &AdmissionRequest, verdict: &Verdict) -> Vec<u8> {
+    let denial = verdict.denial();
     let mut extra_warning = None;
-    let patch = match (&denial, decision.patch.is_empty()) {
-        (None, false) => match serde_json::to_vec(&decision.patch) {
+    let patch = match (&denial, verdict.patch.is_empty()) {
+        (None, false) => match serde_json::to_vec(&verdict.patch) {
             Ok(json) => Some(json),
             Err(e) => {
                 extra_warning = Some(format!("default not applied: {e}"));
@@ -86,7 +86,7 @@ pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u
     };
     let warnings: Vec<&str> = extra_warning
         .iter()
-        .chain(&decision.warnings)
+        .chain(&verdict.warnings)
         .map(String::as_str)
         .collect();
     let strings_len =
@@ -94,11 +94,11 @@ pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u
     let capacity = 160
         + request.api_version.len()
         + request.uid.len()
-        + decision.denials.len() * MESSAGE_ROOM
+        + verdict.denials.len() * MESSAGE_ROOM
         + patch.as_ref().map_or(0, |json| json.len().div_ceil(3) * 4)
         + strings_len(&mut warnings.iter().copied())
         + strings_len(
-            &mut decision
+            &mut verdict
                 .audit
                 .iter()
                 .flat_map(|(k, v)| [k.as_str(), v.as_str()]),
@@ -120,7 +120,7 @@ pub(super) fn wire_body(request: &AdmissionRequest, decision: &Verdict) -> Vec<u
                 .map(|json| Displayed(Base64Display::new(json, &STANDARD))),
             patch_type: patch.as_ref().map(|_| "JSONPatch"),
             warnings,
-            audit_annotations: &decision.audit,
+            audit_annotations: &verdict.audit,
         },
     };
     let mut out = Vec::with_capacity(capacity);

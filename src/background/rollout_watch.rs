@@ -1,7 +1,7 @@
 //! The one reader of PipelineRollouts that the leader's audit and
 //! stale-force sweeper share: one kube-runtime watcher (listing as
 //! [`super::list`] lists, restarted with the audit's backoff) whose
-//! objects are read slim into the rules' view ([`Rollout`]). The audit
+//! objects are read into the rules' view, bounded ([`Rollout`]). The audit
 //! takes every event and keeps every object; the sweeper, a kube-runtime
 //! `Controller`, works on a reflector store of only the objects whose
 //! force is on (an object whose force goes off leaves it as if deleted), so
@@ -15,6 +15,7 @@ use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::audit::audited::PIPELINE_ROLLOUTS;
 use super::audit::watch;
 use super::audit::{self, AuditContext, AuditOptions};
 use super::sweeper::{self, Rollout, SweeperContext};
@@ -49,7 +50,8 @@ pub async fn run(
     sweeper: Option<(SweeperContext, std::time::Duration)>,
     stop: CancellationToken,
 ) {
-    let mut events: watch::Events<0> = watch::events::<0>(client.clone());
+    let mut events: watch::Events<PIPELINE_ROLLOUTS> =
+        watch::events::<PIPELINE_ROLLOUTS>(client.clone());
     let mut sweeper_parts = None;
     if let Some((context, grace)) = sweeper {
         let mut writer: Writer<Rollout> = Writer::default();

@@ -31,7 +31,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::audit::slim::Slim;
+use super::audit::audited::{Audited, PIPELINE_ROLLOUTS};
 use crate::events::{EventQueue, PendingEvent};
 use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
 use crate::policy::Policy;
@@ -40,7 +40,7 @@ use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject};
 
 /// A PipelineRollout as the leader holds it: its identity and the rules'
 /// view of what it stores (the audit's table, kind 0).
-pub type Rollout = Slim<0>;
+pub type Rollout = Audited<PIPELINE_ROLLOUTS>;
 
 /// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";

@@ -24,10 +24,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
 use crate::background::audit::watch::not_served;
-use crate::kinds::{
-    self, CONFIG_LABEL, CONTROLLER_DEFINITIONS, Kind, NUMAPLANE_GROUP, PARENT_ROLLOUT,
-};
+use crate::kinds::{self, Kind, NUMAPLANE_GROUP, PARENT_ROLLOUT};
 use crate::logtext::Escaped;
+use crate::namespace_config::{CONFIG_LABEL, CONTROLLER_DEFINITIONS};
 use crate::policy::rules::{Belonging, ChildLookup, DefinitionLookup, Definitions};
 
 type Meta = PartialObjectMeta<DynamicObject>;

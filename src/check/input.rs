@@ -6,9 +6,8 @@
 use serde_json::Value;
 
 use super::documents::{self, DocumentError, RawDocument};
-use crate::kinds::{
-    CONFIG_LABEL, CONTROLLER_DEFINITIONS, Kind, NAMESPACE_CONFIG, Resource, VERSION,
-};
+use crate::kinds::{Kind, Resource};
+use crate::namespace_config::{CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG};
 
 /// Where something was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,21 +116,6 @@ pub fn checked_kind(object: &Value) -> Option<Resource> {
         .and_then(Value::as_str)
         .is_some_and(|v| v == NAMESPACE_CONFIG || v == CONTROLLER_DEFINITIONS);
     (core_config_map && labelled).then_some(Resource::ConfigMap)
-}
-
-/// Whether a manifest is a PipelineRollout: apiVersion in group
-/// numaplane.numaproj.io, kind PipelineRollout.
-pub fn is_pipeline_rollout(object: &Value) -> bool {
-    guarded_kind(object) == Some(Kind::PipelineRollout)
-}
-
-/// The version in a manifest's apiVersion (`v1alpha1` when there is none).
-pub fn api_version_of(object: &Value) -> &str {
-    object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .and_then(|v| v.split_once('/'))
-        .map_or(VERSION, |(_, version)| version)
 }
 
 fn is_list(object: &Value) -> bool {
@@ -246,17 +230,6 @@ mod tests {
 
     const ROLLOUT: &str =
         "apiVersion: numaplane.numaproj.io/v1alpha1\nkind: PipelineRollout\nmetadata: {name: a}\n";
-
-    #[test]
-    fn pipeline_rollouts_are_recognised_by_group_and_kind() {
-        let pr = serde_json::json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "PipelineRollout"});
-        assert!(is_pipeline_rollout(&pr));
-        assert_eq!(api_version_of(&pr), "v1alpha1");
-        let other = serde_json::json!({"apiVersion": "example.com/v1", "kind": "PipelineRollout"});
-        assert!(!is_pipeline_rollout(&other));
-        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
-        assert!(!is_pipeline_rollout(&cm));
-    }
 
     #[test]
     fn documents_lists_and_others() {

@@ -15,8 +15,7 @@ use crate::admission::{self, Input, Subject, Webhook};
 use crate::authz::StaticLists;
 use crate::kinds::Kind;
 use crate::kinds::Resource;
-use crate::namespace_config::ConfigRead;
-use crate::policy::rules::{GuardedWrite, Operation, StrategyWrite, Verdict};
+use crate::policy::rules::{GuardedWrite, Operation, Origin, StrategyWrite, Verdict};
 use crate::policy::{Policy, UserInfo, format_seconds};
 use crate::rollout::{GuardedObject, TIMEOUT_FIELD};
 
@@ -147,8 +146,8 @@ impl ManifestJudge<'_> {
         let mut remarks = Vec::new();
         match view(&object) {
             Ok(view) => {
-                let decision = self.decide(Webhook::Mutate, &write, &view);
-                if let Some(seconds) = decision.defaulted {
+                let verdict = self.decide(Webhook::Mutate, &write, &view);
+                if let Some(seconds) = verdict.defaulted {
                     remarks.push(Remark {
                         severity: Severity::Info,
                         rule: None,
@@ -156,9 +155,9 @@ impl ManifestJudge<'_> {
                         message: self.default_message(seconds),
                     });
                 }
-                warnings(&mut remarks, &decision);
-                if !decision.patch.is_empty()
-                    && let Err(e) = json_patch::patch(&mut object, &decision.patch)
+                warnings(&mut remarks, &verdict);
+                if !verdict.patch.is_empty()
+                    && let Err(e) = json_patch::patch(&mut object, &verdict.patch)
                 {
                     remarks.push(warning(format!("the default could not be applied: {e}")));
                 }
@@ -167,9 +166,9 @@ impl ManifestJudge<'_> {
         }
         match view(&object) {
             Ok(view) => {
-                let decision = self.decide(Webhook::Validate, &write, &view);
-                remarks.extend(denials(&decision));
-                warnings(&mut remarks, &decision);
+                let verdict = self.decide(Webhook::Validate, &write, &view);
+                remarks.extend(denials(&verdict));
+                warnings(&mut remarks, &verdict);
             }
             Err(e) => remarks.push(internal(&e)),
         }
@@ -198,17 +197,18 @@ impl ManifestJudge<'_> {
             },
             namespace,
             user: &user,
-            object: ConfigRead::of(&object),
-            old_object: old.as_ref().map(ConfigRead::of),
+            object: object.config_read(),
+            old_object: old.as_ref().map(GuardedObject::config_read),
             fallback: None,
+            origin: Origin::Request,
         };
         let input = Input {
             webhook: Webhook::Validate,
             subject: Subject::NamespaceConfig { write, name },
         };
-        let decision = decide_offline(self.policy, input);
-        let mut remarks = denials(&decision);
-        warnings(&mut remarks, &decision);
+        let verdict = decide_offline(self.policy, input);
+        let mut remarks = denials(&verdict);
+        warnings(&mut remarks, &verdict);
         remarks
     }
 
@@ -224,7 +224,7 @@ impl ManifestJudge<'_> {
         )
     }
 
-    /// The decision of `webhook` on the write of `object`.
+    /// The verdict of `webhook` on the write of `object`.
     fn decide(&self, webhook: Webhook, write: &Write<'_>, object: &GuardedObject) -> Verdict {
         let input = Input {
             webhook,
@@ -237,6 +237,7 @@ impl ManifestJudge<'_> {
                     object,
                     old_object: write.old.as_ref(),
                     now: self.now,
+                    origin: Origin::Request,
                 },
                 name: write.name,
             },
@@ -249,9 +250,7 @@ impl ManifestJudge<'_> {
 /// permission it asks for.
 fn decide_offline(policy: &Policy, input: Input<'_>) -> Verdict {
     let lists = StaticLists::new(OFFLINE_PERMISSION);
-    admission::decide(policy, input)
-        .finish(|question| lists.answer(question.grant, question.user))
-        .verdict
+    admission::decide(policy, input).finish(|question| lists.answer(question.grant, question.user))
 }
 
 /// The rules' view of a manifest.
@@ -307,8 +306,8 @@ impl Write<'_> {
 /// Why `check` can grant a force only from the policy's lists.
 const OFFLINE_PERMISSION: &str = "`check` runs without an API server; it judges --as and --as-group against the policy's users and groups lists only";
 
-fn denials(decision: &Verdict) -> Vec<Remark> {
-    decision
+fn denials(verdict: &Verdict) -> Vec<Remark> {
+    verdict
         .denials
         .iter()
         .map(|denial| Remark {
@@ -320,8 +319,8 @@ fn denials(decision: &Verdict) -> Vec<Remark> {
         .collect()
 }
 
-fn warnings(remarks: &mut Vec<Remark>, decision: &Verdict) {
-    remarks.extend(decision.warnings.iter().cloned().map(warning));
+fn warnings(remarks: &mut Vec<Remark>, verdict: &Verdict) {
+    remarks.extend(verdict.warnings.iter().cloned().map(warning));
 }
 
 fn warning(message: String) -> Remark {

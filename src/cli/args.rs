@@ -1,11 +1,14 @@
 //! The command line's definitions: every command, and the flags of all but
-//! `serve`, parsed by clap. `serve`'s flags are its components' own (each
-//! a `clap::Args` in the component's module), flattened into [`ServeArgs`].
+//! `serve` and `check`, parsed by clap. `serve`'s flags are its components'
+//! own (each a `clap::Args` in the component's module), flattened into
+//! [`ServeArgs`]; `check`'s are [`crate::check::CheckArgs`].
 //! What each command does is in the file named after it.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use crate::check::{CheckArgs, OutputFormat};
 
 use super::logging::LoggingArgs;
 use crate::admission::Webhook;
@@ -82,7 +85,7 @@ pub struct GenCertsArgs {
     #[arg(long, default_value = "manifests/overlays/self-signed/certs")]
     pub out: PathBuf,
     /// Validity of the serving certificate, in days (the CA: ten times as long).
-    #[arg(long, default_value_t = 365)]
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(i64).range(1..=3650))]
     pub days: i64,
     /// Replace certificates already in --out: renews the serving certificate under the existing CA (ca.crt and ca.key), so the webhook configurations' caBundle does not change.
     #[arg(long)]
@@ -127,7 +130,7 @@ pub struct ExportVapArgs {
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// The name of the ValidatingAdmissionPolicy and of its binding.
-    #[arg(long, default_value = crate::vap::DEFAULT_NAME)]
+    #[arg(long, default_value = crate::vap::DEFAULT_NAME, value_parser = object_name)]
     pub name: String,
     /// Write the YAML to this file instead of standard output.
     #[arg(long)]
@@ -138,6 +141,18 @@ pub struct ExportVapArgs {
     /// Write what /mutate fills in (the default drain timeouts, the one-shot reset) as a MutatingAdmissionPolicy named NAME-defaults instead (Kubernetes 1.36 or newer).
     #[arg(long)]
     pub mutating: bool,
+}
+
+/// Why a `--name` was refused (clap prints it after the flag and its value).
+#[derive(Debug, thiserror::Error)]
+#[error("not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)")]
+pub struct NotAnObjectName;
+
+/// A Kubernetes object name (a DNS subdomain), as `export-vap --name` takes.
+fn object_name(text: &str) -> Result<String, NotAnObjectName> {
+    crate::vap::valid_name(text)
+        .then(|| text.to_owned())
+        .ok_or(NotAnObjectName)
 }
 
 /// Flags of `review`.
@@ -178,46 +193,6 @@ impl From<WebhookArg> for Webhook {
     }
 }
 
-/// Flags of `check`.
-#[derive(Debug, Clone, Args)]
-pub struct CheckArgs {
-    /// Policy file; without it, the built-in policy.
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-    /// The namespace of manifests that set no metadata.namespace.
-    #[arg(long, short = 'n', value_name = "NS", default_value = "default")]
-    pub namespace: String,
-    /// The manifests now deployed (a file, a directory, or a dump of `kubectl get pipelinerollouts -A -o yaml`); a rollout found there by namespace and name is judged as an UPDATE from it. Repeatable.
-    #[arg(long, value_name = "PATH")]
-    pub against: Vec<String>,
-    /// The user the writes are judged for (e.g. system:serviceaccount:argocd:argocd-application-controller).
-    #[arg(long = "as", value_name = "USER", default_value = crate::check::DEFAULT_USER)]
-    pub user: String,
-    /// A group of that user; repeatable (system:authenticated is always added).
-    #[arg(long = "as-group", value_name = "GROUP")]
-    pub groups: Vec<String>,
-    /// Output format.
-    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// ManifestJudge as at this time (RFC 3339) instead of now, so forceReapply.minPauseAge is checked reproducibly.
-    #[arg(long, value_parser = crate::policy::timestamp::parse_rfc3339)]
-    pub now: Option<time::OffsetDateTime>,
-    /// Manifest files, directories (read recursively: .yaml, .yml, .json), or - for standard input.
-    #[arg(required = true, value_name = "PATH")]
-    pub paths: Vec<String>,
-}
-
-/// `--output` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    /// One line per finding, then a summary.
-    Text,
-    /// A JSON array of findings.
-    Json,
-    /// A JUnit XML report: one test case per PipelineRollout.
-    Junit,
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -249,6 +224,26 @@ mod tests {
                 .map(|s| s.audit.audit_qps)
                 .ok(),
             Some(0.5)
+        );
+    }
+
+    #[test]
+    fn gen_certs_days_and_export_vap_names_are_checked_by_clap() {
+        let refused = |args: &[&str]| {
+            let argv = std::iter::once("pipelinerollout-webhook").chain(args.iter().copied());
+            Cli::try_parse_from(argv).expect_err("refused").to_string()
+        };
+        for days in ["0", "3651"] {
+            let e = refused(&["gen-certs", "--days", days]);
+            assert!(
+                e.contains("'--days <DAYS>'") && e.contains("1..=3650"),
+                "{e}"
+            );
+        }
+        let e = refused(&["export-vap", "--name", "Not_A_Name"]);
+        assert!(
+            e.contains("'--name <NAME>': not a Kubernetes object name"),
+            "{e}"
         );
     }
 
@@ -319,6 +314,7 @@ mod tests {
             let mut argv = vec![
                 "pipelinerollout-webhook",
                 "serve",
+                "--manage-certs",
                 "--tls-cert=c",
                 "--tls-key=k",
             ];
@@ -385,6 +381,7 @@ mod tests {
         for (flags, own, want) in cases {
             let got = parse(flags)
                 .options(own.map(str::to_owned))
+                .map(|o| o.expect("--manage-certs"))
                 .map(|o| (o.secret_namespace, o.service.namespace));
             let want = want.map(|(a, b)| (a.to_owned(), b.to_owned()));
             assert_eq!(got, want, "{flags:?} in {own:?}");

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::args::{CheckArgs, OutputFormat};
-use crate::check::{self, CheckOptions, junit};
+use crate::check::{self, junit};
 use crate::policy::Policy;
 
 /// Runs `check`: exit 0 when nothing would be denied, 1 when something
@@ -22,7 +22,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let report = check::check(&policy, &CheckOptions::from(args));
+    let report = check::check(&policy, args);
     let rendered = match args.output {
         OutputFormat::Text => report.text(),
         OutputFormat::Json => report.json() + "\n",
@@ -36,17 +36,4 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         }
     }
     ExitCode::from(report.exit_code())
-}
-
-impl From<&CheckArgs> for CheckOptions {
-    fn from(args: &CheckArgs) -> Self {
-        Self {
-            namespace: args.namespace.clone(),
-            against: args.against.clone(),
-            user: args.user.clone(),
-            groups: args.groups.clone(),
-            now: args.now,
-            paths: args.paths.clone(),
-        }
-    }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use super::args::ExportVapArgs;
 use crate::policy::{Policy, PolicyError};
 use crate::vap::mutating::export_mutating;
-use crate::vap::{RenderError, export, valid_name};
+use crate::vap::{RenderError, export};
 
 /// Why `export-vap` wrote nothing; the message is what the user reads.
 #[derive(Debug, thiserror::Error)]
@@ -14,11 +14,6 @@ enum ExportVapError {
     /// The policy file does not load.
     #[error(transparent)]
     Policy(#[from] PolicyError),
-    /// `--name` is not an object name.
-    #[error(
-        "--name {0:?} is not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)"
-    )]
-    Name(String),
     /// `--strict`, and the policy asks for what CEL cannot check.
     #[error("--strict: the policy asks for what the exported policies cannot do: {0}")]
     Strict(String),
@@ -46,7 +41,7 @@ impl ExportVapError {
 }
 
 /// Runs `export-vap`: 0 when written, 1 when `--strict` refuses, 2 on a bad
-/// policy, name or output file.
+/// policy or output file.
 pub fn run(args: &ExportVapArgs) -> ExitCode {
     match write(args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -59,9 +54,6 @@ pub fn run(args: &ExportVapArgs) -> ExitCode {
 
 fn write(args: &ExportVapArgs) -> Result<(), ExportVapError> {
     let policy = Policy::from_file_or_built_in(args.policy.as_deref())?;
-    if !valid_name(&args.name) {
-        return Err(ExportVapError::Name(args.name.clone()));
-    }
     let (yaml, inexpressible, left_out) = if args.mutating {
         let export = export_mutating(&policy, &args.name);
         (export.to_yaml(), export.inexpressible, export.left_out)

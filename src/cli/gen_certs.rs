@@ -37,9 +37,6 @@ pub fn run(args: &GenCertsArgs) -> ExitCode {
 /// it prints after `gen-certs: `.
 #[derive(Debug, thiserror::Error)]
 pub enum GenCertsError {
-    /// --days is out of range.
-    #[error("--days {0} must be from 1 to 3650")]
-    Days(i64),
     /// --out is where `serve` keeps its development certificates.
     #[error("{} holds the development certificates of `serve`; choose another --out", .0.display())]
     DevCertsDir(PathBuf),
@@ -54,9 +51,6 @@ pub enum GenCertsError {
 /// Writes the certificates; `Ok((paths, true))` when the serving
 /// certificate was renewed under an existing CA.
 fn gen_certs(args: &GenCertsArgs) -> Result<(pki::CertPaths, bool), GenCertsError> {
-    if !(1..=3650).contains(&args.days) {
-        return Err(GenCertsError::Days(args.days));
-    }
     // Never over the development certificates `serve` uses.
     if let (Ok(out), Ok(dev)) = (
         args.out.canonicalize(),

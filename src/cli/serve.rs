@@ -11,8 +11,6 @@ use prometheus_client::metrics::counter::Counter;
 use super::args::ServeArgs;
 use super::logging::LoggingGuard;
 use crate::app::{App, BackgroundOptions, StartError};
-use crate::background::certs::args::CertArgsError;
-use crate::background::leader::LeaseOptionsError;
 use crate::metrics::Metrics;
 use crate::server::ServeOptions;
 
@@ -44,24 +42,17 @@ pub fn run(args: ServeArgs, logging: &LoggingGuard) -> ExitCode {
     }
 }
 
-/// Why `serve` could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The process could not start.
-    #[error(transparent)]
-    Start(#[from] StartError),
-    /// The leader election's flags cannot work.
-    #[error(transparent)]
-    Leader(#[from] LeaseOptionsError),
-    /// The `--manage-certs` flags cannot be used.
-    #[error(transparent)]
-    CertArgs(#[from] CertArgsError),
-}
-
-async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeError> {
+async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), StartError> {
     // The webhook's own namespace, which the Deployment sets.
     let own_namespace = std::env::var("POD_NAMESPACE").ok();
-    let background = background_options(&args, own_namespace.clone())?;
+    // Each component's flags, checked by the component.
+    let background = BackgroundOptions {
+        certificates: args.certs.options(own_namespace.clone())?,
+        lease: args.leader.options()?,
+        cert_controller: args.certs.cert_controller,
+        audit: args.audit.options(),
+        stale_force_grace: args.sweeper.grace(),
+    };
     let options = ServeOptions {
         unguarded_namespaces: args.events.unguarded(own_namespace),
         managed_certificate: args.certs.manage_certs,
@@ -69,28 +60,7 @@ async fn serve(args: ServeArgs, log_lines_dropped: Counter) -> Result<(), ServeE
         api: args.api,
     };
     let app = App::build(&options, Metrics::with_log_lines_dropped(log_lines_dropped)).await?;
-    app.run(options, background, shutdown_signal()).await?;
-    Ok(())
-}
-
-/// The background work `args` ask for in namespace `own_namespace`, each
-/// component's flags checked by the component.
-fn background_options(
-    args: &ServeArgs,
-    own_namespace: Option<String>,
-) -> Result<BackgroundOptions, ServeError> {
-    let certificates = if args.certs.manage_certs {
-        Some(args.certs.options(own_namespace)?)
-    } else {
-        None
-    };
-    Ok(BackgroundOptions {
-        lease: args.leader.options()?,
-        certificates,
-        cert_controller: args.certs.cert_controller,
-        audit: args.audit.options(),
-        stale_force_grace: args.sweeper.grace(),
-    })
+    app.run(options, background, shutdown_signal()).await
 }
 
 /// Completes on SIGTERM or SIGINT.

@@ -206,9 +206,9 @@ impl EventQueue {
 }
 
 impl EventQueue {
-    /// Queues the Events an answered review's decision asks for (none for a
+    /// Queues the Events an answered review's verdict asks for (none for a
     /// dry run: the webhook configurations say `sideEffects: NoneOnDryRun`).
-    pub fn send_decision_events(&self, request: &AdmissionRequest, outcome: &Reply) {
+    pub fn send_verdict_events(&self, request: &AdmissionRequest, outcome: &Reply) {
         if request.dry_run || !self.is_on() {
             return;
         }

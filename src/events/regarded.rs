@@ -8,7 +8,7 @@ use kube::api::ApiResource;
 use crate::admission::AdmissionRequest;
 use crate::kinds::{Kind, Resource};
 
-/// What a decision's Events are about: the object the request writes, and
+/// What a verdict's Events are about: the object the request writes, and
 /// its apiVersion (a PipelineRollout's when the request names nothing a
 /// webhook judges).
 pub fn of(request: &AdmissionRequest) -> (Resource, String) {

@@ -189,8 +189,8 @@ async fn a_namespace_strategy_event_is_about_the_config_map_and_none_for_a_dry_r
     let sink = Recording::default();
     let queue = EventQueue::start(sink.clone(), EventCounts::default());
     let outcome = outcome_with(EventReason::NamespaceStrategyDenied);
-    queue.send_decision_events(&config_map_request("UPDATE", true), &outcome);
-    queue.send_decision_events(&config_map_request("UPDATE", false), &outcome);
+    queue.send_verdict_events(&config_map_request("UPDATE", true), &outcome);
+    queue.send_verdict_events(&config_map_request("UPDATE", false), &outcome);
     let published = async {
         while sink.seen().is_empty() {
             tokio::time::sleep(Duration::from_millis(5)).await;

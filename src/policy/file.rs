@@ -6,7 +6,7 @@ use std::path::Path;
 mod timeouts;
 
 use self::timeouts::{Section, resolve_section};
-use super::checks;
+use super::coherence;
 use super::error::BuiltInUnreadable;
 use super::error::PolicyError;
 use super::model::{
@@ -53,7 +53,7 @@ fn parse(text: &str) -> Result<Policy, PolicyError> {
     };
     let mut problems = Vec::new();
     resolve(&mut policy, &mut problems);
-    checks::check(&policy, &mut problems);
+    coherence::check(&policy, &mut problems);
     if problems.is_empty() {
         Ok(policy)
     } else {

@@ -4,11 +4,11 @@
 //! ([`Permission`]) are types it owns, filled in by those layers.
 //!
 //! Inside, the data moves one way: [`user`], [`timestamp`] and [`duration`]
-//! ← [`model`] (also the policy file's schema) ← [`rules`] ← `checks` ←
+//! ← [`model`] (also the policy file's schema) ← [`rules`] ← `coherence` ←
 //! `file` (reading and rendering the policy file); each imports only from
 //! those before it.
 
-mod checks;
+mod coherence;
 pub mod duration;
 mod error;
 mod file;

@@ -24,16 +24,16 @@ pub const DEFAULT_DELETION_WORDS: &str = "at most 30s (0s with Numaflow's minima
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub(super) struct Rider {
     #[serde(default)]
-    definition: Obj<RiderDefinition>,
+    pub(super) definition: Obj<RiderDefinition>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RiderDefinition {
+pub(super) struct RiderDefinition {
     #[serde(default)]
-    api_version: Text,
+    pub(super) api_version: Text,
     #[serde(default)]
-    kind: Text,
+    pub(super) kind: Text,
 }
 
 /// The deletion timeout a PipelineRollout's Pipeline is drained for when

@@ -19,7 +19,7 @@ use crate::lenient::{JsonKind, Obj};
 /// The watched entries of a label or annotation map, with their values as
 /// found (a value need not be a string: the view is lenient).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Keys(Vec<(String, Value)>);
+pub struct Keys(pub(super) Vec<(String, Value)>);
 
 impl Keys {
     /// The value of `key`, when present.
@@ -98,16 +98,16 @@ impl<'de> Deserialize<'de> for Keys {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub(super) struct Template {
     #[serde(default)]
-    metadata: Obj<TemplateMeta>,
+    pub(super) metadata: Obj<TemplateMeta>,
 }
 
 /// The labels and annotations a rollout copies onto every child it makes.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct TemplateMeta {
     #[serde(default)]
-    labels: Obj<Keys>,
+    pub(super) labels: Obj<Keys>,
     #[serde(default)]
-    annotations: Obj<Keys>,
+    pub(super) annotations: Obj<Keys>,
 }
 
 /// Which map of an object: its own labels or annotations, or those of the

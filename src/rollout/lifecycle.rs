@@ -61,11 +61,11 @@ impl LifecycleKey {
 #[serde(rename_all = "camelCase")]
 pub(super) struct Lifecycle {
     #[serde(default)]
-    pause_grace_period_seconds: Option<Value>,
+    pub(super) pause_grace_period_seconds: Option<Value>,
     #[serde(default)]
-    deletion_grace_period_seconds: Option<Value>,
+    pub(super) deletion_grace_period_seconds: Option<Value>,
     #[serde(default)]
-    delete_grace_period_seconds: Option<Value>,
+    pub(super) delete_grace_period_seconds: Option<Value>,
 }
 
 impl Lifecycle {

@@ -255,7 +255,7 @@ pub async fn serve_connections(
                 }
             },
         };
-        let acceptor = TlsAcceptor::from(tls.current());
+        let acceptor = TlsAcceptor::from(tls.load_full());
         let http = Arc::clone(&http);
         let activity = Arc::new(Activity::new());
         let service =

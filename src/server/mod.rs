@@ -48,7 +48,7 @@ pub struct ServerState {
     pub health: Health,
     /// Who may force a re-apply: the static lists, then RBAC when connected.
     pub authorizer: Authorizer,
-    /// Where the Events decisions ask for go (off without an API server).
+    /// Where the Events verdicts ask for go (off without an API server).
     pub events: EventQueue,
     /// The body budget and the request limit.
     pub budget: Budget,
@@ -325,7 +325,7 @@ fn spawn_reloaders(
         options.reload_interval,
         move || match tls::load(&files) {
             Ok(loaded) => {
-                tls_state.set(loaded.config);
+                tls_state.store(loaded.config);
                 shared_tls.served_chain.store(Arc::new(loaded.chain));
                 if let Some(ts) = loaded.not_after {
                     shared_tls.metrics.reloads.set_certificate_expiry(ts);

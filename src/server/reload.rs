@@ -67,19 +67,11 @@ pub async fn watch(
 ) {
     let on_change = Arc::new(on_change);
     let (tx, mut events) = mpsc::channel::<()>(1);
-    let dirs: BTreeSet<PathBuf> = paths
+    // The files' directories ("." for a bare file name).
+    let dirs: BTreeSet<&Path> = paths
         .iter()
-        .map(|p| {
-            p.parent()
-                .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-        })
-        .map(|d| {
-            if d.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                d
-            }
-        })
+        .map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()))
+        .map(|d| d.unwrap_or(Path::new(".")))
         .collect();
     let watcher = notify::recommended_watcher(move |event| {
         if may_change(&event) {

@@ -212,28 +212,6 @@ fn build(files: &TlsFiles, certified: Arc<CertifiedKey>) -> Result<LoadedTls, Tl
     })
 }
 
-/// The TLS configuration in force; new handshakes use the latest one,
-/// established connections keep theirs.
-#[derive(Debug)]
-pub struct TlsState {
-    current: ArcSwap<ServerConfig>,
-}
-
-impl TlsState {
-    /// Starts with `config`.
-    pub fn new(config: Arc<ServerConfig>) -> Self {
-        Self {
-            current: ArcSwap::new(config),
-        }
-    }
-
-    /// The configuration for the next handshake.
-    pub fn current(&self) -> Arc<ServerConfig> {
-        self.current.load_full()
-    }
-
-    /// Replaces the configuration for new handshakes.
-    pub fn set(&self, config: Arc<ServerConfig>) {
-        self.current.store(config);
-    }
-}
+/// The TLS configuration in force: each new handshake takes the latest
+/// one, established connections keep theirs.
+pub type TlsState = ArcSwap<ServerConfig>;

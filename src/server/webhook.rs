@@ -108,7 +108,7 @@ async fn answer_request(
         }
         Ok((request, outcome)) => {
             shared.metrics.record_answer(&request, &outcome);
-            shared.events.send_decision_events(&request, &outcome);
+            shared.events.send_verdict_events(&request, &outcome);
             log_decision(&request, &outcome, started);
             let answered = Answered {
                 operation: request.operation.as_str(),
@@ -128,7 +128,7 @@ async fn answer_request(
 
 /// The decision log: one line per answered review.
 fn log_decision(request: &AdmissionRequest, outcome: &Reply, started: Instant) {
-    let decision = &outcome.verdict;
+    let verdict = &outcome.verdict;
     if let Some(trace) = outcome.rbac {
         tracing::debug!(uid = %Escaped(&request.uid), result = trace.result, cached = trace.cached, duration = ?trace.duration, "RBAC check");
     }
@@ -142,9 +142,9 @@ fn log_decision(request: &AdmissionRequest, outcome: &Reply, started: Instant) {
         judged = outcome.judged,
         allowed = outcome.allowed(),
         // Field values are only built when the line is logged.
-        violations = ?decision.denials.iter().map(|v| v.summary()).collect::<Vec<_>>(),
-        warnings = ?decision.warnings,
-        defaulted = ?decision.defaulted,
+        violations = ?verdict.denials.iter().map(|v| v.summary()).collect::<Vec<_>>(),
+        warnings = ?verdict.warnings,
+        defaulted = ?verdict.defaulted,
         duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         "decision"
     );

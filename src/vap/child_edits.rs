@@ -16,7 +16,7 @@
 //! more.
 
 use super::cel;
-use super::check::{Check, Grantees, check};
+use super::validation::{Assertion, Grantees, assertion};
 use super::variables::{self, Var, Vars};
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
@@ -72,7 +72,7 @@ fn optional_at(root: &str, parent: &str, key: &str) -> String {
 }
 
 /// The variables and validations of the child edit policy.
-pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
+pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let edit = &policy.force_reapply.edit_children;
     let mut vars = Vars::default();
     variables::request_vars(&mut vars);
@@ -208,7 +208,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
     let shown = "([0, 1, 2, 3].filter(i, i < variables.fields.size()).map(i, variables.fields[i])\n  \
                  .map(f, f.size() > 80 ? f.substring(0, 79) + '…' : f) +\n  \
                  (variables.count > 4 ? [string(variables.count - 4) + ' more'] : [])).join(', ')";
-    let check = check(
+    let check = assertion(
         "rule 26: changing an owned child needs forceReapply.editChildren",
         format!(
             "!variables.parent.hasValue() || variables.exempt ||\n  \

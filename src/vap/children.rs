@@ -14,9 +14,9 @@
 //! still read through `dyn()` and guarded, as the rollout's are.
 
 use super::cel;
-use super::check::{Check, check};
 use super::rules::{DELETION_LABELS, deletion};
 use super::timeout::{self, CelOverflow, Judged, Labels, PAUSE_SCOPE};
+use super::validation::{Assertion, assertion};
 use super::variables::{self, Var, Vars};
 use crate::kinds::PAUSE_TIMESTAMP;
 use crate::policy::model::Policy;
@@ -34,7 +34,7 @@ const PAUSE_LABELS: Labels = Labels {
 };
 
 /// The variables and validations of the child Pipeline policy.
-pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
+pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let mut vars = Vars::default();
     variables::request_vars(&mut vars);
     variables::scope_vars(&mut vars, &policy.drain_timeout, PAUSE_SCOPE);
@@ -100,12 +100,12 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
 
 /// Rule 19 on a Pipeline: only Numaflow's controller sets or changes
 /// pause-timestamp (removing it is allowed).
-fn pause_timestamp_check(numaflow: &str) -> Check {
+fn pause_timestamp_check(numaflow: &str) -> Assertion {
     let path = ANNOTATIONS.entry(PAUSE_TIMESTAMP);
     let why = format!(
         ": Numaflow ends a pause at this time plus {PAUSE_FIELD}, drained or not, so an earlier time ends the drain with data undrained; only Numaflow's controller (\"{numaflow}\", numaflow.controllerAccount in the webhook's policy) writes it: leave it as Numaflow wrote it, and to end a stuck pause use a forced re-apply (allow-data-loss) on the PipelineRollout"
     );
-    check(
+    assertion(
         "rule 19: only Numaflow's controller sets or changes pause-timestamp",
         format!(
             "variables.user == {} || !variables.pt.hasValue() ||\n  \

@@ -7,7 +7,7 @@
 //! are judged like any other request.
 
 use super::cel;
-use super::check::{Check, Grantees, check};
+use super::validation::{Assertion, Grantees, assertion};
 use super::variables::{self, Var, Vars};
 use crate::kinds::{Kind, PARENT_ROLLOUT};
 use crate::policy::model::Policy;
@@ -21,7 +21,7 @@ pub const KINDS: [Kind; 3] = [
 ];
 
 /// The variables and validations of the child DELETE policy.
-pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
+pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let undrained = &policy.force_reapply.delete_undrained;
     let mut vars = Vars::default();
     variables::request_vars(&mut vars);
@@ -62,7 +62,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         })
         .collect::<Vec<_>>()
         .join(", ");
-    let check = check(
+    let check = assertion(
         "rule 20: deleting an owned child needs forceReapply.deleteUndrained",
         format!(
             "!variables.parent.hasValue() || variables.user in {} ||\n  {permitted}",

@@ -10,12 +10,11 @@
 //! namespace-level ConfigMap), [`rollout_deletes`] (a PipelineRollout's
 //! DELETE: its warning, and its gate where the policy asks for one) and
 //! [`child_edits`] (an owned child's CREATE and UPDATE, rule 26) build
-//! the CEL, with [`cel`]'s pieces, [`check`]'s grants and [`timeout`]'s
+//! the CEL, with [`cel`]'s pieces, [`validation`]'s grants and [`timeout`]'s
 //! drain-timeout checks; this module wraps it in the Kubernetes objects,
 //! and [`coverage`] says what the export does not cover.
 
 pub mod cel;
-pub mod check;
 pub mod child_edits;
 pub mod children;
 pub mod coverage;
@@ -25,6 +24,7 @@ pub mod namespace_config;
 pub mod rollout_deletes;
 pub mod rules;
 pub mod timeout;
+pub mod validation;
 pub mod variables;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -36,11 +36,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 
-use crate::kinds::{CONFIG_LABEL, CONFIGMAPS, CONTROLLER_DEFINITIONS, Kind, NAMESPACE_CONFIG};
+use crate::kinds::{CONFIGMAPS, Kind};
+use crate::namespace_config::{CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG};
 use crate::policy::model::{Mode, Policy};
-use check::Check;
 pub use coverage::left_out;
 use coverage::{inexpressible, not_covered};
+use validation::Assertion;
 use variables::Var;
 
 /// The name the policy and its binding get unless `--name` says otherwise.
@@ -245,7 +246,7 @@ fn wrap(
     covers: &'static str,
     matches: &Match,
     variables: Vec<Var>,
-    checks: Vec<Check>,
+    checks: Vec<Assertion>,
 ) -> Exported {
     let validations = checks.iter().map(|c| c.rule).collect();
     let meta = ObjectMeta {

@@ -14,19 +14,17 @@
 //! `forceReapply.controllerDefinitions`.
 
 use super::cel;
-use super::check::{Check, Grantees, check};
+use super::validation::{Assertion, Grantees, assertion};
 use super::variables::{self, Var, Vars};
-use crate::kinds::{
-    CONFIG_LABEL, CONFIGMAPS, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG, NO_STRATEGY,
-    UPGRADE_STRATEGIES, UPGRADE_STRATEGY_KEY,
+use crate::kinds::CONFIGMAPS;
+use crate::namespace_config::{
+    CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG, NO_STRATEGY, STRATEGIES_SHOWN,
+    UPGRADE_STRATEGIES, UPGRADE_STRATEGY_KEY, folded_key_note,
 };
 use crate::policy::model::Policy;
 
-/// The strategies, as the webhook's messages list them.
-const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
-
 /// The variables and validations of the namespace-level ConfigMap policy.
-pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
+pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let strategy = &policy.force_reapply.namespace_strategy;
     let mut vars = Vars::default();
     variables::request_vars(&mut vars);
@@ -75,9 +73,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         "field",
         format!(
             "'data.' + variables.key + (variables.key == {key} ? '' : {})",
-            cel::string(&format!(
-                " (which Numaplane reads as {UPGRADE_STRATEGY_KEY}: Go matches keys in any case)"
-            ))
+            cel::string(&folded_key_note())
         ),
     );
     let no_strategy = cel::string(NO_STRATEGY);
@@ -90,7 +86,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
     // Unchanged (ratcheting): the same keys read, with the same value.
     let unchanged = "variables.oldS.hasValue() && variables.oldS.value() == variables.s.value() &&\n  \
                      variables.oldKey == variables.key && variables.oldAlso == variables.also";
-    let clash = check(
+    let clash = assertion(
         "rule 23: one key of data is read as upgradeStrategy",
         format!("variables.also == '' ||\n  ({unchanged})"),
         &format!(
@@ -107,7 +103,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         ),
     );
     let known: Vec<String> = UPGRADE_STRATEGIES.iter().map(|s| (*s).to_owned()).collect();
-    let invalid = check(
+    let invalid = assertion(
         "rule 23: upgradeStrategy is one Numaplane accepts",
         format!(
             "!variables.s.hasValue() || variables.s.value().trim() == '' || variables.s.value() in {} ||\n  \
@@ -130,7 +126,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
         cel::string(CONFIGMAPS)
     ));
     let refused = grantees.refused(&cel::string(CONFIGMAPS));
-    let gated = check(
+    let gated = assertion(
         "rule 24: a strategy that skips draining needs forceReapply.namespaceStrategy",
         format!("!variables.skips || variables.oldSkips ||\n  {permitted}"),
         "the user may not make every rollout of this namespace upgrade without draining (upgradeStrategy no-strategy, empty or blank): it needs forceReapply.namespaceStrategy; ask a platform admin, or write \"pause-and-drain\" or \"progressive\"",
@@ -150,7 +146,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
 /// Rule 27: Numaflow controller definitions outside Numaplane's namespace
 /// need `forceReapply.controllerDefinitions` (Numaplane's controller aside),
 /// on every write that leaves the label on.
-fn definitions(policy: &Policy) -> Check {
+fn definitions(policy: &Policy) -> Assertion {
     let label = cel::string(CONFIG_LABEL);
     let grantees = Grantees(policy.force_reapply.controller_definitions.grant());
     let permitted = grantees.permitted(&format!(
@@ -159,7 +155,7 @@ fn definitions(policy: &Policy) -> Check {
     ));
     let refused = grantees.refused(&cel::string(CONFIGMAPS));
     let home = &policy.numaplane.namespace;
-    check(
+    assertion(
         "rule 27: Numaflow controller definitions outside Numaplane's namespace need forceReapply.controllerDefinitions",
         format!(
             "!(has(object.metadata.labels) && {label} in object.metadata.labels &&

@@ -13,7 +13,7 @@
 //! refuses, when the policy gates rollout deletes.
 
 use super::cel;
-use super::check::{Check, Grantees, check};
+use super::validation::{Assertion, Grantees, assertion};
 use super::variables::{self, ROLLOUT_LIFECYCLE, Var, Vars};
 use crate::policy::model::{Mode, Policy};
 use crate::rollout::{DEFAULT_DELETION_WORDS, LifecycleKey};
@@ -92,12 +92,12 @@ fn allowed(policy: &Policy) -> Option<(String, String)> {
 /// The warning policy's variables and its one validation, which fails (so
 /// warns) on every DELETE the webhook warns about: all of them, except,
 /// in enforce mode, those the gate refuses.
-pub fn warnings(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
+pub fn warnings(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let expression = match (policy.mode, allowed(policy)) {
         (Mode::Enforce, Some((allowed, _))) => format!("!({allowed})"),
         _ => "false".to_owned(),
     };
-    let check = check(
+    let check = assertion(
         "rule 21: deleting a PipelineRollout warns of its Pipelines' deletion timeout",
         expression,
         "its Pipelines are deleted too, each drained for at most its deletion timeout, then undrained data is lost",
@@ -109,9 +109,9 @@ pub fn warnings(policy: &Policy) -> (Vec<Var>, Vec<Check>) {
 
 /// The gate policy's variables and validation, or `None` when the policy
 /// does not gate rollout deletes (`gateRolloutDeletes: false`).
-pub fn gate(policy: &Policy) -> Option<(Vec<Var>, Vec<Check>)> {
+pub fn gate(policy: &Policy) -> Option<(Vec<Var>, Vec<Assertion>)> {
     let (allowed, refused) = allowed(policy)?;
-    let check = check(
+    let check = assertion(
         "rule 21: with gateRolloutDeletes, deleting a PipelineRollout needs forceReapply.deleteUndrained",
         allowed,
         "deleting a PipelineRollout deletes its Pipelines, each drained for at most its deletion timeout, and forceReapply.deleteUndrained.gateRolloutDeletes requires the forceReapply.deleteUndrained permission for it; ask a platform admin to add you to forceReapply.deleteUndrained",

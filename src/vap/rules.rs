@@ -5,8 +5,8 @@
 //! values are written into the expressions.
 
 use super::cel;
-use super::check::{Check, Grantees, check};
 use super::timeout::{self, CelOverflow, DELETION_SCOPE, Judged, Labels, PAUSE_SCOPE};
+use super::validation::{Assertion, Grantees, assertion};
 use super::variables::{self, Var};
 use crate::kinds::{Kind, PAUSE_TIMESTAMP};
 use crate::policy::model::{DrainTimeout, Policy};
@@ -70,7 +70,7 @@ pub struct Rules {
     /// The variables, each after those it reads.
     pub variables: Vec<Var>,
     /// The validations.
-    pub checks: Vec<Check>,
+    pub checks: Vec<Assertion>,
 }
 
 /// Builds the variables and validations for `policy`.
@@ -94,8 +94,8 @@ pub fn rules(policy: &Policy) -> Rules {
     }
 }
 
-fn metadata_check() -> Check {
-    check(
+fn metadata_check() -> Assertion {
+    assertion(
         "rule 5: metadata and its annotations are objects",
         "variables.metaBad == '' || variables.oldMetaBad == variables.metaBad".into(),
         "metadata or metadata.annotations is not an object: annotations must be a map of strings",
@@ -103,8 +103,8 @@ fn metadata_check() -> Check {
     )
 }
 
-fn scale_check(default: u64) -> Check {
-    check(
+fn scale_check(default: u64) -> Assertion {
+    assertion(
         "rule 4: the scale factor is an integer percent from 1 to 100",
         "variables.sValid || variables.sSame".into(),
         &format!(
@@ -118,8 +118,8 @@ fn scale_check(default: u64) -> Check {
     )
 }
 
-fn timeout_checks(dt: &DrainTimeout) -> Vec<Check> {
-    let mut checks = vec![check(
+fn timeout_checks(dt: &DrainTimeout) -> Vec<Assertion> {
+    let mut checks = vec![assertion(
         "rule 2: the objects on the way to the timeout are objects",
         "variables.tBlock == '' || variables.oldTBlock == variables.tBlock".into(),
         &format!(
@@ -150,10 +150,10 @@ fn timeout_checks(dt: &DrainTimeout) -> Vec<Check> {
     checks
 }
 
-fn annotation_check() -> Check {
+fn annotation_check() -> Assertion {
     let field = format!("metadata.annotations[\"{ALLOW_DATA_LOSS}\"]");
     let advice = ", which Numaplane ignores (it acts only on exactly \"true\"): set \"true\" to force a re-apply, or \"false\", or remove it";
-    check(
+    assertion(
         "rule 5: allow-data-loss is \"true\" or \"false\"",
         "!variables.a.hasValue() || variables.a.value() == 'true' || variables.a.value() == 'false' || variables.aSame"
             .into(),
@@ -169,7 +169,7 @@ fn annotation_check() -> Check {
 
 /// Rules 6 and 7. A `messageExpression` cannot call the authorizer, so the
 /// permission and the pause are two validations.
-fn force_checks(policy: &Policy) -> Vec<Check> {
+fn force_checks(policy: &Policy) -> Vec<Assertion> {
     let force = &policy.force_reapply;
     let grantees = Grantees(force.grant());
     let permitted = grantees.permitted(&format!(
@@ -182,7 +182,7 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
         "may not set metadata.annotations[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): "
     );
     let user = "'user \"' + variables.user + '\" '";
-    let mut checks = vec![check(
+    let mut checks = vec![assertion(
         "rule 6: setting allow-data-loss to \"true\" needs permission",
         format!("!variables.reapply ||\n  {permitted}"),
         &format!(
@@ -197,7 +197,7 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
         ),
     )];
     if force.require_pausing {
-        checks.push(check(
+        checks.push(assertion(
             "rule 6: allow-data-loss becomes \"true\" only while the stored object is pausing",
             "!variables.reapply || variables.pausing".into(),
             &format!("the user {reapply}the pipeline is not pausing: set it only while a pause is stuck"),
@@ -213,7 +213,7 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
         let promote = format!(
             "may not turn on {FORCE_PROMOTE_FIELD} (it promotes without draining and can lose data): "
         );
-        checks.push(check(
+        checks.push(assertion(
             "rule 7: turning on forcePromote needs the same permission",
             format!("!variables.promote ||\n  {permitted}"),
             &format!("the user {promote}it is not in forceReapply (users, groups or RBAC); ask a platform admin"),
@@ -230,7 +230,7 @@ fn force_checks(policy: &Policy) -> Vec<Check> {
 /// Rule 19 in the template: nobody may set or change pause-timestamp in
 /// `spec.pipeline.metadata.annotations` (Numaplane copies it onto every
 /// Pipeline it makes).
-fn template_pause_timestamp_check() -> Check {
+fn template_pause_timestamp_check() -> Assertion {
     let path = format!(
         "{}[\"{PAUSE_TIMESTAMP}\"]",
         Map::TemplateAnnotations.path(Kind::PipelineRollout)
@@ -239,7 +239,7 @@ fn template_pause_timestamp_check() -> Check {
         ": Numaflow ends a pause at this time plus {}, drained or not, so an earlier time ends the drain with data undrained; Numaplane would copy it onto every Pipeline it makes: remove it from the template",
         LifecycleKey::Pause.child_field()
     );
-    check(
+    assertion(
         "rule 19: pause-timestamp is not set or changed in the template",
         "!variables.tpt.hasValue() ||\n  (variables.oldTpt.hasValue() && variables.oldTpt.value() == variables.tpt.value())".into(),
         &format!("nobody may set or change {path}{why}"),

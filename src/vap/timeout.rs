@@ -5,7 +5,7 @@
 //! webhook's violations (`check_timeout`), worded the same.
 
 use super::cel;
-use super::check::{Check, check};
+use super::validation::{Assertion, assertion};
 use crate::policy::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, TimeoutRules};
 
@@ -139,7 +139,7 @@ fn allowed_values(dt: &DrainTimeout, scope: ScopeVars) -> String {
 }
 
 /// The integer, range, no-timeout and overflow checks of one field.
-pub fn checks(j: &Judged<'_>) -> Vec<Check> {
+pub fn checks(j: &Judged<'_>) -> Vec<Assertion> {
     let dt = j.dt;
     let field = format!("{} + ' is '", j.field);
     let f = &j.field_text;
@@ -159,7 +159,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
         format!("{} || ", j.exempt)
     };
     let mut checks = vec![
-        check(
+        assertion(
             j.labels.integer,
             format!("{exempt}{v} == null || {int} != null || {same}"),
             &format!("{f} is not an integer number of seconds: write an integer, e.g. 3600 for 1h"),
@@ -168,7 +168,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
                 cel::show(&v)
             ),
         ),
-        check(
+        assertion(
             j.labels.min,
             format!("{exempt}{int} == null || {int} >= {min} || {same}"),
             &format!("{f} is below the minimum the policy sets for this namespace"),
@@ -183,7 +183,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
                 cel::string(j.zero_effect)
             ),
         ),
-        check(
+        assertion(
             j.labels.max,
             format!("{exempt}{int} == null || {int} <= {max} || {int} >= {no_timeout} || {same}"),
             &format!(
@@ -202,7 +202,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
     // Only where some scope forbids no timeout.
     let allow = scoped(dt, j.scope, |r| r.allow_no_timeout.to_string());
     if allow != "true" {
-        checks.push(check(
+        checks.push(assertion(
             j.labels.no_timeout,
             format!("{exempt}{int} == null || {int} < {no_timeout} || {allow} || {same}"),
             &format!(
@@ -216,7 +216,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
     checks.push(match j.overflow {
         // T x multiplier > clock, tested by division: the product can
         // overflow int64 in CEL.
-        CelOverflow::Recycle => check(
+        CelOverflow::Recycle => assertion(
             j.labels.overflow,
             format!(
                 "{exempt}{int} == null || !variables.sValid || {int} <= {MAX_CLOCK_SECONDS} / variables.multiplier ||\n  \
@@ -231,7 +231,7 @@ pub fn checks(j: &Judged<'_>) -> Vec<Check> {
                  ' seconds overflow Numaflow\\'s clock (at most {MAX_CLOCK_SECONDS}): set at most ' + string({MAX_CLOCK_SECONDS} / variables.multiplier)"
             ),
         ),
-        CelOverflow::Clock => check(
+        CelOverflow::Clock => assertion(
             j.labels.overflow,
             format!("{exempt}{int} == null || {int} <= {MAX_CLOCK_SECONDS} || {same}"),
             &format!(

@@ -16,7 +16,9 @@ use crate::cel_support;
 
 use cel_support::table::{Case, Expect, case, run};
 use cel_support::{CONFIGMAPS, Request};
-use pipelinerollout_webhook::kinds::{CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG};
+use pipelinerollout_webhook::namespace_config::{
+    CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG,
+};
 use pipelinerollout_webhook::policy::Policy;
 use serde_json::{Value, json};
 use test_builders::users;

@@ -43,12 +43,13 @@ fn a_plain_create_asks_nothing_and_is_finished_without_answers() {
     let judgement = judge(&policy, &request);
     assert_eq!(judgement.questions().count(), 0);
     let asked = Cell::new(0);
-    let decided = judgement.finish(|_| {
+    let judged = judgement.judged();
+    let verdict = judgement.finish(|_| {
         asked.set(asked.get() + 1);
         Permission::Refused("never asked".to_owned())
     });
     assert_eq!(asked.get(), 0, "finish asked a question no one needed");
-    assert!(decided.judged && decided.verdict.allowed(), "{decided:?}");
+    assert!(judged && verdict.allowed(), "{verdict:?}");
 }
 
 #[test]
@@ -75,13 +76,9 @@ fn a_force_asks_its_grant_on_the_object_and_follows_the_answer() {
             "my-pipeline"
         )
     );
-    let granted = judge(&policy, &request)
-        .finish(|_| Permission::Granted("listed".to_owned()))
-        .verdict;
+    let granted = judge(&policy, &request).finish(|_| Permission::Granted("listed".to_owned()));
     assert!(granted.allowed(), "{granted:?}");
-    let refused = judge(&policy, &request)
-        .finish(|_| Permission::Refused("not listed".to_owned()))
-        .verdict;
+    let refused = judge(&policy, &request).finish(|_| Permission::Refused("not listed".to_owned()));
     let message = refused.denial_message().unwrap_or_default();
     assert!(
         message.contains("may not set") && message.contains("not listed"),
@@ -110,9 +107,7 @@ fn a_request_denied_anyway_asks_nothing() {
     );
     let judgement = judge_at(&policy, &request, now);
     assert_eq!(judgement.questions().count(), 0);
-    let verdict = judgement
-        .finish(|q| panic!("asked {:?} of a request denied anyway", q.need))
-        .verdict;
+    let verdict = judgement.finish(|q| panic!("asked {:?} of a request denied anyway", q.need));
     assert!(!verdict.allowed(), "{verdict:?}");
 }
 
@@ -122,9 +117,7 @@ fn the_verdict_keeps_its_events_for_the_server_to_send() {
     // check ignore them; the core does not know who called it.
     let policy = Policy::built_in();
     let request = captured("04-allow-data-loss-argocd-server-action-validate.json");
-    let verdict = judge(&policy, &request)
-        .finish(|_| Permission::Granted("listed".to_owned()))
-        .verdict;
+    let verdict = judge(&policy, &request).finish(|_| Permission::Granted("listed".to_owned()));
     assert!(
         verdict
             .events

@@ -1,24 +1,21 @@
 //! Judging one stored object as a CREATE of it would be judged: the
-//! object's typed view (read once from its slim JSON) given to
-//! [`admission::decide`] for `/validate`, and the denials sorted into one
-//! result per rule. A stored force is judged by state instead, since who
-//! set it cannot be known afterwards: it is left out of what is decided,
-//! and any permission the judgement asks for is granted as
-//! [`BY_STATE`] says (no one is asked).
+//! object's typed view (read once from the stored bytes) given to
+//! [`admission::decide`] for `/validate` as [`Origin::Stored`], and the
+//! denials sorted into one result per rule. The rules judge what it holds
+//! that a writer must be permitted to set (a force, a strategy that skips
+//! draining) by the state it leaves, since who wrote it cannot be known:
+//! those are the verdict's [`StoredState`]s, and no permission is asked.
 
 use time::OffsetDateTime;
 
-use self::state::{
-    access_rider_state, force_promote_state, force_reapply_state, hpa_rider_state,
-    no_deletion_timeout_state, template_deletion_state, template_label_state,
-};
 use super::audited::KindEntry;
 use crate::admission::{self, Input, Subject, Webhook};
-use crate::kinds::{Kind, Resource};
-use crate::namespace_config::ConfigRead;
-use crate::policy::rules::{GuardedWrite, Operation, Rule, StrategyWrite, Verdict, Violation};
+use crate::kinds::Resource;
+use crate::policy::rules::{
+    GuardedWrite, Operation, Origin, Rule, StoredState, StrategyWrite, Verdict, Violation,
+};
 use crate::policy::{Mode, Permission, Policy, UserInfo};
-use crate::rollout::{DeletionTimeout, GuardedObject};
+use crate::rollout::GuardedObject;
 
 /// The requester the audit judges a CREATE for.
 pub const AUDIT_USER: &str = "system:serviceaccount:pipelinerollout-webhook:audit";
@@ -90,7 +87,7 @@ impl<'a> Judge<'a> {
     }
 
     /// Judges one stored object of the kind `entry` names (its view), in
-    /// `namespace` under `name`: a rollout or a namespace-level ConfigMap.
+    /// `namespace` under `name`: a rollout or a labelled ConfigMap.
     pub fn object(
         &self,
         entry: &KindEntry,
@@ -98,9 +95,47 @@ impl<'a> Judge<'a> {
         name: &str,
         view: &GuardedObject,
     ) -> ObjectResults {
-        self.view(entry, namespace, name, view)
+        let subject = match entry.resource {
+            Resource::Guarded(kind) => Subject::Write {
+                write: GuardedWrite {
+                    kind,
+                    operation: Operation::Create,
+                    namespace,
+                    user: &self.user,
+                    object: view,
+                    old_object: None,
+                    now: self.now,
+                    origin: Origin::Stored,
+                },
+                name,
+            },
+            _ => Subject::NamespaceConfig {
+                write: StrategyWrite {
+                    operation: Operation::Create,
+                    namespace,
+                    user: &self.user,
+                    object: view.config_read(),
+                    old_object: None,
+                    fallback: None,
+                    origin: Origin::Stored,
+                },
+                name,
+            },
+        };
+        let input = Input {
+            webhook: Webhook::Validate,
+            subject,
+        };
+        // A stored object's judgement asks for no permission; were one
+        // asked, it would be refused.
+        let verdict = admission::decide(self.policy, input)
+            .finish(|_| Permission::Refused(STORED.to_owned()));
+        self.results(entry, &verdict)
     }
 }
+
+/// Why no permission is granted for a stored object.
+const STORED: &str = "who wrote a stored object is unknown to the audit";
 
 /// `policy` as the audit judges with it: in enforce mode, so every
 /// violation comes back as a denial; and whether it was in warn mode.
@@ -109,21 +144,6 @@ pub fn enforcing(policy: &Policy) -> (Policy, bool) {
     let warn_only = enforcing.mode == Mode::Warn;
     enforcing.mode = Mode::Enforce;
     (enforcing, warn_only)
-}
-
-/// How the audit answers a permission a judgement asks for: granted, since
-/// the stored forces are taken out of what it decides (see
-/// [`GuardedObject::without_stored_forces`](crate::rollout::GuardedObject::without_stored_forces)) and judged by state, and a
-/// namespace's strategy is judged by state too.
-pub const BY_STATE: &str =
-    "who set a stored force or strategy is unknown to the audit; it is judged by state";
-
-/// The verdict on `input` (a CREATE for `/validate`), every permission it
-/// asks for granted [`BY_STATE`].
-fn decide_by_state(policy: &Policy, input: Input<'_>) -> Verdict {
-    admission::decide(policy, input)
-        .finish(|_| Permission::Granted(BY_STATE.to_owned()))
-        .verdict
 }
 
 /// Whether a violation says the object has a wrong shape rather than a
@@ -139,110 +159,10 @@ fn is_shape_problem(violation: &Violation) -> bool {
 }
 
 impl Judge<'_> {
-    fn view(
-        &self,
-        entry: &KindEntry,
-        namespace: &str,
-        name: &str,
-        view: &GuardedObject,
-    ) -> ObjectResults {
-        let kind = match entry.resource {
-            Resource::Guarded(kind) => kind,
-            _ => return self.namespace_config(namespace, name, view),
-        };
-        // The stored forces are judged by state: the CREATE decided leaves
-        // them out.
-        let object = view.without_stored_forces();
-        let input = Input {
-            webhook: Webhook::Validate,
-            subject: Subject::Write {
-                write: GuardedWrite {
-                    kind,
-                    operation: Operation::Create,
-                    namespace,
-                    user: &self.user,
-                    object: &object,
-                    old_object: None,
-                    now: self.now,
-                },
-                name,
-            },
-        };
-        let verdict = decide_by_state(self.policy, input);
-        self.results(entry, kind, view, &verdict.denials)
-    }
-
-    /// A namespace-level ConfigMap's results: rule 23 as a CREATE of it
-    /// would be judged, rule 24 by state (who set the strategy cannot be
-    /// known afterwards): a strategy that skips draining is a warning
-    /// naming the namespace.
-    fn namespace_config(&self, namespace: &str, name: &str, view: &GuardedObject) -> ObjectResults {
-        let read = ConfigRead::of(view);
-        let definitions = read.definitions && namespace != self.policy.numaplane.namespace;
-        let skips = read.skips_draining();
-        let shown = read.shown();
-        let write = StrategyWrite {
-            operation: Operation::Create,
-            namespace,
-            user: &self.user,
-            object: read,
-            old_object: None,
-            fallback: None,
-        };
-        let input = Input {
-            webhook: Webhook::Validate,
-            subject: Subject::NamespaceConfig { write, name },
-        };
-        let decision = decide_by_state(self.policy, input);
-        let broken = if self.warn_only {
-            Status::Warn
-        } else {
-            Status::Fail
-        };
-        let value = decision
-            .denials
-            .iter()
-            .find(|v| v.rule() == Rule::NamespaceStrategyValue)
-            .map_or_else(
-                || result(Rule::NamespaceStrategyValue, Status::Pass, None),
-                |v| result(Rule::NamespaceStrategyValue, broken, Some(v.to_string())),
-            );
-        let strategy = if skips {
-            result(
-                Rule::NamespaceStrategy,
-                Status::Warn,
-                Some(format!(
-                    "upgradeStrategy is {shown}: every rollout in namespace \"{namespace}\" upgrades by plain apply, with no pause and no drain; write \"pause-and-drain\" or \"progressive\" unless that is meant"
-                )),
-            )
-        } else {
-            result(Rule::NamespaceStrategy, Status::Pass, None)
-        };
-        // Rule 27 by state too: who wrote the definitions cannot be known.
-        let definitions = if definitions {
-            result(
-                Rule::ControllerDefinitions,
-                Status::Warn,
-                Some(format!(
-                    "Numaflow controller definitions in namespace \"{namespace}\": Numaplane prefers them to those of \"{}\" and applies a definition's fullSpec with its own account; move them to \"{}\" or delete them unless a platform admin wrote them",
-                    self.policy.numaplane.namespace, self.policy.numaplane.namespace
-                )),
-            )
-        } else {
-            result(Rule::ControllerDefinitions, Status::Pass, None)
-        };
-        vec![value, strategy, definitions]
-    }
-
     /// The results of one object, one per rule of its kind, from the
-    /// violations decided and the stored forces' states.
-    fn results(
-        &self,
-        entry: &KindEntry,
-        kind: Kind,
-        view: &GuardedObject,
-        denials: &[Violation],
-    ) -> ObjectResults {
+    /// violations decided and the states of what it holds.
+    fn results(&self, entry: &KindEntry, verdict: &Verdict) -> ObjectResults {
+        let denials = &verdict.denials;
         if let Some(Violation::Unjudgeable(why)) = denials
             .iter()
             .find(|v| matches!(v, Violation::Unjudgeable(_)))
@@ -262,12 +182,14 @@ impl Judge<'_> {
             .any(|v| matches!(v, Violation::TemplateMalformed { .. }));
         let mut results = Vec::with_capacity(entry.rules.len());
         for &rule in entry.rules {
-            let found: Vec<&Violation> = denials.iter().filter(|v| v.rule() == rule).collect();
+            let mut found: Vec<&Violation> = denials.iter().filter(|v| v.rule() == rule).collect();
+            // A ConfigMap's strategy is named by its first denial (keys
+            // that clash, before the value they leave unclear).
+            if entry.resource == Resource::ConfigMap {
+                found.truncate(1);
+            }
+            let stored = verdict.stored.iter().find(|s| s.rule == rule);
             let result = match rule {
-                Rule::ForceReapply => force_reapply_state(view),
-                Rule::ForcePromote => force_promote_state(view, kind),
-                Rule::HpaRider => hpa_rider_state(view),
-                Rule::AccessRider => access_rider_state(view),
                 Rule::ForcePromoteLabel | Rule::DeleteUndrained if template_unreadable => result(
                     rule,
                     Status::Skip,
@@ -289,10 +211,6 @@ impl Judge<'_> {
                         .join("; ");
                     result(rule, status, Some(message))
                 }
-                Rule::ForcePromoteLabel => template_label_state(view, kind)
-                    .unwrap_or_else(|| result(rule, Status::Pass, None)),
-                Rule::DeleteUndrained => template_deletion_state(view, kind)
-                    .unwrap_or_else(|| result(rule, Status::Pass, None)),
                 Rule::TimeoutRange
                 | Rule::TimeoutOverflow
                 | Rule::DeletionTimeoutInteger
@@ -309,18 +227,22 @@ impl Judge<'_> {
                         )),
                     )
                 }
-                Rule::DeletionTimeoutRange
-                    if kind == Kind::PipelineRollout
-                        && view.deletion_timeout() == DeletionTimeout::Default =>
-                {
-                    no_deletion_timeout_state()
-                }
-                _ => result(rule, Status::Pass, None),
+                _ => stored.map_or_else(|| result(rule, Status::Pass, None), stored_result),
             };
             results.push(result);
         }
         results
     }
+}
+
+/// A state the rules found stored: it fails or warns whatever the mode.
+fn stored_result(state: &StoredState) -> RuleResult {
+    let status = if state.fails {
+        Status::Fail
+    } else {
+        Status::Warn
+    };
+    result(state.rule, status, Some(state.message.clone()))
 }
 
 pub(super) fn result(rule: Rule, status: Status, message: Option<String>) -> RuleResult {
@@ -339,6 +261,5 @@ fn unjudgeable(why: String) -> ObjectResults {
     )]
 }
 
-mod state;
 #[cfg(test)]
 mod tests;

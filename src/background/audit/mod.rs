@@ -4,11 +4,11 @@
 //! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace.
 //!
 //! - [`watch`]: kube-runtime's watcher per kind, restarted with backoff,
-//!   reading objects [`slim`] (only what the rules read is kept, read once
-//!   into the rules' view); the PipelineRollouts come from the reader the
-//!   sweeper shares ([`crate::background::rollouts`]).
+//!   reading each object by admission's reader into the rules' view,
+//!   bounded ([`audited::Audited`]); the PipelineRollouts come from the
+//!   reader the sweeper shares ([`crate::background::rollout_watch`]).
 //! - [`store`]: the objects and their results, by namespace.
-//! - [`judge`]: one object through `/validate`; stored forces by state.
+//! - [`judge`]: one object through `/validate` as stored; its forces by state.
 //! - [`report`]: one namespace's PolicyReport, and its content hash.
 //! - [`writer`]: kube-runtime's applier keyed by namespace, writing the
 //!   reports whose content changes, within a request budget (a rate limit
@@ -25,7 +25,6 @@ pub mod args;
 pub mod audited;
 pub mod judge;
 pub mod report;
-pub mod slim;
 pub mod store;
 pub mod watch;
 pub mod writer;
@@ -314,7 +313,7 @@ impl Auditor {
         let _ = self.reports.send(Note::Judged);
         let mut violations = Violations::new();
         for (namespace, objects) in store.all() {
-            for r in objects.values().flat_map(|e| e.results.iter().flatten()) {
+            for r in objects.values().flat_map(|e| e.results.iter()) {
                 if matches!(r.status, Status::Fail | Status::Warn | Status::Error) {
                     *violations
                         .entry((namespace.clone(), r.rule.name(), r.status.as_str()))

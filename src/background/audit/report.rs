@@ -136,7 +136,7 @@ fn result_out<'a>(
             kind: entry_kind.kind(),
             namespace,
             name,
-            uid: entry.uid.as_deref(),
+            uid: entry.object.uid.as_deref(),
         }],
         message: r.message.as_deref(),
     }
@@ -151,7 +151,7 @@ fn size_of(r: &ResultOut<'_>) -> usize {
         + r.message.map_or(0, str::len)
 }
 
-/// The report of `namespace` with `objects` (judged ones only).
+/// The report of `namespace` with its judged `objects`.
 pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report {
     let mut summary = Summary::default();
     let mut results = Vec::new();
@@ -159,7 +159,7 @@ pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report 
     let mut passing_bytes = 0;
     // In name order, each object's rules in order.
     for (key, entry) in objects {
-        for r in entry.results.iter().flatten() {
+        for r in &entry.results {
             summary.add(r.status);
             let out = result_out(namespace, key, entry, r);
             match r.status {
@@ -288,19 +288,22 @@ mod tests {
     use crate::policy::rules::Rule;
 
     fn entry(results: Vec<(Rule, Status)>) -> StoredObject {
-        StoredObject {
+        let object = super::super::audited::Entry {
+            namespace: String::new(),
+            name: String::new(),
             uid: Some("u".to_owned()),
             view: std::sync::Arc::default(),
-            results: Some(
-                results
-                    .into_iter()
-                    .map(|(rule, status)| RuleResult {
-                        rule,
-                        status,
-                        message: (status != Status::Pass).then(|| "why".into()),
-                    })
-                    .collect(),
-            ),
+        };
+        StoredObject {
+            object: std::sync::Arc::new(object),
+            results: results
+                .into_iter()
+                .map(|(rule, status)| RuleResult {
+                    rule,
+                    status,
+                    message: (status != Status::Pass).then(|| "why".into()),
+                })
+                .collect(),
         }
     }
 

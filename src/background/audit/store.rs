@@ -1,11 +1,19 @@
-//! What the audit holds: every watched object, slim, with its latest
-//! results, by namespace; which objects await judging; which namespaces'
-//! reports need building again. Pure: the watch feeds it, the auditor
-//! judges what it hands out.
+//! What the audit holds: per kind, kube-runtime's reflector store of the
+//! objects its watch delivers (its writer takes each watch event, and a
+//! relist replaces the store whole, so objects deleted while the watch was
+//! down are gone); on top, each judged object's latest results by
+//! namespace, which objects await judging, and which namespaces' reports
+//! need building again. Pure: the watch feeds it, the auditor judges what
+//! it hands out.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use futures_util::FutureExt as _;
+use kube::runtime::reflector::{ObjectRef, Store as Reflected, store::Writer};
+use kube::runtime::watcher::Event;
+
+use super::audited::{COUNT, Entry};
 use super::judge::ObjectResults;
 use super::watch::WatchItem;
 use crate::rollout::GuardedObject;
@@ -13,128 +21,154 @@ use crate::rollout::GuardedObject;
 /// An object within its namespace: its kind's index and its name.
 pub type Name = (usize, String);
 
-/// One stored object.
+/// One judged object: as it was judged, and its results.
 #[derive(Debug, Clone)]
 pub struct StoredObject {
-    /// Its uid, for the report's resource reference.
-    pub uid: Option<String>,
-    /// What the rules read.
-    pub view: Arc<GuardedObject>,
-    /// Its results, once judged.
-    pub results: Option<ObjectResults>,
+    /// The object as judged.
+    pub object: Arc<Entry>,
+    /// Its results.
+    pub results: ObjectResults,
 }
 
 /// Every object the watches deliver, and what is left to do.
-#[derive(Debug, Default)]
 pub struct Store {
+    /// Per kind, the writer of its reflector store, and the store.
+    kinds: Vec<(Writer<Entry>, Reflected<Entry>)>,
+    /// The judged objects' results, by namespace.
     namespaces: BTreeMap<String, BTreeMap<Name, StoredObject>>,
     /// Objects to judge.
     unjudged: BTreeSet<(String, Name)>,
     /// Namespaces whose report must be built again.
     changed: BTreeSet<String>,
-    /// Per kind being (re)listed: what the list has delivered so far.
-    listing: BTreeMap<usize, HashSet<(String, String)>>,
-    /// Kinds whose first list is complete.
-    listed: BTreeSet<usize>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        let kinds = (0..COUNT)
+            .map(|kind| {
+                let writer = Writer::new(kind);
+                let store = writer.as_reader();
+                (writer, store)
+            })
+            .collect();
+        Self {
+            kinds,
+            namespaces: BTreeMap::new(),
+            unjudged: BTreeSet::new(),
+            changed: BTreeSet::new(),
+        }
+    }
 }
 
 impl Store {
     /// Takes in one watch item; says whether the kind's list just completed.
     pub fn take(&mut self, item: WatchItem) -> bool {
         match item {
-            WatchItem::Listing { kind } => {
-                self.listing.insert(kind, HashSet::new());
-                false
-            }
-            WatchItem::Listed { kind } => {
-                if let Some(seen) = self.listing.remove(&kind) {
-                    self.forget_unseen(kind, &seen);
+            WatchItem::Event { kind, event } => {
+                self.kinds[kind].0.apply_watcher_event(&event);
+                match event {
+                    Event::Apply(object) => {
+                        if let Some(stored) = self.get(kind, &object.namespace, &object.name) {
+                            self.offer(kind, stored);
+                        }
+                        false
+                    }
+                    Event::Delete(object) => {
+                        self.remove(&object.namespace, &(kind, object.name));
+                        false
+                    }
+                    Event::InitDone => {
+                        self.relisted(kind);
+                        true
+                    }
+                    // The writer holds a relist's objects until it is done.
+                    Event::Init | Event::InitApply(_) => false,
                 }
-                self.listed.insert(kind);
-                true
-            }
-            WatchItem::Stored {
-                kind,
-                namespace,
-                name,
-                uid,
-                view,
-            } => {
-                if let Some(seen) = self.listing.get_mut(&kind) {
-                    seen.insert((namespace.clone(), name.clone()));
-                }
-                let objects = self.namespaces.entry(namespace.clone()).or_default();
-                let key = (kind, name);
-                let same = objects
-                    .get(&key)
-                    .is_some_and(|e| e.view == view && e.uid == uid);
-                if !same {
-                    // The results so far stay until the new ones replace
-                    // them, so an unchanged outcome changes no report.
-                    let results = objects.remove(&key).and_then(|e| e.results);
-                    objects.insert(key.clone(), StoredObject { uid, view, results });
-                    self.unjudged.insert((namespace, key));
-                }
-                false
-            }
-            WatchItem::Deleted {
-                kind,
-                namespace,
-                name,
-            } => {
-                self.remove(&namespace, &(kind, name));
-                false
             }
             WatchItem::Absent { kind } => {
                 // Not served: it has no objects, and its list is complete.
-                self.listing.remove(&kind);
-                self.forget_unseen(kind, &HashSet::new());
-                self.listed.insert(kind)
+                let (writer, _) = &mut self.kinds[kind];
+                writer.apply_watcher_event(&Event::Init);
+                writer.apply_watcher_event(&Event::InitDone);
+                self.relisted(kind);
+                true
             }
             WatchItem::Failed { .. } => false,
         }
     }
 
-    fn remove(&mut self, namespace: &str, key: &Name) {
-        if let Some(objects) = self.namespaces.get_mut(namespace)
-            && objects.remove(key).is_some()
-        {
-            if objects.is_empty() {
-                self.namespaces.remove(namespace);
+    /// The object of `kind` stored as `namespace`/`name`.
+    fn get(&self, kind: usize, namespace: &str, name: &str) -> Option<Arc<Entry>> {
+        self.kinds[kind]
+            .1
+            .get(&ObjectRef::new_with(name, kind).within(namespace))
+    }
+
+    /// Takes in an object as stored now: it waits to be judged unless it
+    /// was judged as it is.
+    fn offer(&mut self, kind: usize, stored: Arc<Entry>) {
+        let key = (kind, stored.name.clone());
+        let judged = self
+            .namespaces
+            .get_mut(&stored.namespace)
+            .and_then(|objects| objects.get_mut(&key));
+        match judged {
+            Some(judged) if *judged.object == *stored => judged.object = stored,
+            // The results so far stay until the new ones replace them, so
+            // an unchanged outcome changes no report.
+            _ => {
+                self.unjudged.insert((stored.namespace.clone(), key));
             }
-            self.unjudged.remove(&(namespace.to_owned(), key.clone()));
-            self.changed.insert(namespace.to_owned());
         }
     }
 
-    /// Removes the objects of `kind` a relist did not deliver (deleted
-    /// while the watch was down).
-    fn forget_unseen(&mut self, kind: usize, seen: &HashSet<(String, String)>) {
+    /// After a (re)list of `kind` is in its store: what it no longer holds
+    /// (deleted while the watch was down) is forgotten, and what it holds
+    /// is taken in.
+    fn relisted(&mut self, kind: usize) {
         let gone: Vec<(String, Name)> = self
             .namespaces
             .iter()
-            .flat_map(|(ns, objects)| {
-                objects
-                    .keys()
-                    .filter(|(k, name)| *k == kind && !seen.contains(&(ns.clone(), name.clone())))
-                    .map(|key| (ns.clone(), key.clone()))
-            })
+            .flat_map(|(ns, objects)| objects.keys().map(move |key| (ns, key)))
+            .chain(self.unjudged.iter().map(|(ns, key)| (ns, key)))
+            .filter(|(ns, (k, name))| *k == kind && self.get(kind, ns, name).is_none())
+            .map(|(ns, key)| (ns.clone(), key.clone()))
             .collect();
         for (namespace, key) in gone {
             self.remove(&namespace, &key);
+        }
+        for stored in self.kinds[kind].1.state() {
+            self.offer(kind, stored);
+        }
+    }
+
+    fn remove(&mut self, namespace: &str, key: &Name) {
+        let waiting = self.unjudged.remove(&(namespace.to_owned(), key.clone()));
+        let mut judged = false;
+        if let Some(objects) = self.namespaces.get_mut(namespace) {
+            judged = objects.remove(key).is_some();
+            if objects.is_empty() {
+                self.namespaces.remove(namespace);
+            }
+        }
+        if waiting || judged {
+            self.changed.insert(namespace.to_owned());
         }
     }
 
     /// Whether every kind in `kinds` has completed its first list.
     pub fn listed(&self, kinds: usize) -> bool {
-        (0..kinds).all(|k| self.listed.contains(&k))
+        self.kinds[..kinds]
+            .iter()
+            .all(|(_, store)| store.wait_until_ready().now_or_never().is_some())
     }
 
     /// Marks every object to be judged again (a new policy, the interval).
     pub fn judge_all_again(&mut self) {
-        for (namespace, objects) in &self.namespaces {
-            for key in objects.keys() {
-                self.unjudged.insert((namespace.clone(), key.clone()));
+        for (kind, (_, store)) in self.kinds.iter().enumerate() {
+            for stored in store.state() {
+                let key = (kind, stored.name.clone());
+                self.unjudged.insert((stored.namespace.clone(), key));
             }
         }
     }
@@ -144,19 +178,23 @@ impl Store {
         self.unjudged
             .iter()
             .take(limit)
-            .filter_map(|(ns, key)| {
-                let entry = self.namespaces.get(ns)?.get(key)?;
-                Some((ns.clone(), key.clone(), Arc::clone(&entry.view)))
+            .map(|(ns, key)| {
+                let view = self
+                    .get(key.0, ns, &key.1)
+                    .map(|stored| Arc::clone(&stored.view))
+                    .unwrap_or_default();
+                (ns.clone(), key.clone(), view)
             })
             .collect()
     }
 
+    #[cfg(test)]
     /// Whether objects wait to be judged.
     pub fn has_unjudged(&self) -> bool {
         !self.unjudged.is_empty()
     }
 
-    /// Records an object's results (when it is still there as judged).
+    /// Records an object's results (when it is still stored as judged).
     pub fn set_results(
         &mut self,
         namespace: &str,
@@ -165,17 +203,24 @@ impl Store {
         results: ObjectResults,
     ) {
         self.unjudged.remove(&(namespace.to_owned(), key.clone()));
-        if let Some(entry) = self
-            .namespaces
-            .get_mut(namespace)
-            .and_then(|o| o.get_mut(key))
-            && (Arc::ptr_eq(&entry.view, view) || entry.view == *view)
-        {
-            if entry.results.as_ref() != Some(&results) {
-                self.changed.insert(namespace.to_owned());
-            }
-            entry.results = Some(results);
+        let Some(stored) = self.get(key.0, namespace, &key.1) else {
+            return;
+        };
+        if !(Arc::ptr_eq(&stored.view, view) || stored.view == *view) {
+            return;
         }
+        let objects = self.namespaces.entry(namespace.to_owned()).or_default();
+        if objects
+            .get(key)
+            .is_none_or(|before| before.results != results)
+        {
+            self.changed.insert(namespace.to_owned());
+        }
+        let judged = StoredObject {
+            object: stored,
+            results,
+        };
+        objects.insert(key.clone(), judged);
     }
 
     /// The namespaces whose reports changed since the last call.
@@ -183,24 +228,25 @@ impl Store {
         std::mem::take(&mut self.changed)
     }
 
-    /// The objects of `namespace` (none when it has no objects left).
+    /// The judged objects of `namespace` (none when it has none left).
     pub fn objects(&self, namespace: &str) -> Option<&BTreeMap<Name, StoredObject>> {
         self.namespaces.get(namespace)
     }
 
-    /// Every namespace with objects, and its objects.
+    /// Every namespace with judged objects, and its objects.
     pub fn all(&self) -> impl Iterator<Item = (&String, &BTreeMap<Name, StoredObject>)> {
         self.namespaces.iter()
     }
 
     /// How many objects are held.
     pub fn len(&self) -> usize {
-        self.namespaces.values().map(BTreeMap::len).sum()
+        self.kinds.iter().map(|(_, store)| store.len()).sum()
     }
 
     /// Whether none are.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty()
+        self.len() == 0
     }
 }
 
@@ -209,14 +255,25 @@ mod tests {
     use super::*;
     use crate::background::audit::judge::{RuleResult, Status};
 
-    fn stored(ns: &str, name: &str, json: &str) -> WatchItem {
-        WatchItem::Stored {
-            kind: 0,
+    fn entry(ns: &str, name: &str, json: &str) -> Entry {
+        Entry {
             namespace: ns.to_owned(),
             name: name.to_owned(),
             uid: None,
             view: Arc::new(GuardedObject::from_json(json).expect("JSON")),
         }
+    }
+
+    fn event(kind: usize, event: Event<Entry>) -> WatchItem {
+        WatchItem::Event { kind, event }
+    }
+
+    fn listed(ns: &str, name: &str, json: &str) -> WatchItem {
+        event(0, Event::InitApply(entry(ns, name, json)))
+    }
+
+    fn stored(ns: &str, name: &str, json: &str) -> WatchItem {
+        event(0, Event::Apply(entry(ns, name, json)))
     }
 
     fn pass() -> ObjectResults {
@@ -227,64 +284,75 @@ mod tests {
         }]
     }
 
+    fn judge_all(store: &mut Store) {
+        for (ns, key, view) in store.next_unjudged(10) {
+            store.set_results(&ns, &key, &view, pass());
+        }
+    }
+
     #[test]
     fn a_relist_forgets_what_it_no_longer_delivers_and_an_unchanged_object_is_not_judged_again() {
         let mut store = Store::default();
-        store.take(WatchItem::Listing { kind: 0 });
-        store.take(stored("a", "x", "{}"));
-        store.take(stored("b", "y", "{}"));
+        store.take(event(0, Event::Init));
+        store.take(listed("a", "x", "{}"));
+        store.take(listed("b", "y", "{}"));
         assert!(!store.listed(1));
-        assert!(store.take(WatchItem::Listed { kind: 0 }));
+        assert!(store.take(event(0, Event::InitDone)));
         assert!(store.listed(1));
-        for (ns, key, json) in store.next_unjudged(10) {
-            store.set_results(&ns, &key, &json, pass());
-        }
+        judge_all(&mut store);
         assert_eq!(store.take_changed().len(), 2);
         // The same object again: nothing to judge.
         store.take(stored("a", "x", "{}"));
         assert!(!store.has_unjudged());
         // A relist without b/y: its namespace is gone and must be reported.
-        store.take(WatchItem::Listing { kind: 0 });
-        store.take(stored("a", "x", "{}"));
-        store.take(WatchItem::Listed { kind: 0 });
+        store.take(event(0, Event::Init));
+        store.take(listed("a", "x", "{}"));
+        store.take(event(0, Event::InitDone));
         assert!(store.objects("b").is_none());
         assert_eq!(store.take_changed(), BTreeSet::from(["b".to_owned()]));
         assert_eq!(store.len(), 1);
+        assert!(!store.has_unjudged(), "a/x is as judged");
         // A result that does not change leaves the report alone.
         store.judge_all_again();
-        for (ns, key, json) in store.next_unjudged(10) {
-            store.set_results(&ns, &key, &json, pass());
-        }
+        judge_all(&mut store);
         assert!(store.take_changed().is_empty());
+        // A change the rules read is judged again; a deletion is reported.
+        store.take(stored(
+            "a",
+            "x",
+            r#"{"status": {"upgradeInProgress": "x"}}"#,
+        ));
+        assert!(store.has_unjudged());
+        store.take(event(0, Event::Delete(entry("a", "x", "{}"))));
+        assert!(!store.has_unjudged());
+        assert_eq!(store.take_changed(), BTreeSet::from(["a".to_owned()]));
+        assert!(store.is_empty());
     }
 
     #[test]
     fn a_kind_not_served_counts_as_listed_with_no_objects() {
         let mut store = Store::default();
-        store.take(WatchItem::Listing { kind: 0 });
-        store.take(stored("a", "x", "{}"));
-        store.take(WatchItem::Listed { kind: 0 });
+        store.take(event(0, Event::Init));
+        store.take(listed("a", "x", "{}"));
+        store.take(event(0, Event::InitDone));
         // Kind 1 was served once, then its CRD went away.
-        store.take(WatchItem::Listing { kind: 1 });
-        store.take(WatchItem::Stored {
-            kind: 1,
-            namespace: "b".to_owned(),
-            name: "m".to_owned(),
-            uid: None,
-            view: Arc::default(),
-        });
-        assert!(!store.listed(3), "kind 1 is mid-list, kind 2 unheard of");
+        store.take(event(1, Event::Init));
+        store.take(event(1, Event::InitApply(entry("b", "m", "{}"))));
+        store.take(event(1, Event::InitDone));
+        assert_eq!(store.len(), 2);
+        assert!(!store.listed(3), "kind 2 unheard of");
         assert!(store.take(WatchItem::Absent { kind: 2 }));
-        assert!(!store.listed(3), "kind 1 is still mid-list");
-        store.take(WatchItem::Absent { kind: 1 });
         assert!(store.listed(3), "every kind is listed or absent");
+        store.take(WatchItem::Absent { kind: 1 });
+        assert!(store.listed(3));
         assert!(
-            store.objects("b").is_none(),
+            store.objects("b").is_none()
+                && store.next_unjudged(10).iter().all(|(ns, ..)| ns != "b"),
             "an absent kind has no objects"
         );
         assert_eq!(store.len(), 1);
         // Served again: its list delivers its objects as usual.
-        store.take(WatchItem::Listing { kind: 2 });
+        store.take(event(2, Event::Init));
         assert!(store.listed(3), "a relist keeps the kind listed");
     }
 }

@@ -1,8 +1,8 @@
-//! The watches of the audited kinds: kube-runtime's watcher over slim
-//! objects, one per kind in [`KINDS`](super::audited::KINDS), listed as
+//! The watches of the audited kinds: kube-runtime's watcher over
+//! [`Audited`] objects, one per kind in [`KINDS`](super::audited::KINDS), listed as
 //! [`crate::background::list`] lists (one object at a time where the API
 //! server streams lists), restarted with backoff when it breaks, turned
-//! into [`WatchItem`]s the audit's store takes in.
+//! into [`WatchItem`]s: the events the audit's reflector stores take in.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,45 +15,20 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 
-use super::audited::{COUNT, KINDS};
-use super::slim::Slim;
-use crate::rollout::GuardedObject;
+use super::audited::{
+    Audited, COUNT, Entry, ISB_SERVICE_ROLLOUTS, KINDS, MONO_VERTEX_ROLLOUTS, NAMESPACE_CONFIGS,
+    PIPELINE_ROLLOUTS,
+};
 
 /// What a watch delivered, for the kind at `kind` in [`KINDS`](super::audited::KINDS).
 #[derive(Debug)]
 pub enum WatchItem {
-    /// A (re)list begins: objects not seen again before [`WatchItem::Listed`]
-    /// are gone.
-    Listing {
+    /// A watch event, for the kind's reflector store.
+    Event {
         /// The kind's index in [`KINDS`](super::audited::KINDS).
         kind: usize,
-    },
-    /// The list is complete.
-    Listed {
-        /// The kind's index in [`KINDS`](super::audited::KINDS).
-        kind: usize,
-    },
-    /// An object as stored now.
-    Stored {
-        /// The kind's index in [`KINDS`](super::audited::KINDS).
-        kind: usize,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-        /// Its uid.
-        uid: Option<String>,
-        /// What the rules read.
-        view: Arc<GuardedObject>,
-    },
-    /// An object was deleted.
-    Deleted {
-        /// The kind's index in [`KINDS`](super::audited::KINDS).
-        kind: usize,
-        /// Its namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
+        /// The event, its object as the store holds it.
+        event: Event<Entry>,
     },
     /// The kind is not served (its CRD is not installed): it has no
     /// objects. Sent once each time the kind goes missing; the watch keeps
@@ -72,20 +47,20 @@ pub enum WatchItem {
 }
 
 /// The watch events of one audited kind, restarted with backoff.
-pub type Events<const KIND: usize> = BoxStream<'static, watcher::Result<Event<Slim<KIND>>>>;
+pub type Events<const KIND: usize> = BoxStream<'static, watcher::Result<Event<Audited<KIND>>>>;
 
 /// Watches every kind in [`KINDS`](super::audited::KINDS), each reporting
 /// its own index; the PipelineRollouts from `rollouts` (the reader the
-/// leader's controllers share, [`crate::background::rollouts`]).
+/// leader's controllers share, [`crate::background::rollout_watch`]).
 pub fn all(
     client: &kube::Client,
-    rollouts: Events<0>,
+    rollouts: Events<PIPELINE_ROLLOUTS>,
 ) -> impl futures_util::Stream<Item = WatchItem> + Unpin {
     let watches: [BoxStream<'static, WatchItem>; COUNT] = [
-        items::<0>(rollouts),
-        items::<1>(events::<1>(client.clone())),
-        items::<2>(events::<2>(client.clone())),
-        items::<3>(events::<3>(client.clone())),
+        items::<PIPELINE_ROLLOUTS>(rollouts),
+        items::<MONO_VERTEX_ROLLOUTS>(events::<MONO_VERTEX_ROLLOUTS>(client.clone())),
+        items::<ISB_SERVICE_ROLLOUTS>(events::<ISB_SERVICE_ROLLOUTS>(client.clone())),
+        items::<NAMESPACE_CONFIGS>(events::<NAMESPACE_CONFIGS>(client.clone())),
     ];
     futures_util::stream::select_all(watches)
 }
@@ -143,11 +118,11 @@ impl Backoff for ListBackoff {
     }
 }
 
-/// Watches every object of the kind at `KIND` in [`KINDS`](super::audited::KINDS), slim,
+/// Watches every object of the kind at `KIND` in [`KINDS`](super::audited::KINDS),
 /// listed as [`crate::background::list`] lists, restarted with
 /// [`ListBackoff`].
 pub fn events<const KIND: usize>(client: kube::Client) -> Events<KIND> {
-    let api: Api<Slim<KIND>> = Api::all(client);
+    let api: Api<Audited<KIND>> = Api::all(client);
     let init = Arc::new(AtomicBool::new(false));
     let backoff = ListBackoff {
         inner: watcher::DefaultBackoff::default(),
@@ -163,59 +138,47 @@ pub fn events<const KIND: usize>(client: kube::Client) -> Events<KIND> {
         .boxed()
 }
 
+/// The object as the store holds it; `None` without a name and namespace.
+fn entry<const KIND: usize>(object: Audited<KIND>) -> Option<Entry> {
+    let Audited { metadata, view } = object;
+    Some(Entry {
+        namespace: metadata.namespace?,
+        name: metadata.name?,
+        uid: metadata.uid,
+        view,
+    })
+}
+
 /// The watch events of the kind at `KIND` as the store's items, naming
 /// the kind by `KIND`. A kind that is not served is reported
-/// [`WatchItem::Absent`] once, and nothing more is said of it (no restart,
-/// no relist) until it is served again.
+/// [`WatchItem::Absent`] once, and nothing more is said of it (no restart)
+/// until it is served again.
 fn items<const KIND: usize>(events: Events<KIND>) -> BoxStream<'static, WatchItem> {
     let kind = KIND;
     let mut absent = false;
     let optional = KINDS[KIND].label_selector.is_some();
     events
         .filter_map(move |event| {
-            let retry = matches!(event, Ok(Event::Init));
-            if event.is_ok() && !retry {
+            if event.as_ref().is_ok_and(|e| !matches!(e, Event::Init)) {
                 absent = false;
             }
-            std::future::ready(match event {
+            let event = match event {
                 Err(e) if not_served(&e) || (optional && forbidden(&e)) => {
                     let first = !absent;
                     absent = true;
-                    first.then_some(WatchItem::Absent { kind })
+                    return std::future::ready(first.then_some(WatchItem::Absent { kind }));
                 }
-                // Another try at listing a kind not served: nothing to say
-                // until the list delivers something.
-                Ok(Event::Init) if absent => None,
-                Ok(Event::Init) => Some(WatchItem::Listing { kind }),
-                Ok(Event::InitDone) => Some(WatchItem::Listed { kind }),
-                Ok(Event::Apply(object) | Event::InitApply(object)) => {
-                    let Slim { metadata, view } = object;
-                    match (metadata.namespace, metadata.name) {
-                        (Some(namespace), Some(name)) => Some(WatchItem::Stored {
-                            kind,
-                            namespace,
-                            name,
-                            uid: metadata.uid,
-                            view,
-                        }),
-                        _ => None,
-                    }
+                Err(e) => {
+                    let error = e.to_string();
+                    return std::future::ready(Some(WatchItem::Failed { kind, error }));
                 }
-                Ok(Event::Delete(object)) => {
-                    match (object.metadata.namespace, object.metadata.name) {
-                        (Some(namespace), Some(name)) => Some(WatchItem::Deleted {
-                            kind,
-                            namespace,
-                            name,
-                        }),
-                        _ => None,
-                    }
-                }
-                Err(e) => Some(WatchItem::Failed {
-                    kind,
-                    error: e.to_string(),
-                }),
-            })
+                Ok(Event::Init) => Some(Event::Init),
+                Ok(Event::InitDone) => Some(Event::InitDone),
+                Ok(Event::InitApply(object)) => entry(object).map(Event::InitApply),
+                Ok(Event::Apply(object)) => entry(object).map(Event::Apply),
+                Ok(Event::Delete(object)) => entry(object).map(Event::Delete),
+            };
+            std::future::ready(event.map(|event| WatchItem::Event { kind, event }))
         })
         .boxed()
 }

@@ -79,9 +79,13 @@ pub enum CertArgsError {
 }
 
 impl CertArgs {
-    /// The controller's options, with the webhook's namespace `own`
-    /// (`POD_NAMESPACE`) as the default namespace.
-    pub fn options(&self, own: Option<String>) -> Result<CertOptions, CertArgsError> {
+    /// The controller's options with --manage-certs, checked, with the
+    /// webhook's namespace `own` (`POD_NAMESPACE`) as the default
+    /// namespace; `None` without.
+    pub fn options(&self, own: Option<String>) -> Result<Option<CertOptions>, CertArgsError> {
+        if !self.manage_certs {
+            return Ok(None);
+        }
         for (flag, value) in [
             ("ca-validity", self.ca_validity),
             ("cert-validity", self.cert_validity),
@@ -103,7 +107,7 @@ impl CertArgs {
             .clone()
             .or(own.filter(|n| !n.is_empty()))
             .unwrap_or_else(|| "pipelinerollout-webhook".to_owned());
-        Ok(CertOptions {
+        Ok(Some(CertOptions {
             secret: self.cert_secret.clone(),
             ca_secret: self.ca_secret.clone(),
             service: ServiceRef {
@@ -119,6 +123,6 @@ impl CertArgs {
             ca_validity: self.ca_validity,
             cert_validity: self.cert_validity,
             propagation: self.cert_propagation,
-        })
+        }))
     }
 }

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CertOptions;
 use super::bundle::{self, ConfigurationType, Configurations};
-use super::checks;
+use super::inspect;
 use super::linger::Lingering;
 use super::material;
 use super::plan::{self, Change, Reason};
@@ -341,7 +341,7 @@ async fn write(
 }
 
 fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &material::Material) {
-    let not_after = |pem: &str| checks::validity(pem).map(|v| v.not_after.to_string());
+    let not_after = |pem: &str| inspect::validity(pem).map(|v| v.not_after.to_string());
     let ca_not_after = not_after(&now.ca.cert_pem);
     let serving_not_after = now
         .serving

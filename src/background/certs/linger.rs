@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::checks;
+use super::inspect;
 use super::material::Material;
 use super::plan::{Change, Plan};
 use super::schedule;
@@ -75,7 +75,7 @@ impl Lingering {
                 continue;
             }
             // What it remembers was checked when the plan made it.
-            let Ok(info) = checks::check_ca_cert(pem) else {
+            let Ok(info) = inspect::check_ca_cert(pem) else {
                 continue;
             };
             if now >= info.not_after {

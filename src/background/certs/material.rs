@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
-use super::checks::{self, CertInfo, CheckError, For, ServingCheck};
+use super::inspect::{self, CertInfo, CheckError, For, ServingCheck};
 use crate::pki::PemPair;
 
 /// The serving certificate.
@@ -79,6 +79,7 @@ impl Material {
         cas
     }
 
+    #[cfg(test)]
     /// The caBundle: those CAs, concatenated.
     pub fn bundle(&self) -> String {
         self.bundle_cas()
@@ -212,7 +213,7 @@ impl Stored {
         now: OffsetDateTime,
     ) -> Result<(PemPair, CertInfo), SecretError> {
         let pair = pair(&self.data, cert, key)?;
-        let info = checks::check_ca(&pair, target, now).map_err(|check| SecretError::Ca {
+        let info = inspect::check_ca(&pair, target, now).map_err(|check| SecretError::Ca {
             cert,
             key,
             check,
@@ -250,7 +251,7 @@ impl Stored {
             return None;
         }
         Some(text(&self.data, PREVIOUS_CA_CERT).and_then(|pem| {
-            let info = checks::check_ca_cert(&pem).map_err(SecretError::PreviousCa)?;
+            let info = inspect::check_ca_cert(&pem).map_err(SecretError::PreviousCa)?;
             let after = self
                 .retire_after
                 .as_deref()
@@ -294,7 +295,7 @@ pub fn serving(
     now: OffsetDateTime,
 ) -> Result<(PemPair, CertInfo), ServingProblem> {
     let pair = pair(served, TLS_CERT, TLS_KEY).map_err(ServingProblem::Invalid)?;
-    let info = checks::check_serving(&pair, ca_pem, target, now)?;
+    let info = inspect::check_serving(&pair, ca_pem, target, now)?;
     Ok((pair, info))
 }
 
@@ -307,6 +308,6 @@ pub fn serving_ca(
     now: OffsetDateTime,
 ) -> Option<(String, CertInfo)> {
     let pem = text(served, CA_CERT).ok()?;
-    let info = checks::check_ca_cert(&pem).ok()?;
+    let info = inspect::check_ca_cert(&pem).ok()?;
     serving(served, &pem, target, now).ok().map(|_| (pem, info))
 }

@@ -8,7 +8,7 @@
 //!   serving Secret every replica mounts. It creates them when absent,
 //!   renews the serving certificate ([`schedule`]) or when its names no
 //!   longer match the Service, rotates the CA in three steps ([`plan`]),
-//!   replaces what a hand edit made invalid or foreign ([`checks`]), and
+//!   replaces what a hand edit made invalid or foreign ([`inspect`]), and
 //!   writes the caBundle ([`bundle`]), putting it back when someone else
 //!   overwrites it (it watches both Secrets and both configurations).
 //! - [`readiness::run`] (every replica) reports whether the certificate
@@ -25,8 +25,8 @@
 
 pub mod args;
 pub mod bundle;
-pub mod checks;
 pub mod controller;
+pub mod inspect;
 pub mod linger;
 pub mod material;
 pub mod plan;

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::checks::{self, CertInfo, CheckError, For};
+use super::inspect::{self, CertInfo, CheckError, For};
 use super::material::{
     self, Material, Previous, SecretError, Served, Serving, ServingProblem, Stored,
 };
@@ -186,7 +186,7 @@ pub fn plan(
         Ok((ca, info)) => (ca, info, false),
         Err(why) => {
             let ca = new_ca(settings, now)?;
-            let info = checks::check_ca(&ca, target, now)?;
+            let info = inspect::check_ca(&ca, target, now)?;
             changes.push(Change::CaIssued(if initial {
                 Reason::Initial
             } else if ca_secret.is_none() {
@@ -265,7 +265,7 @@ pub fn plan(
             schedule::rotate_ca_at(ca_info.not_before, ca_info.not_after, settings.propagation);
         if now >= due {
             let candidate = new_ca(settings, now)?;
-            let info = checks::check_ca(&candidate, target, now)?;
+            let info = inspect::check_ca(&candidate, target, now)?;
             wake_at = wake_at.min(issued(&info) + propagation);
             next = Some((candidate, info));
             changes.push(Change::RotationStarted);
@@ -401,7 +401,7 @@ fn retire(
         // The replicas serve its certificate, or none is written yet.
         None => return Some(previous),
         Some(s) if s.ca_pem == previous.cert_pem => return Some(previous),
-        Some(s) => checks::validity(&s.pair.cert_pem).map_or(now, |v| issued(&v)),
+        Some(s) => inspect::validity(&s.pair.cert_pem).map_or(now, |v| issued(&v)),
     };
     let by = schedule::retire_by(
         previous.retire_after,

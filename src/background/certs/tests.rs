@@ -332,7 +332,7 @@ fn the_serving_certificate_ends_a_propagation_delay_before_its_ca() {
     let d = Served::new();
     let next = plan::plan(Some(&s), Some(&d), at(45), &settings(), |_| true).expect("plan");
     let leaf = next.material.serving.expect("serving").pair.cert_pem;
-    let info = super::checks::validity(&leaf).expect("validity");
+    let info = super::inspect::validity(&leaf).expect("validity");
     assert!(info.not_after <= at(65), "{}", info.not_after);
 }
 

@@ -14,9 +14,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use super::args::LeaseOptions;
 use super::controllers::{self, Started, Worker};
 use super::observed::{Decision, Observed, StatedDuration, Version, looks_like_a_sibling};
-use super::options::LeaseOptions;
 use crate::metrics::leader::{LeaderMetrics, Transition};
 
 /// How long releasing the Lease on shutdown may take.

@@ -51,7 +51,6 @@ pub mod args;
 pub mod controllers;
 mod election;
 pub mod observed;
-mod options;
 mod released;
 
 use std::sync::Arc;
@@ -60,11 +59,9 @@ use kube::api::Api;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub use self::controllers::{STOP_TIMEOUT, Started, Worker, WorkerFuture};
+pub use self::args::{LeaseOptions, LeaseOptionsError};
+pub use self::controllers::Worker;
 use self::election::{Call, Election, sleep_until};
-pub use self::options::{
-    DEFAULT_LEASE_NAME, LeaseOptions, LeaseOptionsError, identity, own_identity,
-};
 use crate::metrics::leader::LeaderMetrics;
 
 /// Runs `controllers` from now until `shutdown` is cancelled, then stops

@@ -348,7 +348,7 @@ impl ChildEdits {
     /// metric label) and its denial.
     pub fn judge(
         &self,
-        decision: &mut Verdict,
+        verdict: &mut Verdict,
         policy: &Policy,
         write: &GuardedWrite<'_>,
         permission: &Permission,
@@ -393,7 +393,7 @@ impl ChildEdits {
             permission,
         );
         settle.gate_as(
-            decision,
+            verdict,
             Gate::EditChild,
             (EventReason::ChildEditAllowed, &what),
             outcome,

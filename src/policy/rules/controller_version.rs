@@ -12,11 +12,12 @@
 
 use super::force::Settle;
 use super::guarded_write::Operation;
+use super::need::{Need, Pending, Permissions};
 use super::verdict::{EventReason, Gate, Verdict};
 use super::violation::{Violation, cut};
 use crate::kinds::ControllerKind;
-use crate::policy::model::{Grant, Policy};
-use crate::policy::user::{Permission, UserInfo};
+use crate::policy::model::Policy;
+use crate::policy::user::UserInfo;
 use crate::rollout::GuardedObject;
 
 /// Where the controller definitions of one version are, as the webhook
@@ -148,22 +149,17 @@ pub fn validate<'a>(policy: &'a Policy, write: VersionWrite<'a>) -> VersionValid
     }
 }
 
-impl<'a> VersionValidation<'a> {
-    /// The grant asked for: `forceReapply.controllerDefinitions`'s.
-    pub fn grant(&self) -> Grant<'a> {
-        self.policy.force_reapply.controller_definitions.grant()
+impl Pending for VersionValidation<'_> {
+    /// Rule 27 asks `forceReapply.controllerDefinitions`'s.
+    fn needs(&self, need: Need) -> bool {
+        need == Need::ControllerDefinitions && self.gated.is_some()
     }
 
-    /// The permission, when settled without asking: not needed. `None`: ask.
-    pub fn settled_permission(&self) -> Option<Permission> {
-        self.gated.is_none().then_some(Permission::NotNeeded)
-    }
-
-    /// Finishes the judgement with the requester's permission.
-    pub fn finish(self, permission: &Permission) -> Verdict {
-        let mut decision = Verdict::default();
+    fn finish(self, permissions: &Permissions) -> Verdict {
+        let permission = &permissions[Need::ControllerDefinitions];
+        let mut verdict = Verdict::default();
         let Some((version, from)) = self.gated else {
-            return decision;
+            return verdict;
         };
         let write = &self.write;
         let user = write.user.username();
@@ -189,12 +185,12 @@ impl<'a> VersionValidation<'a> {
             permission,
         );
         settle.gate_as(
-            &mut decision,
+            &mut verdict,
             Gate::ControllerDefinitions,
             (EventReason::ControllerDefinitionsAllowed, &what),
             outcome,
         );
-        decision.apply_mode(self.policy.mode);
-        decision
+        verdict.apply_mode(self.policy.mode);
+        verdict
     }
 }

@@ -18,14 +18,14 @@ use crate::rollout::{LifecycleKey, TimeoutSlot};
 /// Fills in the missing drain timeouts: JSON Patch operations that add the
 /// namespace's defaults, creating the objects on the way. A present
 /// timeout (even an invalid one) is never changed.
-pub fn default_timeout(policy: &Policy, write: &GuardedWrite<'_>, decision: &mut Verdict) {
+pub fn default_timeout(policy: &Policy, write: &GuardedWrite<'_>, verdict: &mut Verdict) {
     let object = write.object;
     let pause = object.timeout();
     let created_lifecycle = match pause {
         TimeoutSlot::Set(_) => false,
         TimeoutSlot::Blocked { path, found } => {
             // The deletion timeout sits behind the same objects.
-            decision.warnings.push(format!(
+            verdict.warnings.push(format!(
                 "no default drain timeouts set: {path} is {found}, not an object"
             ));
             return;
@@ -36,11 +36,11 @@ pub fn default_timeout(policy: &Policy, write: &GuardedWrite<'_>, decision: &mut
                 write.namespace,
                 LifecycleKey::Pause,
                 depth,
-                decision,
+                verdict,
             );
-            decision.defaulted = Some(seconds);
+            verdict.defaulted = Some(seconds);
             audit(
-                decision,
+                verdict,
                 "drain-timeout-default",
                 seconds,
                 &policy.drain_timeout,
@@ -55,8 +55,8 @@ pub fn default_timeout(policy: &Policy, write: &GuardedWrite<'_>, decision: &mut
         // The patch above made `lifecycle` (and what holds it), if it was missing.
         let depth = if created_lifecycle { 4 } else { depth };
         let dt = &policy.deletion_timeout;
-        let seconds = add_default(dt, write.namespace, LifecycleKey::Deletion, depth, decision);
-        audit(decision, "deletion-timeout-default", seconds, dt);
+        let seconds = add_default(dt, write.namespace, LifecycleKey::Deletion, depth, verdict);
+        audit(verdict, "deletion-timeout-default", seconds, dt);
     }
 }
 
@@ -67,7 +67,7 @@ fn add_default(
     namespace: &str,
     key: LifecycleKey,
     depth: usize,
-    decision: &mut Verdict,
+    verdict: &mut Verdict,
 ) -> u64 {
     let seconds = dt.default_seconds(dt.scope(namespace).rules.default);
     let path = key.rollout_field().keys();
@@ -76,7 +76,7 @@ fn add_default(
         value = Value::Object([((*step).to_owned(), value)].into_iter().collect());
     }
     let pointer = PointerBuf::from_tokens(path[..=depth].iter().copied());
-    decision.patch.push(PatchOperation::Add(AddOperation {
+    verdict.patch.push(PatchOperation::Add(AddOperation {
         path: pointer,
         value,
     }));
@@ -84,13 +84,13 @@ fn add_default(
 }
 
 /// Records a default in the audit annotations: the seconds and their meaning.
-fn audit(decision: &mut Verdict, key: &str, seconds: u64, dt: &DrainTimeout) {
+fn audit(verdict: &mut Verdict, key: &str, seconds: u64, dt: &DrainTimeout) {
     let meaning = if seconds >= dt.no_timeout_seconds {
         "no timeout".to_owned()
     } else {
         format_seconds(seconds)
     };
-    decision
+    verdict
         .audit
         .insert(key.to_owned(), format!("{seconds} ({meaning})"));
 }

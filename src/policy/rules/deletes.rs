@@ -118,7 +118,7 @@ impl DeleteGates {
     /// annotation, metric label), its denial and rule 21's warning.
     pub fn judge(
         &self,
-        decision: &mut Verdict,
+        verdict: &mut Verdict,
         policy: &Policy,
         write: &GuardedWrite<'_>,
         undrained: &Permission,
@@ -126,7 +126,7 @@ impl DeleteGates {
         let user = write.user.username();
         let kind = write.kind;
         if let Some(role) = self.exempt {
-            decision.audit.insert(
+            verdict.audit.insert(
                 Gate::DeleteChild.as_str().to_owned(),
                 format!("allowed: user \"{}\", {role}", cut(user, 64)),
             );
@@ -148,7 +148,7 @@ impl DeleteGates {
                 cut(parent, 64)
             );
             gate(
-                decision,
+                verdict,
                 policy.mode,
                 Gate::DeleteChild,
                 user,
@@ -169,7 +169,7 @@ impl DeleteGates {
                             refused,
                         });
                 gate(
-                    decision,
+                    verdict,
                     policy.mode,
                     Gate::DeleteRollout,
                     user,
@@ -180,7 +180,7 @@ impl DeleteGates {
             }
             let refused = self.rollout_gated && undrained.outcome().is_err();
             if !refused || policy.mode == Mode::Warn {
-                decision.warnings.push(format!(
+                verdict.warnings.push(format!(
                     "its Pipelines are deleted too, each drained {timeout}, then undrained data is lost"
                 ));
             }
@@ -192,7 +192,7 @@ impl DeleteGates {
 /// included; or refused: the object is stored, so it can carry one), its
 /// audit annotation and metric label, and its denial.
 fn gate(
-    decision: &mut Verdict,
+    verdict: &mut Verdict,
     mode: Mode,
     gate: Gate,
     user: &str,
@@ -226,6 +226,6 @@ fn gate(
             note: cut(&format!("refused by the admission webhook: {v}"), 1000),
         },
     };
-    decision.events.push(event);
-    record_gate(decision, mode, gate, user, permission, outcome);
+    verdict.events.push(event);
+    record_gate(verdict, mode, gate, user, permission, outcome);
 }

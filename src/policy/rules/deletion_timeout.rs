@@ -7,12 +7,13 @@
 //! the other one warns.
 
 use super::guarded_write::GuardedWrite;
+use super::rule::Rule;
 use super::timeout::{JudgedSlot, OverflowReading};
 use super::timeout_field::TimeoutField;
-use super::verdict::Finding;
+use super::verdict::{Finding, StoredState};
 use super::violation::show;
 use crate::policy::model::DrainTimeout;
-use crate::rollout::{GuardedObject, LifecycleKey, TimeoutSlot};
+use crate::rollout::{DELETION_FIELD, DeletionTimeout, GuardedObject, LifecycleKey, TimeoutSlot};
 
 /// What the deletion rules found: findings (judged by rule 8 and warn mode
 /// like every other), and warnings about the field Numaflow does not read.
@@ -55,6 +56,24 @@ impl Holder {
             Self::Child => object.child_lifecycle_timeout(key),
         }
     }
+}
+
+/// Rule 17 on a stored PipelineRollout whose pipeline sets no deletion
+/// timeout: a warning. Numaflow then falls back to the Pipeline's schema
+/// default where its full CRDs are installed (30 s), but with its minimal
+/// CRDs (no schema defaults) to `metadata.deletionGracePeriodSeconds`,
+/// which the API server sets to 0 for a custom resource: a delete then
+/// drains nothing. A write is allowed (`/mutate` defaults it).
+pub fn stored_state(write: &GuardedWrite<'_>) -> Option<StoredState> {
+    let unset = write.is_pipeline_rollout()
+        && write.is_stored()
+        && write.object.deletion_timeout() == DeletionTimeout::Default;
+    unset.then(|| StoredState::warn(
+        Rule::DeletionTimeoutRange,
+        format!(
+            "{DELETION_FIELD} is not set: with Numaflow's full CRDs the Pipeline gets their default of 30s, but with its minimal CRDs (no schema defaults) Numaflow drains a deleted Pipeline for metadata.deletionGracePeriodSeconds, which the API server sets to 0, so its buffers are deleted undrained; set {DELETION_FIELD}"
+        ),
+    ))
 }
 
 /// Rules 16 to 18 for the deletion timeout of a PipelineRollout write.

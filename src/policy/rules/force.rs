@@ -4,13 +4,15 @@
 use time::OffsetDateTime;
 
 use super::guarded_write::{GuardedWrite, Operation};
-use super::verdict::{EventReason, Finding, ForceEvent, Gate, GateResult, Verdict};
+use super::rule::Rule;
+use super::stale_force_reset::force_is_stale;
+use super::verdict::{EventReason, Finding, ForceEvent, Gate, GateResult, StoredState, Verdict};
 use super::violation::{NotPausing, PauseAgeProblem, Violation, cut, show};
 use crate::policy::duration::format_seconds;
 use crate::policy::model::{Mode, Policy};
 use crate::policy::timestamp::format_rfc3339_utc;
 use crate::policy::user::Permission;
-use crate::rollout::{PAUSE_BEGIN, PauseStart};
+use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, FORCE_PROMOTE_FIELD, PAUSE_BEGIN, PauseStart};
 
 /// Rule 5's first half: `metadata` and its annotations must be objects.
 pub fn metadata_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
@@ -175,7 +177,7 @@ impl ForceGates {
 /// Rules 6 and 7: records each gate's decision (audit annotation, metric
 /// label) and its denial.
 pub fn judge_gates(
-    decision: &mut Verdict,
+    verdict: &mut Verdict,
     policy: &Policy,
     write: &GuardedWrite<'_>,
     gates: &ForceGates,
@@ -217,7 +219,7 @@ pub fn judge_gates(
                 too_young: gates.too_young.clone(),
             })
         };
-        settle.gate(decision, Gate::ForceReapply, outcome);
+        settle.gate(verdict, Gate::ForceReapply, outcome);
     }
     // Not asked: the request is denied anyway, and the promotion's
     // permission is not known, so it adds no reason of its own.
@@ -229,7 +231,7 @@ pub fn judge_gates(
                 refused,
             }),
         };
-        settle.gate(decision, Gate::ForcePromote, outcome);
+        settle.gate(verdict, Gate::ForcePromote, outcome);
     }
 }
 
@@ -268,7 +270,7 @@ impl<'a> Settle<'a> {
 
     /// Records one gate's decision: its Event, audit annotation, metric
     /// label and denial.
-    pub(super) fn gate(&self, decision: &mut Verdict, gate: Gate, outcome: Result<(), Violation>) {
+    pub(super) fn gate(&self, verdict: &mut Verdict, gate: Gate, outcome: Result<(), Violation>) {
         let what = match gate {
             Gate::ForceReapply => (
                 EventReason::ForceReapplyAllowed,
@@ -306,13 +308,13 @@ impl<'a> Settle<'a> {
                 "Numaflow controller definitions outside Numaplane's namespace",
             ),
         };
-        self.gate_as(decision, gate, what, outcome);
+        self.gate_as(verdict, gate, what, outcome);
     }
 
     /// [`Settle::gate`], saying what was set in the Event's note.
     pub(super) fn gate_as(
         &self,
-        decision: &mut Verdict,
+        verdict: &mut Verdict,
         gate: Gate,
         what: (EventReason, &str),
         outcome: Result<(), Violation>,
@@ -335,9 +337,9 @@ impl<'a> Settle<'a> {
             self.user,
             &self.after,
         );
-        decision.events.extend(event);
+        verdict.events.extend(event);
         record_gate(
-            decision,
+            verdict,
             self.mode,
             gate,
             self.user,
@@ -381,6 +383,55 @@ fn force_event(
     })
 }
 
+/// Rules 6 and 7 on a stored object: a force found on is judged by the
+/// state it leaves, since who set it cannot be known. `allow-data-loss:
+/// "true"` fails once the pause is over (the next change skips the drain)
+/// and warns while a forced re-apply is under way; `forcePromote: true`
+/// warns.
+pub fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
+    let object = write.object;
+    let mut states = Vec::new();
+    if write.is_pipeline_rollout() && force_is_stale(object) {
+        states.push(StoredState {
+            rule: Rule::ForceReapply,
+            fails: true,
+            message: format!(
+                "{ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] is \"true\" and the pause is over: the next change is applied without draining and can lose data; set it to \"false\" (the stale-force sweeper resets it after its grace period when it runs; who set it is unknown to the audit)"
+            ),
+        });
+    } else if write.is_pipeline_rollout() && object.forces_reapply() {
+        states.push(StoredState::warn(
+            Rule::ForceReapply,
+            format!(
+                "{ANNOTATIONS}[\"{ALLOW_DATA_LOSS}\"] is \"true\" while the pipeline is paused or pausing: a forced re-apply is under way, skipping the drain; set it to \"false\" once the pause is over (who set it is unknown to the audit)"
+            ),
+        ));
+    }
+    if write.kind.is_child() || !object.force_promote() {
+        return states;
+    }
+    let upgrade = object.progressive_upgrade();
+    let message = if upgrade.in_progress {
+        let child = upgrade
+            .child
+            .map_or_else(|| format!("a {}", write.kind.child().kind()), str::to_owned);
+        format!(
+            "{FORCE_PROMOTE_FIELD} is true during the progressive upgrade of {child}: it is promoted without assessment; set it to false once the upgrade is over (who set it is unknown to the audit)"
+        )
+    } else {
+        let also = if write.is_pipeline_rollout() {
+            " and recyclable pipelines are deleted without draining"
+        } else {
+            ""
+        };
+        format!(
+            "{FORCE_PROMOTE_FIELD} is true and no progressive upgrade is in progress: the next upgrade skips assessment{also}; set it to false (who set it is unknown to the audit)"
+        )
+    };
+    states.push(StoredState::warn(Rule::ForcePromote, message));
+    states
+}
+
 /// Rule 11: the annotation left at "true" after the force is over.
 pub fn stale_force_warning(write: &GuardedWrite<'_>, gates: &ForceGates) -> Option<String> {
     let stale = write.is_pipeline_rollout()
@@ -397,7 +448,7 @@ pub fn stale_force_warning(write: &GuardedWrite<'_>, gates: &ForceGates) -> Opti
 
 /// Records a gate's decision: the audit annotation, and the denial.
 pub(super) fn record_gate(
-    decision: &mut Verdict,
+    verdict: &mut Verdict,
     mode: Mode,
     gate: Gate,
     user: &str,
@@ -427,9 +478,9 @@ pub(super) fn record_gate(
             ),
         ),
     };
-    decision.audit.insert(gate.as_str().to_owned(), text);
-    decision.gates.push((gate, result));
+    verdict.audit.insert(gate.as_str().to_owned(), text);
+    verdict.gates.push((gate, result));
     if let Err(v) = outcome {
-        decision.denials.push(v);
+        verdict.denials.push(v);
     }
 }

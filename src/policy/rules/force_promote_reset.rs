@@ -98,7 +98,8 @@ fn expected_record(write: &GuardedWrite<'_>) -> String {
 /// Dropping the record is never refused; `/mutate` puts it back while it
 /// is needed.
 pub fn record_finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Finding> {
-    if !write.is_pipeline_rollout() {
+    // A stored record goes with its stored forcePromote, judged by state.
+    if !write.is_pipeline_rollout() || write.is_stored() {
         return None;
     }
     let written = write.object.force_promote_for()?;
@@ -149,7 +150,7 @@ fn record_path() -> PointerBuf {
 pub fn reset_finished_force_promote(
     policy: &Policy,
     write: &GuardedWrite<'_>,
-    decision: &mut Verdict,
+    verdict: &mut Verdict,
 ) {
     if !policy.force_promote.one_shot || write.object.malformed_metadata().is_some() {
         return;
@@ -158,7 +159,7 @@ pub fn reset_finished_force_promote(
     let recorded = write.object.force_promote_for();
     let stored = write.old().and_then(GuardedObject::force_promote_for);
     match (on, recorded) {
-        (false, Some(_)) => decision.patch.push(PatchOperation::Remove(RemoveOperation {
+        (false, Some(_)) => verdict.patch.push(PatchOperation::Remove(RemoveOperation {
             path: record_path(),
         })),
         (false, None) => {}
@@ -178,14 +179,14 @@ pub fn reset_finished_force_promote(
                     value: json!({ FORCE_PROMOTE_FOR: value }),
                 })
             };
-            decision.patch.push(op);
+            verdict.patch.push(op);
         }
         (true, Some(record)) => {
             // Left as stored but not this forcePromote's record (left over
             // from before, or unreadable): replaced.
             let expected = expected_record(write);
             if record != expected {
-                decision
+                verdict
                     .patch
                     .push(PatchOperation::Replace(ReplaceOperation {
                         path: record_path(),
@@ -198,14 +199,14 @@ pub fn reset_finished_force_promote(
                     old.force_promote() && is_over(record, old.progressive_upgrade())
                 });
             if over {
-                reset(write, decision);
+                reset(write, verdict);
             }
         }
     }
 }
 
-fn reset(write: &GuardedWrite<'_>, decision: &mut Verdict) {
-    decision.patch.extend([
+fn reset(write: &GuardedWrite<'_>, verdict: &mut Verdict) {
+    verdict.patch.extend([
         PatchOperation::Replace(ReplaceOperation {
             path: PointerBuf::from_tokens(FORCE_PROMOTE_FIELD.keys().iter().copied()),
             value: Value::Bool(false),
@@ -214,15 +215,15 @@ fn reset(write: &GuardedWrite<'_>, decision: &mut Verdict) {
             path: record_path(),
         }),
     ]);
-    decision.warnings.push(RESET_WARNING.to_owned());
+    verdict.warnings.push(RESET_WARNING.to_owned());
     let user = write.user.username();
-    decision.audit.insert(
+    verdict.audit.insert(
         "force-promote-reset".to_owned(),
         format!(
             "reset to false by /mutate on an update by user \"{user}\": the progressive upgrade it was set for is over"
         ),
     );
-    decision.events.push(ForceEvent {
+    verdict.events.push(ForceEvent {
         reason: EventReason::ForcePromoteReset,
         note: cut(
             &format!(

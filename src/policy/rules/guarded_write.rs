@@ -39,6 +39,20 @@ impl fmt::Display for Operation {
     }
 }
 
+/// Where the object judged comes from, which says what can be known of
+/// who wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An admission request, or a manifest `check` judges as one: the
+    /// requester is known, so a force it sets is gated on the requester's
+    /// permission.
+    Request,
+    /// An object found stored (the audit's): who wrote it cannot be known,
+    /// so a force it holds is judged by the state it leaves
+    /// ([`super::verdict::StoredState`]), and no permission is asked.
+    Stored,
+}
+
 /// One write of a guarded object (a rollout of any kind, or a rollout's
 /// child), as the rules look at it: the operation, the namespace, the
 /// user, the object, the stored object, and the time it is judged at.
@@ -60,6 +74,8 @@ pub struct GuardedWrite<'a> {
     /// The time the request is judged at (the webhook's clock, or
     /// `review --now`): clock-dependent rules read only this.
     pub now: OffsetDateTime,
+    /// A request, or an object found stored.
+    pub origin: Origin,
 }
 
 impl GuardedWrite<'_> {
@@ -77,18 +93,26 @@ impl GuardedWrite<'_> {
         self.kind == Kind::PipelineRollout
     }
 
-    /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request.
+    /// Whether the object was found stored rather than written by a request.
+    pub fn is_stored(&self) -> bool {
+        self.origin == Origin::Stored
+    }
+
+    /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request
+    /// (a stored one is judged by its state instead).
     pub fn annotation_becomes_true(&self) -> bool {
         self.is_pipeline_rollout()
+            && !self.is_stored()
             && !self.is_delete()
             && self.object.forces_reapply()
             && !self.old().is_some_and(GuardedObject::forces_reapply)
     }
 
     /// Rule 7's trigger: `forcePromote` is turned on with this request (on
-    /// any rollout kind).
+    /// any rollout kind; a stored one is judged by its state instead).
     pub fn force_promote_turned_on(&self) -> bool {
         !self.kind.is_child()
+            && !self.is_stored()
             && !self.is_delete()
             && self.object.force_promote()
             && !self.old().is_some_and(GuardedObject::force_promote)

@@ -21,11 +21,12 @@
 use super::child_edits::{shown_fields, update_fields};
 use super::force::Settle;
 use super::guarded_write::Operation;
+use super::need::{Need, Pending, Permissions};
 use super::verdict::{EventReason, Gate, Verdict};
 use super::violation::{Violation, cut};
 use crate::kinds::{Kind, Made};
-use crate::policy::model::{Grant, Policy};
-use crate::policy::user::{Permission, UserInfo};
+use crate::policy::model::Policy;
+use crate::policy::user::UserInfo;
 use crate::rollout::GuardedObject;
 
 /// Whether what a write touches belongs to a rollout's child.
@@ -104,7 +105,7 @@ impl MadeWrite<'_> {
 }
 
 /// A `/validate` judgement of a write rule 29 looks at, up to the
-/// permission check: finish it with [`MadeValidation::finish`].
+/// permission check: finish it with [`Pending::finish`].
 #[derive(Debug)]
 pub struct MadeValidation<'a> {
     policy: &'a Policy,
@@ -132,12 +133,7 @@ pub fn validate<'a>(policy: &'a Policy, write: MadeWrite<'a>) -> MadeValidation<
     }
 }
 
-impl<'a> MadeValidation<'a> {
-    /// The grant rule 29 asks for: `forceReapply.editChildren`'s.
-    pub fn grant(&self) -> Grant<'a> {
-        self.policy.force_reapply.edit_children.grant()
-    }
-
+impl MadeValidation<'_> {
     /// The kind of the child the object belongs to, which the permission
     /// is asked on (`None`: it cannot be told).
     pub fn child_kind(&self) -> Option<Kind> {
@@ -146,17 +142,19 @@ impl<'a> MadeValidation<'a> {
             Belonging::Free | Belonging::Unknown(_) => None,
         }
     }
+}
 
-    /// The permission, when settled without asking: not needed. `None`: ask.
-    pub fn settled_permission(&self) -> Option<Permission> {
-        self.fields.is_empty().then_some(Permission::NotNeeded)
+impl Pending for MadeValidation<'_> {
+    /// Rule 29 asks `forceReapply.editChildren`'s.
+    fn needs(&self, need: Need) -> bool {
+        need == Need::EditChildren && !self.fields.is_empty()
     }
 
-    /// Finishes the judgement with the requester's editChildren permission.
-    pub fn finish(self, permission: &Permission) -> Verdict {
-        let mut decision = Verdict::default();
+    fn finish(self, permissions: &Permissions) -> Verdict {
+        let permission = &permissions[Need::EditChildren];
+        let mut verdict = Verdict::default();
         if self.fields.is_empty() {
-            return decision;
+            return verdict;
         }
         let write = &self.write;
         let user = write.user.username();
@@ -174,7 +172,7 @@ impl<'a> MadeValidation<'a> {
                 "a child".to_owned(),
                 format!("a rollout (it could not be told: {})", cut(why, 120)),
             ),
-            Belonging::Free => return decision,
+            Belonging::Free => return verdict,
         };
         let fields = shown_fields(&self.fields);
         let outcome = permission
@@ -204,12 +202,12 @@ impl<'a> MadeValidation<'a> {
         };
         let settle = Settle::plain(self.policy.mode, !created, user, permission);
         settle.gate_as(
-            &mut decision,
+            &mut verdict,
             Gate::EditChild,
             (EventReason::ChildEditAllowed, &what),
             outcome,
         );
-        decision.apply_mode(self.policy.mode);
-        decision
+        verdict.apply_mode(self.policy.mode);
+        verdict
     }
 }

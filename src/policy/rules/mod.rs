@@ -32,6 +32,7 @@ pub mod force_promote_reset;
 pub mod guarded_write;
 pub mod made_objects;
 pub mod namespace_strategy;
+pub mod need;
 pub mod numaplane_keys;
 pub mod pause_timestamp;
 pub mod riders;
@@ -48,17 +49,20 @@ pub use controller_version::{
 };
 pub use deletes::DeleteGates;
 pub use force::ForceGates;
-pub use guarded_write::{GuardedWrite, Operation};
+pub use guarded_write::{GuardedWrite, Operation, Origin};
 pub use made_objects::{Belonging, ChildLookup, MadeValidation, MadeWrite};
 pub use namespace_strategy::{StrategyValidation, StrategyWrite};
+pub use need::{Need, Pending, Permissions};
 pub use numaplane_keys::KeyGates;
 pub use rule::Rule;
 pub use timeout::{OverflowReading, check_timeout};
 pub use timeout_field::{Drain, TimeoutField};
-pub use verdict::{DenialMessage, EventReason, Finding, ForceEvent, Gate, GateResult, Verdict};
+pub use verdict::{
+    DenialMessage, EventReason, Finding, ForceEvent, Gate, GateResult, StoredState, Verdict,
+};
 pub use violation::{NotActable, NotPausing, PauseAgeProblem, RecordProblem, Violation};
 
-use super::model::{Grant, Mode, Policy};
+use super::model::{Mode, Policy};
 use super::user::Permission;
 
 /// A `/validate` judgement up to the permission check: everything that
@@ -77,19 +81,8 @@ pub struct Validation<'a> {
     notes: Vec<String>,
 }
 
-/// The requester's permissions, one per grant the gates read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Permissions {
-    /// forceReapply's: rules 6, 7 and 13.
-    pub force: Permission,
-    /// forceReapply.deleteUndrained's: rules 14, 20 and 21.
-    pub undrained: Permission,
-    /// forceReapply.editChildren's: rule 26.
-    pub edit_children: Permission,
-}
-
 /// Judges a CREATE or UPDATE for `/validate`, short of the permission:
-/// finish it with [`Validation::finish`].
+/// finish it with [`Pending::finish`].
 pub fn validate<'a>(policy: &'a Policy, write: GuardedWrite<'a>) -> Validation<'a> {
     let gates = ForceGates::of(policy, &write);
     let deletes = DeleteGates::of(policy, &write);
@@ -145,18 +138,34 @@ impl Validation<'_> {
                 || self.gates.reapply_denied_anyway()
                 || self.keys.denied_anyway())
     }
+}
+
+impl Pending for Validation<'_> {
+    /// forceReapply's for rules 6, 7 and 13, deleteUndrained's for rules
+    /// 14, 20 and 21, editChildren's for rule 26.
+    fn needs(&self, need: Need) -> bool {
+        match need {
+            Need::ForceReapply => self.gates.need_permission() || self.keys.need_force_permission(),
+            Need::DeleteUndrained => {
+                self.keys.need_undrained_permission() || self.deletes.need_undrained_permission()
+            }
+            Need::EditChildren => self.edits.need_permission(),
+            Need::NamespaceStrategy | Need::ControllerDefinitions => false,
+        }
+    }
 
     /// A permission, when it is settled without asking an API server: not
     /// needed, or needed when the request is denied anyway (then the static
     /// lists answer alone; where only RBAC could grant it, it is
     /// [`Permission::NotAsked`]). `None`: ask.
-    fn settled(&self, needed: bool, grant: Grant<'_>) -> Option<Permission> {
-        if !needed {
+    fn settled(&self, need: Need) -> Option<Permission> {
+        if !self.needs(need) {
             return Some(Permission::NotNeeded);
         }
         if !self.denied_anyway() {
             return None;
         }
+        let grant = need.grant(self.policy);
         Some(
             match (grant.static_permission(self.write.user), grant.rbac) {
                 (Permission::Refused(_), Some(_)) => Permission::NotAsked,
@@ -165,134 +174,93 @@ impl Validation<'_> {
         )
     }
 
-    /// The requester's permission to force (forceReapply's lists and RBAC
-    /// verb), when settled without asking; `None`: ask who may force.
-    pub fn settled_permission(&self) -> Option<Permission> {
-        let needed = self.gates.need_permission() || self.keys.need_force_permission();
-        self.settled(needed, self.policy.force_reapply.grant())
-    }
-
-    /// The requester's permission to delete undrained
-    /// (forceReapply.deleteUndrained), when settled without asking; `None`: ask.
-    pub fn settled_undrained_permission(&self) -> Option<Permission> {
-        self.settled(
-            self.keys.need_undrained_permission() || self.deletes.need_undrained_permission(),
-            self.policy.force_reapply.delete_undrained.grant(),
-        )
-    }
-
-    /// The requester's permission to edit a rollout's child
-    /// (forceReapply.editChildren), when settled without asking; `None`: ask.
-    pub fn settled_edit_permission(&self) -> Option<Permission> {
-        self.settled(
-            self.edits.need_permission(),
-            self.policy.force_reapply.edit_children.grant(),
-        )
-    }
-
-    /// Finishes the judgement with the static lists as the only source of
-    /// permission: what the tables test (no RBAC is ever asked there).
-    #[cfg(test)]
-    pub(crate) fn finish_by_static_lists(self) -> Verdict {
-        let user = self.write.user;
-        let force = self
-            .settled_permission()
-            .unwrap_or_else(|| self.policy.force_reapply.static_permission(user));
-        let undrained = self.settled_undrained_permission().unwrap_or_else(|| {
-            self.policy
-                .force_reapply
-                .delete_undrained
-                .grant()
-                .static_permission(user)
-        });
-        let edit_children = self.settled_edit_permission().unwrap_or_else(|| {
-            self.policy
-                .force_reapply
-                .edit_children
-                .grant()
-                .static_permission(user)
-        });
-        self.finish(&Permissions {
-            force,
-            undrained,
-            edit_children,
-        })
-    }
-
-    /// Finishes the judgement with the requester's permissions (the settled
-    /// ones, or the answers of whoever was asked).
-    pub fn finish(self, permissions: &Permissions) -> Verdict {
-        let permission = &permissions.force;
-        let mut decision = Verdict {
+    fn finish(self, permissions: &Permissions) -> Verdict {
+        let permission = &permissions[Need::ForceReapply];
+        let mut verdict = Verdict {
             warnings: self.notes,
             ..Verdict::default()
         };
         // Rule 8: a violation whose inputs are unchanged warns.
         for finding in self.findings {
             if finding.unchanged {
-                decision.warnings.push(format!(
+                verdict.warnings.push(format!(
                     "unchanged, so allowed: {}",
                     finding.violation.summary()
                 ));
             } else {
-                decision.denials.push(finding.violation);
+                verdict.denials.push(finding.violation);
             }
         }
         force::judge_gates(
-            &mut decision,
+            &mut verdict,
             self.policy,
             &self.write,
             &self.gates,
             permission,
         );
         self.keys.judge(
-            &mut decision,
+            &mut verdict,
             self.policy,
             &self.write,
             permission,
-            &permissions.undrained,
+            &permissions[Need::DeleteUndrained],
         );
         self.deletes.judge(
-            &mut decision,
+            &mut verdict,
             self.policy,
             &self.write,
-            &permissions.undrained,
+            &permissions[Need::DeleteUndrained],
         );
         self.edits.judge(
-            &mut decision,
+            &mut verdict,
             self.policy,
             &self.write,
-            &permissions.edit_children,
+            &permissions[Need::EditChildren],
         );
-        decision
+        verdict
             .warnings
             .extend(riders::hpa_rider_warning(&self.write));
-        decision
+        verdict
             .warnings
             .extend(riders::access_rider_warnings(&self.write));
-        decision
+        verdict
             .warnings
             .extend(force::stale_force_warning(&self.write, &self.gates));
-        decision
+        verdict
             .warnings
             .extend(force_promote_reset::left_on_warning(&self.write));
-        decision.apply_mode(self.policy.mode);
-        decision
+        if self.write.is_stored() {
+            verdict.stored = stored_states(&self.write);
+        }
+        verdict.apply_mode(self.policy.mode);
+        verdict
     }
+}
+
+/// What a stored object holds that is judged by the state it leaves,
+/// since who wrote it cannot be known: rules 6 and 7 (its forces), 13 and
+/// 14 (its child template's), 17 (no deletion timeout), 22 and 28 (its
+/// riders).
+fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
+    let mut states = force::stored_states(write);
+    states.extend(numaplane_keys::stored_states(write));
+    states.extend(deletion_timeout::stored_state(write));
+    states.extend(riders::stored_states(write));
+    states
 }
 
 /// Judges a CREATE or UPDATE for `/mutate`: the patch that fills in what the
 /// policy defaults, and resets a force that is over (one-shot).
 pub fn mutate(policy: &Policy, write: &GuardedWrite<'_>) -> Verdict {
-    let mut decision = Verdict::default();
+    let mut verdict = Verdict::default();
     // `/mutate` is not called for DELETE; if it is, it changes nothing.
     if write.is_delete() {
-        return decision;
+        return verdict;
     }
-    defaulting::default_timeout(policy, write, &mut decision);
-    stale_force_reset::reset_stale_force(policy, write, &mut decision);
-    force_promote_reset::reset_finished_force_promote(policy, write, &mut decision);
-    decision
+    defaulting::default_timeout(policy, write, &mut verdict);
+    stale_force_reset::reset_stale_force(policy, write, &mut verdict);
+    force_promote_reset::reset_finished_force_promote(policy, write, &mut verdict);
+    verdict
 }
 
 #[cfg(test)]

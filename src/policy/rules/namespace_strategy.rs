@@ -10,14 +10,19 @@
 //! on the ConfigMap, as the other gates' are on their objects: allowed
 //! (warn mode included, as the strategy then goes through), or refused on
 //! an UPDATE (a refused CREATE leaves no ConfigMap to record it on); an
-//! unchanged strategy is no decision and records none.
+//! unchanged strategy is no decision and records none. A stored ConfigMap
+//! (the audit's) is judged by the state it leaves, since who wrote it
+//! cannot be known: a strategy that skips draining, and controller
+//! definitions outside Numaplane's namespace, warn.
 
 use super::force::Settle;
-use super::guarded_write::Operation;
-use super::verdict::{EventReason, Finding, Gate, Verdict};
+use super::guarded_write::{Operation, Origin};
+use super::need::{Need, Pending, Permissions};
+use super::rule::Rule;
+use super::verdict::{EventReason, Finding, Gate, StoredState, Verdict};
 use super::violation::Violation;
 use crate::namespace_config::{ClusterDefault, ConfigRead, StrategyRead};
-use crate::policy::model::{Grant, Policy};
+use crate::policy::model::Policy;
 use crate::policy::user::{Permission, UserInfo};
 
 /// One write of a ConfigMap that carries Numaplane's config label (or
@@ -38,6 +43,8 @@ pub struct StrategyWrite<'a> {
     /// Numaplane's cluster default, as the webhook last read it (`None`:
     /// not read, taken as `no-strategy`).
     pub fallback: Option<&'a ClusterDefault>,
+    /// A request, or a ConfigMap found stored.
+    pub origin: Origin,
 }
 
 impl StrategyWrite<'_> {
@@ -57,7 +64,7 @@ impl StrategyWrite<'_> {
 }
 
 /// A `/validate` judgement of a namespace-level ConfigMap up to the
-/// permission check: finish it with [`StrategyValidation::finish`].
+/// permission check: finish it with [`Pending::finish`].
 #[derive(Debug)]
 pub struct StrategyValidation<'a> {
     policy: &'a Policy,
@@ -107,7 +114,9 @@ fn fallback(policy: &Policy, write: &StrategyWrite<'_>) -> Option<&'static str> 
 
 /// Judges a write of a ConfigMap for `/validate`, short of the permission.
 pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyValidation<'a> {
-    let falls_back = fallback(policy, &write);
+    // A stored ConfigMap asks no permission: see `stored_states`.
+    let request = write.origin == Origin::Request;
+    let falls_back = fallback(policy, &write).filter(|_| request);
     if write.operation == Operation::Delete {
         // A DELETE is judged only for where it leaves the namespace.
         return StrategyValidation {
@@ -155,8 +164,9 @@ pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyVal
             unchanged,
         })
         .collect();
-    let gated = write.object.skips_draining() && !write.already_skips_draining();
-    let definitions = write.object.definitions
+    let gated = request && write.object.skips_draining() && !write.already_skips_draining();
+    let definitions = request
+        && write.object.definitions
         && write.namespace != policy.numaplane.namespace
         && write.user.username() != policy.numaplane.controller_account;
     StrategyValidation {
@@ -169,40 +179,41 @@ pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyVal
     }
 }
 
-impl<'a> StrategyValidation<'a> {
-    /// Who may make the namespace skip draining.
-    pub fn grant(&self) -> Grant<'a> {
+impl StrategyValidation<'_> {
+    /// The grant asked for: who may write controller definitions outside
+    /// Numaplane's namespace (rule 27), else who may make the namespace
+    /// skip draining (rule 24).
+    fn need(&self) -> Need {
         if self.definitions {
-            self.policy.force_reapply.controller_definitions.grant()
+            Need::ControllerDefinitions
         } else {
-            self.policy.force_reapply.namespace_strategy.grant()
+            Need::NamespaceStrategy
         }
     }
+}
 
-    /// The permission, when it is settled without asking anyone: not
-    /// needed. `None`: ask (the static lists, then RBAC).
-    pub fn settled_permission(&self) -> Option<Permission> {
-        (!self.gated && !self.definitions && self.falls_back.is_none())
-            .then_some(Permission::NotNeeded)
+impl Pending for StrategyValidation<'_> {
+    fn needs(&self, need: Need) -> bool {
+        need == self.need() && (self.gated || self.definitions || self.falls_back.is_some())
     }
 
-    /// Finishes the judgement with the requester's permission.
-    pub fn finish(self, permission: &Permission) -> Verdict {
-        let mut decision = Verdict::default();
+    fn finish(self, permissions: &Permissions) -> Verdict {
+        let permission = &permissions[self.need()];
+        let mut verdict = Verdict::default();
         let write = &self.write;
         // Rule 8: a violation whose inputs are unchanged warns.
         for finding in self.findings {
             if finding.unchanged {
-                decision.warnings.push(format!(
+                verdict.warnings.push(format!(
                     "unchanged, so allowed: {}",
                     finding.violation.summary()
                 ));
             } else {
-                decision.denials.push(finding.violation);
+                verdict.denials.push(finding.violation);
             }
         }
         if write.operation != Operation::Delete {
-            decision.warnings.extend(notice(write));
+            verdict.warnings.extend(notice(write));
         }
         if self.gated {
             let user = write.user.username();
@@ -223,21 +234,49 @@ impl<'a> StrategyValidation<'a> {
                 write.namespace
             );
             settle(self.policy, write, permission).gate_as(
-                &mut decision,
+                &mut verdict,
                 Gate::NamespaceStrategy,
                 (EventReason::NamespaceStrategyAllowed, &what),
                 outcome,
             );
         }
         if self.definitions {
-            definitions_gate(self.policy, write, permission, &mut decision);
+            definitions_gate(self.policy, write, permission, &mut verdict);
         }
         if let Some(how) = self.falls_back {
-            fallback_gate(self.policy, write, how, permission, &mut decision);
+            fallback_gate(self.policy, write, how, permission, &mut verdict);
         }
-        decision.apply_mode(self.policy.mode);
-        decision
+        if write.origin == Origin::Stored {
+            verdict.stored = stored_states(self.policy, write);
+        }
+        verdict.apply_mode(self.policy.mode);
+        verdict
     }
+}
+
+/// Rules 24 and 27 on a stored ConfigMap, by the state it leaves: a
+/// strategy that skips draining, and controller definitions outside
+/// Numaplane's namespace, each a warning.
+fn stored_states(policy: &Policy, write: &StrategyWrite<'_>) -> Vec<StoredState> {
+    let (namespace, home) = (write.namespace, &policy.numaplane.namespace);
+    let skips = write.object.skips_draining().then(|| {
+        StoredState::warn(
+            Rule::NamespaceStrategy,
+            format!(
+                "upgradeStrategy is {}: every rollout in namespace \"{namespace}\" upgrades by plain apply, with no pause and no drain; write \"pause-and-drain\" or \"progressive\" unless that is meant",
+                write.object.shown()
+            ),
+        )
+    });
+    let definitions = (write.object.definitions && namespace != home).then(|| {
+        StoredState::warn(
+            Rule::ControllerDefinitions,
+            format!(
+                "Numaflow controller definitions in namespace \"{namespace}\": Numaplane prefers them to those of \"{home}\" and applies a definition's fullSpec with its own account; move them to \"{home}\" or delete them unless a platform admin wrote them"
+            ),
+        )
+    });
+    skips.into_iter().chain(definitions).collect()
 }
 
 /// How a gate on this ConfigMap is settled: an Event on a refused UPDATE or
@@ -263,7 +302,7 @@ fn fallback_gate(
     write: &StrategyWrite<'_>,
     how: &'static str,
     permission: &Permission,
-    decision: &mut Verdict,
+    verdict: &mut Verdict,
 ) {
     let user = write.user.username();
     let default = write.fallback.map_or_else(
@@ -284,7 +323,7 @@ fn fallback_gate(
         write.namespace
     );
     settle(policy, write, permission).gate_as(
-        decision,
+        verdict,
         Gate::NamespaceStrategy,
         (EventReason::NamespaceStrategyAllowed, &what),
         outcome,
@@ -299,7 +338,7 @@ fn definitions_gate(
     policy: &Policy,
     write: &StrategyWrite<'_>,
     permission: &Permission,
-    decision: &mut Verdict,
+    verdict: &mut Verdict,
 ) {
     let user = write.user.username();
     let outcome = permission
@@ -315,7 +354,7 @@ fn definitions_gate(
         write.namespace, policy.numaplane.namespace
     );
     settle(policy, write, permission).gate_as(
-        decision,
+        verdict,
         Gate::ControllerDefinitions,
         (EventReason::ControllerDefinitionsAllowed, &what),
         outcome,

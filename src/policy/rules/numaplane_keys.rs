@@ -22,7 +22,8 @@ use serde_json::Value;
 
 use super::force::Settle;
 use super::guarded_write::{GuardedWrite, Operation};
-use super::verdict::{EventReason, Finding, Gate, Verdict};
+use super::rule::Rule;
+use super::verdict::{EventReason, Finding, Gate, StoredState, Verdict};
 use super::violation::{NotActable, Violation, cut, show};
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
@@ -182,8 +183,12 @@ pub struct KeyGates {
 }
 
 impl KeyGates {
-    /// Works out which of rules 13 and 14 a request meets.
+    /// Works out which of rules 13 and 14 a request meets (none for a
+    /// stored object: see [`stored_states`]).
     pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
+        if write.is_stored() {
+            return Self::default();
+        }
         if exempt(policy, write) {
             let mut by_controller = Vec::new();
             if promote_label(write).is_some() {
@@ -231,7 +236,7 @@ impl KeyGates {
     /// annotation, metric label) and its denial.
     pub fn judge(
         &self,
-        decision: &mut Verdict,
+        verdict: &mut Verdict,
         policy: &Policy,
         write: &GuardedWrite<'_>,
         force: &Permission,
@@ -240,7 +245,7 @@ impl KeyGates {
         let kind = write.kind;
         let user = write.user.username();
         for gate in &self.by_controller {
-            decision.audit.insert(
+            verdict.audit.insert(
                 gate.as_str().to_owned(),
                 format!(
                     "not judged: user \"{}\" is numaplane.controllerAccount, writing its own child (the key comes from its rollout, judged there)",
@@ -263,11 +268,7 @@ impl KeyGates {
             (false, _) => format!(
                 " in spec.{}.metadata (copied onto every {} it makes)",
                 kind.template().unwrap_or_default(),
-                match kind {
-                    Kind::MonoVertexRollout => "MonoVertex",
-                    Kind::IsbServiceRollout => "InterStepBufferService",
-                    _ => "Pipeline",
-                }
+                kind.child().kind()
             ),
         };
         let also = if kind.is_child() {
@@ -287,7 +288,7 @@ impl KeyGates {
             });
             if let Some(outcome) = outcome {
                 settle(policy, write, force, &about).gate_as(
-                    decision,
+                    verdict,
                     Gate::ForcePromote,
                     (
                         EventReason::ForcePromoteAllowed,
@@ -308,13 +309,51 @@ impl KeyGates {
             });
             if let Some(outcome) = outcome {
                 settle(policy, write, undrained, &about).gate(
-                    decision,
+                    verdict,
                     Gate::DeleteUndrained,
                     outcome,
                 );
             }
         }
     }
+}
+
+/// Rules 13 and 14 on a stored rollout: the force-promote label and
+/// `marked-for-deletion: "true"` in its child template, judged by the state
+/// they leave, since who set them cannot be known. The label warns;
+/// marked-for-deletion fails (each recyclable Pipeline is deleted at once
+/// without draining).
+pub fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
+    let kind = write.kind;
+    if kind.is_child() {
+        return Vec::new();
+    }
+    let child = kind.child().kind();
+    let mut states = Vec::new();
+    if write
+        .object
+        .key_in(kind, Map::TemplateLabels, FORCE_PROMOTE_LABEL)
+        .is_some()
+    {
+        states.push(StoredState::warn(
+            Rule::ForcePromoteLabel,
+            format!(
+                "{}[\"{FORCE_PROMOTE_LABEL}\"] is set: Numaplane copies it onto every {child} it makes, so every upgrade to come is promoted without assessment; remove it (who set it is unknown to the audit)",
+                Map::TemplateLabels.path(kind),
+            ),
+        ));
+    }
+    if let Some(map) = marked_for_deletion(write) {
+        states.push(StoredState {
+            rule: Rule::DeleteUndrained,
+            fails: true,
+            message: format!(
+                "{}[\"{MARKED_FOR_DELETION}\"] is \"true\": Numaplane copies it onto every {child} it makes, and deletes each at once without draining when it becomes recyclable, which can lose data; remove it (who set it is unknown to the audit)",
+                map.path(kind),
+            ),
+        });
+    }
+    states
 }
 
 /// A gate's outcome from the permission and the state: `None` when it

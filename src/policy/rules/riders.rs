@@ -7,6 +7,8 @@
 //! so whoever may edit the rollout creates it: warned the same way.
 
 use super::guarded_write::GuardedWrite;
+use super::rule::Rule;
+use super::verdict::StoredState;
 
 /// Rule 22's warning, when the written PipelineRollout has an HPA rider.
 pub fn hpa_rider_warning(write: &GuardedWrite<'_>) -> Option<String> {
@@ -32,17 +34,30 @@ pub fn access_rider_warnings(write: &GuardedWrite<'_>) -> Vec<String> {
         .collect()
 }
 
+/// Rules 22 and 28 on a stored object: its first HPA rider and its first
+/// rider that grants access, each a warning.
+pub fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
+    let object = write.object;
+    let hpa = object
+        .hpa_riders()
+        .first()
+        .map(|&index| StoredState::warn(Rule::HpaRider, hpa_rider_message(index)));
+    let access = object.access_riders().first().map(|&(index, kind)| {
+        StoredState::warn(Rule::AccessRider, access_rider_message(index, kind))
+    });
+    hpa.into_iter().chain(access).collect()
+}
+
 /// The warning for a rider of `kind` that grants access at
-/// `spec.riders[index]` (the audit's message too).
-pub fn access_rider_message(index: usize, kind: &str) -> String {
+/// `spec.riders[index]`.
+fn access_rider_message(index: usize, kind: &str) -> String {
     format!(
         "spec.riders[{index}] is a {kind}: Numaplane creates it as itself, for anyone who may edit this rollout"
     )
 }
 
-/// The warning for an HPA rider at `spec.riders[index]` (the audit's
-/// message too).
-pub fn hpa_rider_message(index: usize) -> String {
+/// The warning for an HPA rider at `spec.riders[index]`.
+fn hpa_rider_message(index: usize) -> String {
     format!(
         "spec.riders[{index}] is an HPA: Numaplane promotes every progressive upgrade of this rollout without assessment"
     )

@@ -27,7 +27,7 @@ pub fn force_is_stale(object: &GuardedObject) -> bool {
 /// one drain as usual. Never on CREATE, never when this request turns the
 /// annotation on, never while a pause is in progress; a re-invocation sees
 /// "false" and does nothing.
-pub fn reset_stale_force(policy: &Policy, write: &GuardedWrite<'_>, decision: &mut Verdict) {
+pub fn reset_stale_force(policy: &Policy, write: &GuardedWrite<'_>, verdict: &mut Verdict) {
     let Some(old) = write.old() else {
         return;
     };
@@ -39,22 +39,22 @@ pub fn reset_stale_force(policy: &Policy, write: &GuardedWrite<'_>, decision: &m
         return;
     }
     let path = PointerBuf::from_tokens(ANNOTATIONS.entry_keys(ALLOW_DATA_LOSS));
-    decision
+    verdict
         .patch
         .push(PatchOperation::Replace(ReplaceOperation {
             path,
             value: Value::from("false"),
         }));
-    decision.reset_force = true;
-    decision.warnings.push(RESET_WARNING.to_owned());
-    decision.audit.insert(
+    verdict.reset_force = true;
+    verdict.warnings.push(RESET_WARNING.to_owned());
+    verdict.audit.insert(
         "force-reapply-reset".to_owned(),
         format!(
             "reset to \"false\" by /mutate on an update by user \"{}\": the pause it was set for is over",
             write.user.username()
         ),
     );
-    decision.events.push(ForceEvent {
+    verdict.events.push(ForceEvent {
         reason: EventReason::ForceReapplyReset,
         note: cut(
             &format!(

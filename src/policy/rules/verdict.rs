@@ -6,6 +6,7 @@ use std::fmt;
 
 use json_patch::PatchOperation;
 
+use super::rule::Rule;
 use super::violation::Violation;
 use crate::policy::model::Mode;
 
@@ -17,6 +18,30 @@ pub struct Finding {
     pub violation: Violation,
     /// Whether the stored object breaks it the same way.
     pub unchanged: bool,
+}
+
+/// A force or a setting found on a stored object, judged by the state it
+/// leaves, since who wrote it cannot be known ([`super::Origin::Stored`]):
+/// the audit's result for the rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredState {
+    /// The rule the state is filed under.
+    pub rule: Rule,
+    /// Whether it fails whatever the policy's mode (else it warns).
+    pub fails: bool,
+    /// What it does, and how to undo it.
+    pub message: String,
+}
+
+impl StoredState {
+    /// A state that warns.
+    pub fn warn(rule: Rule, message: String) -> Self {
+        Self {
+            rule,
+            fails: false,
+            message,
+        }
+    }
 }
 
 /// What the webhook decided, before it is put on the wire.
@@ -35,11 +60,13 @@ pub struct Verdict {
     pub defaulted: Option<u64>,
     /// The gate decisions taken (rules 6, 7, 13, 14, 20, 21, 24, 26), for the metrics.
     pub gates: Vec<(Gate, GateResult)>,
-    /// Kubernetes Events the decision asks for (sent at the edge, never on
+    /// Kubernetes Events the verdict asks for (sent at the edge, never on
     /// the request path, and not for dry runs).
     pub events: Vec<ForceEvent>,
     /// Whether `/mutate` reset a stale force (the one-shot rule).
     pub reset_force: bool,
+    /// What a stored object holds, judged by state (the audit's only).
+    pub stored: Vec<StoredState>,
 }
 
 /// The reasons of the Events the webhook records on the objects it judges.

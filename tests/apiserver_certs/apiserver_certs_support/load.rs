@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use envtest::{Cluster, User};
-use pipelinerollout_webhook::background::certs::trust::pem_certificates;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject as _;
 
 use super::{Replica, TEAM, ca_bundles};
 use crate::apiserver_support::rollout;
@@ -105,8 +106,8 @@ pub fn bundle_ders(cluster: &Cluster) -> Vec<Vec<Vec<u8>>> {
 
 /// The certificates (DER) of a PEM text.
 pub fn ders(pem: &str) -> Vec<Vec<u8>> {
-    pem_certificates(pem.as_bytes())
-        .into_iter()
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .filter_map(Result::ok)
         .map(|der| der.as_ref().to_vec())
         .collect()
 }

@@ -411,8 +411,9 @@ fn namespace_config_webhook_sees_only_labelled_configmaps(
     all: &[k8s_openapi::api::admissionregistration::v1::ValidatingWebhook],
     validate: &k8s_openapi::api::admissionregistration::v1::ValidatingWebhook,
 ) {
-    use pipelinerollout_webhook::kinds::{
-        CONFIG_LABEL, CONFIGMAPS, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG,
+    use pipelinerollout_webhook::kinds::CONFIGMAPS;
+    use pipelinerollout_webhook::namespace_config::{
+        CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG,
     };
     let name = NAMESPACE_CONFIG_NAME;
     let hook = all.iter().find(|w| w.name == name).expect("listed");

@@ -10,10 +10,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use pipelinerollout_webhook::admission::{
-    self, AdmissionRequest, Decided, Input, ParseError, Reply, Webhook,
+    self, AdmissionRequest, Input, ParseError, Reply, Webhook,
 };
 use pipelinerollout_webhook::authz::{Authorizer, StaticLists};
 use pipelinerollout_webhook::policy::Policy;
+use pipelinerollout_webhook::policy::rules::Verdict;
 
 use crate::{CountedError, Entry, Scenario};
 
@@ -309,7 +310,7 @@ struct Decide {
 
 /// Decides `request`, the static lists answering what it asks, as `check`
 /// does.
-fn decide_now(policy: &Policy, lists: &StaticLists, request: &AdmissionRequest) -> Decided {
+fn decide_now(policy: &Policy, lists: &StaticLists, request: &AdmissionRequest) -> Verdict {
     let input = Input {
         webhook: Webhook::Validate,
         subject: request.subject(time::OffsetDateTime::UNIX_EPOCH),
@@ -332,11 +333,11 @@ impl Decide {
             lists: StaticLists::new("no API server in the guard"),
             request,
         };
-        let decided = decide_now(&this.policy, &this.lists, &this.request);
-        if decided.verdict.allowed() != allowed {
+        let verdict = decide_now(&this.policy, &this.lists, &this.request);
+        if verdict.allowed() != allowed {
             return Err(wrong(format!(
                 "expected allowed={allowed}, decided allowed={}",
-                decided.verdict.allowed()
+                verdict.allowed()
             )));
         }
         Ok(Box::new(this))
@@ -346,8 +347,8 @@ impl Decide {
 impl Scenario for Decide {
     fn run(&mut self, n: u64) -> Result<(), CountedError> {
         for _ in 0..n {
-            let decided = decide_now(&self.policy, &self.lists, black_box(&self.request));
-            black_box(decided.verdict.denials.len());
+            let verdict = decide_now(&self.policy, &self.lists, black_box(&self.request));
+            black_box(verdict.denials.len());
         }
         Ok(())
     }

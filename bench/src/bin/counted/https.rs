@@ -142,7 +142,7 @@ impl Https {
                     ));
                 }
                 None => {
-                    let mut config = (*tls_state.current()).clone();
+                    let mut config = (*tls_state.load_full()).clone();
                     config.alpn_protocols = vec![b"http/1.1".to_vec()];
                     tokio::spawn(bench::floor::serve(listener, Arc::new(config)));
                 }

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::background::audit::audited::KINDS;
+use crate::background::audit::audited::{KINDS, NAMESPACE_CONFIGS, PIPELINE_ROLLOUTS};
 use crate::kinds::{FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION, UPGRADE_STATE};
 use crate::rollout::ALLOW_DATA_LOSS;
 
@@ -15,7 +15,7 @@ fn judged(policy: &Policy, object: Value) -> ObjectResults {
 fn judged_as(kind: usize, policy: &Policy, object: Value) -> ObjectResults {
     let (enforcing, warn_only) = enforcing(policy);
     let judge = Judge::new(&enforcing, warn_only, OffsetDateTime::now_utc());
-    let view = GuardedObject::from_json(&object.to_string()).expect("JSON");
+    let view = GuardedObject::from_stored(object.to_string().as_bytes()).expect("JSON");
     let text = |key: &str| {
         object
             .pointer(&format!("/metadata/{key}"))
@@ -197,7 +197,11 @@ fn each_rule_gets_one_result_with_the_denial_words() {
     ];
     for (name, object, rule, want, says) in cases {
         let results = judged(&policy, object);
-        assert_eq!(results.len(), KINDS[0].rules.len(), "{name}: {results:?}");
+        assert_eq!(
+            results.len(),
+            KINDS[PIPELINE_ROLLOUTS].rules.len(),
+            "{name}: {results:?}"
+        );
         let (status, message) = status_of(&results, rule);
         assert_eq!(status, want, "{name}: {message}");
         assert!(message.contains(says), "{name}: {message:?} lacks {says:?}");
@@ -463,7 +467,7 @@ fn a_template_metadata_that_is_not_an_object_is_an_error_and_its_rules_are_skipp
 
 #[test]
 fn a_namespace_config_that_skips_draining_warns_and_an_unknown_strategy_fails() {
-    use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
+    use crate::namespace_config::{CONFIG_LABEL, NAMESPACE_CONFIG};
     let config = |strategy: Value| {
         json!({
             "apiVersion": "v1",
@@ -535,7 +539,7 @@ fn a_namespace_config_that_skips_draining_warns_and_an_unknown_strategy_fails() 
     for (name, policy, strategy, value, skips, says) in cases {
         let results = judged_as(3, policy, config(strategy));
         let rules: Vec<Rule> = results.iter().map(|r| r.rule).collect();
-        assert_eq!(rules, KINDS[3].rules, "{name}");
+        assert_eq!(rules, KINDS[NAMESPACE_CONFIGS].rules, "{name}");
         let (got_value, value_text) = status_of(&results, Rule::NamespaceStrategyValue);
         let (got_skips, skips_text) = status_of(&results, Rule::NamespaceStrategy);
         assert_eq!(
@@ -547,5 +551,47 @@ fn a_namespace_config_that_skips_draining_warns_and_an_unknown_strategy_fails() 
             format!("{value_text} {skips_text}").contains(says),
             "{name}: {results:?} lacks {says:?}"
         );
+    }
+}
+
+#[test]
+fn stored_forces_ask_no_permission_and_keep_their_status_in_warn_mode() {
+    let pr = index(Kind::PipelineRollout);
+    let mut object = templated(
+        pr,
+        json!({FORCE_PROMOTE_LABEL: "true"}),
+        json!({MARKED_FOR_DELETION: "true"}),
+        json!({"progressive": {"forcePromote": true}}),
+    );
+    object["metadata"]["annotations"] = json!({ALLOW_DATA_LOSS: "true"});
+    let view = GuardedObject::from_json(&object.to_string()).expect("JSON");
+    let user = UserInfo::new(AUDIT_USER, &[]);
+    let policy = Policy::from_yaml("mode: warn\n").expect("policy");
+    let input = Input {
+        webhook: Webhook::Validate,
+        subject: Subject::Write {
+            write: GuardedWrite {
+                kind: Kind::PipelineRollout,
+                operation: Operation::Create,
+                namespace: "team-a",
+                user: &user,
+                object: &view,
+                old_object: None,
+                now: OffsetDateTime::now_utc(),
+                origin: Origin::Stored,
+            },
+            name: "r",
+        },
+    };
+    let judgement = admission::decide(&policy, input);
+    assert_eq!(judgement.questions().count(), 0);
+    let results = judged_as(pr, &policy, object);
+    for (rule, status) in [
+        (Rule::ForceReapply, Status::Fail),
+        (Rule::ForcePromote, Status::Warn),
+        (Rule::ForcePromoteLabel, Status::Warn),
+        (Rule::DeleteUndrained, Status::Fail),
+    ] {
+        assert_eq!(status_of(&results, rule).0, status, "{rule}: {results:?}");
     }
 }

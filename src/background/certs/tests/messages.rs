@@ -5,7 +5,7 @@
 use super::world::World;
 use super::{Served, at, served, served_chain, settings, settled, stored, t0, unix};
 use crate::background::certs::bundle::{Configuration, OurWebhook};
-use crate::background::certs::checks::CheckError;
+use crate::background::certs::inspect::CheckError;
 use crate::background::certs::material::{
     CA_CERT, CA_KEY, NEXT_CA_CERT, NEXT_CA_KEY, PREVIOUS_CA_CERT, SecretError, TLS_CERT, TLS_KEY,
 };

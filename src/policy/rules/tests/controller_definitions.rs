@@ -4,16 +4,17 @@
 //! in Numaplane's namespace, without the label, or losing it, it needs
 //! none. Warn mode, the messages and the Events.
 
+use super::fixtures::by_static_lists;
 use serde_json::{Value, json};
 
 use super::fixtures::{admin, alice, built_in, policy, warn_mode};
 use super::namespace_strategy::gate_recorded;
 use super::runner::{Named, run_table};
-use crate::kinds::{CONFIG_LABEL, CONTROLLER_DEFINITIONS};
 use crate::namespace_config::ConfigRead;
+use crate::namespace_config::{CONFIG_LABEL, CONTROLLER_DEFINITIONS};
 use crate::policy::Policy;
 use crate::policy::rules::namespace_strategy::validate;
-use crate::policy::rules::{EventReason, Gate, GateResult, Operation, Rule, StrategyWrite};
+use crate::policy::rules::{EventReason, Gate, GateResult, Operation, Origin, Rule, StrategyWrite};
 use crate::policy::user::UserInfo;
 use crate::rollout::GuardedObject;
 
@@ -33,7 +34,9 @@ fn unlabelled() -> Value {
 }
 
 fn read(object: &Value) -> ConfigRead {
-    ConfigRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
+    GuardedObject::from_json(&object.to_string())
+        .expect("json")
+        .config_read()
 }
 
 fn numaplane() -> UserInfo {
@@ -146,13 +149,10 @@ fn controller_definitions_table() {
             object: read(&c.new),
             old_object: c.old.as_ref().map(read),
             fallback: None,
+            origin: Origin::Request,
         };
-        let validation = validate(&c.policy, write);
-        let permission = validation
-            .settled_permission()
-            .unwrap_or_else(|| validation.grant().static_permission(&c.user));
-        let decision = validation.finish(&permission);
-        let denied_by: Vec<u8> = decision.denials.iter().map(|v| v.rule().number()).collect();
+        let verdict = by_static_lists(validate(&c.policy, write), &c.policy, &c.user);
+        let denied_by: Vec<u8> = verdict.denials.iter().map(|v| v.rule().number()).collect();
         let want: Vec<u8> = if c.gate == Some(Denied) {
             vec![Rule::ControllerDefinitions.number()]
         } else {
@@ -161,15 +161,15 @@ fn controller_definitions_table() {
         found.equal("denied by", denied_by, want);
         let text = format!(
             "{} | {}",
-            decision.denial_message().unwrap_or_default(),
-            decision.warnings.join(" | ")
+            verdict.denial_message().unwrap_or_default(),
+            verdict.warnings.join(" | ")
         );
         found.check(text.contains(c.says), || {
             format!("{text:?} lacks {:?}", c.says)
         });
         gate_recorded(
             found,
-            &decision,
+            &verdict,
             Gate::ControllerDefinitions,
             c.gate,
             c.event,

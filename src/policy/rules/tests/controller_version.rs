@@ -5,6 +5,7 @@
 //! is `team-a`'s own, 2.0.0 only `team-b`'s, 1.8.1 Numaplane's (and
 //! `team-b`'s), and nothing can be told of 0.0.0.
 
+use super::fixtures::by_static_lists;
 use serde_json::{Value, json};
 
 use super::fixtures::{admin, alice, built_in, parse, warn_mode};
@@ -71,11 +72,7 @@ fn judge(
         definitions: Definitions::Unknown("not looked up".to_owned()),
     };
     write.look_up(Some(&Table), &policy.numaplane.namespace);
-    let validation = controller_version::validate(policy, write);
-    let permission = validation
-        .settled_permission()
-        .unwrap_or_else(|| validation.grant().static_permission(user));
-    validation.finish(&permission)
+    by_static_lists(controller_version::validate(policy, write), policy, user)
 }
 
 /// One case: what, namespace, user, the old version (`None`: a CREATE),

@@ -11,7 +11,7 @@ use super::fixtures::{NOW, alice, built_in, overrides, parse, policy};
 use super::runner::{Mismatches, Named, run_table};
 use super::validate_case::{check_warnings_short, create, run};
 use crate::policy::Policy;
-use crate::policy::rules::{GuardedWrite, Operation, Verdict, mutate};
+use crate::policy::rules::{GuardedWrite, Operation, Origin, Verdict, mutate};
 use crate::rollout::{LifecycleKey, TimeoutSlot};
 
 /// One `/mutate` case.
@@ -48,6 +48,7 @@ pub(super) fn run_mutate(case: &MutateCase) -> Verdict {
             Operation::Create | Operation::Delete => None,
         },
         now: NOW,
+        origin: Origin::Request,
     };
     mutate(&case.policy, &write)
 }

@@ -4,6 +4,7 @@
 //! (its pause timeout by rules 2 to 4, its deletion timeout by 16 to 18),
 //! under the built-in policy, namespace overrides, ratcheting and warn mode.
 
+use super::fixtures::by_static_lists;
 use serde_json::{Value, json};
 
 use super::fixtures::{admin, parse, pipeline_rollout, policy, warn_mode};
@@ -12,7 +13,7 @@ use super::validate_case::{
     Case, ViolationKind, check_table, create, create_json, update, update_json,
 };
 use crate::kinds::Kind;
-use crate::policy::rules::{GuardedWrite, Operation, Rule, validate};
+use crate::policy::rules::{GuardedWrite, Operation, Origin, Rule, validate};
 
 const DELETION: &str = "spec.pipeline.spec.lifecycle.deletionGracePeriodSeconds";
 const DEPRECATED: &str = "spec.pipeline.spec.lifecycle.deleteGracePeriodSeconds";
@@ -320,6 +321,7 @@ fn deletion_violations_carry_rules_16_to_18() {
     let judged = |object: Value, kind: Kind| {
         let object = parse(&object);
         let user = super::fixtures::alice();
+        let policy = crate::policy::Policy::built_in();
         let write = GuardedWrite {
             kind,
             operation: Operation::Create,
@@ -328,8 +330,9 @@ fn deletion_violations_carry_rules_16_to_18() {
             object: &object,
             old_object: None,
             now: super::fixtures::NOW,
+            origin: Origin::Request,
         };
-        let d = validate(&crate::policy::Policy::built_in(), write).finish_by_static_lists();
+        let d = by_static_lists(validate(&policy, write), &policy, &user);
         let mut rules: Vec<u8> = d.denials.iter().map(|v| v.rule().number()).collect();
         rules.sort_unstable();
         rules

@@ -7,7 +7,9 @@ use test_builders::{PipelineRolloutDoc, rollout, users};
 use time::OffsetDateTime;
 use time::macros::datetime;
 
-use crate::policy::rules::{GuardedWrite, Operation, Verdict, mutate};
+use crate::policy::rules::{
+    GuardedWrite, Need, Operation, Origin, Pending, Permissions, Verdict, mutate,
+};
 use crate::policy::{Policy, UserInfo};
 use crate::rollout::GuardedObject;
 
@@ -98,6 +100,17 @@ pub(super) fn rollout_with(
     doc
 }
 
+/// Finishes `pending` with the static lists as the only source of
+/// permission: what the tables test (no RBAC is ever asked there).
+pub(super) fn by_static_lists(pending: impl Pending, policy: &Policy, user: &UserInfo) -> Verdict {
+    let permissions = Permissions(Need::ALL.map(|need| {
+        pending
+            .settled(need)
+            .unwrap_or_else(|| need.grant(policy).static_permission(user))
+    }));
+    pending.finish(&permissions)
+}
+
 /// A document as the rules read it.
 pub(super) fn parse(value: &Value) -> GuardedObject {
     GuardedObject::from_json(&value.to_string())
@@ -146,6 +159,7 @@ pub(super) fn mutated(policy: &Policy, old: Option<&Value>, new: &Value) -> Verd
         object: &object,
         old_object: old.as_ref(),
         now: NOW,
+        origin: Origin::Request,
     };
     mutate(policy, &write)
 }

@@ -134,8 +134,8 @@ fn a_refused_record_is_named_in_a_message_of_bounded_length() {
         rollout(true, Some(&huge)),
     )
     .policy(policy("forcePromote:\n  oneShot: true\n"));
-    let decision = super::validate_case::run(&case);
-    let message = decision
+    let verdict = super::validate_case::run(&case);
+    let message = verdict
         .denials
         .first()
         .map(ToString::to_string)

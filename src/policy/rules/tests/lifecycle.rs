@@ -1,6 +1,7 @@
 //! The force lifecycle: the minimum pause age of rule 6, the Events
-//! decisions ask for, and the one-shot reset of a stale force in `/mutate`.
+//! verdicts ask for, and the one-shot reset of a stale force in `/mutate`.
 
+use super::fixtures::by_static_lists;
 use serde_json::{Value, json};
 use test_builders::rollout::ALLOW_DATA_LOSS;
 use test_builders::status::{
@@ -12,7 +13,8 @@ use super::fixtures::{
 };
 use super::runner::{Mismatches, Named, run_table};
 use crate::policy::rules::{
-    EventReason, GuardedWrite, Operation, Verdict, stale_force_reset, validate,
+    EventReason, GuardedWrite, Need, Operation, Origin, Pending, Permissions, Verdict,
+    stale_force_reset, validate,
 };
 use crate::policy::{Permission, Policy, UserInfo};
 
@@ -43,8 +45,9 @@ fn validated(
         object: &object,
         old_object: old.as_ref(),
         now: NOW,
+        origin: Origin::Request,
     };
-    validate(policy, write).finish_by_static_lists()
+    by_static_lists(validate(policy, write), policy, user)
 }
 
 /// A forced re-apply (allow-data-loss "false" -> "true") while pausing,
@@ -57,7 +60,7 @@ struct AgeCase {
     status: Value,
     /// Substrings of the denial message; empty: allowed.
     denied_with: &'static [&'static str],
-    /// The Event the decision asks for, and a substring of its note.
+    /// The Event the verdict asks for, and a substring of its note.
     event: Option<(EventReason, &'static str)>,
 }
 
@@ -458,14 +461,20 @@ fn with_rbac_a_request_denied_anyway_asks_nobody_and_claims_no_refusal() {
         object: &object,
         old_object: Some(&stored),
         now: NOW,
+        origin: Origin::Request,
     };
     let validation = validate(&p, write);
-    assert_eq!(validation.settled_permission(), Some(Permission::NotAsked));
-    let d = validation.finish(&crate::policy::rules::Permissions {
-        force: Permission::NotAsked,
-        undrained: Permission::NotNeeded,
-        edit_children: Permission::NotNeeded,
-    });
+    assert_eq!(
+        validation.settled(Need::ForceReapply),
+        Some(Permission::NotAsked)
+    );
+    let d = validation.finish(&Permissions(Need::ALL.map(|need| {
+        if need == Need::ForceReapply {
+            Permission::NotAsked
+        } else {
+            Permission::NotNeeded
+        }
+    })));
     let message = d.denial_message().unwrap_or_default();
     assert!(message.contains("the pipeline is not pausing"), "{message}");
     assert!(!message.contains("ask a platform admin"), "{message}");

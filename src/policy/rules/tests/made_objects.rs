@@ -4,6 +4,7 @@
 //! forceReapply.editChildren. Each case is judged with a table of the
 //! children standing in for the server's view of them.
 
+use super::fixtures::by_static_lists;
 use serde_json::{Value, json};
 
 use super::fixtures::{admin, alice, built_in, parse, warn_mode};
@@ -92,11 +93,7 @@ fn judge(
         belonging: Belonging::Free,
     };
     write.look_up(Some(&Table));
-    let validation = made_objects::validate(policy, write);
-    let permission = validation
-        .settled_permission()
-        .unwrap_or_else(|| validation.grant().static_permission(user));
-    validation.finish(&permission)
+    by_static_lists(made_objects::validate(policy, write), policy, user)
 }
 
 /// One case: what, kind, user, the stored object (`None`: a CREATE), the

@@ -2,16 +2,17 @@
 //! read as Numaplane reads it, the permission a strategy that skips
 //! draining needs, ratcheting, warn mode, the messages and the Events.
 
+use super::fixtures::by_static_lists;
 use serde_json::{Value, json};
 
 use super::fixtures::{admin, alice, built_in, policy, warn_mode};
 use super::runner::{Mismatches, Named, run_table};
-use crate::kinds::{CONFIG_LABEL, NAMESPACE_CONFIG};
+use crate::namespace_config::{CONFIG_LABEL, NAMESPACE_CONFIG};
 use crate::namespace_config::{ClusterDefault, ConfigRead};
 use crate::policy::Policy;
 use crate::policy::rules::namespace_strategy::validate;
 use crate::policy::rules::{
-    EventReason, Gate, GateResult, Operation, Rule, StrategyWrite, Verdict,
+    EventReason, Gate, GateResult, Operation, Origin, Rule, StrategyWrite, Verdict,
 };
 use crate::policy::user::UserInfo;
 use crate::rollout::GuardedObject;
@@ -30,7 +31,9 @@ fn unlabelled(value: &str) -> Value {
 }
 
 fn read(object: &Value) -> ConfigRead {
-    ConfigRead::of(&GuardedObject::from_json(&object.to_string()).expect("json"))
+    GuardedObject::from_json(&object.to_string())
+        .expect("json")
+        .config_read()
 }
 
 /// Judges a write with the static lists as the only source of permission,
@@ -54,12 +57,9 @@ fn judged(
         object: read(new),
         old_object: old.map(read),
         fallback,
+        origin: Origin::Request,
     };
-    let validation = validate(policy, write);
-    let permission = validation
-        .settled_permission()
-        .unwrap_or_else(|| validation.grant().static_permission(user));
-    validation.finish(&permission)
+    by_static_lists(validate(policy, write), policy, user)
 }
 
 struct Case {
@@ -73,7 +73,7 @@ struct Case {
     /// A text every denial message or warning contains ("" for none).
     says: &'static str,
     gate: Option<GateResult>,
-    /// The one Event the decision asks for, and a text its note contains.
+    /// The one Event the verdict asks for, and a text its note contains.
     event: Option<(EventReason, &'static str)>,
     /// Numaplane's cluster default (`None`: not read).
     fallback: Option<ClusterDefault>,
@@ -304,26 +304,26 @@ fn namespace_strategy_table() {
             .event(NamespaceStrategyAllowed, "in warn mode"),
     ];
     run_table("namespace strategy", &cases, |c, found| {
-        let decision = judged(
+        let verdict = judged(
             &c.policy,
             &c.user,
             (c.old.as_ref(), &c.new),
             c.fallback.as_ref(),
         );
-        let denied_by: Vec<u8> = decision.denials.iter().map(|v| v.rule().number()).collect();
+        let denied_by: Vec<u8> = verdict.denials.iter().map(|v| v.rule().number()).collect();
         found.equal("denied by", denied_by, c.denied_by.clone());
         let text = format!(
             "{} | {}",
-            decision.denial_message().unwrap_or_default(),
-            decision.warnings.join(" | ")
+            verdict.denial_message().unwrap_or_default(),
+            verdict.warnings.join(" | ")
         );
         found.check(text.contains(c.says), || {
             format!("{text:?} lacks {:?}", c.says)
         });
         if c.says.is_empty() {
-            found.equal("warnings", decision.warnings.clone(), Vec::new());
+            found.equal("warnings", verdict.warnings.clone(), Vec::new());
         }
-        gate_recorded(found, &decision, Gate::NamespaceStrategy, c.gate, c.event);
+        gate_recorded(found, &verdict, Gate::NamespaceStrategy, c.gate, c.event);
     });
 }
 
@@ -332,12 +332,12 @@ fn namespace_strategy_table() {
 /// with a text its note contains (or none).
 pub(super) fn gate_recorded(
     found: &mut Mismatches,
-    decision: &Verdict,
+    verdict: &Verdict,
     gate: Gate,
     want: Option<GateResult>,
     event: Option<(EventReason, &str)>,
 ) {
-    let got = decision
+    let got = verdict
         .gates
         .iter()
         .find(|(g, _)| *g == gate)
@@ -345,10 +345,10 @@ pub(super) fn gate_recorded(
     found.equal("gate", got, want);
     found.equal(
         "audit annotation",
-        decision.audit.contains_key(gate.as_str()),
+        verdict.audit.contains_key(gate.as_str()),
         want.is_some(),
     );
-    let events: Vec<(EventReason, &str)> = decision
+    let events: Vec<(EventReason, &str)> = verdict
         .events
         .iter()
         .map(|e| (e.reason, e.note.as_str()))

@@ -1,13 +1,16 @@
 //! One `/validate` case of the tables, and its check: the denials by kind,
 //! the warnings, the audit annotations and the denial message.
 
+use super::fixtures::by_static_lists;
 use serde_json::Value;
 use test_builders::PipelineRolloutDoc;
 
 use super::fixtures::{NOW, alice, built_in, parse};
 use super::runner::{Mismatches, Named};
 use crate::kinds::Kind;
-use crate::policy::rules::{EventReason, GuardedWrite, Operation, Verdict, Violation, validate};
+use crate::policy::rules::{
+    EventReason, GuardedWrite, Operation, Origin, Verdict, Violation, validate,
+};
 use crate::policy::{Policy, UserInfo};
 
 /// The kinds of violation, so that a table can name the denials it expects.
@@ -226,8 +229,9 @@ pub(super) fn run(case: &Case) -> Verdict {
         object: &object,
         old_object: old.as_ref(),
         now: NOW,
+        origin: Origin::Request,
     };
-    validate(&case.policy, write).finish_by_static_lists()
+    by_static_lists(validate(&case.policy, write), &case.policy, &case.user)
 }
 
 /// Records each warning longer than kubectl's line of 120 characters.

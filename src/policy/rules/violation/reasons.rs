@@ -5,8 +5,8 @@
 
 use std::fmt;
 
-use super::summary::cut;
 use crate::kinds::UPGRADE_STATE;
+use crate::logtext::cut;
 use crate::policy::duration::format_seconds;
 use crate::policy::rules::timeout_field::TimeoutField;
 use crate::rollout::UPGRADE_IN_PROGRESS;

@@ -7,7 +7,7 @@ use crate::policy::model::Grant;
 /// One validation: the request is denied (or warned about) when
 /// `expression` is false.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub struct Assertion {
     /// Which rule it expresses, for the comment block and tests.
     pub rule: &'static str,
     /// The CEL condition that must hold.
@@ -18,14 +18,14 @@ pub struct Check {
     pub message_expression: String,
 }
 
-/// A [`Check`] from its parts.
-pub fn check(
+/// An [`Assertion`] from its parts.
+pub fn assertion(
     rule: &'static str,
     expression: String,
     message: &str,
     message_expression: String,
-) -> Check {
-    Check {
+) -> Assertion {
+    Assertion {
         rule,
         expression,
         message: message.to_owned(),
