@@ -6,12 +6,12 @@ use super::model::{
     DefaultTimeout, DrainTimeout, MAX_CLOCK_SECONDS, MAX_NO_TIMEOUT_SECONDS, Policy, Scope,
     TimeoutRules,
 };
-use super::rules::{Drain, OverflowReading, TimeoutField, check_timeout};
+use super::rules::{Drain, Need, OverflowReading, TimeoutField, check_timeout};
 
-/// The start-up checks: impossible values and contradictions.
 /// The longest minimum pause age a policy may ask for.
 const MAX_MIN_PAUSE_AGE_SECONDS: u64 = 86_400;
 
+/// The start-up checks: impossible values and contradictions.
 pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
     if policy.numaplane.controller_account.trim().is_empty() {
         problems.push(
@@ -35,34 +35,19 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             "numaflow.controllerAccount is empty: name the Numaflow controller's username, e.g. system:serviceaccount:numaflow-system:numaflow-sa".to_owned(),
         );
     }
-    for (rbac, key) in [
-        (
-            &policy.force_reapply.delete_undrained.rbac,
-            "forceReapply.deleteUndrained.rbacVerb",
-        ),
-        (
-            &policy.force_reapply.namespace_strategy.rbac,
-            "forceReapply.namespaceStrategy.rbacVerb",
-        ),
-        (
-            &policy.force_reapply.edit_children.rbac,
-            "forceReapply.editChildren.rbacVerb",
-        ),
-        (
-            &policy.force_reapply.controller_definitions.rbac,
-            "forceReapply.controllerDefinitions.rbacVerb",
-        ),
+    // Each gate's verb as resolved (written, or inherited from
+    // forceReapply.rbac, whose own verb is judged below).
+    for need in [
+        Need::DeleteUndrained,
+        Need::NamespaceStrategy,
+        Need::EditChildren,
+        Need::ControllerDefinitions,
     ] {
-        let Some(rbac) = rbac else { continue };
-        let verb_ok = !rbac.verb.is_empty()
-            && rbac
-                .verb
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
-        if !verb_ok {
+        let grant = need.grant(policy);
+        if let Some(rbac) = grant.rbac.filter(|r| !is_verb(&r.verb)) {
             problems.push(format!(
-                "{key} \"{}\" is not a verb (letters, digits, '-', '_', '.')",
-                rbac.verb
+                "{}.rbacVerb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
+                grant.key, rbac.verb
             ));
         }
     }
@@ -80,12 +65,7 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
         problems,
     );
     if let Some(rbac) = &policy.force_reapply.rbac {
-        let verb_ok = !rbac.verb.is_empty()
-            && rbac
-                .verb
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
-        if !verb_ok {
+        if !is_verb(&rbac.verb) {
             problems.push(format!(
                 "forceReapply.rbac.verb \"{}\" is not a verb (letters, digits, '-', '_', '.')",
                 rbac.verb
@@ -128,46 +108,21 @@ pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
             ));
         }
     }
-    for (list, key) in [
-        (&policy.force_reapply.users, "forceReapply.users"),
-        (&policy.force_reapply.groups, "forceReapply.groups"),
-        (
-            &policy.force_reapply.delete_undrained.users,
-            "forceReapply.deleteUndrained.users",
-        ),
-        (
-            &policy.force_reapply.delete_undrained.groups,
-            "forceReapply.deleteUndrained.groups",
-        ),
-        (
-            &policy.force_reapply.namespace_strategy.users,
-            "forceReapply.namespaceStrategy.users",
-        ),
-        (
-            &policy.force_reapply.namespace_strategy.groups,
-            "forceReapply.namespaceStrategy.groups",
-        ),
-        (
-            &policy.force_reapply.edit_children.users,
-            "forceReapply.editChildren.users",
-        ),
-        (
-            &policy.force_reapply.controller_definitions.users,
-            "forceReapply.controllerDefinitions.users",
-        ),
-        (
-            &policy.force_reapply.controller_definitions.groups,
-            "forceReapply.controllerDefinitions.groups",
-        ),
-        (
-            &policy.force_reapply.edit_children.groups,
-            "forceReapply.editChildren.groups",
-        ),
-    ] {
-        if list.iter().any(|s| s.trim().is_empty()) {
-            problems.push(format!("{key} has an empty name"));
+    for grant in Need::ALL.map(|need| need.grant(policy)) {
+        for (list, which) in [(grant.users, "users"), (grant.groups, "groups")] {
+            if list.iter().any(|s| s.trim().is_empty()) {
+                problems.push(format!("{}.{which} has an empty name", grant.key));
+            }
         }
     }
+}
+
+/// An RBAC verb: letters, digits, '-', '_' and '.'.
+fn is_verb(verb: &str) -> bool {
+    !verb.is_empty()
+        && verb
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
 }
 
 /// The checks of one drain-timeout section (`drainTimeout` or
