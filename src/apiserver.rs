@@ -45,7 +45,7 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, KubeClien
 
 /// The configuration [`client`] builds its client from (for clients
 /// with settings of their own, such as the leader election's timeouts).
-pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, KubeClientError> {
+pub(crate) async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, KubeClientError> {
     Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {

@@ -56,19 +56,19 @@ pub enum StartError {
 
 /// The background work `serve` is asked for.
 #[derive(Debug, Clone, Default)]
-pub struct BackgroundOptions {
+pub(crate) struct BackgroundOptions {
     /// The Lease to elect a leader with; `None`: every replica runs the
     /// controllers.
-    pub lease: Option<LeaseOptions>,
+    pub(crate) lease: Option<LeaseOptions>,
     /// The certificates `--manage-certs` keeps; `None`: not managed.
-    pub certificates: Option<CertOptions>,
+    pub(crate) certificates: Option<CertOptions>,
     /// Whether this process runs the certificate controller (else only
     /// the readiness check), when the certificates are managed.
-    pub cert_controller: bool,
+    pub(crate) cert_controller: bool,
     /// The audit of stored rollouts; `None`: off.
-    pub audit: Option<AuditOptions>,
+    pub(crate) audit: Option<AuditOptions>,
     /// The stale-force sweeper's grace; `None`: no sweeper.
-    pub stale_force_grace: Option<Duration>,
+    pub(crate) stale_force_grace: Option<Duration>,
 }
 
 /// The API server, as read once from the kubeconfig or the in-cluster
@@ -83,9 +83,9 @@ struct ApiServer {
 }
 
 /// What `serve` is made of, built and not yet running.
-pub struct App {
+pub(crate) struct App {
     /// The state every request and every controller shares.
-    pub shared: Arc<ServerState>,
+    pub(crate) shared: Arc<ServerState>,
     api: Option<ApiServer>,
 }
 
@@ -108,7 +108,10 @@ impl App {
     /// Loads the policy, reaches the API server when one can be found, and
     /// builds the shared state counting in `metrics` (the binary's hold the
     /// log sink's dropped-lines counter).
-    pub async fn build(options: &ServeOptions, metrics: Metrics) -> Result<Self, StartError> {
+    pub(crate) async fn build(
+        options: &ServeOptions,
+        metrics: Metrics,
+    ) -> Result<Self, StartError> {
         let budget = options.server.budget.budget()?;
         let policy = Policy::from_file_or_built_in(options.server.policy.as_deref())?;
         // A Numaplane or Numaflow under another account has every write of
@@ -182,7 +185,7 @@ impl App {
 
     /// The background controllers `background` asks for, on the API
     /// server this app reaches (none without one).
-    pub fn controllers(&self, background: &BackgroundOptions) -> Vec<Worker> {
+    pub(crate) fn controllers(&self, background: &BackgroundOptions) -> Vec<Worker> {
         let mut controllers = Vec::new();
         let client = self.api.as_ref().map(|api| api.client.clone());
         if let (Some(options), Some(client)) = (&background.certificates, &client) {
@@ -267,7 +270,7 @@ impl App {
     /// Listens with `options`, runs the controllers `background` asks for
     /// beside the server until `shutdown` completes, then stops: the
     /// leader hands over at once, while the server drains.
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         options: ServeOptions,
         background: BackgroundOptions,

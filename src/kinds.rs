@@ -74,14 +74,14 @@ impl Kind {
     }
 
     /// The kind a request's `resource` names, if the webhook guards it.
-    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+    pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|k| k.group() == group && k.resource() == resource)
     }
 
     /// The kind an object's `apiVersion` group and `kind` name, if guarded.
-    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+    pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|k| k.group() == group && k.kind() == kind)
@@ -120,7 +120,7 @@ impl Kind {
 
     /// The kind of child a rollout of this kind makes; the kind itself for
     /// a child.
-    pub const fn child(self) -> Self {
+    pub(crate) const fn child(self) -> Self {
         match self {
             Self::PipelineRollout => Self::Pipeline,
             Self::MonoVertexRollout => Self::MonoVertex,
@@ -132,7 +132,7 @@ impl Kind {
     /// Whether Numaplane acts on `marked-for-deletion` for this kind (it
     /// deletes recyclable Pipelines only; through the parent, the
     /// PipelineRollout's template).
-    pub const fn honours_marked_for_deletion(self) -> bool {
+    pub(crate) const fn honours_marked_for_deletion(self) -> bool {
         matches!(self, Self::Pipeline | Self::PipelineRollout)
     }
 }
@@ -153,7 +153,7 @@ pub enum Made {
 
 impl Made {
     /// Every kind Numaflow makes that the webhook judges.
-    pub const ALL: [Made; 4] = [
+    pub(crate) const ALL: [Made; 4] = [
         Made::Vertex,
         Made::Deployment,
         Made::StatefulSet,
@@ -170,7 +170,7 @@ impl Made {
     }
 
     /// The version.
-    pub const fn version(self) -> &'static str {
+    pub(crate) const fn version(self) -> &'static str {
         match self {
             Self::Vertex => VERSION,
             Self::Deployment | Self::StatefulSet | Self::Service => "v1",
@@ -188,7 +188,7 @@ impl Made {
     }
 
     /// The kind as objects name it.
-    pub const fn kind(self) -> &'static str {
+    pub(crate) const fn kind(self) -> &'static str {
         match self {
             Self::Vertex => "Vertex",
             Self::Deployment => "Deployment",
@@ -198,14 +198,14 @@ impl Made {
     }
 
     /// The kind a request's `resource` names, if Numaflow makes it.
-    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+    pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|k| k.group() == group && k.resource() == resource)
     }
 
     /// The kind an object's `apiVersion` group and `kind` name, if Numaflow makes it.
-    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+    pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|k| k.group() == group && k.kind() == kind)
@@ -226,13 +226,13 @@ pub enum ControllerKind {
 
 impl ControllerKind {
     /// Both kinds.
-    pub const ALL: [ControllerKind; 2] = [
+    pub(crate) const ALL: [ControllerKind; 2] = [
         ControllerKind::NumaflowController,
         ControllerKind::NumaflowControllerRollout,
     ];
 
     /// The resource name (plural, lowercase).
-    pub const fn resource(self) -> &'static str {
+    pub(crate) const fn resource(self) -> &'static str {
         match self {
             Self::NumaflowController => "numaflowcontrollers",
             Self::NumaflowControllerRollout => "numaflowcontrollerrollouts",
@@ -240,7 +240,7 @@ impl ControllerKind {
     }
 
     /// The kind as objects name it.
-    pub const fn kind(self) -> &'static str {
+    pub(crate) const fn kind(self) -> &'static str {
         match self {
             Self::NumaflowController => "NumaflowController",
             Self::NumaflowControllerRollout => "NumaflowControllerRollout",
@@ -248,7 +248,7 @@ impl ControllerKind {
     }
 
     /// Where under `spec` the version is.
-    pub const fn version_path(self) -> &'static [&'static str] {
+    pub(crate) const fn version_path(self) -> &'static [&'static str] {
         match self {
             Self::NumaflowController => &["version"],
             Self::NumaflowControllerRollout => &["controller", "version"],
@@ -256,14 +256,14 @@ impl ControllerKind {
     }
 
     /// The kind a request's `resource` names, if it is one of these.
-    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+    pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
         (group == NUMAPLANE_GROUP)
             .then(|| Self::ALL.into_iter().find(|k| k.resource() == resource))
             .flatten()
     }
 
     /// The kind an object's `apiVersion` group and `kind` name, if it is one.
-    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+    pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
         (group == NUMAPLANE_GROUP)
             .then(|| Self::ALL.into_iter().find(|k| k.kind() == kind))
             .flatten()
@@ -271,7 +271,7 @@ impl ControllerKind {
 }
 
 /// The core group's ConfigMap, as objects name it.
-pub const CONFIG_MAP_KIND: &str = "ConfigMap";
+pub(crate) const CONFIG_MAP_KIND: &str = "ConfigMap";
 
 /// Every resource a webhook of this project is sent: the six guarded
 /// kinds, what Numaflow makes for a child, the kinds that name a Numaflow
@@ -279,7 +279,7 @@ pub const CONFIG_MAP_KIND: &str = "ConfigMap";
 /// Requests, Events, the forgery check and `check` read their group,
 /// version, resource and kind from here only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Resource {
+pub(crate) enum Resource {
     /// A rollout or a child.
     Guarded(Kind),
     /// What Numaflow makes for a child (rule 29).
@@ -293,7 +293,7 @@ pub enum Resource {
 
 impl Resource {
     /// The API group (`""`: core).
-    pub const fn group(self) -> &'static str {
+    pub(crate) const fn group(self) -> &'static str {
         match self {
             Self::Guarded(kind) => kind.group(),
             Self::Made(kind) => kind.group(),
@@ -303,7 +303,7 @@ impl Resource {
     }
 
     /// The version.
-    pub const fn version(self) -> &'static str {
+    pub(crate) const fn version(self) -> &'static str {
         match self {
             Self::Guarded(_) | Self::Controller(_) => VERSION,
             Self::Made(kind) => kind.version(),
@@ -312,7 +312,7 @@ impl Resource {
     }
 
     /// The resource name (plural, lowercase).
-    pub const fn resource(self) -> &'static str {
+    pub(crate) const fn resource(self) -> &'static str {
         match self {
             Self::Guarded(kind) => kind.resource(),
             Self::Made(kind) => kind.resource(),
@@ -322,7 +322,7 @@ impl Resource {
     }
 
     /// The kind as objects name it.
-    pub const fn kind(self) -> &'static str {
+    pub(crate) const fn kind(self) -> &'static str {
         match self {
             Self::Guarded(kind) => kind.kind(),
             Self::Made(kind) => kind.kind(),
@@ -332,7 +332,7 @@ impl Resource {
     }
 
     /// `group/version`, or the version alone for the core group.
-    pub fn api_version(self) -> String {
+    pub(crate) fn api_version(self) -> String {
         match self.group() {
             "" => self.version().to_owned(),
             group => format!("{group}/{}", self.version()),
@@ -340,7 +340,7 @@ impl Resource {
     }
 
     /// The resource a request names by group and resource, if judged.
-    pub fn from_resource(group: &str, resource: &str) -> Option<Self> {
+    pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
         if group.is_empty() && resource == CONFIGMAPS {
             return Some(Self::ConfigMap);
         }
@@ -351,7 +351,7 @@ impl Resource {
     }
 
     /// The resource an object's `apiVersion` group and `kind` name, if judged.
-    pub fn from_kind(group: &str, kind: &str) -> Option<Self> {
+    pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
         if group.is_empty() && kind == CONFIG_MAP_KIND {
             return Some(Self::ConfigMap);
         }
@@ -362,7 +362,8 @@ impl Resource {
     }
 
     /// The guarded kind, for a rollout or a child.
-    pub const fn guarded(self) -> Option<Kind> {
+    #[cfg(test)]
+    pub(crate) const fn guarded(self) -> Option<Kind> {
         match self {
             Self::Guarded(kind) => Some(kind),
             _ => None,
@@ -371,7 +372,7 @@ impl Resource {
 
     /// Whether its `/status` is judged like the object: a child's (rule 26)
     /// and a Vertex's (rule 29).
-    pub fn status_judged(self) -> bool {
+    pub(crate) fn status_judged(self) -> bool {
         matches!(self, Self::Made(Made::Vertex)) || matches!(self, Self::Guarded(k) if k.is_child())
     }
 }
@@ -379,7 +380,7 @@ impl Resource {
 /// The labels Numaflow's controller puts on what it makes for a child,
 /// naming the child: a Pipeline's, a MonoVertex's, an
 /// InterStepBufferService's (Numaflow v1.8, `const.go`).
-pub const NUMAFLOW_PARENT_LABELS: [(&str, Kind); 3] = [
+pub(crate) const NUMAFLOW_PARENT_LABELS: [(&str, Kind); 3] = [
     ("numaflow.numaproj.io/pipeline-name", Kind::Pipeline),
     ("numaflow.numaproj.io/mono-vertex-name", Kind::MonoVertex),
     (
@@ -431,9 +432,9 @@ pub const SYSTEM_DELETERS: [&str; 2] = [
 pub const CONFIGMAPS: &str = "configmaps";
 
 /// The upgrade states in which a force-promote can act.
-pub const PROMOTABLE_STATES: [&str; 2] = ["in-progress", "trial"];
+pub(crate) const PROMOTABLE_STATES: [&str; 2] = ["in-progress", "trial"];
 /// The upgrade states in which marked-for-deletion can act.
-pub const RECYCLABLE_STATES: [&str; 2] = ["recyclable", "recyclable-expired"];
+pub(crate) const RECYCLABLE_STATES: [&str; 2] = ["recyclable", "recyclable-expired"];
 
 /// The labels Numaplane keeps its bookkeeping in on a child: only its
 /// controller may change them (a user who relabels a promoted Pipeline
@@ -462,7 +463,7 @@ pub const BOOKKEEPING_ANNOTATIONS: [&str; 5] = [
 /// every key under Numaplane's and Numaflow's prefixes (the switches, the
 /// bookkeeping, and what rule 26 keeps for their controllers), and the
 /// webhook's own.
-pub fn watched(key: &str) -> bool {
+pub(crate) fn watched(key: &str) -> bool {
     key.starts_with("numaplane.numaproj.io/")
         || key.starts_with("numaflow.numaproj.io/")
         || key.starts_with("pipelinerollout-webhook.")

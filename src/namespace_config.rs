@@ -57,33 +57,33 @@ pub const CONTROLLER_DEFINITIONS: &str = "numaflow-controller-definitions";
 /// The label selector of the ConfigMaps labelled namespace-level config or
 /// controller definitions (`CONFIG_LABEL in (NAMESPACE_CONFIG,
 /// CONTROLLER_DEFINITIONS)`, which a test checks): what the audit lists.
-pub const LABELLED_SELECTOR: &str =
+pub(crate) const LABELLED_SELECTOR: &str =
     "numaplane.numaproj.io/config in (namespace-level-config,numaflow-controller-definitions)";
 /// The key of the namespace-level ConfigMap's `data` that names the upgrade
 /// strategy of every rollout in its namespace.
-pub const UPGRADE_STRATEGY_KEY: &str = "upgradeStrategy";
+pub(crate) const UPGRADE_STRATEGY_KEY: &str = "upgradeStrategy";
 /// The upgrade strategies Numaplane accepts (`user_config.go`); an empty
 /// or blank value reads as `no-strategy`, anything else is dropped.
-pub const UPGRADE_STRATEGIES: [&str; 3] = ["progressive", "pause-and-drain", "no-strategy"];
+pub(crate) const UPGRADE_STRATEGIES: [&str; 3] = ["progressive", "pause-and-drain", "no-strategy"];
 /// The strategy that upgrades by plain apply: no pause, no drain, no
 /// assessment.
-pub const NO_STRATEGY: &str = "no-strategy";
+pub(crate) const NO_STRATEGY: &str = "no-strategy";
 /// The strategies, as messages list them.
-pub const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
+pub(crate) const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
 /// The name of Numaplane's own ConfigMap, in its namespace, whose
 /// `config.yaml` holds `defaultUpgradeStrategy`.
-pub const CONTROLLER_CONFIG: &str = "numaplane-controller-config";
+pub(crate) const CONTROLLER_CONFIG: &str = "numaplane-controller-config";
 
 /// What messages add to a key of `data` that Numaplane reads as
 /// [`UPGRADE_STRATEGY_KEY`] although it is spelled otherwise.
-pub fn folded_key_note() -> String {
+pub(crate) fn folded_key_note() -> String {
     format!(" (which Numaplane reads as {UPGRADE_STRATEGY_KEY}: Go matches keys in any case)")
 }
 
 /// What a ConfigMap says about its namespace's upgrade strategy, read as
 /// Numaplane reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StrategyRead {
+pub(crate) enum StrategyRead {
     /// Not labelled `namespace-level-config`: not the namespace's
     /// configuration (or no longer).
     NotNamespaceConfig,
@@ -141,13 +141,13 @@ impl StrategyRead {
 
     /// Whether every rollout of the namespace upgrades by plain apply (no
     /// pause, no drain, no assessment).
-    pub fn skips_draining(&self) -> bool {
+    pub(crate) fn skips_draining(&self) -> bool {
         matches!(self, Self::Strategy { name, .. } if *name == NO_STRATEGY)
     }
 
     /// The value as users wrote it, for messages: `"no-strategy"`, or
     /// `"" (blank, read as no-strategy)`.
-    pub fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         match self {
             Self::Strategy { name, blank: false } => format!("\"{name}\""),
             Self::Strategy { blank: true, .. } => {
@@ -165,24 +165,24 @@ impl StrategyRead {
 /// A ConfigMap labelled by Numaplane, as Numaplane reads it: the strategy,
 /// the keys it is read from, and whether it holds controller definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigRead {
+pub(crate) struct ConfigRead {
     /// The strategy Numaplane reads.
-    pub strategy: StrategyRead,
+    pub(crate) strategy: StrategyRead,
     /// The key the strategy is read from, when it is not spelled
     /// `upgradeStrategy`.
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// Two keys of `data` that Numaplane both reads as `upgradeStrategy`:
     /// the one whose value it keeps (the greatest in byte order), and
     /// another.
-    pub clash: Option<(String, String)>,
+    pub(crate) clash: Option<(String, String)>,
     /// Labelled as Numaflow controller definitions (rule 27).
-    pub definitions: bool,
+    pub(crate) definitions: bool,
 }
 
 impl ConfigRead {
     /// Reads a ConfigMap from the value of its [`CONFIG_LABEL`] and its
     /// `data` (as the lenient view holds them).
-    pub fn of(label: Option<&str>, data: &Obj<ConfigData>) -> Self {
+    pub(crate) fn of(label: Option<&str>, data: &Obj<ConfigData>) -> Self {
         let strategy = StrategyRead::read(label == Some(NAMESPACE_CONFIG), data);
         let data = match (&strategy, data) {
             (StrategyRead::NotNamespaceConfig, _) => None,
@@ -203,18 +203,18 @@ impl ConfigRead {
     }
 
     /// Whether every rollout of the namespace upgrades by plain apply.
-    pub fn skips_draining(&self) -> bool {
+    pub(crate) fn skips_draining(&self) -> bool {
         self.strategy.skips_draining()
     }
 
     /// The value as users wrote it, for messages ([`StrategyRead::shown`]).
-    pub fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         self.strategy.shown()
     }
 
     /// The field as messages name it: `data.upgradeStrategy`, or the key
     /// written and how Numaplane reads it.
-    pub fn field(&self) -> String {
+    pub(crate) fn field(&self) -> String {
         match &self.key {
             None => format!("data.{UPGRADE_STRATEGY_KEY}"),
             Some(key) => format!("data.{key}{}", folded_key_note()),
@@ -230,7 +230,7 @@ fn cut_key(key: &str) -> String {
 /// The `data` of a ConfigMap, as far as the namespace-level configuration
 /// reads it: the one field Numaplane takes from it, found as Go finds it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ConfigData {
+pub(crate) struct ConfigData {
     /// The key Numaplane reads as `upgradeStrategy` (the greatest in byte
     /// order of those that match), and its value (any JSON value).
     strategy: Option<(String, Value)>,
@@ -242,7 +242,7 @@ pub struct ConfigData {
 impl ConfigData {
     /// The value Numaplane reads as `upgradeStrategy`, to cut in place (a
     /// store keeps it bounded; the key it was found under stays).
-    pub fn strategy_value_mut(&mut self) -> Option<&mut Value> {
+    pub(crate) fn strategy_value_mut(&mut self) -> Option<&mut Value> {
         self.strategy.as_mut().map(|(_, value)| value)
     }
 
@@ -295,7 +295,7 @@ impl<'de> Visitor<'de> for DataVisitor {
 
 /// Whether Go's `encoding/json` decodes `key` into the struct field named
 /// `field` (whose name is ASCII, as every field Numaplane names is).
-pub fn matches_field(key: &str, field: &str) -> bool {
+pub(crate) fn matches_field(key: &str, field: &str) -> bool {
     let mut wanted = field.bytes();
     for c in key.chars() {
         let Some(f) = wanted.next() else {
@@ -337,7 +337,7 @@ impl ClusterDefault {
     /// Reads `data` of Numaplane's ConfigMap as Numaplane's viper reads
     /// its `config.yaml`: keys in any case, an absent or empty
     /// `defaultUpgradeStrategy` is `no-strategy`.
-    pub fn from_config_map(data: Option<&BTreeMap<String, String>>) -> Self {
+    pub(crate) fn from_config_map(data: Option<&BTreeMap<String, String>>) -> Self {
         let Some(text) = data.and_then(|d| d.get("config.yaml")) else {
             return Self::Unknown(format!("{CONTROLLER_CONFIG} has no data.config.yaml"));
         };
@@ -370,12 +370,12 @@ impl ClusterDefault {
 
     /// Whether a namespace that falls back to it upgrades without
     /// draining (an unknown default is taken as `no-strategy`).
-    pub fn skips_draining(&self) -> bool {
+    pub(crate) fn skips_draining(&self) -> bool {
         matches!(self, Self::Strategy(NO_STRATEGY) | Self::Unknown(_))
     }
 
     /// The default as messages name it.
-    pub fn described(&self) -> String {
+    pub(crate) fn described(&self) -> String {
         match self {
             Self::Strategy(name) => format!("Numaplane's cluster default \"{name}\""),
             Self::Invalid(value) => {

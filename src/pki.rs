@@ -44,7 +44,7 @@ pub struct GeneratedCerts {
     pub ca_pem: String,
     /// The CA's private key (kept only by `gen-certs`, to renew the serving
     /// certificate under the same CA).
-    pub ca_key_pem: String,
+    pub(crate) ca_key_pem: String,
     /// The serving certificate.
     pub cert_pem: String,
     /// The serving certificate's private key.
@@ -58,24 +58,24 @@ fn validity(days: i64) -> (OffsetDateTime, OffsetDateTime) {
 
 /// A certificate's validity: from `not_before` to `not_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Validity {
+pub(crate) struct Validity {
     /// The first moment the certificate is valid.
-    pub not_before: OffsetDateTime,
+    pub(crate) not_before: OffsetDateTime,
     /// The last moment the certificate is valid.
-    pub not_after: OffsetDateTime,
+    pub(crate) not_after: OffsetDateTime,
 }
 
 /// A certificate and its private key, in PEM.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PemPair {
+pub(crate) struct PemPair {
     /// The certificate.
-    pub cert_pem: String,
+    pub(crate) cert_pem: String,
     /// Its private key.
-    pub key_pem: String,
+    pub(crate) key_pem: String,
 }
 
 /// Makes a self-signed CA named `common_name` CA, valid for `validity`.
-pub fn issue_ca(common_name: &str, validity: Validity) -> Result<PemPair, CertError> {
+pub(crate) fn issue_ca(common_name: &str, validity: Validity) -> Result<PemPair, CertError> {
     let key = KeyPair::generate()?;
     let mut params = ca_params(common_name, 1)?;
     (params.not_before, params.not_after) = (validity.not_before, validity.not_after);
@@ -88,7 +88,7 @@ pub fn issue_ca(common_name: &str, validity: Validity) -> Result<PemPair, CertEr
 
 /// Makes a serving certificate for `names` with a new key, signed by the
 /// CA `ca` (certificate and key in PEM), valid for `validity`.
-pub fn issue_serving(
+pub(crate) fn issue_serving(
     ca: &PemPair,
     common_name: &str,
     names: &[String],
@@ -154,7 +154,7 @@ pub fn generate(
 }
 
 /// Like [`generate`], with the CA valid for `ca_days` days.
-pub fn generate_with_ca_days(
+pub(crate) fn generate_with_ca_days(
     common_name: &str,
     names: &[String],
     valid_days: i64,
@@ -176,7 +176,7 @@ pub fn generate_with_ca_days(
 
 /// Issues a new serving certificate from an existing CA (certificate and
 /// key in PEM), so clients that trust the CA need no change.
-pub fn renew(
+pub(crate) fn renew(
     ca_pem: &str,
     ca_key_pem: &str,
     common_name: &str,
@@ -205,7 +205,7 @@ pub struct CertPaths {
     /// `tls.key`
     pub key: PathBuf,
     /// `ca.key`: written only by `gen-certs`, to renew under the same CA.
-    pub ca_key: PathBuf,
+    pub(crate) ca_key: PathBuf,
 }
 
 impl CertPaths {
@@ -234,7 +234,7 @@ impl CertPaths {
     }
 
     /// Writes the CA's private key, readable by its owner only.
-    pub fn write_ca_key(&self, certs: &GeneratedCerts) -> Result<(), CertError> {
+    pub(crate) fn write_ca_key(&self, certs: &GeneratedCerts) -> Result<(), CertError> {
         write_file(&self.ca_key, &certs.ca_key_pem, true)
     }
 }
@@ -277,7 +277,7 @@ pub const DEV_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// Where `serve` keeps development certificates by default
 /// (`--dev-certs-dir`).
-pub const DEV_CERTS_DIR: &str = "certs";
+pub(crate) const DEV_CERTS_DIR: &str = "certs";
 
 /// Makes sure `dir` holds development certificates for localhost: reuses
 /// them when all three files exist, generates a new set otherwise. Returns
@@ -297,11 +297,11 @@ pub fn ensure_dev_certs(dir: &Path) -> Result<(CertPaths, bool), CertError> {
 }
 
 /// The name of the kustomize patch `gen-certs` writes beside the certificates.
-pub const CA_BUNDLE_PATCH: &str = "ca-bundle.patch.yaml";
+pub(crate) const CA_BUNDLE_PATCH: &str = "ca-bundle.patch.yaml";
 
 /// The name of the patch for the ValidatingWebhookConfiguration, whose
 /// webhooks all need the CA.
-pub const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
+pub(crate) const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
 
 /// How many webhooks the ValidatingWebhookConfiguration of
 /// `manifests/base/webhooks.yaml` holds (PipelineRollouts, the children,
@@ -314,7 +314,7 @@ pub const VALIDATING_WEBHOOKS: usize = 8;
 /// `ca_pem`: [`CA_BUNDLE_PATCH`] for the first webhook (the mutating
 /// configuration's only one), [`VALIDATING_CA_BUNDLE_PATCH`] for each of
 /// the validating configuration's.
-pub fn write_ca_bundle_patch(dir: &Path, ca_pem: &str) -> Result<(), CertError> {
+pub(crate) fn write_ca_bundle_patch(dir: &Path, ca_pem: &str) -> Result<(), CertError> {
     use base64::Engine as _;
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
     let header = "# Written by `pipelinerollout-webhook gen-certs`: the CA that signed the webhook's\n\

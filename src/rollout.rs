@@ -12,18 +12,16 @@ mod fields;
 mod keys;
 mod lifecycle;
 
-pub use bounded::{CUT_MARK, KEPT_KEYS, LEAF_BYTES, LEAF_DEPTH, LEAF_ENTRIES, OBJECT_BUDGET};
-pub use child::{ChildContent, Ownership};
+pub(crate) use child::{ChildContent, Ownership};
 
-pub use drain::{
-    DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout, NUMAFLOW_DELETION_SECONDS,
+pub(crate) use drain::{DEFAULT_DELETION_WORDS, DELETION_FIELD, DeletionTimeout};
+pub use fields::{ANNOTATIONS, DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, LABELS};
+pub(crate) use fields::{
+    PAUSE_BEGIN, SCALE_FACTOR_FIELD, TEMPLATE_ANNOTATIONS, UPGRADE_IN_PROGRESS,
 };
-pub use fields::{
-    ANNOTATIONS, DESIRED_PHASE, FORCE_PROMOTE_FIELD, FieldPath, LABELS, PAUSE_BEGIN,
-    SCALE_FACTOR_FIELD, TEMPLATE_ANNOTATIONS, UPGRADE_IN_PROGRESS,
-};
-pub use keys::{Keys, Map, TemplateMeta};
-pub use lifecycle::{LifecycleKey, TimeoutSlot};
+pub(crate) use keys::{Keys, Map, TemplateMeta};
+pub use lifecycle::LifecycleKey;
+pub(crate) use lifecycle::TimeoutSlot;
 
 use self::lifecycle::Lifecycle;
 
@@ -40,18 +38,18 @@ use crate::namespace_config::{CONFIG_LABEL, ConfigData, ConfigRead};
 use self::keys::Template;
 
 /// The API group of PipelineRollouts.
-pub const GROUP: &str = Kind::PipelineRollout.group();
+pub(crate) const GROUP: &str = Kind::PipelineRollout.group();
 /// The PipelineRollout version we read and write (the CRD's only one).
-pub const VERSION: &str = crate::kinds::VERSION;
+pub(crate) const VERSION: &str = crate::kinds::VERSION;
 /// The resource name of PipelineRollouts.
-pub const RESOURCE: &str = Kind::PipelineRollout.resource();
+pub(crate) const RESOURCE: &str = Kind::PipelineRollout.resource();
 /// The kind of PipelineRollouts.
-pub const KIND: &str = Kind::PipelineRollout.kind();
+pub(crate) const KIND: &str = Kind::PipelineRollout.kind();
 
 pub use crate::kinds::ALLOW_DATA_LOSS;
 
 /// The drain timeout, `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
-pub const TIMEOUT_FIELD: FieldPath = LifecycleKey::Pause.rollout_field();
+pub(crate) const TIMEOUT_FIELD: FieldPath = LifecycleKey::Pause.rollout_field();
 /// The webhook's own annotation recording which progressive upgrade a
 /// forcePromote was set for (`forcePromote.oneShot`): `upgrade:NAME` when
 /// it was set while the upgrade of child NAME was in progress, `after:NAME`
@@ -179,13 +177,13 @@ struct UpgradingPipelineStatus {
 
 /// Where a progressive upgrade stands, as the stored status says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProgressiveUpgrade<'a> {
+pub(crate) struct ProgressiveUpgrade<'a> {
     /// Whether one is in progress (`status.upgradeInProgress` is
     /// `Progressive`).
-    pub in_progress: bool,
+    pub(crate) in_progress: bool,
     /// The child of the current or most recent one
     /// (`status.progressiveStatus.upgradingPipelineStatus.name`), if any.
-    pub child: Option<&'a str>,
+    pub(crate) child: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -223,7 +221,7 @@ impl Condition {
 
 /// When the stored status says the pause began.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PauseStart {
+pub(crate) enum PauseStart {
     /// At this time.
     At(OffsetDateTime),
     /// The status names no start.
@@ -257,18 +255,20 @@ fn read_time(text: &Text, path: &'static str) -> PauseStart {
 impl GuardedObject {
     /// The object's `data`, as the namespace-level configuration reads it
     /// (a ConfigMap's; missing on every rollout).
-    pub fn config_data(&self) -> &Obj<ConfigData> {
+    #[cfg(test)]
+    pub(crate) fn config_data(&self) -> &Obj<ConfigData> {
         &self.data
     }
 
     /// This object as Numaplane reads a ConfigMap it labels.
-    pub fn config_read(&self) -> ConfigRead {
+    pub(crate) fn config_read(&self) -> ConfigRead {
         let label = self.label(CONFIG_LABEL).and_then(Value::as_str);
         ConfigRead::of(label, &self.data)
     }
 
     /// Reads a PipelineRollout from JSON, leniently: only invalid JSON fails.
-    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
+    #[cfg(test)]
+    pub(crate) fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         crate::skim::from_slice(json.as_bytes())
     }
 
@@ -277,7 +277,7 @@ impl GuardedObject {
     }
 
     /// `spec.strategy.recycleStrategy.scaleFactor`, when set and not null.
-    pub fn scale_factor(&self) -> Option<&Value> {
+    pub(crate) fn scale_factor(&self) -> Option<&Value> {
         self.strategy()?
             .recycle_strategy
             .get()?
@@ -287,7 +287,7 @@ impl GuardedObject {
     }
 
     /// Whether `spec.strategy.progressive.forcePromote` is JSON `true`.
-    pub fn force_promote(&self) -> bool {
+    pub(crate) fn force_promote(&self) -> bool {
         self.strategy()
             .and_then(|s| s.progressive.get())
             .and_then(|p| p.force_promote.as_ref())
@@ -295,18 +295,18 @@ impl GuardedObject {
     }
 
     /// The `allow-data-loss` annotation's value, when present.
-    pub fn allow_data_loss(&self) -> Option<&Value> {
+    pub(crate) fn allow_data_loss(&self) -> Option<&Value> {
         self.annotation(ALLOW_DATA_LOSS)
     }
 
     /// The webhook's record of the upgrade a forcePromote was set for
     /// ([`FORCE_PROMOTE_FOR`]), when present as a string.
-    pub fn force_promote_for(&self) -> Option<&str> {
+    pub(crate) fn force_promote_for(&self) -> Option<&str> {
         self.annotation(FORCE_PROMOTE_FOR)?.as_str()
     }
 
     /// Where a progressive upgrade stands, as the stored status says.
-    pub fn progressive_upgrade(&self) -> ProgressiveUpgrade<'_> {
+    pub(crate) fn progressive_upgrade(&self) -> ProgressiveUpgrade<'_> {
         let status = self.status.get();
         ProgressiveUpgrade {
             in_progress: status
@@ -320,12 +320,12 @@ impl GuardedObject {
 
     /// Whether `allow-data-loss` is exactly the string `"true"`, the only
     /// value Numaplane acts on.
-    pub fn forces_reapply(&self) -> bool {
+    pub(crate) fn forces_reapply(&self) -> bool {
         self.allow_data_loss().and_then(Value::as_str) == Some("true")
     }
 
     /// Whether `metadata.annotations` is an object (a patch can add a key).
-    pub fn has_annotations(&self) -> bool {
+    pub(crate) fn has_annotations(&self) -> bool {
         self.metadata
             .get()
             .is_some_and(|m| m.annotations.get().is_some())
@@ -333,7 +333,7 @@ impl GuardedObject {
 
     /// Where `metadata`, `metadata.annotations` or `metadata.labels` is not
     /// an object: the dotted path and what was found.
-    pub fn malformed_metadata(&self) -> Option<(&'static str, JsonKind)> {
+    pub(crate) fn malformed_metadata(&self) -> Option<(&'static str, JsonKind)> {
         match &self.metadata {
             Obj::Wrong(kind) => Some(("metadata", *kind)),
             Obj::Present(meta) => match (&meta.annotations, &meta.labels) {
@@ -347,7 +347,7 @@ impl GuardedObject {
 
     /// The object's uid, when it has one (the API server sets it on CREATE
     /// before the validating webhooks run).
-    pub fn uid(&self) -> Option<&str> {
+    pub(crate) fn uid(&self) -> Option<&str> {
         self.metadata.get().and_then(|m| m.uid.as_deref())
     }
 
@@ -356,7 +356,7 @@ impl GuardedObject {
     /// `PipelinePausingOrPaused` condition is True with reason
     /// `PipelinePausing` (a pause triggered by an ISBServiceRollout or
     /// NumaflowControllerRollout update).
-    pub fn is_pausing(&self) -> bool {
+    pub(crate) fn is_pausing(&self) -> bool {
         let Some(status) = self.status.get() else {
             return false;
         };
@@ -376,7 +376,7 @@ impl GuardedObject {
     /// Whether the stored status shows no pause at all: no pause-and-drain
     /// upgrade in progress and no `PipelinePausingOrPaused` condition that
     /// is True (pausing or paused). An object without a status shows none.
-    pub fn pause_is_over(&self) -> bool {
+    pub(crate) fn pause_is_over(&self) -> bool {
         let upgrading = self
             .status
             .get()
@@ -387,7 +387,7 @@ impl GuardedObject {
     /// When the pause began: the `lastTransitionTime` of the
     /// `PipelinePausingOrPaused` condition while it says pausing, else
     /// `status.pauseStatus.lastPauseBeginTime`.
-    pub fn pause_started(&self) -> PauseStart {
+    pub(crate) fn pause_started(&self) -> PauseStart {
         if let Some(condition) = self.conditions().find(|c| c.says_pausing()) {
             let start = read_time(&condition.last_transition_time, CONDITION_TIME_PATH);
             if start != PauseStart::Missing {

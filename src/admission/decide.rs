@@ -10,7 +10,7 @@
 use super::Webhook;
 use crate::authz::Target;
 use crate::kinds::CONFIGMAPS;
-pub use crate::policy::rules::Need;
+pub(crate) use crate::policy::rules::Need;
 use crate::policy::rules::{
     self, GuardedWrite, MadeValidation, MadeWrite, Pending, Permissions, StrategyValidation,
     StrategyWrite, Validation, Verdict, VersionValidation, VersionWrite, Violation,
@@ -74,13 +74,13 @@ pub struct Input<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Question<'a> {
     /// Which grant, so that the answer finds its place.
-    pub need: Need,
+    pub(crate) need: Need,
     /// Who the policy lets have it, and how RBAC is asked.
     pub grant: Grant<'a>,
     /// The requester.
     pub user: &'a UserInfo,
     /// The object the permission is asked on.
-    pub target: Target<'a>,
+    pub(crate) target: Target<'a>,
 }
 
 /// A judgement up to the permissions it needs: ask its
@@ -292,7 +292,7 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
 impl<'a> Judgement<'a> {
     /// The permissions the judgement still needs, in the order they are
     /// asked (none for most requests).
-    pub fn questions(&self) -> impl Iterator<Item = Question<'a>> + use<'a, '_> {
+    pub(crate) fn questions(&self) -> impl Iterator<Item = Question<'a>> + use<'a, '_> {
         let settled = match &self.state {
             State::Done(..) => None,
             State::Open(settled, _) => Some(settled),

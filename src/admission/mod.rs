@@ -21,8 +21,10 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-pub use self::decide::{Input, Judgement, Need, Question, Subject, decide};
-pub use self::request::{AdmissionRequest, Envelope, ParseError, RequestOperation};
+pub(crate) use self::decide::Subject;
+pub use self::decide::{Input, decide};
+pub(crate) use self::request::RequestOperation;
+pub use self::request::{AdmissionRequest, Envelope, ParseError};
 use crate::authz::{Authorizer, RbacTrace};
 use crate::namespace_config::ClusterDefault;
 use crate::policy::rules::{ChildLookup, ClusterView, DefinitionLookup, Verdict};
@@ -42,7 +44,7 @@ pub enum Webhook {
 
 impl Webhook {
     /// The name used in paths, logs and metrics.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Validate => "validate",
             Self::Mutate => "mutate",
@@ -61,7 +63,7 @@ impl fmt::Display for Webhook {
 #[derive(Debug)]
 pub struct Reply {
     /// Which webhook answered.
-    pub webhook: Webhook,
+    pub(crate) webhook: Webhook,
     /// The response AdmissionReview, serialised.
     pub body: Vec<u8>,
     /// Whether the rules judged it (false for CONNECT, other resources, ...).
@@ -69,7 +71,7 @@ pub struct Reply {
     /// The verdict behind the answer: the only record of the outcome.
     pub verdict: Verdict,
     /// The RBAC check made for it, if one was.
-    pub rbac: Option<RbacTrace>,
+    pub(crate) rbac: Option<RbacTrace>,
 }
 
 impl Reply {

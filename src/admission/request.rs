@@ -22,7 +22,7 @@ use crate::rollout::GuardedObject;
 
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestOperation {
+pub(crate) enum RequestOperation {
     /// CREATE.
     Create,
     /// UPDATE.
@@ -47,7 +47,7 @@ impl RequestOperation {
     }
 
     /// The name used in logs and metrics (`""` when unknown).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Create => "CREATE",
             Self::Update => "UPDATE",
@@ -149,15 +149,15 @@ pub struct AdmissionRequest {
     /// The request uid, echoed in the answer.
     pub uid: String,
     /// CREATE, UPDATE, DELETE or CONNECT.
-    pub operation: RequestOperation,
+    pub(crate) operation: RequestOperation,
     /// The object's namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The object's name (may be empty on CREATE with generateName).
-    pub name: String,
+    pub(crate) name: String,
     /// Whether this is a dry run (judged like any other request).
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Who is asking.
-    pub user: UserInfo,
+    pub(crate) user: UserInfo,
     resource: Obj<GroupResource>,
     sub_resource: Option<String>,
     object: Obj<GuardedObject>,
@@ -212,7 +212,7 @@ impl AdmissionRequest {
     }
 
     /// The guarded kind the request is for (its `resource`), if it is one.
-    pub fn kind(&self) -> Option<Kind> {
+    pub(crate) fn kind(&self) -> Option<Kind> {
         let resource = self.resource.get()?;
         Kind::from_resource(resource.group.as_deref()?, resource.resource.as_deref()?)
     }
@@ -220,7 +220,7 @@ impl AdmissionRequest {
     /// The resource the request is for, if a webhook of this project
     /// judges it (a subresource is not, but a child's or a Vertex's
     /// `/status`).
-    pub fn judged(&self) -> Option<Resource> {
+    pub(crate) fn judged(&self) -> Option<Resource> {
         match self.resource() {
             Ok(Named::Judged(resource)) => Some(resource),
             _ => None,
@@ -229,14 +229,14 @@ impl AdmissionRequest {
 
     /// The object's apiVersion as the request names it (group/version;
     /// a PipelineRollout's when the request names no guarded kind).
-    pub fn object_api_version(&self) -> String {
+    pub(crate) fn object_api_version(&self) -> String {
         let version = self.resource.get().and_then(|r| r.version.as_deref());
         let group = self.kind().unwrap_or(Kind::PipelineRollout).group();
         format!("{group}/{}", version.unwrap_or(kinds::VERSION))
     }
 
     /// The object's uid: from the object, else the stored object.
-    pub fn object_uid(&self) -> Option<&str> {
+    pub(crate) fn object_uid(&self) -> Option<&str> {
         self.object
             .get()
             .and_then(GuardedObject::uid)

@@ -49,7 +49,7 @@ fn digest(key: &str) -> Digest {
 
 /// Whether an answer was asked for now or reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// This caller asked the API server.
     Fresh,
     /// The answer was in the cache, or another caller's check was shared.
@@ -58,12 +58,12 @@ pub enum Source {
 
 /// How large the cache may grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
+pub(crate) struct Bounds {
     /// The most answers held at once.
-    pub entries: usize,
+    pub(crate) entries: usize,
     /// The most bytes of entries ([`ENTRY_BYTES`] each) held at once,
     /// checks in flight included.
-    pub bytes: usize,
+    pub(crate) bytes: usize,
 }
 
 /// One answer, and how long it is kept.
@@ -83,7 +83,7 @@ impl moka::Expiry<Digest, Answer> for PerAnswer {
 }
 
 /// A bounded map of answers.
-pub struct AnswerCache {
+pub(crate) struct AnswerCache {
     answers: Cache<Digest, Answer>,
     /// Units charged for the keys held or being asked for.
     charged: Arc<AtomicUsize>,
@@ -110,7 +110,7 @@ fn weight(unit: usize) -> usize {
 impl AnswerCache {
     /// A cache within `bounds`. Checks in flight count against the byte
     /// bound; a key that does not fit is checked without being kept.
-    pub fn new(bounds: Bounds) -> Self {
+    pub(crate) fn new(bounds: Bounds) -> Self {
         let unit = (bounds.bytes / bounds.entries.max(1)).max(1);
         let bound = bounds.bytes / unit;
         let charged = Arc::new(AtomicUsize::new(0));
@@ -134,20 +134,20 @@ impl AnswerCache {
     /// How many answers it holds, and the bytes charged for them and for
     /// the checks in flight.
     #[cfg(test)]
-    pub async fn usage(&self) -> (u64, usize) {
+    pub(crate) async fn usage(&self) -> (u64, usize) {
         self.answers.run_pending_tasks().await;
         (self.answers.entry_count(), self.charged())
     }
 
     /// The bytes charged so far, without running moka's pending tasks.
     #[cfg(test)]
-    pub fn charged(&self) -> usize {
+    pub(crate) fn charged(&self) -> usize {
         self.charged.load(Ordering::Acquire) * self.unit
     }
 
     /// The bytes an entry is charged, whatever its key.
     #[cfg(test)]
-    pub fn charge_of(&self) -> usize {
+    pub(crate) fn charge_of(&self) -> usize {
         weight(self.unit) * self.unit
     }
 
@@ -168,7 +168,7 @@ impl AnswerCache {
     /// one's state whether it asks RBAC or not: boxing it here keeps that
     /// off the request (11 k instructions a request of copying the
     /// handler's future, `bench/instructions.sh`).
-    pub async fn get_or_ask<E, F>(
+    pub(crate) async fn get_or_ask<E, F>(
         &self,
         key: &str,
         ttl: Duration,

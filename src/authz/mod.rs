@@ -13,24 +13,24 @@ mod rbac;
 
 use std::time::Duration;
 
-pub use rbac::{RBAC_GROUP, RBAC_RESOURCE, RbacAuthorizer, RbacError};
+pub use rbac::RbacAuthorizer;
 
 use crate::policy::{Grant, Permission, UserInfo};
 
 /// The most groups a requester may carry for a force to be considered.
 /// Authenticators in common use send a few hundred at most (Microsoft Entra
 /// ID puts no more than 200 into a token); a request with more is forged.
-pub const MAX_GROUPS: usize = 1_000;
+pub(crate) const MAX_GROUPS: usize = 1_000;
 
 /// The most bytes of userInfo (username, uid, groups, extra keys and
 /// values, added up) a requester may carry for a force to be considered:
 /// 1,000 groups of 64 characters.
-pub const MAX_USER_INFO_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_USER_INFO_BYTES: usize = 64 * 1024;
 
 /// Why `user` is too large to be a requester the API server sent, if it is.
 /// Such a request is refused any force without asking RBAC, so that a
 /// forged identity costs neither a SubjectAccessReview nor cache memory.
-pub fn oversized_user(user: &UserInfo) -> Option<String> {
+pub(crate) fn oversized_user(user: &UserInfo) -> Option<String> {
     let groups = user.groups().count();
     let extra: usize = user
         .extra_map()
@@ -50,22 +50,22 @@ pub fn oversized_user(user: &UserInfo) -> Option<String> {
 
 /// What an RBAC check did, for the metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RbacTrace {
+pub(crate) struct RbacTrace {
     /// allowed, denied or error.
-    pub result: &'static str,
+    pub(crate) result: &'static str,
     /// Whether the answer came from the cache.
-    pub cached: bool,
+    pub(crate) cached: bool,
     /// How long the check took.
-    pub duration: Duration,
+    pub(crate) duration: Duration,
 }
 
 /// The answer to one permission check, and what it cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PermissionCheck {
+pub(crate) struct PermissionCheck {
     /// Granted or refused, with the words for the audit log or the denial.
-    pub permission: Permission,
+    pub(crate) permission: Permission,
     /// The RBAC check made, if one was.
-    pub rbac: Option<RbacTrace>,
+    pub(crate) rbac: Option<RbacTrace>,
 }
 
 impl From<Permission> for PermissionCheck {
@@ -79,15 +79,15 @@ impl From<Permission> for PermissionCheck {
 
 /// The object a permission is asked on.
 #[derive(Debug, Clone, Copy)]
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     /// Its API group.
-    pub group: &'a str,
+    pub(crate) group: &'a str,
     /// Its resource (plural).
-    pub resource: &'a str,
+    pub(crate) resource: &'a str,
     /// Its namespace.
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     /// Its name.
-    pub name: &'a str,
+    pub(crate) name: &'a str,
 }
 
 /// The policy's static lists as the only source: when the policy also
@@ -132,7 +132,7 @@ pub enum Authorizer {
 
 impl Authorizer {
     /// Whether `user` has `grant` on `target`, asked within `limit`.
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         grant: Grant<'_>,
         user: &UserInfo,

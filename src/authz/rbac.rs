@@ -12,12 +12,6 @@ use super::cache::{AnswerCache, Bounds, Source};
 use super::{PermissionCheck, RbacTrace, Target, oversized_user};
 use crate::policy::{Grant, Permission, RbacPolicy, UserInfo};
 
-/// The API group the custom verb is checked on for a PipelineRollout (for
-/// any other guarded kind: that kind's own group and resource).
-pub use crate::rollout::GROUP as RBAC_GROUP;
-/// The resource the custom verb is checked on for a PipelineRollout.
-pub use crate::rollout::RESOURCE as RBAC_RESOURCE;
-
 /// The most answers kept, and the bytes they may take: the cache keeps a
 /// digest of each key, so whatever the requesters carry 10,000 answers fit
 /// and the cache stays within a few MiB.
@@ -28,7 +22,7 @@ const CACHE_BOUNDS: Bounds = Bounds {
 
 /// Why RBAC could not answer.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum RbacError {
+pub(crate) enum RbacError {
     /// The API server did not answer in time.
     #[error("the API server did not answer the SubjectAccessReview within {0:?}")]
     Timeout(Duration),
@@ -123,7 +117,7 @@ impl RbacAuthorizer {
     /// Whether `user` has `grant` on `target`: the static lists first, then
     /// RBAC when the policy names it, within `limit`. Any RBAC error
     /// refuses, saying why.
-    pub async fn ask(
+    pub(crate) async fn ask(
         &self,
         grant: Grant<'_>,
         user: &UserInfo,

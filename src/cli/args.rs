@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use crate::check::{CheckArgs, OutputFormat};
+pub(crate) use crate::check::{CheckArgs, OutputFormat};
 
 use super::logging::LoggingArgs;
 use crate::admission::Webhook;
@@ -23,7 +23,7 @@ use crate::server::args::ServerArgs;
 /// What `--version` prints after the name: the crate's version and the git
 /// commit the binary was built from (`unknown` when the build could not
 /// tell; build.rs).
-pub const VERSION: &str = concat!(
+pub(crate) const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("PIPELINEROLLOUT_WEBHOOK_COMMIT"),
@@ -41,10 +41,10 @@ pub const VERSION: &str = concat!(
 pub struct Cli {
     /// What to do; without a command, `serve`.
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub(crate) command: Option<Command>,
     /// `serve`'s flags, accepted without the word `serve`.
     #[command(flatten)]
-    pub serve: ServeArgs,
+    pub(crate) serve: ServeArgs,
     /// Logging's flags, of every command.
     #[command(flatten)]
     pub logging: LoggingArgs,
@@ -54,7 +54,7 @@ pub struct Cli {
 // Parsed once at start-up: the size of `serve`'s flags does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Serve /validate and /mutate over HTTPS (the default).
     Serve(ServeArgs),
     /// Answer one AdmissionReview (JSON or YAML) from a file or stdin, as the webhook would; exit 0 if allowed, 1 if denied, 2 on bad input.
@@ -74,79 +74,79 @@ pub enum Command {
 
 /// Flags of `gen-certs`.
 #[derive(Debug, Clone, Args)]
-pub struct GenCertsArgs {
+pub(crate) struct GenCertsArgs {
     /// The webhook's Service name.
     #[arg(long, default_value = "pipelinerollout-webhook")]
-    pub service: String,
+    pub(crate) service: String,
     /// The webhook's namespace.
     #[arg(long, default_value = "pipelinerollout-webhook")]
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Where to write ca.crt, tls.crt, tls.key and ca-bundle.patch.yaml.
     #[arg(long, default_value = "manifests/overlays/self-signed/certs")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Validity of the serving certificate, in days (the CA: ten times as long).
     #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(i64).range(1..=3650))]
-    pub days: i64,
+    pub(crate) days: i64,
     /// Replace certificates already in --out: renews the serving certificate under the existing CA (ca.crt and ca.key), so the webhook configurations' caBundle does not change.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// With --force, also make a new CA (the caBundle changes: re-apply the webhook configurations).
     #[arg(long, requires = "force")]
-    pub new_ca: bool,
+    pub(crate) new_ca: bool,
 }
 
 /// Flags of `serve`: each component's own, in the order `--help` lists
 /// them.
 #[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The HTTPS server: addresses, policy and certificate files, reloads,
     /// shutdown, connections and the body budget.
     #[command(flatten)]
-    pub server: ServerArgs,
+    pub(crate) server: ServerArgs,
     /// How the API server is reached.
     #[command(flatten)]
-    pub api: ApiServerArgs,
+    pub(crate) api: ApiServerArgs,
     /// Where Events are not written.
     #[command(flatten)]
-    pub events: EventArgs,
+    pub(crate) events: EventArgs,
     /// The stale-force sweeper.
     #[command(flatten)]
-    pub sweeper: SweeperArgs,
+    pub(crate) sweeper: SweeperArgs,
     /// Leader election.
     #[command(flatten)]
-    pub leader: LeaseArgs,
+    pub(crate) leader: LeaseArgs,
     /// The audit of stored rollouts into PolicyReports.
     #[command(flatten)]
-    pub audit: AuditArgs,
+    pub(crate) audit: AuditArgs,
     /// Certificates managed by the webhook itself.
     #[command(flatten)]
-    pub certs: CertArgs,
+    pub(crate) certs: CertArgs,
 }
 
 /// Flags of `export-vap`.
 #[derive(Debug, Clone, Args)]
-pub struct ExportVapArgs {
+pub(crate) struct ExportVapArgs {
     /// Policy file (YAML or JSON); without it, the built-in policy.
     #[arg(long)]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
     /// The name of the ValidatingAdmissionPolicy and of its binding.
     #[arg(long, default_value = crate::vap::DEFAULT_NAME, value_parser = object_name)]
-    pub name: String,
+    pub(crate) name: String,
     /// Write the YAML to this file instead of standard output.
     #[arg(long)]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Exit 1 (writing nothing) when the policy asks for what the export cannot express (a minPauseAge above 0; with --mutating, forcePromote.oneShot).
     #[arg(long)]
-    pub strict: bool,
+    pub(crate) strict: bool,
     /// Write what /mutate fills in (the default drain timeouts, the one-shot reset) as a MutatingAdmissionPolicy named NAME-defaults instead (Kubernetes 1.36 or newer).
     #[arg(long)]
-    pub mutating: bool,
+    pub(crate) mutating: bool,
 }
 
 /// Why a `--name` was refused (clap prints it after the flag and its value).
 #[derive(Debug, thiserror::Error)]
 #[error("not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)")]
-pub struct NotAnObjectName;
+pub(crate) struct NotAnObjectName;
 
 /// A Kubernetes object name (a DNS subdomain), as `export-vap --name` takes.
 fn object_name(text: &str) -> Result<String, NotAnObjectName> {
@@ -157,27 +157,27 @@ fn object_name(text: &str) -> Result<String, NotAnObjectName> {
 
 /// Flags of `review`.
 #[derive(Debug, Clone, Args)]
-pub struct ReviewArgs {
+pub(crate) struct ReviewArgs {
     /// Which webhook answers.
     #[arg(long, value_enum)]
-    pub webhook: WebhookArg,
+    pub(crate) webhook: WebhookArg,
     /// Policy file; without it, the built-in policy.
     #[arg(long)]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
     /// Kubeconfig for RBAC checks (forceReapply.rbac); without it, what only RBAC could allow is denied.
     #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// Judge as at this time (RFC 3339, e.g. 2026-12-01T10:00:00Z) instead of now, so a check of forceReapply.minPauseAge is reproducible.
     #[arg(long, value_parser = crate::policy::timestamp::parse_rfc3339)]
-    pub now: Option<time::OffsetDateTime>,
+    pub(crate) now: Option<time::OffsetDateTime>,
     /// The AdmissionReview file, or - for stdin (the default).
     #[arg(default_value = "-")]
-    pub file: String,
+    pub(crate) file: String,
 }
 
 /// `--webhook` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WebhookArg {
+pub(crate) enum WebhookArg {
     /// The validating webhook.
     Validate,
     /// The mutating webhook.

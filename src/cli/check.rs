@@ -8,7 +8,7 @@ use crate::policy::Policy;
 
 /// Runs `check`: exit 0 when nothing would be denied, 1 when something
 /// would, 2 when some input was unreadable or the policy is invalid.
-pub fn run(args: &CheckArgs) -> ExitCode {
+pub(crate) fn run(args: &CheckArgs) -> ExitCode {
     let policy = match Policy::from_file_or_built_in(args.policy.as_deref()) {
         Ok(policy) => policy,
         Err(e) => {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use crate::policy::Policy;
 
 /// Runs `check-policy`: exit 0 with the policy printed, 2 with the error.
-pub fn run(file: &Path) -> ExitCode {
+pub(crate) fn run(file: &Path) -> ExitCode {
     match Policy::from_file(file) {
         Ok(policy) => {
             print!("{}", policy.to_yaml());

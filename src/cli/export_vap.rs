@@ -42,7 +42,7 @@ impl ExportVapError {
 
 /// Runs `export-vap`: 0 when written, 1 when `--strict` refuses, 2 on a bad
 /// policy or output file.
-pub fn run(args: &ExportVapArgs) -> ExitCode {
+pub(crate) fn run(args: &ExportVapArgs) -> ExitCode {
     match write(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -8,7 +8,7 @@ use super::args::GenCertsArgs;
 use crate::pki::{self, CertError};
 
 /// Runs `gen-certs`: exit 0 with what was written, 2 with the error.
-pub fn run(args: &GenCertsArgs) -> ExitCode {
+pub(crate) fn run(args: &GenCertsArgs) -> ExitCode {
     match gen_certs(args) {
         Ok((paths, renewed)) => {
             let how = if renewed {
@@ -36,7 +36,7 @@ pub fn run(args: &GenCertsArgs) -> ExitCode {
 /// Why `gen-certs` wrote nothing, or not everything; the message is what
 /// it prints after `gen-certs: `.
 #[derive(Debug, thiserror::Error)]
-pub enum GenCertsError {
+pub(crate) enum GenCertsError {
     /// --out is where `serve` keeps its development certificates.
     #[error("{} holds the development certificates of `serve`; choose another --out", .0.display())]
     DevCertsDir(PathBuf),

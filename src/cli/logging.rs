@@ -8,15 +8,15 @@ use prometheus_client::metrics::counter::Counter;
 pub struct LoggingArgs {
     /// Log level or filter (e.g. info, debug, pipelinerollout_webhook=debug); RUST_LOG also works.
     #[arg(long, global = true, env = "LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
+    pub(crate) log_level: String,
     /// Log format.
     #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
 }
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object per line.
@@ -34,7 +34,7 @@ pub struct LoggingGuard {
 impl LoggingGuard {
     /// The log sink's count of dropped lines, for the metrics to export
     /// (zero for good when lines go straight to stderr).
-    pub fn dropped_lines(&self) -> Counter {
+    pub(crate) fn dropped_lines(&self) -> Counter {
         self.dropped_lines.clone()
     }
 }

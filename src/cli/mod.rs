@@ -4,24 +4,23 @@
 //! wiring is in the file of its name, logging set-up and its flags in
 //! [`logging`].
 
-pub mod args;
+pub(crate) mod args;
 mod check;
 mod check_policy;
 mod export_vap;
 mod gen_certs;
-pub mod logging;
+pub(crate) mod logging;
 mod review;
-pub mod serve;
+pub(crate) mod serve;
 
 use std::process::ExitCode;
 
-pub use self::args::{
-    CheckArgs, Cli, Command, GenCertsArgs, OutputFormat, ReviewArgs, ServeArgs, WebhookArg,
-};
-pub use self::logging::{LogFormat, LoggingArgs, LoggingGuard, init_logging};
+pub use self::args::Cli;
+pub(crate) use self::args::Command;
+pub use self::logging::{LoggingGuard, init_logging};
 pub use self::serve::{serving_runtime, shutdown_signal};
 
-pub use crate::pki::DEV_CERTS_DIR;
+pub(crate) use crate::pki::DEV_CERTS_DIR;
 
 /// Runs the parsed command line, logging through `logging`.
 pub fn run(cli: Cli, logging: &LoggingGuard) -> ExitCode {

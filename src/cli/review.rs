@@ -12,7 +12,7 @@ use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
 use crate::policy::Policy;
 
 /// Runs `review`: exit 0 if allowed, 1 if denied, 2 on bad input.
-pub fn run(args: &ReviewArgs) -> ExitCode {
+pub(crate) fn run(args: &ReviewArgs) -> ExitCode {
     let policy = match Policy::from_file_or_built_in(args.policy.as_deref()) {
         Ok(policy) => policy,
         Err(e) => {
@@ -82,7 +82,7 @@ pub fn run(args: &ReviewArgs) -> ExitCode {
 
 /// Why `review` cannot answer; the message is what it prints.
 #[derive(Debug, thiserror::Error)]
-pub enum ReviewCommandError {
+pub(crate) enum ReviewCommandError {
     /// The file or standard input cannot be read.
     #[error("cannot read {file}: {source}")]
     Read {

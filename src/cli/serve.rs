@@ -24,7 +24,7 @@ pub fn serving_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// Runs `serve` until SIGTERM or SIGINT.
-pub fn run(args: ServeArgs, logging: &LoggingGuard) -> ExitCode {
+pub(crate) fn run(args: ServeArgs, logging: &LoggingGuard) -> ExitCode {
     let runtime = match serving_runtime() {
         Ok(rt) => rt,
         Err(e) => {

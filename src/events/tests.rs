@@ -171,10 +171,12 @@ fn config_map_request(operation: &str, dry_run: bool) -> AdmissionRequest {
 
 fn outcome_with(reason: EventReason) -> Reply {
     let mut verdict = crate::policy::rules::Verdict::default();
-    verdict.events.push(crate::policy::rules::ForceEvent {
-        reason,
-        note: "refused".to_owned(),
-    });
+    verdict
+        .events
+        .push(crate::policy::rules::verdict::ForceEvent {
+            reason,
+            note: "refused".to_owned(),
+        });
     Reply {
         webhook: crate::admission::Webhook::Validate,
         body: Vec::new(),

@@ -70,8 +70,6 @@ pub struct Metrics {
     pub budget: BudgetMetrics,
     /// Leader election.
     pub leader: LeaderMetrics,
-    /// Log lines dropped because the log buffer was full or their write failed.
-    pub log_lines_dropped: Counter,
     /// The certificates of `--manage-certs`.
     pub certificates: CertMetrics,
     /// The audit of stored rollouts.
@@ -98,7 +96,7 @@ impl Metrics {
         registry.register(
             "log_lines_dropped",
             "Log lines dropped because the log buffer was full or their write failed (requests never wait for the log)",
-            log_lines_dropped.clone(),
+            log_lines_dropped,
         );
         let events = events::register(&mut registry);
         let resets = ForceResets::register(&mut registry);
@@ -123,7 +121,6 @@ impl Metrics {
             sweeper,
             budget,
             leader,
-            log_lines_dropped,
             certificates,
             audit,
         }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize, Serializer};
 /// What the mutating webhook writes when a rollout sets no drain timeout;
 /// written `none` or a duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DefaultTimeout {
+pub(crate) enum DefaultTimeout {
     /// No timeout: write `noTimeoutSeconds`.
     #[default]
     NoTimeout,
@@ -22,11 +22,11 @@ pub enum DefaultTimeout {
 /// A number of seconds, written as an integer or a duration such as `45s`,
 /// `5m`, `1h30m`; rendered as a duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Seconds(pub u64);
+pub(crate) struct Seconds(pub u64);
 
 /// Why a text is not a duration; the message is the one operators read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
+pub(crate) enum DurationError {
     /// Not a duration at all.
     #[error(
         "\"{text}\" is not a duration ({reason}); write e.g. 45s, 5m, 1h30m or a number of seconds"
@@ -43,7 +43,7 @@ pub enum DurationError {
 }
 
 /// Reads a duration: an integer number of seconds or a text such as `5m`.
-pub fn parse_duration(text: &str) -> Result<u64, DurationError> {
+pub(crate) fn parse_duration(text: &str) -> Result<u64, DurationError> {
     let text = text.trim();
     if let Ok(n) = text.parse::<u64>() {
         return Ok(n);
@@ -59,7 +59,7 @@ pub fn parse_duration(text: &str) -> Result<u64, DurationError> {
 }
 
 /// Renders seconds the way the file accepts them: `30s`, `1h`, `1h 30m`.
-pub fn format_seconds(seconds: u64) -> String {
+pub(crate) fn format_seconds(seconds: u64) -> String {
     humantime::format_duration(Duration::from_secs(seconds)).to_string()
 }
 
@@ -144,31 +144,31 @@ impl Serialize for DefaultTimeout {
 }
 
 /// `#[serde(with)]` for a number of seconds held as `u64`.
-pub mod as_seconds {
+pub(crate) mod as_seconds {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     /// Writes the seconds as a duration.
-    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
         super::Seconds(*v).serialize(s)
     }
 
     /// Reads a duration or an integer number of seconds.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         super::Seconds::deserialize(d).map(|s| s.0)
     }
 }
 
 /// `#[serde(with)]` for an optional number of seconds held as `Option<u64>`.
-pub mod as_opt_seconds {
+pub(crate) mod as_opt_seconds {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     /// Writes the seconds as a duration.
-    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
         v.map(super::Seconds).serialize(s)
     }
 
     /// Reads a duration or an integer number of seconds.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         Option::<super::Seconds>::deserialize(d).map(|s| s.map(|s| s.0))
     }
 }

@@ -16,7 +16,7 @@ use super::model::{
 
 /// The built-in policy, in the file format, exactly as documented; its
 /// second document holds the defaults of optional sections.
-pub const BUILT_IN_POLICY: &str = include_str!("builtin-policy.yaml");
+pub(crate) const BUILT_IN_POLICY: &str = include_str!("builtin-policy.yaml");
 
 fn parse_error(e: impl std::fmt::Display) -> PolicyError {
     PolicyError::Parse {
@@ -112,7 +112,7 @@ impl Policy {
     }
 
     /// Reads, parses and validates a policy file.
-    pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
+    pub(crate) fn from_file(path: &Path) -> Result<Self, PolicyError> {
         let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
             path: path.display().to_string(),
             source,
@@ -121,7 +121,7 @@ impl Policy {
     }
 
     /// The policy in `path`, or the built-in one when there is no file.
-    pub fn from_file_or_built_in(path: Option<&Path>) -> Result<Self, PolicyError> {
+    pub(crate) fn from_file_or_built_in(path: Option<&Path>) -> Result<Self, PolicyError> {
         match path {
             Some(path) => Self::from_file(path),
             None => Ok(Self::built_in()),

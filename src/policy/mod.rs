@@ -9,20 +9,16 @@
 //! those before it.
 
 mod coherence;
-pub mod duration;
+pub(crate) mod duration;
 mod error;
 mod file;
-pub mod model;
+pub(crate) mod model;
 pub mod rules;
-pub mod timestamp;
-pub mod user;
+pub(crate) mod timestamp;
+pub(crate) mod user;
 
-pub use duration::format_seconds;
-pub use error::PolicyError;
-pub use file::BUILT_IN_POLICY;
-pub use model::{
-    DefaultTimeout, DeleteUndrained, DrainTimeout, ForceReapply, Grant, MAX_CLOCK_SECONDS,
-    MAX_NO_TIMEOUT_SECONDS, MAX_RECYCLE_MULTIPLIER, Mode, NamespaceRules, NamespaceStrategy,
-    Numaplane, Policy, RbacPolicy, Scope, TimeoutRules, wildcard_match,
-};
-pub use user::{Permission, UserInfo};
+pub(crate) use duration::format_seconds;
+pub(crate) use error::PolicyError;
+pub(crate) use model::{Grant, RbacPolicy};
+pub use model::{Mode, Policy};
+pub(crate) use user::{Permission, UserInfo};

@@ -13,16 +13,16 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-pub use super::duration::DefaultTimeout;
+pub(crate) use super::duration::DefaultTimeout;
 use super::duration::{as_opt_seconds, as_seconds};
 use super::error::BuiltInUnreadable;
 use super::user::{Permission, UserInfo};
 
 mod grants;
 
-pub use grants::{
+pub(crate) use grants::{
     ChildEditKeys, ControllerDefinitions, DefinitionKeys, DeleteUndrained, EditChildren,
-    GrantSection, NamespaceStrategy, SectionKeys, StrategyKeys, UndrainedDeletes,
+    NamespaceStrategy, SectionKeys, StrategyKeys, UndrainedDeletes,
 };
 
 /// The built-in policy as read, before what keys inherit is resolved,
@@ -47,13 +47,13 @@ fn base<T: Default>(part: impl FnOnce(&Policy, &RbacPolicy) -> T) -> T {
 
 /// Numaflow compares drain deadlines with Go's `time.Duration` (int64
 /// nanoseconds): more seconds than this overflow it.
-pub const MAX_CLOCK_SECONDS: u64 = 9_223_372_036;
+pub(crate) const MAX_CLOCK_SECONDS: u64 = 9_223_372_036;
 
 /// The largest multiplier Numaplane's recycle path applies (scaleFactor 1%).
-pub const MAX_RECYCLE_MULTIPLIER: u64 = 100;
+pub(crate) const MAX_RECYCLE_MULTIPLIER: u64 = 100;
 
 /// The largest `noTimeoutSeconds` that survives the largest multiplier.
-pub const MAX_NO_TIMEOUT_SECONDS: u64 = MAX_CLOCK_SECONDS / MAX_RECYCLE_MULTIPLIER;
+pub(crate) const MAX_NO_TIMEOUT_SECONDS: u64 = MAX_CLOCK_SECONDS / MAX_RECYCLE_MULTIPLIER;
 
 /// What happens to violations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -80,46 +80,46 @@ impl fmt::Display for Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TimeoutRules {
     /// Written by `/mutate` when the timeout is absent.
-    pub default: DefaultTimeout,
+    pub(crate) default: DefaultTimeout,
     /// Whether values at or above `noTimeoutSeconds` are allowed.
-    pub allow_no_timeout: bool,
+    pub(crate) allow_no_timeout: bool,
     /// The smallest allowed timeout, in seconds (at least 1).
-    pub min: u64,
+    pub(crate) min: u64,
     /// The largest allowed timeout, in seconds, short of "no timeout".
-    pub max: u64,
+    pub(crate) max: u64,
 }
 
 /// An override for the namespaces whose names match one of `patterns`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NamespaceRules {
+pub(crate) struct NamespaceRules {
     /// Namespace names; `*` matches any run of characters.
     #[serde(rename = "match")]
-    pub patterns: Vec<String>,
+    pub(crate) patterns: Vec<String>,
     /// The rules in force there, with keys the override did not give taken
     /// from the cluster-wide rules (resolved from the four keys below).
     #[serde(skip)]
-    pub rules: TimeoutRules,
+    pub(crate) rules: TimeoutRules,
     /// `default` as written; left out: the section's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<DefaultTimeout>,
+    pub(crate) default: Option<DefaultTimeout>,
     /// `allowNoTimeout` as written; left out: the section's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_no_timeout: Option<bool>,
+    pub(crate) allow_no_timeout: Option<bool>,
     /// `min` as written; left out: the section's.
     #[serde(
         default,
         with = "as_opt_seconds",
         skip_serializing_if = "Option::is_none"
     )]
-    pub min: Option<u64>,
+    pub(crate) min: Option<u64>,
     /// `max` as written; left out: the section's.
     #[serde(
         default,
         with = "as_opt_seconds",
         skip_serializing_if = "Option::is_none"
     )]
-    pub max: Option<u64>,
+    pub(crate) max: Option<u64>,
     /// The minimum pause age before a force there, in seconds; `None`:
     /// `forceReapply.minPauseAge`.
     #[serde(
@@ -128,7 +128,7 @@ pub struct NamespaceRules {
         with = "as_opt_seconds",
         skip_serializing_if = "Option::is_none"
     )]
-    pub min_pause_age_seconds: Option<u64>,
+    pub(crate) min_pause_age_seconds: Option<u64>,
 }
 
 /// One drain-timeout section of the policy: `drainTimeout` (the pause
@@ -143,41 +143,41 @@ pub struct NamespaceRules {
 pub struct DrainTimeout {
     /// Cluster-wide rules (resolved from the four keys below).
     #[serde(skip)]
-    pub rules: TimeoutRules,
+    pub(crate) rules: TimeoutRules,
     /// `default` as written.
-    pub default: DefaultTimeout,
+    pub(crate) default: DefaultTimeout,
     /// The value that stands for "no timeout"; values at or above it mean no timeout.
-    pub no_timeout_seconds: u64,
+    pub(crate) no_timeout_seconds: u64,
     /// `allowNoTimeout` as written.
-    pub allow_no_timeout: bool,
+    pub(crate) allow_no_timeout: bool,
     /// `min` as written, in seconds.
     #[serde(with = "as_seconds")]
-    pub min: u64,
+    pub(crate) min: u64,
     /// `max` as written, in seconds.
     #[serde(with = "as_seconds")]
-    pub max: u64,
+    pub(crate) max: u64,
     /// `defaultRecycleScaleFactor` as written (only the pause timeout has it).
     #[serde(
         rename = "defaultRecycleScaleFactor",
         skip_serializing_if = "Option::is_none"
     )]
-    pub recycle_scale_factor: Option<u64>,
+    pub(crate) recycle_scale_factor: Option<u64>,
     /// The recycle scale factor (percent) assumed when a rollout sets none;
     /// 100 (a multiplier of 1) for the deletion timeout, which Numaplane
     /// does not multiply.
     #[serde(skip)]
-    pub default_recycle_scale_factor: u64,
+    pub(crate) default_recycle_scale_factor: u64,
     /// Overrides, first match wins.
-    pub namespaces: Vec<NamespaceRules>,
+    pub(crate) namespaces: Vec<NamespaceRules>,
 }
 
 /// The rules in force for one namespace, and where they came from.
 #[derive(Debug, Clone, Copy)]
-pub struct Scope<'a> {
+pub(crate) struct Scope<'a> {
     /// The rules.
-    pub rules: &'a TimeoutRules,
+    pub(crate) rules: &'a TimeoutRules,
     /// The pattern of the override that matched, if one did.
-    pub matched: Option<&'a str>,
+    pub(crate) matched: Option<&'a str>,
 }
 
 impl fmt::Display for Scope<'_> {
@@ -208,7 +208,7 @@ impl DrainTimeout {
 
     /// The rules in force in `namespace`: the first override that matches, or
     /// the cluster-wide rules.
-    pub fn scope(&self, namespace: &str) -> Scope<'_> {
+    pub(crate) fn scope(&self, namespace: &str) -> Scope<'_> {
         match self.matching(namespace) {
             Some((ns, pattern)) => Scope {
                 rules: &ns.rules,
@@ -223,7 +223,7 @@ impl DrainTimeout {
 
     /// The first override that matches `namespace`, with the pattern that
     /// matched it.
-    pub fn matching(&self, namespace: &str) -> Option<(&NamespaceRules, &str)> {
+    pub(crate) fn matching(&self, namespace: &str) -> Option<(&NamespaceRules, &str)> {
         self.namespaces.iter().find_map(|ns| {
             ns.patterns
                 .iter()
@@ -233,7 +233,7 @@ impl DrainTimeout {
     }
 
     /// The value `/mutate` writes for a default.
-    pub fn default_seconds(&self, default: DefaultTimeout) -> u64 {
+    pub(crate) fn default_seconds(&self, default: DefaultTimeout) -> u64 {
         match default {
             DefaultTimeout::NoTimeout => self.no_timeout_seconds,
             DefaultTimeout::Seconds(s) => s,
@@ -250,33 +250,33 @@ impl DrainTimeout {
 )]
 pub struct ForceReapply {
     /// Usernames allowed.
-    pub users: BTreeSet<String>,
+    pub(crate) users: BTreeSet<String>,
     /// Groups whose members are allowed.
-    pub groups: BTreeSet<String>,
+    pub(crate) groups: BTreeSet<String>,
     /// Allow `allow-data-loss: "true"` only while the stored object says its
     /// pipeline is pausing.
     pub require_pausing: bool,
     /// Turning on `forcePromote` needs the same permission.
-    pub gate_force_promote: bool,
+    pub(crate) gate_force_promote: bool,
     /// Reset the annotation to "false" once the forced re-apply is over.
     pub one_shot: bool,
     /// How long a pause must have lasted before a force is allowed, in
     /// seconds (0: no minimum); a namespace override may set its own.
     #[serde(rename = "minPauseAge", with = "as_seconds")]
-    pub min_pause_age_seconds: u64,
+    pub(crate) min_pause_age_seconds: u64,
     /// Also ask Kubernetes RBAC (a SubjectAccessReview) when the lists say no.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rbac: Option<RbacPolicy>,
     /// Who may mark a recyclable Pipeline for deletion (deleted undrained).
     pub delete_undrained: DeleteUndrained,
     /// Who may give a namespace the upgrade strategy `no-strategy`.
-    pub namespace_strategy: NamespaceStrategy,
+    pub(crate) namespace_strategy: NamespaceStrategy,
     /// Who may write Numaflow controller definitions outside Numaplane's
     /// namespace (rule 27).
-    pub controller_definitions: ControllerDefinitions,
+    pub(crate) controller_definitions: ControllerDefinitions,
     /// Who may change what Numaplane's and Numaflow's controllers keep on a
     /// rollout's child (rule 26).
-    pub edit_children: EditChildren,
+    pub(crate) edit_children: EditChildren,
 }
 
 impl ForceReapply {
@@ -284,14 +284,13 @@ impl ForceReapply {
         base(|p, _| p.force_reapply.clone())
     }
 
-    /// The static lists' answer: the username in `users`, or one of the
-    /// groups in `groups`. Pure: no API server is asked.
-    pub fn static_permission(&self, user: &UserInfo) -> Permission {
+    #[cfg(test)]
+    pub(crate) fn static_permission(&self, user: &UserInfo) -> Permission {
         self.grant().static_permission(user)
     }
 
     /// Who may force a re-apply or a promotion, as the permission check reads it.
-    pub fn grant(&self) -> Grant<'_> {
+    pub(crate) fn grant(&self) -> Grant<'_> {
         Grant {
             key: "forceReapply",
             users: &self.users,
@@ -306,19 +305,19 @@ impl ForceReapply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant<'a> {
     /// The policy key the lists live under, for messages.
-    pub key: &'static str,
+    pub(crate) key: &'static str,
     /// Usernames allowed.
-    pub users: &'a BTreeSet<String>,
+    pub(crate) users: &'a BTreeSet<String>,
     /// Groups whose members are allowed.
-    pub groups: &'a BTreeSet<String>,
+    pub(crate) groups: &'a BTreeSet<String>,
     /// How RBAC is asked when the lists say no, if it is.
-    pub rbac: Option<&'a RbacPolicy>,
+    pub(crate) rbac: Option<&'a RbacPolicy>,
 }
 
 impl Grant<'_> {
     /// The static lists' answer: the username in `users`, or one of the
     /// groups in `groups`. Pure: no API server is asked.
-    pub fn static_permission(&self, user: &UserInfo) -> Permission {
+    pub(crate) fn static_permission(&self, user: &UserInfo) -> Permission {
         let key = self.key;
         if self.users.contains(user.username()) {
             return Permission::Granted(format!("listed in {key}.users"));
@@ -346,7 +345,7 @@ pub struct Numaplane {
     pub controller_account: String,
     /// Numaplane's own namespace: where its Numaflow controller
     /// definitions belong (rule 27 gates them everywhere else).
-    pub namespace: String,
+    pub(crate) namespace: String,
 }
 
 /// What the webhook knows of the Numaflow controller.
@@ -369,11 +368,11 @@ pub struct Numaflow {
     deny_unknown_fields,
     rename_all = "camelCase"
 )]
-pub struct ForcePromote {
+pub(crate) struct ForcePromote {
     /// Reset it to `false` (by `/mutate`, on the next write) once the
     /// progressive upgrade it was set for has finished. Off by default: a
     /// GitOps source that declares `forcePromote: true` would fight a reset.
-    pub one_shot: bool,
+    pub(crate) one_shot: bool,
 }
 
 /// How RBAC is asked whether a requester may force a re-apply.
@@ -381,14 +380,14 @@ pub struct ForcePromote {
 #[serde(default = "RbacPolicy::base", deny_unknown_fields)]
 pub struct RbacPolicy {
     /// The custom verb checked on `pipelinerollouts` in `numaplane.numaproj.io`.
-    pub verb: String,
+    pub(crate) verb: String,
     /// How long an answer is reused, in seconds (0: not cached).
     #[serde(rename = "cacheTTL", with = "as_seconds")]
-    pub cache_ttl_seconds: u64,
+    pub(crate) cache_ttl_seconds: u64,
     /// The longest a check may take, in seconds (further bounded by the
     /// request's own deadline).
     #[serde(rename = "timeout", with = "as_seconds")]
-    pub timeout_seconds: u64,
+    pub(crate) timeout_seconds: u64,
 }
 
 impl RbacPolicy {
@@ -410,14 +409,14 @@ pub struct Policy {
     /// enforce or warn.
     pub mode: Mode,
     /// The pause timeout's rules (`drainTimeout`).
-    pub drain_timeout: DrainTimeout,
+    pub(crate) drain_timeout: DrainTimeout,
     /// The deletion timeout's rules (`deletionTimeout`).
     #[serde(deserialize_with = "DrainTimeout::deserialize_deletion")]
-    pub deletion_timeout: DrainTimeout,
+    pub(crate) deletion_timeout: DrainTimeout,
     /// Forced re-apply rules.
     pub force_reapply: ForceReapply,
     /// What happens to a forcePromote left on.
-    pub force_promote: ForcePromote,
+    pub(crate) force_promote: ForcePromote,
     /// The Numaplane controller.
     pub numaplane: Numaplane,
     /// The Numaflow controller.
@@ -427,7 +426,7 @@ pub struct Policy {
 impl Policy {
     /// Whether `user` is one of Kubernetes' own deleters
     /// (`forceReapply.deleteUndrained.systemDeleters`).
-    pub fn is_system_deleter(&self, user: &str) -> bool {
+    pub(crate) fn is_system_deleter(&self, user: &str) -> bool {
         self.force_reapply
             .delete_undrained
             .own
@@ -441,7 +440,7 @@ impl Policy {
 
     /// The minimum pause age before a force in `namespace`, in seconds: the
     /// first matching override's, else `forceReapply.minPauseAge`.
-    pub fn min_pause_age_seconds(&self, namespace: &str) -> u64 {
+    pub(crate) fn min_pause_age_seconds(&self, namespace: &str) -> u64 {
         self.drain_timeout
             .matching(namespace)
             .and_then(|(ns, _)| ns.min_pause_age_seconds)
@@ -451,7 +450,7 @@ impl Policy {
 
 /// Matches a namespace name against a pattern where `*` stands for any run
 /// of characters (namespace names cannot contain `*`, so no escaping).
-pub fn wildcard_match(pattern: &str, name: &str) -> bool {
+pub(crate) fn wildcard_match(pattern: &str, name: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = name.strip_prefix(first) else {

@@ -7,15 +7,15 @@ use time::{OffsetDateTime, UtcOffset};
 /// A text that is not an RFC 3339 time; the message says what was given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {reason}")]
-pub struct TimestampError {
+pub(crate) struct TimestampError {
     /// The text as given.
-    pub text: String,
+    pub(crate) text: String,
     /// What the time parser said.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Reads a time in RFC 3339, such as `2026-12-01T10:00:00Z` (for `--now`).
-pub fn parse_rfc3339(text: &str) -> Result<OffsetDateTime, TimestampError> {
+pub(crate) fn parse_rfc3339(text: &str) -> Result<OffsetDateTime, TimestampError> {
     OffsetDateTime::parse(text, &Rfc3339).map_err(|e| TimestampError {
         text: text.to_owned(),
         reason: e.to_string(),
@@ -23,7 +23,7 @@ pub fn parse_rfc3339(text: &str) -> Result<OffsetDateTime, TimestampError> {
 }
 
 /// Writes `at` in RFC 3339, in UTC, to the whole second.
-pub fn format_rfc3339_utc(at: OffsetDateTime) -> String {
+pub(crate) fn format_rfc3339_utc(at: OffsetDateTime) -> String {
     let at = at.to_offset(UtcOffset::UTC);
     let at = at.replace_nanosecond(0).unwrap_or(at);
     at.format(&Rfc3339).unwrap_or_else(|_| at.to_string())

@@ -18,12 +18,12 @@ pub struct UserInfo {
     groups: List<Text>,
     /// Extra attributes, passed on untouched when the API server is asked.
     #[serde(default)]
-    pub extra: Option<serde_json::Value>,
+    pub(crate) extra: Option<serde_json::Value>,
 }
 
 impl UserInfo {
     /// A user with a name and groups (for tests and tools).
-    pub fn new(username: &str, groups: &[&str]) -> Self {
+    pub(crate) fn new(username: &str, groups: &[&str]) -> Self {
         Self {
             username: Text(Some(username.to_owned())),
             uid: Text(None),
@@ -33,23 +33,23 @@ impl UserInfo {
     }
 
     /// The username, or `""` when the request named none.
-    pub fn username(&self) -> &str {
+    pub(crate) fn username(&self) -> &str {
         self.username.as_deref().unwrap_or_default()
     }
 
     /// The user's uid, when given.
-    pub fn uid(&self) -> Option<&str> {
+    pub(crate) fn uid(&self) -> Option<&str> {
         self.uid.as_deref()
     }
 
     /// The groups, skipping any entry that is not a string.
-    pub fn groups(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn groups(&self) -> impl Iterator<Item = &str> {
         self.groups.items().iter().filter_map(Text::as_deref)
     }
 
     /// The extra attributes as the API server's types hold them (entries
     /// that are not lists of strings are skipped).
-    pub fn extra_map(&self) -> BTreeMap<String, Vec<String>> {
+    pub(crate) fn extra_map(&self) -> BTreeMap<String, Vec<String>> {
         let Some(serde_json::Value::Object(extra)) = &self.extra else {
             return BTreeMap::new();
         };
@@ -97,7 +97,7 @@ impl Permission {
     /// The permission as the outcome of a gate with no state condition
     /// (rules 20, 21 and 24): granted, or why not; one that was not asked
     /// does not allow the change.
-    pub fn outcome(&self) -> Result<(), NotPermitted> {
+    pub(crate) fn outcome(&self) -> Result<(), NotPermitted> {
         match self {
             Self::Granted(_) => Ok(()),
             Self::Refused(why) => Err(NotPermitted::Refused(why.clone())),

@@ -27,26 +27,26 @@ use crate::lenient::{Obj, Text};
 use crate::namespace_config::CONFIG_LABEL;
 
 /// The most bytes of one string kept (before [`CUT_MARK`]).
-pub const LEAF_BYTES: usize = 512;
+pub(crate) const LEAF_BYTES: usize = 512;
 
 /// What a cut string ends with.
-pub const CUT_MARK: &str = "…";
+pub(crate) const CUT_MARK: &str = "…";
 
 /// The most entries kept of a list or an object kept as found.
-pub const LEAF_ENTRIES: usize = 16;
+pub(crate) const LEAF_ENTRIES: usize = 16;
 
 /// How many levels of lists and objects below a value kept as found are
 /// kept; deeper ones are kept empty.
-pub const LEAF_DEPTH: usize = 4;
+pub(crate) const LEAF_DEPTH: usize = 4;
 
 /// The bytes of strings (and of keys inside values) one object keeps in
 /// all.
-pub const OBJECT_BUDGET: usize = 16 * 1024;
+pub(crate) const OBJECT_BUDGET: usize = 16 * 1024;
 
 /// The label and annotation keys kept: the switches and records the
 /// stored-object rules read on a rollout (its own annotations and its
 /// child template's keys) and on a namespace-level ConfigMap (its label).
-pub const KEPT_KEYS: [&[&str]; 3] = [
+pub(crate) const KEPT_KEYS: [&[&str]; 3] = [
     &[
         ALLOW_DATA_LOSS,
         FORCE_PROMOTE_FOR,
@@ -159,12 +159,12 @@ impl GuardedObject {
     /// Reads a stored object as the audit and the sweeper keep it:
     /// admission's reader, then [`bounded`](Self::bounded). Only invalid
     /// JSON fails.
-    pub fn from_stored(json: &[u8]) -> Result<Self, serde_json::Error> {
+    pub(crate) fn from_stored(json: &[u8]) -> Result<Self, serde_json::Error> {
         crate::skim::from_slice::<Self>(json).map(Self::bounded)
     }
 
     /// This view, bounded as the module says.
-    pub fn bounded(mut self) -> Self {
+    pub(crate) fn bounded(mut self) -> Self {
         let mut budget = Budget(OBJECT_BUDGET);
         self.child = None;
         if let Obj::Present(meta) = &mut self.metadata {

@@ -27,29 +27,29 @@ use crate::skim::RawText;
 /// A child's `spec` and `status` as found, as JSON text (`None`: absent
 /// or null).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChildContent {
+pub(crate) struct ChildContent {
     spec: Option<String>,
     status: Option<String>,
 }
 
 impl ChildContent {
     /// `spec`'s text as found.
-    pub fn spec_text(&self) -> Option<&str> {
+    pub(crate) fn spec_text(&self) -> Option<&str> {
         self.spec.as_deref()
     }
 
     /// `status`'s text as found.
-    pub fn status_text(&self) -> Option<&str> {
+    pub(crate) fn status_text(&self) -> Option<&str> {
         self.status.as_deref()
     }
 
     /// `spec` as a JSON tree.
-    pub fn spec(&self) -> Option<Value> {
+    pub(crate) fn spec(&self) -> Option<Value> {
         self.spec.as_deref().map(tree)
     }
 
     /// `status` as a JSON tree.
-    pub fn status(&self) -> Option<Value> {
+    pub(crate) fn status(&self) -> Option<Value> {
         self.status.as_deref().map(tree)
     }
 }
@@ -63,7 +63,7 @@ fn tree(text: &str) -> Value {
 
 /// Whether a rollout owns an object, and which.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ownership {
+pub(crate) enum Ownership {
     /// Owned: the rollout's name (its ownerReference's, else the
     /// parent-rollout-name label's).
     Owned(String),
@@ -76,7 +76,7 @@ pub enum Ownership {
 
 impl Ownership {
     /// The owner's name as a denial shows it.
-    pub fn shown(&self) -> Option<String> {
+    pub(crate) fn shown(&self) -> Option<String> {
         match self {
             Self::Owned(name) => Some(name.clone()),
             Self::Unreadable(why) => Some(format!("(unknown: {why})")),
@@ -194,24 +194,24 @@ fn names_a_rollout(reference: &Value) -> bool {
 
 impl GuardedObject {
     /// `metadata.ownerReferences`, as found.
-    pub fn owner_references(&self) -> Option<&Value> {
+    pub(crate) fn owner_references(&self) -> Option<&Value> {
         self.metadata.get()?.owner_references.as_ref()
     }
 
     /// `metadata.finalizers`, as found.
-    pub fn finalizers(&self) -> Option<&Value> {
+    pub(crate) fn finalizers(&self) -> Option<&Value> {
         self.metadata.get()?.finalizers.as_ref()
     }
 
     /// A child's `spec` and `status` as found: `None` when the object's
     /// `kind` names no child (a rollout's are not kept).
-    pub fn child_content(&self) -> Option<&ChildContent> {
+    pub(crate) fn child_content(&self) -> Option<&ChildContent> {
         self.child.as_deref()
     }
 
     /// Every kept label or annotation (`labels`: the labels) under
     /// Numaplane's or Numaflow's prefix, as found.
-    pub fn prefixed_keys(&self, labels: bool) -> Vec<(&str, &Value)> {
+    pub(crate) fn prefixed_keys(&self, labels: bool) -> Vec<(&str, &Value)> {
         let Some(meta) = self.metadata.get() else {
             return Vec::new();
         };
@@ -236,7 +236,7 @@ impl GuardedObject {
 
     /// Whether an ownerReference names a Numaplane rollout, or the
     /// ownerReferences cannot be read (an owner may hide there).
-    pub fn owned_by_reference(&self) -> bool {
+    pub(crate) fn owned_by_reference(&self) -> bool {
         match self.owner_references() {
             None => false,
             Some(Value::Array(refs)) => refs.iter().any(names_a_rollout),
@@ -250,7 +250,7 @@ impl GuardedObject {
     /// (what Numaflow puts on a Vertex, a daemon and a vertex's pods).
     /// `Err`: the labels or ownerReferences cannot be read, so a child may
     /// hide there.
-    pub fn numaflow_parents(&self) -> Result<Vec<(Kind, String)>, String> {
+    pub(crate) fn numaflow_parents(&self) -> Result<Vec<(Kind, String)>, String> {
         let mut parents = Vec::new();
         match &self.metadata {
             Obj::Wrong(found) => return Err(format!("metadata is {found}")),
@@ -303,7 +303,7 @@ impl GuardedObject {
     /// Whether a rollout owns this object: the parent-rollout-name label,
     /// or an ownerReference to a Numaplane rollout. Metadata that cannot
     /// be read is judged as owned.
-    pub fn ownership(&self) -> Ownership {
+    pub(crate) fn ownership(&self) -> Ownership {
         match &self.metadata {
             Obj::Wrong(found) => return Ownership::Unreadable(format!("metadata is {found}")),
             Obj::Present(meta) => {

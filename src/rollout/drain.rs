@@ -8,17 +8,9 @@ use serde::Deserialize;
 use super::{GuardedObject, LifecycleKey, TimeoutSlot};
 use crate::lenient::{Obj, Text};
 
-/// The deletion timeout a Pipeline that sets none gets from the schema
-/// defaults of Numaflow's full CRDs. Numaflow's own fallback
-/// (`Pipeline.GetTerminationGracePeriodSeconds`) reads the deleted
-/// object's `metadata.deletionGracePeriodSeconds` first, which the API
-/// server sets to 0 for a custom resource: with the minimal CRDs, which
-/// default nothing, the Pipeline is not drained at all.
-pub const NUMAFLOW_DELETION_SECONDS: i64 = 30;
-
 /// How a rollout's words name the deletion timeout of a Pipeline that sets
 /// none.
-pub const DEFAULT_DELETION_WORDS: &str = "at most 30s (0s with Numaflow's minimal CRDs)";
+pub(crate) const DEFAULT_DELETION_WORDS: &str = "at most 30s (0s with Numaflow's minimal CRDs)";
 
 /// One entry of `spec.riders`: only its definition's identity.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -54,8 +46,12 @@ pub enum DeletionTimeout {
         /// The value as JSON.
         value: String,
     },
-    /// Neither field is set: the full CRDs' default, or nothing (see
-    /// [`NUMAFLOW_DELETION_SECONDS`]).
+    /// Neither field is set: 30s from the schema defaults of Numaflow's
+    /// full CRDs. Numaflow's own fallback
+    /// (`Pipeline.GetTerminationGracePeriodSeconds`) reads the deleted
+    /// object's `metadata.deletionGracePeriodSeconds` first, which the API
+    /// server sets to 0 for a custom resource: with the minimal CRDs, which
+    /// default nothing, the Pipeline is not drained at all.
     Default,
 }
 
@@ -75,9 +71,9 @@ impl std::fmt::Display for DeletionTimeout {
 }
 
 /// The path of the deletion timeout Numaflow reads first.
-pub const DELETION_FIELD: &str = LifecycleKey::Deletion.rollout_field().dotted();
+pub(crate) const DELETION_FIELD: &str = LifecycleKey::Deletion.rollout_field().dotted();
 /// The deprecated one it reads when the first is absent.
-pub const DEPRECATED_DELETION_FIELD: &str =
+pub(crate) const DEPRECATED_DELETION_FIELD: &str =
     LifecycleKey::DeprecatedDeletion.rollout_field().dotted();
 
 impl GuardedObject {
@@ -127,7 +123,7 @@ impl GuardedObject {
     /// `rbac.authorization.k8s.io`, any version), ServiceAccounts and
     /// Secrets (core `v1`). Numaplane applies riders with its own account,
     /// so whoever may edit the rollout has it create them.
-    pub fn access_riders(&self) -> Vec<(usize, &'static str)> {
+    pub(crate) fn access_riders(&self) -> Vec<(usize, &'static str)> {
         const RBAC: [&str; 4] = ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
         const CORE: [&str; 2] = ["ServiceAccount", "Secret"];
         self.rider_kinds()
@@ -146,7 +142,7 @@ impl GuardedObject {
     /// HorizontalPodAutoscalers (apiVersion group `autoscaling`, any
     /// version): with one, Numaplane promotes every progressive upgrade
     /// without assessment (Numaplane 75c9dd5, `progressiveUnsupported`).
-    pub fn hpa_riders(&self) -> Vec<usize> {
+    pub(crate) fn hpa_riders(&self) -> Vec<usize> {
         self.rider_kinds()
             .filter(|(_, group, _, kind)| {
                 *group == "autoscaling" && *kind == "HorizontalPodAutoscaler"

@@ -94,7 +94,7 @@ impl FieldPath {
     }
 
     /// The dotted path, as users write it.
-    pub const fn dotted(self) -> &'static str {
+    pub(crate) const fn dotted(self) -> &'static str {
         self.dotted
     }
 
@@ -107,7 +107,7 @@ impl FieldPath {
     }
 
     /// The path of the first `n` keys (the objects on the way).
-    pub const fn prefix(self, n: usize) -> Self {
+    pub(crate) const fn prefix(self, n: usize) -> Self {
         let keys = self.keys.split_at(n).0;
         Self {
             keys,
@@ -122,12 +122,12 @@ impl FieldPath {
 
     /// The entry `key` of the map at this path, as messages show it
     /// (`metadata.annotations["key"]`).
-    pub fn entry(self, key: &str) -> String {
+    pub(crate) fn entry(self, key: &str) -> String {
         format!("{}[\"{key}\"]", self.dotted)
     }
 
     /// The keys of the entry `key` of the map at this path, for a JSON Patch.
-    pub fn entry_keys(self, key: &str) -> impl Iterator<Item = &str> {
+    pub(crate) fn entry_keys(self, key: &str) -> impl Iterator<Item = &str> {
         self.keys.iter().copied().chain([key])
     }
 
@@ -137,7 +137,7 @@ impl FieldPath {
     }
 
     /// The JSON Pointer of the field (`/spec/x`).
-    pub fn pointer(self) -> String {
+    pub(crate) fn pointer(self) -> String {
         self.keys
             .iter()
             .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
@@ -195,20 +195,21 @@ pub const LABELS: FieldPath = field_path!(&LABEL_KEYS);
 /// An object's `metadata.annotations`.
 pub const ANNOTATIONS: FieldPath = field_path!(&ANNOTATION_KEYS);
 /// A PipelineRollout's template annotations, `spec.pipeline.metadata.annotations`.
-pub const TEMPLATE_ANNOTATIONS: FieldPath = field_path!(&TEMPLATE_ANNOTATION_KEYS);
+pub(crate) const TEMPLATE_ANNOTATIONS: FieldPath = field_path!(&TEMPLATE_ANNOTATION_KEYS);
 /// A child Pipeline's `spec.lifecycle.desiredPhase`: pausing and resuming,
 /// which anyone may change.
 pub const DESIRED_PHASE: FieldPath = field_path!(&DESIRED_PHASE_KEYS);
 /// The recycle scale factor, `spec.strategy.recycleStrategy.scaleFactor`.
-pub const SCALE_FACTOR_FIELD: FieldPath =
+pub(crate) const SCALE_FACTOR_FIELD: FieldPath =
     field_path!(&["spec", "strategy", "recycleStrategy", "scaleFactor"]);
 /// The forced-promotion switch, `spec.strategy.progressive.forcePromote`.
 pub const FORCE_PROMOTE_FIELD: FieldPath =
     field_path!(&["spec", "strategy", "progressive", "forcePromote"]);
 /// The upgrade a rollout is in, `status.upgradeInProgress`.
-pub const UPGRADE_IN_PROGRESS: FieldPath = field_path!(&["status", "upgradeInProgress"]);
+pub(crate) const UPGRADE_IN_PROGRESS: FieldPath = field_path!(&["status", "upgradeInProgress"]);
 /// The pause's recorded start, `status.pauseStatus.lastPauseBeginTime`.
-pub const PAUSE_BEGIN: FieldPath = field_path!(&["status", "pauseStatus", "lastPauseBeginTime"]);
+pub(crate) const PAUSE_BEGIN: FieldPath =
+    field_path!(&["status", "pauseStatus", "lastPauseBeginTime"]);
 
 #[cfg(test)]
 mod tests {

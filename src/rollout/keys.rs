@@ -4,7 +4,6 @@
 //! child; and the metadata a rollout copies onto its children.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
@@ -19,32 +18,17 @@ use crate::lenient::{JsonKind, Obj};
 /// The watched entries of a label or annotation map, with their values as
 /// found (a value need not be a string: the view is lenient).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Keys(pub(super) Vec<(String, Value)>);
+pub(crate) struct Keys(pub(super) Vec<(String, Value)>);
 
 impl Keys {
     /// The value of `key`, when present.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
     /// Every kept entry, in the order found.
-    pub fn entries(&self) -> impl Iterator<Item = (&str, &Value)> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
-    }
-
-    /// Leaves `key` out.
-    pub fn remove(&mut self, key: &str) {
-        self.0.retain(|(k, _)| k != key);
-    }
-
-    /// The watched entries of a map of strings (a stored object's).
-    pub fn from_strings(all: &BTreeMap<String, String>) -> Self {
-        Self(
-            all.iter()
-                .filter(|(k, _)| watched(k))
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect(),
-        )
     }
 }
 
@@ -103,7 +87,7 @@ pub(super) struct Template {
 
 /// The labels and annotations a rollout copies onto every child it makes.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct TemplateMeta {
+pub(crate) struct TemplateMeta {
     #[serde(default)]
     pub(super) labels: Obj<Keys>,
     #[serde(default)]
@@ -113,7 +97,7 @@ pub struct TemplateMeta {
 /// Which map of an object: its own labels or annotations, or those of the
 /// child template of a rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Map {
+pub(crate) enum Map {
     /// `metadata.labels`.
     Labels,
     /// `metadata.annotations`.
@@ -126,7 +110,7 @@ pub enum Map {
 
 impl Map {
     /// The dotted path of the map on `kind`, as users write it.
-    pub fn path(self, kind: Kind) -> String {
+    pub(crate) fn path(self, kind: Kind) -> String {
         let template = kind.template().unwrap_or("template");
         match self {
             Self::Labels => LABELS.dotted().to_owned(),
@@ -139,12 +123,12 @@ impl Map {
 
 impl GuardedObject {
     /// The value of the annotation `key`, when present.
-    pub fn annotation(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn annotation(&self, key: &str) -> Option<&Value> {
         self.metadata.get()?.annotations.get()?.get(key)
     }
 
     /// The value of the label `key`, when present.
-    pub fn label(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn label(&self, key: &str) -> Option<&Value> {
         self.metadata.get()?.labels.get()?.get(key)
     }
 
@@ -184,7 +168,7 @@ impl GuardedObject {
     }
 
     /// The value of `key` in `map` of an object of `kind`, when present.
-    pub fn key_in(&self, kind: Kind, map: Map, key: &str) -> Option<&Value> {
+    pub(crate) fn key_in(&self, kind: Kind, map: Map, key: &str) -> Option<&Value> {
         match map {
             Map::Labels => self.label(key),
             Map::Annotations => self.annotation(key),
@@ -196,7 +180,7 @@ impl GuardedObject {
     /// Where the child template's metadata of a rollout of `kind` (or a
     /// value on the way to it) is not an object: its dotted path and what
     /// was found.
-    pub fn malformed_template(&self, kind: Kind) -> Option<(String, JsonKind)> {
+    pub(crate) fn malformed_template(&self, kind: Kind) -> Option<(String, JsonKind)> {
         let meta = match self.template_meta(kind) {
             Err(found) => return Some(found),
             Ok(meta) => meta?,
@@ -211,7 +195,7 @@ impl GuardedObject {
 
     /// The rollout a child of `kind` belongs to: the owner reference of the
     /// rollout's kind, else the `parent-rollout-name` label.
-    pub fn parent(&self, kind: Kind) -> Option<&str> {
+    pub(crate) fn parent(&self, kind: Kind) -> Option<&str> {
         let rollout = kind.rollout().kind();
         let owner = self.owner_references().and_then(|refs| {
             refs.as_array()?

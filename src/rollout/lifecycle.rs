@@ -27,7 +27,7 @@ pub enum LifecycleKey {
 
 impl LifecycleKey {
     /// The key's JSON name.
-    pub const fn json_name(self) -> &'static str {
+    pub(crate) const fn json_name(self) -> &'static str {
         match self {
             Self::Pause => PAUSE_KEY,
             Self::Deletion => DELETION_KEY,
@@ -38,7 +38,7 @@ impl LifecycleKey {
     /// This timeout in a PipelineRollout's embedded pipeline spec
     /// (`spec.pipeline.spec.lifecycle`); its keys are what `/mutate`
     /// creates.
-    pub const fn rollout_field(self) -> FieldPath {
+    pub(crate) const fn rollout_field(self) -> FieldPath {
         match self {
             Self::Pause => ROLLOUT_PAUSE,
             Self::Deletion => ROLLOUT_DELETION,
@@ -81,7 +81,7 @@ impl Lifecycle {
 
 /// Where a drain timeout stands in an object.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TimeoutSlot<'a> {
+pub(crate) enum TimeoutSlot<'a> {
     /// Set to a value other than `null` (not necessarily a valid one).
     Set(&'a Value),
     /// Absent or `null`. `depth` is the index in the key's path (for a
@@ -124,13 +124,13 @@ fn slot(lifecycle: &Lifecycle, key: LifecycleKey, depth: usize) -> TimeoutSlot<'
 impl GuardedObject {
     /// Where the pause timeout
     /// `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds` stands.
-    pub fn timeout(&self) -> TimeoutSlot<'_> {
+    pub(crate) fn timeout(&self) -> TimeoutSlot<'_> {
         self.lifecycle_timeout(LifecycleKey::Pause)
     }
 
     /// Where `key` stands in a PipelineRollout's
     /// `spec.pipeline.spec.lifecycle`.
-    pub fn lifecycle_timeout(&self, key: LifecycleKey) -> TimeoutSlot<'_> {
+    pub(crate) fn lifecycle_timeout(&self, key: LifecycleKey) -> TimeoutSlot<'_> {
         let field = key.rollout_field();
         let lookup = || -> Result<TimeoutSlot<'_>, TimeoutSlot<'_>> {
             let spec = step(&self.spec, 0, field)?;
@@ -143,7 +143,7 @@ impl GuardedObject {
     }
 
     /// Where `key` stands in a child Pipeline's own `spec.lifecycle`.
-    pub fn child_lifecycle_timeout(&self, key: LifecycleKey) -> TimeoutSlot<'_> {
+    pub(crate) fn child_lifecycle_timeout(&self, key: LifecycleKey) -> TimeoutSlot<'_> {
         let field = key.child_field();
         let lookup = || -> Result<TimeoutSlot<'_>, TimeoutSlot<'_>> {
             let spec = step(&self.spec, 0, field)?;

@@ -68,7 +68,7 @@ impl TlsArgs {
     /// The files to serve: --tls-cert and --tls-key, else the development
     /// certificates in --dev-certs-dir (generated if absent, which is why
     /// this can fail), with a hint for trying them on `port`.
-    pub fn files(&self, port: u16) -> Result<TlsFiles, CertError> {
+    pub(crate) fn files(&self, port: u16) -> Result<TlsFiles, CertError> {
         let (cert, key) = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => (cert.clone(), key.clone()),
             _ => {
@@ -104,7 +104,7 @@ pub struct BudgetArgs {
 
 impl BudgetArgs {
     /// The budget these limits make, checked.
-    pub fn budget(&self) -> Result<Budget, BudgetError> {
+    pub(crate) fn budget(&self) -> Result<Budget, BudgetError> {
         Budget::new(self.max_inflight_body_bytes, self.max_inflight_requests)
     }
 }

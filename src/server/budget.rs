@@ -64,7 +64,7 @@ pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 512;
 
 /// Bodies up to this size are small: they may use the quarter of the budget
 /// that large bodies may not.
-pub const SMALL_BODY_BYTES: usize = MIB;
+pub(crate) const SMALL_BODY_BYTES: usize = MIB;
 
 /// A request that waits for budget gives up this long before its deadline,
 /// so that its 503 reaches the API server while it still listens.
@@ -98,7 +98,7 @@ pub enum BudgetError {
 
 /// The body budget and the request slots, shared by every connection.
 #[derive(Debug, Clone)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// Every reserved body byte, small or large.
     all: Arc<Semaphore>,
     /// The part of the budget large bodies may use.
@@ -121,7 +121,7 @@ impl Default for Budget {
 
 impl Budget {
     /// A budget of `bytes` body bytes and `requests` requests in flight.
-    pub fn new(bytes: usize, requests: usize) -> Result<Self, BudgetError> {
+    pub(crate) fn new(bytes: usize, requests: usize) -> Result<Self, BudgetError> {
         let min = (MAX_BODY_BYTES * 4).div_ceil(3);
         if bytes < min {
             return Err(BudgetError::TooSmall { got: bytes, min });
@@ -141,19 +141,14 @@ impl Budget {
         })
     }
 
-    /// The budget, in bytes.
-    pub fn bytes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// The budget, in bytes, for a gauge.
-    pub fn bytes_i64(&self) -> i64 {
+    pub(crate) fn bytes_i64(&self) -> i64 {
         i64::try_from(self.bytes).unwrap_or(i64::MAX)
-    }
-
-    /// The most requests in flight.
-    pub fn max_requests(&self) -> usize {
-        self.max_requests
     }
 
     /// Reserves `bytes` (at most [`MAX_BODY_BYTES`]), waiting until `until`
@@ -334,7 +329,7 @@ async fn read(body: Body, limit: usize, announced: bool) -> Result<Bytes, ReadEr
 #[derive(Debug)]
 pub(super) struct Admitted {
     /// The request body.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
     _slot: OwnedSemaphorePermit,
     _reservation: Reservation,
 }

@@ -14,18 +14,18 @@ use axum::response::Response;
 use super::plain_text;
 
 /// The deadline when the API server sends no `?timeout=` (its longest).
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
 /// When the API server stops waiting for the answer.
 #[derive(Debug, Clone, Copy)]
-pub struct Deadline(pub Instant);
+pub(crate) struct Deadline(pub Instant);
 
 /// Time kept back from the deadline for building and sending the answer.
 const SAFETY_MARGIN: Duration = Duration::from_millis(500);
 
 impl Deadline {
     /// What is left for an RBAC check: the deadline less the safety margin.
-    pub fn time_for_rbac(self) -> Duration {
+    pub(crate) fn time_for_rbac(self) -> Duration {
         self.0
             .saturating_duration_since(Instant::now())
             .saturating_sub(SAFETY_MARGIN)
@@ -48,7 +48,7 @@ fn requested_deadline(query: Option<&str>) -> Duration {
 impl Deadline {
     /// The deadline of a request whose query is `query`, and how far off it
     /// is.
-    pub fn of_query(query: Option<&str>) -> (Self, Duration) {
+    pub(crate) fn of_query(query: Option<&str>) -> (Self, Duration) {
         let limit = requested_deadline(query);
         (Self(Instant::now() + limit), limit)
     }
@@ -56,7 +56,7 @@ impl Deadline {
 
 /// Runs `work`, the answer to a request, until `limit` has passed; then
 /// stops it (reading a slow body included) and answers 504.
-pub async fn enforce(limit: Duration, work: impl Future<Output = Response>) -> Response {
+pub(crate) async fn enforce(limit: Duration, work: impl Future<Output = Response>) -> Response {
     match tokio::time::timeout(limit, work).await {
         Ok(response) => response,
         Err(_) => {

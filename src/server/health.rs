@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether the webhook can take traffic.
 #[derive(Debug, Default)]
-pub struct Health {
+pub(crate) struct Health {
     loaded: AtomicBool,
     stopping: AtomicBool,
     trust_required: AtomicBool,
@@ -13,28 +13,28 @@ pub struct Health {
 
 impl Health {
     /// Marks the certificate and policy loaded and the listener bound.
-    pub fn set_serving(&self) {
+    pub(crate) fn set_serving(&self) {
         self.loaded.store(true, Ordering::SeqCst);
     }
 
     /// Marks the start of shutdown: not ready from now on.
-    pub fn set_stopping(&self) {
+    pub(crate) fn set_stopping(&self) {
         self.stopping.store(true, Ordering::SeqCst);
     }
 
     /// Makes readiness wait, from now on, until [`Health::set_trusted`]
     /// says the caBundle trusts the served certificate (`--manage-certs`).
-    pub fn require_trust(&self) {
+    pub(crate) fn require_trust(&self) {
         self.trust_required.store(true, Ordering::SeqCst);
     }
 
     /// Whether the caBundle trusts the served certificate.
-    pub fn set_trusted(&self, trusted: bool) {
+    pub(crate) fn set_trusted(&self, trusted: bool) {
         self.trusted.store(trusted, Ordering::SeqCst);
     }
 
     /// `Ok` when ready; otherwise why not.
-    pub fn readiness(&self) -> Result<(), &'static str> {
+    pub(crate) fn readiness(&self) -> Result<(), &'static str> {
         if self.stopping.load(Ordering::SeqCst) {
             Err("shutting down")
         } else if !self.loaded.load(Ordering::SeqCst) {

@@ -4,13 +4,13 @@
 //! and starts no background work.
 
 pub mod admin;
-pub mod args;
+pub(crate) mod args;
 pub mod budget;
-pub mod conn;
-pub mod deadline;
-pub mod health;
-pub mod plain_text;
-pub mod reload;
+pub(crate) mod conn;
+pub(crate) mod deadline;
+pub(crate) mod health;
+pub(crate) mod plain_text;
+pub(crate) mod reload;
 pub mod size;
 pub mod tls;
 pub mod webhook;
@@ -29,7 +29,7 @@ use self::budget::Budget;
 pub use self::conn::{ConnectionOptions, serve_connections};
 use self::health::Health;
 use self::tls::{TlsFiles, TlsState};
-use crate::authz::{Authorizer, RbacAuthorizer, StaticLists};
+use crate::authz::{Authorizer, StaticLists};
 use crate::events::EventQueue;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
@@ -43,25 +43,25 @@ pub struct ServerState {
     /// sweeper wait on it for changes ([`ServerState::policy_updates`]).
     policy: watch::Sender<Arc<Policy>>,
     /// The metrics.
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Readiness.
-    pub health: Health,
+    pub(crate) health: Health,
     /// Who may force a re-apply: the static lists, then RBAC when connected.
-    pub authorizer: Authorizer,
+    pub(crate) authorizer: Authorizer,
     /// Where the Events verdicts ask for go (off without an API server).
-    pub events: EventQueue,
+    pub(crate) events: EventQueue,
     /// The body budget and the request limit.
-    pub budget: Budget,
+    pub(crate) budget: Budget,
     /// The certificate chain served now (DER, leaf first).
-    pub served_chain: ArcSwap<Vec<rustls_pki_types::CertificateDer<'static>>>,
+    pub(crate) served_chain: ArcSwap<Vec<rustls_pki_types::CertificateDer<'static>>>,
     /// Numaplane's cluster default strategy, as the watch of its ConfigMap
     /// last read it (`crate::background::numaplane_default`).
-    pub cluster_default: Arc<ArcSwap<ClusterDefault>>,
+    pub(crate) cluster_default: Arc<ArcSwap<ClusterDefault>>,
     /// The webhook's view of the children (rule 29) and the controller
     /// definitions (rule 27) (`None` without an API server: what Numaflow
     /// makes for a child is then judged as a rollout's, a version named as
     /// a user namespace's).
-    pub cluster: Option<Arc<dyn ClusterView + Send>>,
+    pub(crate) cluster: Option<Arc<dyn ClusterView + Send>>,
 }
 
 impl ServerState {
@@ -74,19 +74,14 @@ impl ServerState {
         )
     }
 
-    /// State asking RBAC through `rbac`.
-    pub fn with_rbac(policy: Policy, rbac: RbacAuthorizer) -> Self {
-        Self::with_authorizer(policy, Authorizer::Rbac(rbac))
-    }
-
     /// State deciding who may force through `authorizer`.
-    pub fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
+    pub(crate) fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
         Self::with_metrics(policy, authorizer, Metrics::new())
     }
 
     /// State deciding who may force through `authorizer`, counting in
     /// `metrics`.
-    pub fn with_metrics(policy: Policy, authorizer: Authorizer, metrics: Metrics) -> Self {
+    pub(crate) fn with_metrics(policy: Policy, authorizer: Authorizer, metrics: Metrics) -> Self {
         metrics.reloads.policy_generation.set(1);
         let budget = Budget::default();
         metrics.budget.capacity.set(budget.bytes_i64());
@@ -106,24 +101,24 @@ impl ServerState {
     }
 
     /// Puts `budget` in force (before serving).
-    pub fn set_budget(&mut self, budget: Budget) {
+    pub(crate) fn set_budget(&mut self, budget: Budget) {
         self.metrics.budget.capacity.set(budget.bytes_i64());
         self.budget = budget;
     }
 
     /// The policy in force now.
-    pub fn policy(&self) -> Arc<Policy> {
+    pub(crate) fn policy(&self) -> Arc<Policy> {
         Arc::clone(&self.policy.borrow())
     }
 
     /// Puts `policy` in force, for the next request and every controller
     /// waiting on [`ServerState::policy_updates`].
-    pub fn set_policy(&self, policy: Policy) {
+    pub(crate) fn set_policy(&self, policy: Policy) {
         self.policy.send_replace(Arc::new(policy));
     }
 
     /// The policy in force, as a channel that says when it is replaced.
-    pub fn policy_updates(&self) -> watch::Receiver<Arc<Policy>> {
+    pub(crate) fn policy_updates(&self) -> watch::Receiver<Arc<Policy>> {
         self.policy.subscribe()
     }
 }
@@ -182,8 +177,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The admin server's bound address, if it runs.
     pub admin_addr: Option<SocketAddr>,
-    /// The state the server shares (policy, metrics, health).
-    pub shared: Arc<ServerState>,
+    /// Keeps the state the server shares alive as long as this handle.
+    _shared: Arc<ServerState>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -206,7 +201,7 @@ impl Running {
     }
 
     /// Waits until the server has stopped.
-    pub async fn wait(self) {
+    pub(crate) async fn wait(self) {
         let _ = self.task.await;
     }
 }
@@ -215,7 +210,7 @@ impl Running {
 /// webhook listener, then turns ready, serving `shared` (built by
 /// [`crate::app`]). Start-up problems are errors; later reload problems
 /// are logged and counted.
-pub async fn listen(
+pub(crate) async fn listen(
     options: ServeOptions,
     shared: Arc<ServerState>,
 ) -> Result<Running, ListenError> {
@@ -298,7 +293,7 @@ pub async fn listen(
     Ok(Running {
         addr,
         admin_addr,
-        shared,
+        _shared: shared,
         stop,
         task,
     })

@@ -21,10 +21,10 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 /// The contents of a set of files (`None` for one that cannot be read).
-pub type Snapshot = Vec<Option<Vec<u8>>>;
+pub(crate) type Snapshot = Vec<Option<Vec<u8>>>;
 
 /// Reads every file.
-pub fn snapshot(paths: &[PathBuf]) -> Snapshot {
+pub(crate) fn snapshot(paths: &[PathBuf]) -> Snapshot {
     paths.iter().map(|p| std::fs::read(p).ok()).collect()
 }
 
@@ -57,7 +57,7 @@ fn may_change(event: &notify::Result<notify::Event>) -> bool {
 /// time, so a writer that replaces several files is seen whole) and every
 /// `interval`. Reading the files and `on_change` (which reads them again to
 /// load them) run on blocking threads, never on the async workers.
-pub async fn watch(
+pub(crate) async fn watch(
     name: &'static str,
     paths: Vec<PathBuf>,
     initial: Snapshot,

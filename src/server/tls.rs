@@ -78,7 +78,7 @@ pub struct TlsFiles {
 
 impl TlsFiles {
     /// Every file, for watching and comparing contents.
-    pub fn paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
         let mut paths = vec![self.cert.clone(), self.key.clone()];
         paths.extend(self.client_ca.clone());
         paths
@@ -107,7 +107,7 @@ fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ChainError> {
 
 /// Reads a certificate chain and its private key, and checks they belong
 /// together.
-pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
+pub(crate) fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     let cert_name = cert.display().to_string();
     let key_name = key.display().to_string();
     let chain = read_chain(cert).map_err(|source| TlsError::Cert {
@@ -128,7 +128,7 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, 
 }
 
 /// The notAfter of a certificate, as a Unix timestamp.
-pub fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
+pub(crate) fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
     Some(parsed.validity().not_after.timestamp())
 }
@@ -139,9 +139,9 @@ pub struct LoadedTls {
     /// The rustls configuration: TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`.
     pub config: Arc<ServerConfig>,
     /// The serving certificate's notAfter, as a Unix timestamp.
-    pub not_after: Option<i64>,
+    pub(crate) not_after: Option<i64>,
     /// The served chain (DER, leaf first).
-    pub chain: Vec<CertificateDer<'static>>,
+    pub(crate) chain: Vec<CertificateDer<'static>>,
 }
 
 /// Builds the rustls configuration from the files.
@@ -153,7 +153,7 @@ pub fn load(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
 /// A throwaway self-signed certificate, for serving until the real files
 /// exist (`--manage-certs` before the Secret is written): nobody trusts
 /// it, so the replica stays not ready.
-pub fn placeholder(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
+pub(crate) fn placeholder(files: &TlsFiles) -> Result<LoadedTls, TlsError> {
     let mismatch = |reason: String| TlsError::Mismatch {
         cert: files.cert.display().to_string(),
         key: files.key.display().to_string(),

@@ -44,18 +44,18 @@ const RBAC_VERB: usize = 2;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GrantSection<K> {
     /// `users` as written; left out: inherited.
-    pub given_users: Option<BTreeSet<String>>,
+    pub(crate) given_users: Option<BTreeSet<String>>,
     /// `groups` as written; left out: inherited.
-    pub given_groups: Option<BTreeSet<String>>,
+    pub(crate) given_groups: Option<BTreeSet<String>>,
     /// `rbacVerb` as written; left out: inherited.
-    pub rbac_verb: Option<String>,
+    pub(crate) rbac_verb: Option<String>,
     /// Usernames allowed.
-    pub users: BTreeSet<String>,
+    pub(crate) users: BTreeSet<String>,
     /// Groups whose members are allowed.
-    pub groups: BTreeSet<String>,
+    pub(crate) groups: BTreeSet<String>,
     /// RBAC asked when the lists say no: the inherited RBAC with this
     /// gate's verb (`None` when forceReapply.rbac is off).
-    pub rbac: Option<RbacPolicy>,
+    pub(crate) rbac: Option<RbacPolicy>,
     /// The section's own keys.
     pub own: K,
 }
@@ -65,7 +65,7 @@ impl<K: SectionKeys> GrantSection<K> {
     /// `users` and `groups`; the RBAC `rbac` with the verb as written, else
     /// `rbac`'s verb (none when `rbac` is none). What was inherited is then
     /// written in, so that the policy renders with every key spelled out.
-    pub fn inherit(
+    pub(crate) fn inherit(
         &mut self,
         users: &BTreeSet<String>,
         groups: &BTreeSet<String>,
@@ -87,7 +87,7 @@ impl<K: SectionKeys> GrantSection<K> {
     }
 
     /// Who may pass the gate, as the permission check reads it.
-    pub fn grant(&self) -> Grant<'_> {
+    pub(crate) fn grant(&self) -> Grant<'_> {
         Grant {
             key: K::KEY,
             users: &self.users,
@@ -185,7 +185,7 @@ impl<K: SectionKeys> Serialize for GrantSection<K> {
 /// Who may set `marked-for-deletion: "true"` on a recyclable Pipeline (or
 /// in a PipelineRollout's `spec.pipeline.metadata`): Numaplane deletes it
 /// without draining. Resolved at load: keys left out take forceReapply's.
-pub type DeleteUndrained = GrantSection<UndrainedDeletes>;
+pub(crate) type DeleteUndrained = GrantSection<UndrainedDeletes>;
 
 /// `forceReapply.deleteUndrained`'s own keys.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -234,11 +234,11 @@ impl SectionKeys for UndrainedDeletes {
 /// then upgrades by plain apply, with no pause and no drain. Resolved at
 /// load: keys left out take forceReapply's. RBAC is asked on the ConfigMap
 /// (`configmaps`, core group) in its namespace.
-pub type NamespaceStrategy = GrantSection<StrategyKeys>;
+pub(crate) type NamespaceStrategy = GrantSection<StrategyKeys>;
 
 /// `forceReapply.namespaceStrategy`: no keys of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StrategyKeys;
+pub(crate) struct StrategyKeys;
 
 /// Who may change a rollout's child the way only Numaplane's and Numaflow's
 /// controllers otherwise do (rule 26): its spec (but scaling and pausing),
@@ -246,11 +246,11 @@ pub struct StrategyKeys;
 /// Numaflow's prefixes. Resolved at load: keys left out take
 /// forceReapply.deleteUndrained's. RBAC is asked on the child's own
 /// resource in its namespace.
-pub type EditChildren = GrantSection<ChildEditKeys>;
+pub(crate) type EditChildren = GrantSection<ChildEditKeys>;
 
 /// `forceReapply.editChildren`: no keys of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChildEditKeys;
+pub(crate) struct ChildEditKeys;
 
 /// Who may write Numaflow controller definitions (a ConfigMap labelled
 /// `numaplane.numaproj.io/config: numaflow-controller-definitions`)
@@ -258,11 +258,11 @@ pub struct ChildEditKeys;
 /// with its own account, which can create RoleBindings. Resolved at load:
 /// keys left out take forceReapply's. RBAC is asked on the ConfigMap
 /// (`configmaps`, core group) in its namespace.
-pub type ControllerDefinitions = GrantSection<DefinitionKeys>;
+pub(crate) type ControllerDefinitions = GrantSection<DefinitionKeys>;
 
 /// `forceReapply.controllerDefinitions`: no keys of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DefinitionKeys;
+pub(crate) struct DefinitionKeys;
 
 /// A section with no keys of its own.
 macro_rules! lists_only {

@@ -45,7 +45,7 @@ use crate::rollout::{DESIRED_PHASE, GuardedObject, Ownership};
 
 /// The finalizers the Kubernetes deleters add and remove as they delete
 /// (foreground) and orphan.
-pub const DELETION_FINALIZERS: [&str; 2] = ["foregroundDeletion", "orphan"];
+pub(crate) const DELETION_FINALIZERS: [&str; 2] = ["foregroundDeletion", "orphan"];
 
 /// The spec keys anyone may change: `replicas` (scaling) where
 /// `replicas_free` (a MonoVertex, and what Numaflow makes).
@@ -55,7 +55,7 @@ fn free_spec_key(replicas_free: bool, key: &str) -> bool {
 
 /// What rule 26 asks of a request, worked out once.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChildEdits {
+pub(crate) struct ChildEdits {
     /// The owning rollout, as a denial names it.
     parent: String,
     /// What the write changes that needs the permission, dotted as users
@@ -304,7 +304,7 @@ fn owner_of(write: &GuardedWrite<'_>) -> Option<String> {
 
 impl ChildEdits {
     /// Works out what rule 26 asks of a request.
-    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
+    pub(crate) fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         if !write.kind.is_child() || write.is_delete() {
             return Self::default();
         }
@@ -340,13 +340,13 @@ impl ChildEdits {
     }
 
     /// Whether rule 26 needs the editChildren permission.
-    pub fn need_permission(&self) -> bool {
+    pub(crate) fn need_permission(&self) -> bool {
         !self.fields.is_empty()
     }
 
     /// Rule 26: records the gate's decision (Event, audit annotation,
     /// metric label) and its denial.
-    pub fn judge(
+    pub(crate) fn judge(
         &self,
         verdict: &mut Verdict,
         policy: &Policy,

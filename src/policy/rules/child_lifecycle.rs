@@ -18,7 +18,7 @@ use crate::rollout::{LifecycleKey, TimeoutSlot};
 
 /// The findings on a child Pipeline's lifecycle: none for other kinds and
 /// for the Numaplane controller's own writes.
-pub fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> DeletionFindings {
+pub(crate) fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> DeletionFindings {
     if write.kind != Kind::Pipeline || write.user.username() == policy.numaplane.controller_account
     {
         return DeletionFindings::default();

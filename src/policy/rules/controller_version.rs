@@ -41,25 +41,29 @@ pub enum Definitions {
 #[derive(Debug, Clone)]
 pub struct VersionWrite<'a> {
     /// The kind written.
-    pub kind: ControllerKind,
+    pub(crate) kind: ControllerKind,
     /// CREATE or UPDATE.
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// The object's namespace.
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     /// Who is asking.
-    pub user: &'a UserInfo,
+    pub(crate) user: &'a UserInfo,
     /// The object as it would be stored.
-    pub object: &'a GuardedObject,
+    pub(crate) object: &'a GuardedObject,
     /// The stored object, on UPDATE.
-    pub old_object: Option<&'a GuardedObject>,
+    pub(crate) old_object: Option<&'a GuardedObject>,
     /// Where the version written is defined: filled in by whoever knows.
-    pub definitions: Definitions,
+    pub(crate) definitions: Definitions,
 }
 
 impl VersionWrite<'_> {
     /// Asks `lookup` where the version written is defined, with Numaplane
     /// in `numaplane_namespace`.
-    pub fn look_up(&mut self, lookup: Option<&dyn DefinitionLookup>, numaplane_namespace: &str) {
+    pub(crate) fn look_up(
+        &mut self,
+        lookup: Option<&dyn DefinitionLookup>,
+        numaplane_namespace: &str,
+    ) {
         self.definitions = match (self.new_version(), lookup) {
             (None, _) => Definitions::Found {
                 own: false,
@@ -86,7 +90,7 @@ impl VersionWrite<'_> {
     }
 
     /// The version written, when the write sets or changes it.
-    pub fn new_version(&self) -> Option<String> {
+    pub(crate) fn new_version(&self) -> Option<String> {
         let version = self.version_of(self.object)?;
         let before = self.old_object.and_then(|old| self.version_of(old));
         (before.as_ref() != Some(&version)).then_some(version)
@@ -109,7 +113,7 @@ impl<T: super::ChildLookup + DefinitionLookup> ClusterView for T {}
 
 /// A `/validate` judgement of a version write, up to the permission.
 #[derive(Debug)]
-pub struct VersionValidation<'a> {
+pub(crate) struct VersionValidation<'a> {
     policy: &'a Policy,
     write: VersionWrite<'a>,
     /// The version and where Numaplane would take it from, when gated.
@@ -118,7 +122,7 @@ pub struct VersionValidation<'a> {
 
 /// Judges a write of a NumaflowController or NumaflowControllerRollout,
 /// short of the permission.
-pub fn validate<'a>(policy: &'a Policy, write: VersionWrite<'a>) -> VersionValidation<'a> {
+pub(crate) fn validate<'a>(policy: &'a Policy, write: VersionWrite<'a>) -> VersionValidation<'a> {
     let numaplane = &policy.numaplane;
     let judged = write.user.username() != numaplane.controller_account
         && write.namespace != numaplane.namespace

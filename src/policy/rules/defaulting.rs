@@ -18,7 +18,7 @@ use crate::rollout::{LifecycleKey, TimeoutSlot};
 /// Fills in the missing drain timeouts: JSON Patch operations that add the
 /// namespace's defaults, creating the objects on the way. A present
 /// timeout (even an invalid one) is never changed.
-pub fn default_timeout(policy: &Policy, write: &GuardedWrite<'_>, verdict: &mut Verdict) {
+pub(crate) fn default_timeout(policy: &Policy, write: &GuardedWrite<'_>, verdict: &mut Verdict) {
     let object = write.object;
     let pause = object.timeout();
     let created_lifecycle = match pause {

@@ -28,18 +28,18 @@ use crate::policy::user::Permission;
 
 /// What rules 20 and 21 ask of a DELETE, worked out once.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DeleteGates {
+pub(crate) struct DeleteGates {
     /// Rule 20 applies: an owned child deleted by an account the policy
     /// does not exempt; the owning rollout's name.
-    pub child_of: Option<String>,
+    pub(crate) child_of: Option<String>,
     /// Rule 20 does not apply: why (an exempt account's role, or no
     /// owner), for the audit annotation.
-    pub exempt: Option<&'static str>,
+    pub(crate) exempt: Option<&'static str>,
     /// Rule 21 applies: a PipelineRollout deleted; what its Pipeline's
     /// deletion timeout is, in words.
-    pub rollout: Option<String>,
+    pub(crate) rollout: Option<String>,
     /// Rule 21 needs the permission (gateRolloutDeletes).
-    pub rollout_gated: bool,
+    pub(crate) rollout_gated: bool,
 }
 
 /// The owning rollout's name of a child (its parent-rollout-name label).
@@ -59,7 +59,7 @@ fn owner<'a>(write: &'a GuardedWrite<'_>) -> Option<&'a str> {
 
 impl DeleteGates {
     /// Works out which of rules 20 and 21 a request meets.
-    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
+    pub(crate) fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         if !write.is_delete() {
             return Self::default();
         }
@@ -110,13 +110,13 @@ impl DeleteGates {
     }
 
     /// Whether a gate needs the deleteUndrained permission.
-    pub fn need_undrained_permission(&self) -> bool {
+    pub(crate) fn need_undrained_permission(&self) -> bool {
         self.child_of.is_some() || (self.rollout.is_some() && self.rollout_gated)
     }
 
     /// Rules 20 and 21: records each gate's decision (Event, audit
     /// annotation, metric label), its denial and rule 21's warning.
-    pub fn judge(
+    pub(crate) fn judge(
         &self,
         verdict: &mut Verdict,
         policy: &Policy,

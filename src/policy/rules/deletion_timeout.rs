@@ -18,16 +18,16 @@ use crate::rollout::{DELETION_FIELD, DeletionTimeout, GuardedObject, LifecycleKe
 /// What the deletion rules found: findings (judged by rule 8 and warn mode
 /// like every other), and warnings about the field Numaflow does not read.
 #[derive(Debug, Default)]
-pub struct DeletionFindings {
+pub(crate) struct DeletionFindings {
     /// Violations of rules 16 to 18.
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
     /// Warnings: the deprecated field in use, or ignored.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Where the two deletion fields of one object are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holder {
+pub(crate) enum Holder {
     /// A PipelineRollout's `spec.pipeline.spec.lifecycle`.
     Rollout,
     /// A child Pipeline's own `spec.lifecycle`.
@@ -36,7 +36,7 @@ pub enum Holder {
 
 impl Holder {
     /// The deletion field and its deprecated name, as paths.
-    pub const fn fields(self) -> (TimeoutField, TimeoutField) {
+    pub(crate) const fn fields(self) -> (TimeoutField, TimeoutField) {
         match self {
             Self::Rollout => (
                 TimeoutField::ROLLOUT_DELETION,
@@ -50,7 +50,7 @@ impl Holder {
     }
 
     /// Where `key` stands in `object`.
-    pub fn slot(self, object: &GuardedObject, key: LifecycleKey) -> TimeoutSlot<'_> {
+    pub(crate) fn slot(self, object: &GuardedObject, key: LifecycleKey) -> TimeoutSlot<'_> {
         match self {
             Self::Rollout => object.lifecycle_timeout(key),
             Self::Child => object.child_lifecycle_timeout(key),
@@ -64,7 +64,7 @@ impl Holder {
 /// CRDs (no schema defaults) to `metadata.deletionGracePeriodSeconds`,
 /// which the API server sets to 0 for a custom resource: a delete then
 /// drains nothing. A write is allowed (`/mutate` defaults it).
-pub fn stored_state(write: &GuardedWrite<'_>) -> Option<StoredState> {
+pub(crate) fn stored_state(write: &GuardedWrite<'_>) -> Option<StoredState> {
     let unset = write.is_pipeline_rollout()
         && write.is_stored()
         && write.object.deletion_timeout() == DeletionTimeout::Default;
@@ -79,7 +79,7 @@ pub fn stored_state(write: &GuardedWrite<'_>) -> Option<StoredState> {
 /// Rules 16 to 18 for the deletion timeout of a PipelineRollout write.
 /// A lifecycle that is not an object is reported once, by rule 2 (the
 /// pause timeout behind it cannot be read either).
-pub fn rollout_findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> DeletionFindings {
+pub(crate) fn rollout_findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> DeletionFindings {
     judge(dt, write, Holder::Rollout, true)
 }
 
@@ -88,7 +88,7 @@ pub fn rollout_findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Deletion
 /// whenever both differ; otherwise only when the write changes the
 /// deprecated one (Numaflow's Pipeline CRD defaults both to 30 on a child,
 /// so a child carries both).
-pub fn judge(
+pub(crate) fn judge(
     dt: &DrainTimeout,
     write: &GuardedWrite<'_>,
     holder: Holder,

@@ -15,7 +15,7 @@ use crate::policy::user::Permission;
 use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, FORCE_PROMOTE_FIELD, PAUSE_BEGIN, PauseStart};
 
 /// Rule 5's first half: `metadata` and its annotations must be objects.
-pub fn metadata_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
+pub(crate) fn metadata_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
     let (path, kind) = write.object.malformed_metadata()?;
     let unchanged = write
         .old()
@@ -27,7 +27,7 @@ pub fn metadata_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
 }
 
 /// Rule 5: the annotation, when present, is exactly "true" or "false".
-pub fn annotation_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
+pub(crate) fn annotation_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
     if !write.is_pipeline_rollout() {
         return None;
     }
@@ -46,20 +46,20 @@ pub fn annotation_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
 
 /// What rules 6 and 7 ask of a request, worked out once.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForceGates {
+pub(crate) struct ForceGates {
     /// Rule 6 applies: the annotation becomes "true".
-    pub reapply: bool,
+    pub(crate) reapply: bool,
     /// Rule 7 applies: forcePromote is turned on and the policy gates it.
-    pub promote: bool,
+    pub(crate) promote: bool,
     /// Why rule 6's pause condition fails, when it applies and fails.
-    pub not_pausing: Option<NotPausing>,
+    pub(crate) not_pausing: Option<NotPausing>,
     /// Whether the stored object says its pipeline is pausing.
-    pub pausing: bool,
+    pub(crate) pausing: bool,
     /// Why rule 6's minimum pause age fails, when it applies and fails.
-    pub too_young: Option<PauseAgeProblem>,
+    pub(crate) too_young: Option<PauseAgeProblem>,
     /// How long the stored object's pause has lasted, in seconds, when its
     /// start can be read (for the audit log and the Event).
-    pub pause_age: Option<u64>,
+    pub(crate) pause_age: Option<u64>,
 }
 
 /// Why the age of the stored object's pause cannot be read; the message
@@ -130,7 +130,7 @@ fn pause_age_problem(
 
 impl ForceGates {
     /// Works out which gates a request meets.
-    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
+    pub(crate) fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         let reapply = write.annotation_becomes_true();
         let pausing = write.is_pipeline_rollout() && write.old_is_pausing();
         let not_pausing = match (
@@ -164,19 +164,19 @@ impl ForceGates {
     }
 
     /// Whether rule 6 denies whatever the requester's permission.
-    pub fn reapply_denied_anyway(&self) -> bool {
+    pub(crate) fn reapply_denied_anyway(&self) -> bool {
         self.reapply && (self.not_pausing.is_some() || self.too_young.is_some())
     }
 
     /// Whether either gate needs the requester's permission.
-    pub fn need_permission(&self) -> bool {
+    pub(crate) fn need_permission(&self) -> bool {
         self.reapply || self.promote
     }
 }
 
 /// Rules 6 and 7: records each gate's decision (audit annotation, metric
 /// label) and its denial.
-pub fn judge_gates(
+pub(crate) fn judge_gates(
     verdict: &mut Verdict,
     policy: &Policy,
     write: &GuardedWrite<'_>,
@@ -388,7 +388,7 @@ fn force_event(
 /// "true"` fails once the pause is over (the next change skips the drain)
 /// and warns while a forced re-apply is under way; `forcePromote: true`
 /// warns.
-pub fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
+pub(crate) fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
     let object = write.object;
     let mut states = Vec::new();
     if write.is_pipeline_rollout() && force_is_stale(object) {
@@ -433,7 +433,7 @@ pub fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
 }
 
 /// Rule 11: the annotation left at "true" after the force is over.
-pub fn stale_force_warning(write: &GuardedWrite<'_>, gates: &ForceGates) -> Option<String> {
+pub(crate) fn stale_force_warning(write: &GuardedWrite<'_>, gates: &ForceGates) -> Option<String> {
     let stale = write.is_pipeline_rollout()
         && write.object.forces_reapply()
         && write

@@ -31,14 +31,14 @@ use crate::rollout::{
 };
 
 /// Rule 12's warning: an UPDATE keeps forcePromote on.
-pub const LEFT_ON_WARNING: &str = "forcePromote is still true: the next upgrade skips assessment and deletes recyclable pipelines undrained";
+pub(crate) const LEFT_ON_WARNING: &str = "forcePromote is still true: the next upgrade skips assessment and deletes recyclable pipelines undrained";
 
 /// The warning a reset answers with.
-pub const RESET_WARNING: &str = "forcePromote was reset to false: the upgrade it was set for is over, so the next is assessed as usual";
+pub(crate) const RESET_WARNING: &str = "forcePromote was reset to false: the upgrade it was set for is over, so the next is assessed as usual";
 
 /// Rule 12: an UPDATE that keeps `forcePromote: true` (the reset, when it
 /// comes, answers with its own warning instead).
-pub fn left_on_warning(write: &GuardedWrite<'_>) -> Option<String> {
+pub(crate) fn left_on_warning(write: &GuardedWrite<'_>) -> Option<String> {
     let kept = write.operation == Operation::Update
         && write.is_pipeline_rollout()
         && write.object.force_promote()
@@ -65,7 +65,7 @@ const RECORD_CHARS: usize = 253 + "upgrade:".len();
 /// Whether `record` is one `/mutate` writes: `upgrade:CHILD` (CHILD not
 /// empty) or `after:` and a child's name, if any, in the characters of an
 /// object name.
-pub fn is_record(record: &str) -> bool {
+pub(crate) fn is_record(record: &str) -> bool {
     let child = record
         .strip_prefix("upgrade:")
         .filter(|c| !c.is_empty())
@@ -97,7 +97,7 @@ fn expected_record(write: &GuardedWrite<'_>) -> String {
 /// stored object does not have) that is not the one `/mutate` writes.
 /// Dropping the record is never refused; `/mutate` puts it back while it
 /// is needed.
-pub fn record_finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Finding> {
+pub(crate) fn record_finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Finding> {
     // A stored record goes with its stored forcePromote, judged by state.
     if !write.is_pipeline_rollout() || write.is_stored() {
         return None;
@@ -147,7 +147,7 @@ fn record_path() -> PointerBuf {
 /// The one-shot forcePromote (`forcePromote.oneShot`) for `/mutate`: records
 /// the upgrade a forcePromote is for, resets it once that upgrade is over,
 /// and drops a record whose forcePromote is gone.
-pub fn reset_finished_force_promote(
+pub(crate) fn reset_finished_force_promote(
     policy: &Policy,
     write: &GuardedWrite<'_>,
     verdict: &mut Verdict,

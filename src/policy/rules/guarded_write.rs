@@ -12,7 +12,7 @@ use crate::rollout::GuardedObject;
 
 /// The operations the rules judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
+pub(crate) enum Operation {
     /// A new object.
     Create,
     /// A change to a stored object.
@@ -24,7 +24,7 @@ pub enum Operation {
 
 impl Operation {
     /// The name the API server gives it.
-    pub fn to_str(self) -> &'static str {
+    pub(crate) fn to_str(self) -> &'static str {
         match self {
             Self::Create => "CREATE",
             Self::Update => "UPDATE",
@@ -42,7 +42,7 @@ impl fmt::Display for Operation {
 /// Where the object judged comes from, which says what can be known of
 /// who wrote it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// An admission request, or a manifest `check` judges as one: the
     /// requester is known, so a force it sets is gated on the requester's
     /// permission.
@@ -59,28 +59,28 @@ pub enum Origin {
 #[derive(Debug, Clone, Copy)]
 pub struct GuardedWrite<'a> {
     /// The kind written (the request's resource).
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// CREATE, UPDATE or DELETE.
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// The object's namespace (selects the namespace override).
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     /// Who is asking.
-    pub user: &'a UserInfo,
+    pub(crate) user: &'a UserInfo,
     /// The object as it would be stored; on DELETE, the stored object
     /// being deleted.
-    pub object: &'a GuardedObject,
+    pub(crate) object: &'a GuardedObject,
     /// The stored object, on UPDATE (on DELETE it is `object`).
-    pub old_object: Option<&'a GuardedObject>,
+    pub(crate) old_object: Option<&'a GuardedObject>,
     /// The time the request is judged at (the webhook's clock, or
     /// `review --now`): clock-dependent rules read only this.
-    pub now: OffsetDateTime,
+    pub(crate) now: OffsetDateTime,
     /// A request, or an object found stored.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
 }
 
 impl GuardedWrite<'_> {
     /// The stored object, on UPDATE only.
-    pub fn old(&self) -> Option<&GuardedObject> {
+    pub(crate) fn old(&self) -> Option<&GuardedObject> {
         match self.operation {
             Operation::Update => self.old_object,
             Operation::Create | Operation::Delete => None,
@@ -89,18 +89,18 @@ impl GuardedWrite<'_> {
 
     /// Whether this is a write of a PipelineRollout (the drain-timeout and
     /// allow-data-loss rules judge nothing else).
-    pub fn is_pipeline_rollout(&self) -> bool {
+    pub(crate) fn is_pipeline_rollout(&self) -> bool {
         self.kind == Kind::PipelineRollout
     }
 
     /// Whether the object was found stored rather than written by a request.
-    pub fn is_stored(&self) -> bool {
+    pub(crate) fn is_stored(&self) -> bool {
         self.origin == Origin::Stored
     }
 
     /// Rule 6's trigger: `allow-data-loss` becomes "true" with this request
     /// (a stored one is judged by its state instead).
-    pub fn annotation_becomes_true(&self) -> bool {
+    pub(crate) fn annotation_becomes_true(&self) -> bool {
         self.is_pipeline_rollout()
             && !self.is_stored()
             && !self.is_delete()
@@ -110,7 +110,7 @@ impl GuardedWrite<'_> {
 
     /// Rule 7's trigger: `forcePromote` is turned on with this request (on
     /// any rollout kind; a stored one is judged by its state instead).
-    pub fn force_promote_turned_on(&self) -> bool {
+    pub(crate) fn force_promote_turned_on(&self) -> bool {
         !self.kind.is_child()
             && !self.is_stored()
             && !self.is_delete()
@@ -119,12 +119,12 @@ impl GuardedWrite<'_> {
     }
 
     /// Whether this is a DELETE.
-    pub fn is_delete(&self) -> bool {
+    pub(crate) fn is_delete(&self) -> bool {
         self.operation == Operation::Delete
     }
 
     /// Whether the stored object says its pipeline is pausing.
-    pub fn old_is_pausing(&self) -> bool {
+    pub(crate) fn old_is_pausing(&self) -> bool {
         self.old().is_some_and(GuardedObject::is_pausing)
     }
 }

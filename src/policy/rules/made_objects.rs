@@ -62,26 +62,26 @@ pub trait ChildLookup: Sync + std::fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct MadeWrite<'a> {
     /// The kind written.
-    pub kind: Made,
+    pub(crate) kind: Made,
     /// CREATE or UPDATE.
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// The object's namespace.
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     /// Who is asking.
-    pub user: &'a UserInfo,
+    pub(crate) user: &'a UserInfo,
     /// The object as it would be stored.
-    pub object: &'a GuardedObject,
+    pub(crate) object: &'a GuardedObject,
     /// The stored object, on UPDATE.
-    pub old_object: Option<&'a GuardedObject>,
+    pub(crate) old_object: Option<&'a GuardedObject>,
     /// Whether the children the object (or the stored one) names belong
     /// to a rollout: filled in by whoever knows the children.
-    pub belonging: Belonging,
+    pub(crate) belonging: Belonging,
 }
 
 impl MadeWrite<'_> {
     /// Every child the object and the stored object name, as
     /// `(kind, name)`; `Err`: what cannot be read.
-    pub fn parents(&self) -> Result<Vec<(Kind, String)>, String> {
+    pub(crate) fn parents(&self) -> Result<Vec<(Kind, String)>, String> {
         let mut parents = self.object.numaflow_parents()?;
         if let Some(old) = self.old_object {
             parents.extend(old.numaflow_parents()?);
@@ -92,7 +92,7 @@ impl MadeWrite<'_> {
     }
 
     /// Asks `lookup` whether the object belongs to a guarded child.
-    pub fn look_up(&mut self, lookup: Option<&dyn ChildLookup>) {
+    pub(crate) fn look_up(&mut self, lookup: Option<&dyn ChildLookup>) {
         self.belonging = match (self.parents(), lookup) {
             (Err(why), _) => Belonging::Unknown(why),
             (Ok(parents), _) if parents.is_empty() => Belonging::Free,
@@ -107,7 +107,7 @@ impl MadeWrite<'_> {
 /// A `/validate` judgement of a write rule 29 looks at, up to the
 /// permission check: finish it with [`Pending::finish`].
 #[derive(Debug)]
-pub struct MadeValidation<'a> {
+pub(crate) struct MadeValidation<'a> {
     policy: &'a Policy,
     write: MadeWrite<'a>,
     /// What the write changes that needs the permission; empty: nothing.
@@ -115,7 +115,7 @@ pub struct MadeValidation<'a> {
 }
 
 /// Judges a write of what Numaflow makes, short of the permission.
-pub fn validate<'a>(policy: &'a Policy, write: MadeWrite<'a>) -> MadeValidation<'a> {
+pub(crate) fn validate<'a>(policy: &'a Policy, write: MadeWrite<'a>) -> MadeValidation<'a> {
     let user = write.user.username();
     let exempt = user == policy.numaflow.controller_account
         || matches!(write.belonging, Belonging::Free)
@@ -136,7 +136,7 @@ pub fn validate<'a>(policy: &'a Policy, write: MadeWrite<'a>) -> MadeValidation<
 impl MadeValidation<'_> {
     /// The kind of the child the object belongs to, which the permission
     /// is asked on (`None`: it cannot be told).
-    pub fn child_kind(&self) -> Option<Kind> {
+    pub(crate) fn child_kind(&self) -> Option<Kind> {
         match &self.write.belonging {
             Belonging::Guarded { kind, .. } => Some(*kind),
             Belonging::Free | Belonging::Unknown(_) => None,

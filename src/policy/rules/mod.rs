@@ -21,46 +21,45 @@
 //! [`Rule`] numbers and names every rule, for violations, metrics, the
 //! audit's reports and docs/rules.md.
 
-pub mod child_edits;
-pub mod child_lifecycle;
-pub mod controller_version;
-pub mod defaulting;
-pub mod deletes;
-pub mod deletion_timeout;
-pub mod force;
-pub mod force_promote_reset;
-pub mod guarded_write;
-pub mod made_objects;
-pub mod namespace_strategy;
-pub mod need;
-pub mod numaplane_keys;
-pub mod pause_timestamp;
-pub mod riders;
-pub mod rule;
-pub mod stale_force_reset;
-pub mod timeout;
-pub mod timeout_field;
-pub mod verdict;
-pub mod violation;
+pub(crate) mod child_edits;
+pub(crate) mod child_lifecycle;
+pub(crate) mod controller_version;
+pub(crate) mod defaulting;
+pub(crate) mod deletes;
+pub(crate) mod deletion_timeout;
+pub(crate) mod force;
+pub(crate) mod force_promote_reset;
+pub(crate) mod guarded_write;
+pub(crate) mod made_objects;
+pub(crate) mod namespace_strategy;
+pub(crate) mod need;
+pub(crate) mod numaplane_keys;
+pub(crate) mod pause_timestamp;
+pub(crate) mod riders;
+pub(crate) mod rule;
+pub(crate) mod stale_force_reset;
+pub(crate) mod timeout;
+pub(crate) mod timeout_field;
+pub(crate) mod verdict;
+pub(crate) mod violation;
 
-pub use child_edits::ChildEdits;
-pub use controller_version::{
+pub(crate) use child_edits::ChildEdits;
+pub(crate) use controller_version::{
     ClusterView, DefinitionLookup, Definitions, VersionValidation, VersionWrite,
 };
-pub use deletes::DeleteGates;
-pub use force::ForceGates;
-pub use guarded_write::{GuardedWrite, Operation, Origin};
-pub use made_objects::{Belonging, ChildLookup, MadeValidation, MadeWrite};
-pub use namespace_strategy::{StrategyValidation, StrategyWrite};
-pub use need::{Need, Pending, Permissions};
-pub use numaplane_keys::KeyGates;
+pub(crate) use deletes::DeleteGates;
+pub(crate) use force::ForceGates;
+pub(crate) use guarded_write::{GuardedWrite, Operation, Origin};
+pub(crate) use made_objects::{Belonging, ChildLookup, MadeValidation, MadeWrite};
+pub(crate) use namespace_strategy::{StrategyValidation, StrategyWrite};
+pub(crate) use need::{Need, Pending, Permissions};
+pub(crate) use numaplane_keys::KeyGates;
 pub use rule::Rule;
-pub use timeout::{OverflowReading, check_timeout};
-pub use timeout_field::{Drain, TimeoutField};
-pub use verdict::{
-    DenialMessage, EventReason, Finding, ForceEvent, Gate, GateResult, StoredState, Verdict,
-};
-pub use violation::{NotActable, NotPausing, PauseAgeProblem, RecordProblem, Violation};
+pub(crate) use timeout::{OverflowReading, check_timeout};
+pub(crate) use timeout_field::{Drain, TimeoutField};
+pub use verdict::Verdict;
+pub(crate) use verdict::{DenialMessage, EventReason, Finding, Gate, GateResult, StoredState};
+pub(crate) use violation::Violation;
 
 use super::model::{Mode, Policy};
 use super::user::Permission;
@@ -68,7 +67,7 @@ use super::user::Permission;
 /// A `/validate` judgement up to the permission check: everything that
 /// needs no I/O is worked out once, here.
 #[derive(Debug)]
-pub struct Validation<'a> {
+pub(crate) struct Validation<'a> {
     policy: &'a Policy,
     write: GuardedWrite<'a>,
     findings: Vec<Finding>,
@@ -83,7 +82,7 @@ pub struct Validation<'a> {
 
 /// Judges a CREATE or UPDATE for `/validate`, short of the permission:
 /// finish it with [`Pending::finish`].
-pub fn validate<'a>(policy: &'a Policy, write: GuardedWrite<'a>) -> Validation<'a> {
+pub(crate) fn validate<'a>(policy: &'a Policy, write: GuardedWrite<'a>) -> Validation<'a> {
     let gates = ForceGates::of(policy, &write);
     let deletes = DeleteGates::of(policy, &write);
     // A DELETE meets rules 20 and 21 only: what the stored object holds
@@ -251,7 +250,7 @@ fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
 
 /// Judges a CREATE or UPDATE for `/mutate`: the patch that fills in what the
 /// policy defaults, and resets a force that is over (one-shot).
-pub fn mutate(policy: &Policy, write: &GuardedWrite<'_>) -> Verdict {
+pub(crate) fn mutate(policy: &Policy, write: &GuardedWrite<'_>) -> Verdict {
     let mut verdict = Verdict::default();
     // `/mutate` is not called for DELETE; if it is, it changes nothing.
     if write.is_delete() {

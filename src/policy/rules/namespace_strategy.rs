@@ -30,21 +30,21 @@ use crate::policy::user::{Permission, UserInfo};
 #[derive(Debug, Clone)]
 pub struct StrategyWrite<'a> {
     /// CREATE or UPDATE.
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// The ConfigMap's namespace: the namespace whose rollouts it steers.
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     /// Who is asking.
-    pub user: &'a UserInfo,
+    pub(crate) user: &'a UserInfo,
     /// What the ConfigMap as it would be stored says.
-    pub object: ConfigRead,
+    pub(crate) object: ConfigRead,
     /// What the stored ConfigMap says, on UPDATE (on DELETE, the
     /// ConfigMap deleted, as `object` is too).
-    pub old_object: Option<ConfigRead>,
+    pub(crate) old_object: Option<ConfigRead>,
     /// Numaplane's cluster default, as the webhook last read it (`None`:
     /// not read, taken as `no-strategy`).
-    pub fallback: Option<&'a ClusterDefault>,
+    pub(crate) fallback: Option<&'a ClusterDefault>,
     /// A request, or a ConfigMap found stored.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
 }
 
 impl StrategyWrite<'_> {
@@ -66,7 +66,7 @@ impl StrategyWrite<'_> {
 /// A `/validate` judgement of a namespace-level ConfigMap up to the
 /// permission check: finish it with [`Pending::finish`].
 #[derive(Debug)]
-pub struct StrategyValidation<'a> {
+pub(crate) struct StrategyValidation<'a> {
     policy: &'a Policy,
     write: StrategyWrite<'a>,
     findings: Vec<Finding>,
@@ -113,7 +113,7 @@ fn fallback(policy: &Policy, write: &StrategyWrite<'_>) -> Option<&'static str> 
 }
 
 /// Judges a write of a ConfigMap for `/validate`, short of the permission.
-pub fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyValidation<'a> {
+pub(crate) fn validate<'a>(policy: &'a Policy, write: StrategyWrite<'a>) -> StrategyValidation<'a> {
     // A stored ConfigMap asks no permission: see `stored_states`.
     let request = write.origin == Origin::Request;
     let falls_back = fallback(policy, &write).filter(|_| request);

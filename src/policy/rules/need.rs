@@ -11,7 +11,7 @@ use crate::policy::user::Permission;
 
 /// One of the policy's grants a gate reads, in the order they are asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// `forceReapply`: rules 6, 7 and 13.
     ForceReapply,
     /// `forceReapply.deleteUndrained`: rules 14, 20 and 21.
@@ -26,7 +26,7 @@ pub enum Need {
 
 impl Need {
     /// Every grant, in the order they are asked.
-    pub const ALL: [Self; 5] = [
+    pub(crate) const ALL: [Self; 5] = [
         Self::ForceReapply,
         Self::DeleteUndrained,
         Self::EditChildren,
@@ -35,7 +35,7 @@ impl Need {
     ];
 
     /// Who `policy` lets have it, and how RBAC is asked.
-    pub fn grant(self, policy: &Policy) -> Grant<'_> {
+    pub(crate) fn grant(self, policy: &Policy) -> Grant<'_> {
         let reapply = &policy.force_reapply;
         match self {
             Self::ForceReapply => reapply.grant(),
@@ -50,7 +50,7 @@ impl Need {
 /// The requester's permissions, one per [`Need`] in [`Need::ALL`]'s order
 /// (`NotNeeded` for those a judgement does not read).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Permissions(pub [Permission; Need::ALL.len()]);
+pub(crate) struct Permissions(pub [Permission; Need::ALL.len()]);
 
 impl Index<Need> for Permissions {
     type Output = Permission;
@@ -62,7 +62,7 @@ impl Index<Need> for Permissions {
 
 /// A judgement up to the permissions it needs: everything that needs no
 /// I/O is worked out; [`finish`](Pending::finish) completes it.
-pub trait Pending {
+pub(crate) trait Pending {
     /// Whether the write needs `need`'s permission.
     fn needs(&self, need: Need) -> bool;
 

@@ -103,7 +103,7 @@ fn not_actable(write: &GuardedWrite<'_>, wanted: [&'static str; 2]) -> Option<No
 
 /// Rules 5 (for a rollout's template), 13 (the label's value) and 15:
 /// the findings that need no permission.
-pub fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> Vec<Finding> {
+pub(crate) fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
     if exempt(policy, write) {
         return found;
@@ -168,24 +168,24 @@ pub fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> Vec<Finding> {
 
 /// What rules 13 and 14 ask of a request, worked out once.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct KeyGates {
+pub(crate) struct KeyGates {
     /// Rule 13 applies: the force-promote label is set in this map.
-    pub promote: Option<Map>,
+    pub(crate) promote: Option<Map>,
     /// Why the label cannot act on this child, when it cannot.
-    pub promote_state: Option<NotActable>,
+    pub(crate) promote_state: Option<NotActable>,
     /// Rule 14 applies: marked-for-deletion becomes "true" in this map.
-    pub undrained: Option<Map>,
+    pub(crate) undrained: Option<Map>,
     /// Why it cannot act on this Pipeline, when it cannot.
-    pub undrained_state: Option<NotActable>,
+    pub(crate) undrained_state: Option<NotActable>,
     /// The controller's own write of a child carries a force (copied from
     /// its rollout): not judged, but recorded in the audit annotations.
-    pub by_controller: Vec<Gate>,
+    pub(crate) by_controller: Vec<Gate>,
 }
 
 impl KeyGates {
     /// Works out which of rules 13 and 14 a request meets (none for a
     /// stored object: see [`stored_states`]).
-    pub fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
+    pub(crate) fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         if write.is_stored() {
             return Self::default();
         }
@@ -218,23 +218,23 @@ impl KeyGates {
     }
 
     /// Whether a gate denies whatever the requester's permission.
-    pub fn denied_anyway(&self) -> bool {
+    pub(crate) fn denied_anyway(&self) -> bool {
         self.promote_state.is_some() || self.undrained_state.is_some()
     }
 
     /// Whether rule 13 needs the forceReapply permission.
-    pub fn need_force_permission(&self) -> bool {
+    pub(crate) fn need_force_permission(&self) -> bool {
         self.promote.is_some()
     }
 
     /// Whether rule 14 needs the deleteUndrained permission.
-    pub fn need_undrained_permission(&self) -> bool {
+    pub(crate) fn need_undrained_permission(&self) -> bool {
         self.undrained.is_some()
     }
 
     /// Rules 13 and 14: records each gate's decision (Event, audit
     /// annotation, metric label) and its denial.
-    pub fn judge(
+    pub(crate) fn judge(
         &self,
         verdict: &mut Verdict,
         policy: &Policy,
@@ -323,7 +323,7 @@ impl KeyGates {
 /// they leave, since who set them cannot be known. The label warns;
 /// marked-for-deletion fails (each recyclable Pipeline is deleted at once
 /// without draining).
-pub fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
+pub(crate) fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
     let kind = write.kind;
     if kind.is_child() {
         return Vec::new();

@@ -24,7 +24,7 @@ use crate::rollout::Map;
 
 /// Rule 19's finding, if the write sets or changes the annotation and is
 /// not Numaflow's controller's (for a template: anyone's).
-pub fn finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Finding> {
+pub(crate) fn finding(policy: &Policy, write: &GuardedWrite<'_>) -> Option<Finding> {
     let map = match write.kind {
         Kind::Pipeline => Map::Annotations,
         Kind::PipelineRollout => Map::TemplateAnnotations,

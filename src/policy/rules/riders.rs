@@ -11,7 +11,7 @@ use super::rule::Rule;
 use super::verdict::StoredState;
 
 /// Rule 22's warning, when the written PipelineRollout has an HPA rider.
-pub fn hpa_rider_warning(write: &GuardedWrite<'_>) -> Option<String> {
+pub(crate) fn hpa_rider_warning(write: &GuardedWrite<'_>) -> Option<String> {
     if !write.is_pipeline_rollout() || write.is_delete() {
         return None;
     }
@@ -21,7 +21,7 @@ pub fn hpa_rider_warning(write: &GuardedWrite<'_>) -> Option<String> {
 
 /// Rule 28's warnings, one per rider that grants access (at most three),
 /// when the written PipelineRollout has any.
-pub fn access_rider_warnings(write: &GuardedWrite<'_>) -> Vec<String> {
+pub(crate) fn access_rider_warnings(write: &GuardedWrite<'_>) -> Vec<String> {
     if !write.is_pipeline_rollout() || write.is_delete() {
         return Vec::new();
     }
@@ -36,7 +36,7 @@ pub fn access_rider_warnings(write: &GuardedWrite<'_>) -> Vec<String> {
 
 /// Rules 22 and 28 on a stored object: its first HPA rider and its first
 /// rider that grants access, each a warning.
-pub fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
+pub(crate) fn stored_states(write: &GuardedWrite<'_>) -> Vec<StoredState> {
     let object = write.object;
     let hpa = object
         .hpa_riders()

@@ -177,7 +177,7 @@ impl Rule {
     /// Whether a violation of this rule denies a request (the others shape
     /// how violations are judged, or only warn): the rules the denial
     /// metric counts.
-    pub const fn denies(self) -> bool {
+    pub(crate) const fn denies(self) -> bool {
         matches!(
             self,
             Self::Judgeable
@@ -206,7 +206,7 @@ impl Rule {
     }
 
     /// The rules that deny, by number.
-    pub fn denying() -> impl Iterator<Item = Rule> {
+    pub(crate) fn denying() -> impl Iterator<Item = Rule> {
         Self::ALL.into_iter().filter(|rule| rule.denies())
     }
 }

@@ -12,12 +12,12 @@ use crate::policy::model::Policy;
 use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, GuardedObject};
 
 /// The warning a reset answers with (kubectl prints it).
-pub const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss was reset to \"false\", so this change drains as usual";
+pub(crate) const RESET_WARNING: &str = "the forced re-apply is over: allow-data-loss was reset to \"false\", so this change drains as usual";
 
 /// Whether the force `object` holds is over: `allow-data-loss` is "true"
 /// and the pause it was set for has ended. What `/mutate`'s reset and the
 /// stale-force sweeper both ask.
-pub fn force_is_stale(object: &GuardedObject) -> bool {
+pub(crate) fn force_is_stale(object: &GuardedObject) -> bool {
     object.forces_reapply() && object.pause_is_over()
 }
 
@@ -27,7 +27,7 @@ pub fn force_is_stale(object: &GuardedObject) -> bool {
 /// one drain as usual. Never on CREATE, never when this request turns the
 /// annotation on, never while a pause is in progress; a re-invocation sees
 /// "false" and does nothing.
-pub fn reset_stale_force(policy: &Policy, write: &GuardedWrite<'_>, verdict: &mut Verdict) {
+pub(crate) fn reset_stale_force(policy: &Policy, write: &GuardedWrite<'_>, verdict: &mut Verdict) {
     let Some(old) = write.old() else {
         return;
     };

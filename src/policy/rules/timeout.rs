@@ -15,7 +15,7 @@ use crate::rollout::{GuardedObject, TimeoutSlot};
 
 /// How the overflow rule (4 or 18) reads a timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OverflowReading {
+pub(crate) enum OverflowReading {
     /// Multiplied by Numaplane's recycle path, with this scale factor
     /// (percent, 1 to 100): a rollout's pause timeout.
     Recycle(u64),
@@ -27,7 +27,7 @@ pub enum OverflowReading {
 
 /// The findings of rules 2 to 4 for one request, each with whether its
 /// inputs are unchanged from the stored object.
-pub fn findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Vec<Finding> {
+pub(crate) fn findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Vec<Finding> {
     let mut found = Vec::new();
     let object = write.object;
     let old = write.old();
@@ -67,19 +67,19 @@ pub fn findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Vec<Finding> {
 /// One drain-timeout field as a write leaves it: where it stands, and
 /// whether the stored object has it the same.
 #[derive(Debug, Clone, Copy)]
-pub struct JudgedSlot<'s, 'v> {
+pub(crate) struct JudgedSlot<'s, 'v> {
     /// The field.
-    pub field: TimeoutField,
+    pub(crate) field: TimeoutField,
     /// Where it stands in the object.
-    pub slot: &'s TimeoutSlot<'v>,
+    pub(crate) slot: &'s TimeoutSlot<'v>,
     /// Whether the stored object has the same (rule 8).
-    pub unchanged: bool,
+    pub(crate) unchanged: bool,
 }
 
 impl JudgedSlot<'_, '_> {
     /// The integer, range and overflow findings for this field in
     /// `namespace`, under `dt`'s rules.
-    pub fn findings(
+    pub(crate) fn findings(
         &self,
         dt: &DrainTimeout,
         namespace: &str,
@@ -140,7 +140,7 @@ fn scale_factor(object: &GuardedObject, dt: &DrainTimeout) -> Result<u64, Violat
 
 /// The range and overflow rules (3 and 4, or 17 and 18) for `field` set to
 /// `seconds`, under `scope`.
-pub fn check_timeout(
+pub(crate) fn check_timeout(
     seconds: i128,
     field: TimeoutField,
     scope: &Scope<'_>,

@@ -10,7 +10,7 @@ use crate::rollout::{FieldPath, LifecycleKey};
 
 /// The drain a timeout bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drain {
+pub(crate) enum Drain {
     /// The pause: `pauseGracePeriodSeconds`, judged by `drainTimeout`.
     Pause,
     /// The deletion: `deletionGracePeriodSeconds` (or the deprecated
@@ -24,27 +24,29 @@ pub enum Drain {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeoutField {
     /// The lifecycle key.
-    pub key: LifecycleKey,
+    pub(crate) key: LifecycleKey,
     /// Whether it is in a PipelineRollout's `spec.pipeline.spec.lifecycle`
     /// (else in a child Pipeline's `spec.lifecycle`).
-    pub in_rollout: bool,
+    pub(crate) in_rollout: bool,
     /// The drain it bounds.
-    pub drain: Drain,
+    pub(crate) drain: Drain,
 }
 
 impl TimeoutField {
     /// A PipelineRollout's pause timeout.
-    pub const ROLLOUT_PAUSE: Self = Self::new(LifecycleKey::Pause, true);
+    pub(crate) const ROLLOUT_PAUSE: Self = Self::new(LifecycleKey::Pause, true);
     /// A PipelineRollout's deletion timeout.
-    pub const ROLLOUT_DELETION: Self = Self::new(LifecycleKey::Deletion, true);
+    pub(crate) const ROLLOUT_DELETION: Self = Self::new(LifecycleKey::Deletion, true);
     /// A PipelineRollout's deprecated deletion timeout.
-    pub const ROLLOUT_DEPRECATED_DELETION: Self = Self::new(LifecycleKey::DeprecatedDeletion, true);
+    pub(crate) const ROLLOUT_DEPRECATED_DELETION: Self =
+        Self::new(LifecycleKey::DeprecatedDeletion, true);
     /// A child Pipeline's pause timeout.
-    pub const CHILD_PAUSE: Self = Self::new(LifecycleKey::Pause, false);
+    pub(crate) const CHILD_PAUSE: Self = Self::new(LifecycleKey::Pause, false);
     /// A child Pipeline's deletion timeout.
-    pub const CHILD_DELETION: Self = Self::new(LifecycleKey::Deletion, false);
+    pub(crate) const CHILD_DELETION: Self = Self::new(LifecycleKey::Deletion, false);
     /// A child Pipeline's deprecated deletion timeout.
-    pub const CHILD_DEPRECATED_DELETION: Self = Self::new(LifecycleKey::DeprecatedDeletion, false);
+    pub(crate) const CHILD_DEPRECATED_DELETION: Self =
+        Self::new(LifecycleKey::DeprecatedDeletion, false);
 
     const fn new(key: LifecycleKey, in_rollout: bool) -> Self {
         let drain = match key {
@@ -60,7 +62,7 @@ impl TimeoutField {
 
     /// The field's path, e.g.
     /// `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
-    pub const fn path(self) -> FieldPath {
+    pub(crate) const fn path(self) -> FieldPath {
         if self.in_rollout {
             self.key.rollout_field()
         } else {
@@ -69,12 +71,12 @@ impl TimeoutField {
     }
 
     /// The field's own name (the last part of its path), for short warnings.
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         self.key.json_name()
     }
 
     /// The rules that judge this field: integer, range, overflow.
-    pub const fn rules(self) -> [Rule; 3] {
+    pub(crate) const fn rules(self) -> [Rule; 3] {
         match self.drain {
             Drain::Pause => [
                 Rule::TimeoutInteger,
@@ -90,7 +92,7 @@ impl TimeoutField {
     }
 
     /// What a value of 0 or less does, for messages.
-    pub const fn zero_effect(self) -> &'static str {
+    pub(crate) const fn zero_effect(self) -> &'static str {
         match self.drain {
             Drain::Pause => " (0 or less ends the pause at once, without draining)",
             Drain::Deletion => {
@@ -100,7 +102,7 @@ impl TimeoutField {
     }
 
     /// The policy section that judges this field.
-    pub const fn section(self) -> &'static str {
+    pub(crate) const fn section(self) -> &'static str {
         match self.drain {
             Drain::Pause => "drainTimeout",
             Drain::Deletion => "deletionTimeout",

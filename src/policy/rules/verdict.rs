@@ -13,29 +13,29 @@ use crate::policy::model::Mode;
 /// A broken rule, and whether its inputs are unchanged from the stored
 /// object (rule 8: then it warns instead of denying).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// The broken rule.
-    pub violation: Violation,
+    pub(crate) violation: Violation,
     /// Whether the stored object breaks it the same way.
-    pub unchanged: bool,
+    pub(crate) unchanged: bool,
 }
 
 /// A force or a setting found on a stored object, judged by the state it
 /// leaves, since who wrote it cannot be known ([`super::Origin::Stored`]):
 /// the audit's result for the rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredState {
+pub(crate) struct StoredState {
     /// The rule the state is filed under.
-    pub rule: Rule,
+    pub(crate) rule: Rule,
     /// Whether it fails whatever the policy's mode (else it warns).
-    pub fails: bool,
+    pub(crate) fails: bool,
     /// What it does, and how to undo it.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl StoredState {
     /// A state that warns.
-    pub fn warn(rule: Rule, message: String) -> Self {
+    pub(crate) fn warn(rule: Rule, message: String) -> Self {
         Self {
             rule,
             fails: false,
@@ -53,25 +53,25 @@ pub struct Verdict {
     pub warnings: Vec<String>,
     /// The JSON Patch operations to apply, in order (only from `/mutate`);
     /// empty: no patch.
-    pub patch: Vec<PatchOperation>,
+    pub(crate) patch: Vec<PatchOperation>,
     /// Audit annotations (keys without the webhook's prefix).
-    pub audit: BTreeMap<String, String>,
+    pub(crate) audit: BTreeMap<String, String>,
     /// The drain timeout `/mutate` wrote, if it wrote one.
     pub defaulted: Option<u64>,
     /// The gate decisions taken (rules 6, 7, 13, 14, 20, 21, 24, 26), for the metrics.
-    pub gates: Vec<(Gate, GateResult)>,
+    pub(crate) gates: Vec<(Gate, GateResult)>,
     /// Kubernetes Events the verdict asks for (sent at the edge, never on
     /// the request path, and not for dry runs).
-    pub events: Vec<ForceEvent>,
+    pub(crate) events: Vec<ForceEvent>,
     /// Whether `/mutate` reset a stale force (the one-shot rule).
-    pub reset_force: bool,
+    pub(crate) reset_force: bool,
     /// What a stored object holds, judged by state (the audit's only).
-    pub stored: Vec<StoredState>,
+    pub(crate) stored: Vec<StoredState>,
 }
 
 /// The reasons of the Events the webhook records on the objects it judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventReason {
+pub(crate) enum EventReason {
     /// The validating webhook allowed `allow-data-loss` to become "true".
     ForceReapplyAllowed,
     /// The validating webhook allowed `forcePromote` to be turned on.
@@ -107,7 +107,7 @@ pub enum EventReason {
 
 impl EventReason {
     /// Every reason (the metrics export each at zero from the start).
-    pub const ALL: [EventReason; 13] = [
+    pub(crate) const ALL: [EventReason; 13] = [
         EventReason::ForceReapplyAllowed,
         EventReason::ForcePromoteAllowed,
         EventReason::ForceReapplyDenied,
@@ -124,7 +124,7 @@ impl EventReason {
     ];
 
     /// The reason as Kubernetes shows it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::ForceReapplyAllowed => "ForceReapplyAllowed",
             Self::ForcePromoteAllowed => "ForcePromoteAllowed",
@@ -143,12 +143,12 @@ impl EventReason {
     }
 
     /// Whether the Event is a Warning (else Normal).
-    pub fn is_warning(self) -> bool {
+    pub(crate) fn is_warning(self) -> bool {
         !matches!(self, Self::ForceReapplyReset | Self::ForcePromoteReset)
     }
 
     /// The Event's action: the reason's verb.
-    pub fn action(self) -> &'static str {
+    pub(crate) fn action(self) -> &'static str {
         match self {
             Self::ForceReapplyAllowed
             | Self::ForcePromoteAllowed
@@ -168,16 +168,16 @@ impl EventReason {
 
 /// One Event to record on the object a request is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForceEvent {
+pub(crate) struct ForceEvent {
     /// Why.
-    pub reason: EventReason,
+    pub(crate) reason: EventReason,
     /// The human-readable note (at most 1 kB, as Kubernetes allows).
-    pub note: String,
+    pub(crate) note: String,
 }
 
 /// The permission gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
+pub(crate) enum Gate {
     /// Rule 6: allow-data-loss set to "true".
     ForceReapply,
     /// Rules 7 and 13: forcePromote turned on, or the force-promote label set.
@@ -198,7 +198,7 @@ pub enum Gate {
 
 impl Gate {
     /// The name used in audit annotations and metrics.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::ForceReapply => "force-reapply",
             Self::ForcePromote => "force-promote",
@@ -214,7 +214,7 @@ impl Gate {
 
 /// What a gate decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GateResult {
+pub(crate) enum GateResult {
     /// Allowed.
     Allowed,
     /// Denied.
@@ -225,7 +225,7 @@ pub enum GateResult {
 
 impl GateResult {
     /// The name used in metrics.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Allowed => "allowed",
             Self::Denied => "denied",
@@ -253,13 +253,13 @@ impl Verdict {
 
     /// The denial text for `status.message`: every violation, numbered when
     /// there are several.
-    pub fn denial_message(&self) -> Option<String> {
+    pub(crate) fn denial_message(&self) -> Option<String> {
         self.denial().map(|message| message.to_string())
     }
 
     /// The denial text, written where it is displayed (the answer's
     /// serialiser escapes it straight into the body): `None` when allowed.
-    pub fn denial(&self) -> Option<DenialMessage<'_>> {
+    pub(crate) fn denial(&self) -> Option<DenialMessage<'_>> {
         (!self.denials.is_empty()).then_some(DenialMessage(&self.denials))
     }
 }
@@ -267,7 +267,7 @@ impl Verdict {
 /// The denial text of a verdict's violations: the one, or each numbered
 /// and separated by `; `. Built by [`Verdict::denial`].
 #[derive(Debug, Clone, Copy)]
-pub struct DenialMessage<'a>(&'a [Violation]);
+pub(crate) struct DenialMessage<'a>(&'a [Violation]);
 
 impl fmt::Display for DenialMessage<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
