@@ -169,7 +169,6 @@ impl Made {
         }
     }
 
-    /// The version.
     pub(crate) const fn version(self) -> &'static str {
         match self {
             Self::Vertex => VERSION,
@@ -187,7 +186,6 @@ impl Made {
         }
     }
 
-    /// The kind as objects name it.
     pub(crate) const fn kind(self) -> &'static str {
         match self {
             Self::Vertex => "Vertex",
@@ -197,14 +195,12 @@ impl Made {
         }
     }
 
-    /// The kind a request's `resource` names, if Numaflow makes it.
     pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|k| k.group() == group && k.resource() == resource)
     }
 
-    /// The kind an object's `apiVersion` group and `kind` name, if Numaflow makes it.
     pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
@@ -225,13 +221,11 @@ pub enum ControllerKind {
 }
 
 impl ControllerKind {
-    /// Both kinds.
     pub(crate) const ALL: [ControllerKind; 2] = [
         ControllerKind::NumaflowController,
         ControllerKind::NumaflowControllerRollout,
     ];
 
-    /// The resource name (plural, lowercase).
     pub(crate) const fn resource(self) -> &'static str {
         match self {
             Self::NumaflowController => "numaflowcontrollers",
@@ -239,7 +233,6 @@ impl ControllerKind {
         }
     }
 
-    /// The kind as objects name it.
     pub(crate) const fn kind(self) -> &'static str {
         match self {
             Self::NumaflowController => "NumaflowController",
@@ -255,14 +248,12 @@ impl ControllerKind {
         }
     }
 
-    /// The kind a request's `resource` names, if it is one of these.
     pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
         (group == NUMAPLANE_GROUP)
             .then(|| Self::ALL.into_iter().find(|k| k.resource() == resource))
             .flatten()
     }
 
-    /// The kind an object's `apiVersion` group and `kind` name, if it is one.
     pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
         (group == NUMAPLANE_GROUP)
             .then(|| Self::ALL.into_iter().find(|k| k.kind() == kind))
@@ -270,7 +261,6 @@ impl ControllerKind {
     }
 }
 
-/// The core group's ConfigMap, as objects name it.
 pub(crate) const CONFIG_MAP_KIND: &str = "ConfigMap";
 
 /// Every resource a webhook of this project is sent: the six guarded
@@ -292,7 +282,6 @@ pub(crate) enum Resource {
 }
 
 impl Resource {
-    /// The API group (`""`: core).
     pub(crate) const fn group(self) -> &'static str {
         match self {
             Self::Guarded(kind) => kind.group(),
@@ -302,7 +291,6 @@ impl Resource {
         }
     }
 
-    /// The version.
     pub(crate) const fn version(self) -> &'static str {
         match self {
             Self::Guarded(_) | Self::Controller(_) => VERSION,
@@ -311,7 +299,6 @@ impl Resource {
         }
     }
 
-    /// The resource name (plural, lowercase).
     pub(crate) const fn resource(self) -> &'static str {
         match self {
             Self::Guarded(kind) => kind.resource(),
@@ -321,7 +308,6 @@ impl Resource {
         }
     }
 
-    /// The kind as objects name it.
     pub(crate) const fn kind(self) -> &'static str {
         match self {
             Self::Guarded(kind) => kind.kind(),
@@ -339,7 +325,6 @@ impl Resource {
         }
     }
 
-    /// The resource a request names by group and resource, if judged.
     pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
         if group.is_empty() && resource == CONFIGMAPS {
             return Some(Self::ConfigMap);
@@ -350,7 +335,6 @@ impl Resource {
             .or_else(|| ControllerKind::from_resource(group, resource).map(Self::Controller))
     }
 
-    /// The resource an object's `apiVersion` group and `kind` name, if judged.
     pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
         if group.is_empty() && kind == CONFIG_MAP_KIND {
             return Some(Self::ConfigMap);
@@ -361,7 +345,6 @@ impl Resource {
             .or_else(|| ControllerKind::from_kind(group, kind).map(Self::Controller))
     }
 
-    /// The guarded kind, for a rollout or a child.
     #[cfg(test)]
     pub(crate) const fn guarded(self) -> Option<Kind> {
         match self {

@@ -17,17 +17,11 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 /// list was expected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonKind {
-    /// `null`
     Null,
-    /// `true` or `false`
     Bool,
-    /// any number
     Number,
-    /// a string
     String,
-    /// an array
     Array,
-    /// an object
     Object,
 }
 
@@ -208,7 +202,6 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
 pub struct Text(pub Option<String>);
 
 impl Text {
-    /// The string, if it was one.
     pub fn as_deref(&self) -> Option<&str> {
         self.0.as_deref()
     }

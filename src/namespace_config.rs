@@ -7,10 +7,7 @@
 //!
 //! A ConfigMap in a user namespace labelled `numaplane.numaproj.io/config:
 //! namespace-level-config` sets, with `data.upgradeStrategy`, the upgrade
-//! strategy of every rollout there. [`ConfigRead`] reads it the way
-//! Numaplane does: an empty or blank value is `no-strategy`, a value
-//! outside the three is dropped (with a log line only Numaplane's operators
-//! see), a ConfigMap without `data` is ignored.
+//! strategy of every rollout there; [`ConfigRead`] reads it as Numaplane does.
 //!
 //! Numaplane decodes `data` with Go's `encoding/json`
 //! (`util.StructToStruct`), which looks a key up by its exact name first,
@@ -68,7 +65,6 @@ pub(crate) const UPGRADE_STRATEGIES: [&str; 3] = ["progressive", "pause-and-drai
 /// The strategy that upgrades by plain apply: no pause, no drain, no
 /// assessment.
 pub(crate) const NO_STRATEGY: &str = "no-strategy";
-/// The strategies, as messages list them.
 pub(crate) const STRATEGIES_SHOWN: &str = "\"progressive\", \"pause-and-drain\" or \"no-strategy\"";
 /// The name of Numaplane's own ConfigMap, in its namespace, whose
 /// `config.yaml` holds `defaultUpgradeStrategy`.
@@ -102,16 +98,10 @@ pub(crate) enum StrategyRead {
     Unknown(String),
     /// One of the three strategies; `blank`: written empty or blank, which
     /// Numaplane reads as `no-strategy`.
-    Strategy {
-        /// `progressive`, `pause-and-drain` or `no-strategy`.
-        name: &'static str,
-        /// Whether the value was empty or blank.
-        blank: bool,
-    },
+    Strategy { name: &'static str, blank: bool },
 }
 
 impl StrategyRead {
-    /// Reads the strategy from the label's value and `data`.
     fn read(namespace_config: bool, data: &Obj<ConfigData>) -> Self {
         if !namespace_config {
             return Self::NotNamespaceConfig;
@@ -166,7 +156,6 @@ impl StrategyRead {
 /// the keys it is read from, and whether it holds controller definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ConfigRead {
-    /// The strategy Numaplane reads.
     pub(crate) strategy: StrategyRead,
     /// The key the strategy is read from, when it is not spelled
     /// `upgradeStrategy`.
@@ -202,12 +191,10 @@ impl ConfigRead {
         }
     }
 
-    /// Whether every rollout of the namespace upgrades by plain apply.
     pub(crate) fn skips_draining(&self) -> bool {
         self.strategy.skips_draining()
     }
 
-    /// The value as users wrote it, for messages ([`StrategyRead::shown`]).
     pub(crate) fn shown(&self) -> String {
         self.strategy.shown()
     }

@@ -59,18 +59,14 @@ fn validity(days: i64) -> (OffsetDateTime, OffsetDateTime) {
 /// A certificate's validity: from `not_before` to `not_after`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Validity {
-    /// The first moment the certificate is valid.
     pub(crate) not_before: OffsetDateTime,
-    /// The last moment the certificate is valid.
     pub(crate) not_after: OffsetDateTime,
 }
 
 /// A certificate and its private key, in PEM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PemPair {
-    /// The certificate.
     pub(crate) cert_pem: String,
-    /// Its private key.
     pub(crate) key_pem: String,
 }
 

@@ -37,13 +37,9 @@ use crate::namespace_config::{CONFIG_LABEL, ConfigData, ConfigRead};
 
 use self::keys::Template;
 
-/// The API group of PipelineRollouts.
 pub(crate) const GROUP: &str = Kind::PipelineRollout.group();
-/// The PipelineRollout version we read and write (the CRD's only one).
 pub(crate) const VERSION: &str = crate::kinds::VERSION;
-/// The resource name of PipelineRollouts.
 pub(crate) const RESOURCE: &str = Kind::PipelineRollout.resource();
-/// The kind of PipelineRollouts.
 pub(crate) const KIND: &str = Kind::PipelineRollout.kind();
 
 pub use crate::kinds::ALLOW_DATA_LOSS;
@@ -222,16 +218,13 @@ impl Condition {
 /// When the stored status says the pause began.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PauseStart {
-    /// At this time.
     At(OffsetDateTime),
     /// The status names no start.
     Missing,
     /// The status names a start that is not an RFC 3339 time: its path and
     /// the value as found.
     Unreadable {
-        /// The dotted path of the value.
         path: &'static str,
-        /// The value, as written.
         value: String,
     },
 }
@@ -253,8 +246,6 @@ fn read_time(text: &Text, path: &'static str) -> PauseStart {
 }
 
 impl GuardedObject {
-    /// The object's `data`, as the namespace-level configuration reads it
-    /// (a ConfigMap's; missing on every rollout).
     #[cfg(test)]
     pub(crate) fn config_data(&self) -> &Obj<ConfigData> {
         &self.data
@@ -266,7 +257,6 @@ impl GuardedObject {
         ConfigRead::of(label, &self.data)
     }
 
-    /// Reads a PipelineRollout from JSON, leniently: only invalid JSON fails.
     #[cfg(test)]
     pub(crate) fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         crate::skim::from_slice(json.as_bytes())

@@ -97,7 +97,6 @@ impl<'de: 'a, 'a> de::Deserialize<'de> for RawText<'a> {
     }
 }
 
-/// The reader: the input and where it stands.
 struct Reader<'de> {
     input: &'de [u8],
     pos: usize,
@@ -136,7 +135,6 @@ impl<'de> Reader<'de> {
         }
     }
 
-    /// The next byte that is not whitespace, not consumed.
     /// Before an object's or array's next item: false at `close`; past
     /// the `,` that must separate it from the one before (none before the
     /// `first`); else the error `expected`.
@@ -462,7 +460,6 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
     }
 }
 
-/// The entries of an object being read.
 struct Entries<'a, 'de> {
     reader: &'a mut Reader<'de>,
     first: bool,
@@ -491,7 +488,6 @@ impl<'de> MapAccess<'de> for Entries<'_, 'de> {
     }
 }
 
-/// The elements of an array being read.
 struct Elements<'a, 'de> {
     reader: &'a mut Reader<'de>,
     first: bool,

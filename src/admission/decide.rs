@@ -29,7 +29,6 @@ pub enum Subject<'a> {
     Unjudgeable(String),
     /// A write the rules judge.
     Write {
-        /// The write.
         write: GuardedWrite<'a>,
         /// The object's name (the permission is asked about it; empty on
         /// a CREATE with generateName).
@@ -37,26 +36,17 @@ pub enum Subject<'a> {
     },
     /// A write of a Vertex, Deployment, StatefulSet or Service that Numaflow
     /// may have made for a child: rule 29.
-    Made {
-        /// The write.
-        write: MadeWrite<'a>,
-        /// The object's name (the permission is asked about it).
-        name: &'a str,
-    },
+    Made { write: MadeWrite<'a>, name: &'a str },
     /// A write of a NumaflowController or NumaflowControllerRollout: rule
     /// 27 on the version it names.
     ControllerVersion {
-        /// The write.
         write: VersionWrite<'a>,
-        /// The object's name (the permission is asked about it).
         name: &'a str,
     },
     /// A write of a ConfigMap that carries (or carried) Numaplane's config
     /// label: rules 23 and 24.
     NamespaceConfig {
-        /// The write.
         write: StrategyWrite<'a>,
-        /// The ConfigMap's name (the permission is asked about it).
         name: &'a str,
     },
 }
@@ -77,7 +67,6 @@ pub struct Question<'a> {
     pub(crate) need: Need,
     /// Who the policy lets have it, and how RBAC is asked.
     pub grant: Grant<'a>,
-    /// The requester.
     pub user: &'a UserInfo,
     /// The object the permission is asked on.
     pub(crate) target: Target<'a>,
@@ -149,7 +138,6 @@ impl<'a> Settled<'a> {
             .map(|need| self.question(need))
     }
 
-    /// The question of `need`'s grant.
     fn question(&self, need: Need) -> Question<'a> {
         Question {
             need,

@@ -3,14 +3,10 @@
 //! permissions it names asked of the [`Authorizer`], and answered from the
 //! verdict ([`response`]).
 //!
-//! The request is read with a small lenient envelope of our own (so a
-//! broken object still yields the uid to answer with); the answer is built
-//! from the Verdict in one place, in the request's apiVersion, with the
-//! patch as base64 text. The server and `review` go through [`answer`];
-//! the audit and `check`, which hold objects rather than AdmissionReviews,
-//! build the [`Input`] themselves, call [`decide`] and answer its
-//! questions from what they know. Only the server turns verdicts into
-//! Events.
+//! The server and `review` go through [`answer`]; the audit and `check`,
+//! which hold objects rather than AdmissionReviews, build the [`Input`]
+//! themselves, call [`decide`] and answer its questions from what they
+//! know. Only the server turns verdicts into Events.
 
 mod decide;
 mod request;
@@ -62,7 +58,6 @@ impl fmt::Display for Webhook {
 /// from it.
 #[derive(Debug)]
 pub struct Reply {
-    /// Which webhook answered.
     pub(crate) webhook: Webhook,
     /// The response AdmissionReview, serialised.
     pub body: Vec<u8>,
@@ -121,9 +116,7 @@ impl<'a> AnswerContext<'a> {
 
 /// Parses, judges and answers one AdmissionReview body for `webhook` under
 /// `policy`, asking `context.authorizer` the permissions the judgement
-/// needs: the server's and `review`'s path (parse, [`decide`], ask,
-/// finish, respond), and the wire-level tests' and benches'. The only
-/// caller of [`decide`] that asks anyone.
+/// needs: parse, [`decide`], ask, finish, respond.
 pub async fn answer(
     webhook: Webhook,
     policy: &Policy,

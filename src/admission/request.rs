@@ -23,13 +23,9 @@ use crate::rollout::GuardedObject;
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestOperation {
-    /// CREATE.
     Create,
-    /// UPDATE.
     Update,
-    /// DELETE.
     Delete,
-    /// CONNECT.
     Connect,
     /// Anything else, or none.
     Unknown,
@@ -148,15 +144,12 @@ pub struct AdmissionRequest {
     pub api_version: String,
     /// The request uid, echoed in the answer.
     pub uid: String,
-    /// CREATE, UPDATE, DELETE or CONNECT.
     pub(crate) operation: RequestOperation,
-    /// The object's namespace.
     pub(crate) namespace: String,
     /// The object's name (may be empty on CREATE with generateName).
     pub(crate) name: String,
     /// Whether this is a dry run (judged like any other request).
     pub(crate) dry_run: bool,
-    /// Who is asking.
     pub(crate) user: UserInfo,
     resource: Obj<GroupResource>,
     sub_resource: Option<String>,
@@ -506,11 +499,8 @@ enum Unjudgeable {
     /// No object to judge.
     #[error("request.object is {found}; a {operation} of a {kind} must carry the object")]
     Object {
-        /// What was there instead.
         found: String,
-        /// CREATE or UPDATE.
         operation: RequestOperation,
-        /// The kind written.
         kind: &'static str,
     },
     /// A DELETE without the stored object (the API server always sends
@@ -519,20 +509,10 @@ enum Unjudgeable {
     #[error(
         "request.oldObject is {found}; a DELETE of a {kind} is judged on the stored object, which the API server sends in oldObject: retry the delete, and if it persists check the webhook configuration"
     )]
-    DeletedObject {
-        /// What was there instead.
-        found: String,
-        /// The kind deleted.
-        kind: &'static str,
-    },
+    DeletedObject { found: String, kind: &'static str },
     /// An UPDATE without the stored object.
     #[error("request.oldObject is {found}; an UPDATE of a {kind} must carry the stored object")]
-    OldObject {
-        /// What was there instead.
-        found: String,
-        /// The kind written.
-        kind: &'static str,
-    },
+    OldObject { found: String, kind: &'static str },
 }
 
 fn describe<T>(obj: &Obj<T>) -> String {

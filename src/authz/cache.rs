@@ -73,7 +73,6 @@ struct Answer {
     ttl: Duration,
 }
 
-/// Each answer expires after its own time to live.
 struct PerAnswer;
 
 impl moka::Expiry<Digest, Answer> for PerAnswer {
@@ -160,9 +159,8 @@ impl AnswerCache {
             .is_ok()
     }
 
-    /// The answer for `key`: from the cache, from a check already in flight
-    /// for the same key, or from `ask` (whose answer is kept for `ttl`).
-    /// Errors are not kept: the next caller asks again.
+    /// The answer for `key`: cached, shared with a check in flight, or from
+    /// `ask` (then kept for `ttl`; an error is not kept).
     ///
     /// moka's futures are large, and every request's future holds this
     /// one's state whether it asks RBAC or not: boxing it here keeps that

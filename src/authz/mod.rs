@@ -55,7 +55,6 @@ pub(crate) struct RbacTrace {
     pub(crate) result: &'static str,
     /// Whether the answer came from the cache.
     pub(crate) cached: bool,
-    /// How long the check took.
     pub(crate) duration: Duration,
 }
 
@@ -80,13 +79,10 @@ impl From<Permission> for PermissionCheck {
 /// The object a permission is asked on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Target<'a> {
-    /// Its API group.
     pub(crate) group: &'a str,
     /// Its resource (plural).
     pub(crate) resource: &'a str,
-    /// Its namespace.
     pub(crate) namespace: &'a str,
-    /// Its name.
     pub(crate) name: &'a str,
 }
 

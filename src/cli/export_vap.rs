@@ -23,9 +23,7 @@ enum ExportVapError {
     /// The output file could not be written.
     #[error("{path}: {source}")]
     Output {
-        /// The file.
         path: String,
-        /// Why.
         source: std::io::Error,
     },
 }

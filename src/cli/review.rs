@@ -86,15 +86,12 @@ pub(crate) enum ReviewCommandError {
     /// The file or standard input cannot be read.
     #[error("cannot read {file}: {source}")]
     Read {
-        /// The file, or `-`.
         file: String,
-        /// What went wrong.
         source: std::io::Error,
     },
     /// The input is not JSON, and not YAML either.
     #[error("{file} is neither JSON nor YAML: {source}")]
     NotJsonOrYaml {
-        /// The file, or `-`.
         file: String,
         /// What the YAML reader said (boxed: it is large).
         source: Box<serde_saphyr::Error>,
@@ -103,16 +100,11 @@ pub(crate) enum ReviewCommandError {
     #[error(
         "{file} is not an AdmissionReview: expected a JSON or YAML object with apiVersion, kind and request"
     )]
-    NotAnObject {
-        /// The file, or `-`.
-        file: String,
-    },
+    NotAnObject { file: String },
     /// The YAML read cannot be written as JSON.
     #[error("{file}: {source}")]
     ToJson {
-        /// The file, or `-`.
         file: String,
-        /// What the JSON writer said.
         source: serde_json::Error,
     },
     /// No client for the API server given with --kubeconfig.
@@ -120,12 +112,7 @@ pub(crate) enum ReviewCommandError {
     Client(KubeClientError),
     /// The input is not an AdmissionReview that can be answered.
     #[error("{file}: {source}")]
-    Answer {
-        /// The file, or `-`.
-        file: String,
-        /// Why it cannot be answered.
-        source: ParseError,
-    },
+    Answer { file: String, source: ParseError },
 }
 
 /// Reads an AdmissionReview from a file or stdin; YAML is turned into JSON.

@@ -41,11 +41,7 @@ pub const QUEUE_CAPACITY: usize = 256;
 /// Labels of an Event: its reason and what became of it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
-    /// One of [`EventReason::ALL`]: ForceReapplyAllowed,
-    /// ForcePromoteAllowed, ForceReapplyDenied, ForceReapplyReset,
-    /// ForcePromoteReset, DeleteUndrainedAllowed, DeleteUndrainedDenied,
-    /// NamespaceStrategyAllowed, NamespaceStrategyDenied,
-    /// ControllerDefinitionsAllowed or ControllerDefinitionsDenied.
+    /// One of [`EventReason::ALL`].
     pub reason: &'static str,
     /// sent; failed (the API server refused it); dropped (the queue was
     /// full); unverified (no object with that uid exists, as for a
@@ -62,12 +58,9 @@ pub type EventCounts = Family<EventLabels, Counter>;
 #[error(transparent)]
 pub struct PublishError(#[from] Box<dyn std::error::Error + Send + Sync>);
 
-/// One Event to publish.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingEvent {
-    /// Why.
     pub reason: EventReason,
-    /// The note.
     pub note: String,
     /// The object it is about (a PipelineRollout, another rollout, a child,
     /// a namespace-level ConfigMap).
@@ -121,7 +114,6 @@ impl PendingEvent {
 /// What became of an Event the publisher was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
-    /// It was written.
     Sent,
     /// It was not written: no object of its kind with its name and uid exists.
     Unverified,
@@ -152,7 +144,6 @@ impl EventQueue {
         Self::default()
     }
 
-    /// Whether Events are sent.
     pub fn is_on(&self) -> bool {
         self.tx.is_some()
     }

@@ -25,19 +25,12 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
-/// The metrics of the body budget and the request limit
-/// (`server::budget`).
 #[derive(Debug, Clone)]
 pub struct BudgetMetrics {
-    /// The budget, in bytes.
     pub capacity: Gauge,
-    /// Body bytes reserved now.
     pub reserved: Gauge,
-    /// Requests that had to wait for body budget, by lane.
     pub waits: Family<LaneLabels, Counter>,
-    /// How long those waits took, whether they got the budget or not.
     pub wait_duration: Histogram,
-    /// Requests answered 503 by the limits, by reason.
     pub refusals: Family<ReasonLabels, Counter>,
 }
 

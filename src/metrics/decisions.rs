@@ -25,19 +25,13 @@ pub struct GateLabels {
 /// could not be judged).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RuleLabels {
-    /// The rule's number.
     pub rule: u8,
 }
 
-/// The metrics of decisions.
 #[derive(Debug)]
 pub struct DecisionMetrics {
-    /// Broken rules that denied a request, by rule.
     pub denials: Family<RuleLabels, Counter>,
-    /// Force-reapply, force-promote and undrained-delete decisions, by
-    /// gate and result.
     pub force_decisions: Family<GateLabels, Counter>,
-    /// The most recent force decisions: when, by whom, on which rollout.
     pub recent_forces: RecentForces,
     /// Stale forces reset (here: by the one-shot rule).
     resets: ForceResets,

@@ -19,7 +19,6 @@ impl ResetBy {
     /// Every one, for the series created at zero.
     pub const ALL: [ResetBy; 2] = [ResetBy::Mutate, ResetBy::Sweeper];
 
-    /// The metric label.
     pub fn as_str(self) -> &'static str {
         match self {
             ResetBy::Mutate => "mutate",
@@ -38,7 +37,6 @@ pub struct ResetLabels {
 /// Stale forces reset, by who reset them.
 #[derive(Debug, Clone)]
 pub struct ForceResets {
-    /// The counter family.
     pub family: Family<ResetLabels, Counter>,
 }
 
@@ -63,7 +61,6 @@ impl ForceResets {
         resets
     }
 
-    /// Counts one reset by `by`.
     pub fn record_reset(&self, by: ResetBy) {
         self.family
             .get_or_create(&ResetLabels { by: by.as_str() })

@@ -17,7 +17,6 @@ const DURATION_BUCKETS: [f64; 17] = [
 /// denied or error), of a report write or of an audit result.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// The result.
     pub result: &'static str,
 }
 

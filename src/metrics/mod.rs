@@ -52,27 +52,16 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// Answered requests: counts, durations, in flight.
     pub requests: RequestMetrics,
-    /// What the rules decided: denials, forces, the one-shot resets.
     pub decisions: DecisionMetrics,
-    /// Service-account writes refused by rule 15.
     pub bookkeeping: BookkeepingRefusals,
-    /// RBAC checks for forces.
     pub rbac: RbacMetrics,
-    /// Policy and certificate reloads.
     pub reloads: ReloadMetrics,
-    /// Kubernetes Events, by reason and result.
     pub events: EventCounts,
-    /// The stale-force sweeper.
     pub sweeper: SweeperMetrics,
-    /// The body budget and the request limit.
     pub budget: BudgetMetrics,
-    /// Leader election.
     pub leader: LeaderMetrics,
-    /// The certificates of `--manage-certs`.
     pub certificates: CertMetrics,
-    /// The audit of stored rollouts.
     pub audit: AuditMetrics,
 }
 

@@ -9,14 +9,10 @@ use prometheus_client::registry::{Registry, Unit};
 use super::labels::{ResultLabels, duration_histogram, results_at_zero};
 use crate::authz::RbacTrace;
 
-/// The metrics of RBAC checks.
 #[derive(Debug, Clone)]
 pub struct RbacMetrics {
-    /// RBAC checks (SubjectAccessReviews or cached answers), by result.
     pub checks: Family<ResultLabels, Counter>,
-    /// RBAC answers served from the cache.
     pub cache_hits: Counter,
-    /// How long RBAC checks took.
     pub duration: Histogram,
 }
 
@@ -49,7 +45,6 @@ impl RbacMetrics {
         metrics
     }
 
-    /// Counts one RBAC check.
     pub fn record_check(&self, trace: &RbacTrace) {
         self.checks
             .get_or_create(&ResultLabels {

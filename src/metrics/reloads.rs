@@ -9,16 +9,11 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{ResultLabels, results_at_zero};
 
-/// The metrics of reloads.
 #[derive(Debug, Clone)]
 pub struct ReloadMetrics {
-    /// Policy reloads, by result.
     pub policy_reloads: Family<ResultLabels, Counter>,
-    /// Generation of the policy in force (1 at start, +1 per successful reload).
     pub policy_generation: Gauge,
-    /// TLS reloads, by result.
     pub tls_reloads: Family<ResultLabels, Counter>,
-    /// The serving certificate's notAfter, as a Unix timestamp.
     pub certificate_expiry: Gauge,
 }
 

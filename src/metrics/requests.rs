@@ -21,7 +21,6 @@ pub struct RequestLabels {
     pub operation: &'static str,
     /// allowed, denied or error.
     pub result: &'static str,
-    /// The HTTP status code.
     pub code: u16,
 }
 
@@ -32,14 +31,10 @@ pub struct WebhookLabels {
     pub webhook: &'static str,
 }
 
-/// The metrics of answered requests.
 #[derive(Debug, Clone)]
 pub struct RequestMetrics {
-    /// Requests served.
     pub requests: Family<RequestLabels, Counter>,
-    /// How long requests took.
     pub duration: Family<WebhookLabels, Histogram, fn() -> Histogram>,
-    /// Requests being served now.
     pub in_flight: Gauge,
 }
 

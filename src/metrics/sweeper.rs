@@ -19,16 +19,12 @@ pub enum SweepOutcome {
     WatchRestart,
 }
 
-/// The metrics of the sweeper.
 #[derive(Debug, Clone)]
 pub struct SweeperMetrics {
     /// Stale forces reset (here: by the sweeper).
     resets: ForceResets,
-    /// Sweeper resets that lost to a concurrent change (looked at again).
     pub conflicts: Counter,
-    /// Sweeper resets that failed for another reason.
     pub errors: Counter,
-    /// Times the sweeper's watch failed and was restarted.
     pub watch_restarts: Counter,
 }
 
@@ -60,7 +56,6 @@ impl SweeperMetrics {
         metrics
     }
 
-    /// Counts one thing the sweeper did.
     pub fn record_sweep(&self, outcome: SweepOutcome) {
         match outcome {
             SweepOutcome::Reset => self.resets.record_reset(ResetBy::Sweeper),

@@ -11,7 +11,6 @@ use super::rules::{Drain, Need, OverflowReading, TimeoutField, check_timeout};
 /// The longest minimum pause age a policy may ask for.
 const MAX_MIN_PAUSE_AGE_SECONDS: u64 = 86_400;
 
-/// The start-up checks: impossible values and contradictions.
 pub(super) fn check(policy: &Policy, problems: &mut Vec<String>) {
     if policy.numaplane.controller_account.trim().is_empty() {
         problems.push(

@@ -15,7 +15,6 @@ pub(crate) enum DefaultTimeout {
     /// No timeout: write `noTimeoutSeconds`.
     #[default]
     NoTimeout,
-    /// This many seconds.
     Seconds(u64),
 }
 
@@ -34,7 +33,6 @@ pub(crate) enum DurationError {
     NotADuration {
         /// The text as given (trimmed).
         text: String,
-        /// What the duration reader said.
         reason: String,
     },
     /// A duration with a fraction of a second.
@@ -147,12 +145,10 @@ impl Serialize for DefaultTimeout {
 pub(crate) mod as_seconds {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    /// Writes the seconds as a duration.
     pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
         super::Seconds(*v).serialize(s)
     }
 
-    /// Reads a duration or an integer number of seconds.
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         super::Seconds::deserialize(d).map(|s| s.0)
     }
@@ -162,12 +158,10 @@ pub(crate) mod as_seconds {
 pub(crate) mod as_opt_seconds {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    /// Writes the seconds as a duration.
     pub(crate) fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
         v.map(super::Seconds).serialize(s)
     }
 
-    /// Reads a duration or an integer number of seconds.
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         Option::<super::Seconds>::deserialize(d).map(|s| s.map(|s| s.0))
     }

@@ -9,9 +9,7 @@ pub enum PolicyError {
     /// The file could not be read.
     #[error("cannot read policy file {path}: {source}")]
     Read {
-        /// The file.
         path: String,
-        /// The I/O error.
         source: std::io::Error,
     },
     /// The text is not a policy: bad YAML, an unknown key, a wrong type.

@@ -144,11 +144,9 @@ pub struct DrainTimeout {
     /// Cluster-wide rules (resolved from the four keys below).
     #[serde(skip)]
     pub(crate) rules: TimeoutRules,
-    /// `default` as written.
     pub(crate) default: DefaultTimeout,
     /// The value that stands for "no timeout"; values at or above it mean no timeout.
     pub(crate) no_timeout_seconds: u64,
-    /// `allowNoTimeout` as written.
     pub(crate) allow_no_timeout: bool,
     /// `min` as written, in seconds.
     #[serde(with = "as_seconds")]
@@ -174,7 +172,6 @@ pub struct DrainTimeout {
 /// The rules in force for one namespace, and where they came from.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Scope<'a> {
-    /// The rules.
     pub(crate) rules: &'a TimeoutRules,
     /// The pattern of the override that matched, if one did.
     pub(crate) matched: Option<&'a str>,
@@ -249,9 +246,7 @@ impl DrainTimeout {
     rename_all = "camelCase"
 )]
 pub struct ForceReapply {
-    /// Usernames allowed.
     pub(crate) users: BTreeSet<String>,
-    /// Groups whose members are allowed.
     pub(crate) groups: BTreeSet<String>,
     /// Allow `allow-data-loss: "true"` only while the stored object says its
     /// pipeline is pausing.
@@ -306,9 +301,7 @@ impl ForceReapply {
 pub struct Grant<'a> {
     /// The policy key the lists live under, for messages.
     pub(crate) key: &'static str,
-    /// Usernames allowed.
     pub(crate) users: &'a BTreeSet<String>,
-    /// Groups whose members are allowed.
     pub(crate) groups: &'a BTreeSet<String>,
     /// How RBAC is asked when the lists say no, if it is.
     pub(crate) rbac: Option<&'a RbacPolicy>,

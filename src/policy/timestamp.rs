@@ -8,9 +8,7 @@ use time::{OffsetDateTime, UtcOffset};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {reason}")]
 pub(crate) struct TimestampError {
-    /// The text as given.
     pub(crate) text: String,
-    /// What the time parser said.
     pub(crate) reason: String,
 }
 

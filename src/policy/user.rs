@@ -37,7 +37,6 @@ impl UserInfo {
         self.username.as_deref().unwrap_or_default()
     }
 
-    /// The user's uid, when given.
     pub(crate) fn uid(&self) -> Option<&str> {
         self.uid.as_deref()
     }

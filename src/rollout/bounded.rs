@@ -5,14 +5,10 @@
 //!
 //! Of the labels and annotations, only the keys the stored-object rules
 //! read are kept ([`KEPT_KEYS`]); ownerReferences, finalizers and a child's
-//! `spec` and `status` text are dropped (no audited kind is a child). A
-//! string keeps at most [`LEAF_BYTES`] (the rules read a few hundred bytes
-//! of any value; a cut string ends in [`CUT_MARK`], so it never reads as a
-//! valid value), a list or object kept as found keeps [`LEAF_ENTRIES`]
-//! entries to a depth of [`LEAF_DEPTH`], and the strings of one object
-//! share [`OBJECT_BUDGET`] bytes; past the budget they are kept empty,
-//! marked as cut. Wrong shapes are kept as the view records them (the JSON
-//! type found), so the rules still say what was found where.
+//! `spec` and `status` text are dropped (no audited kind is a child); the
+//! rest is cut to the bounds below. Wrong shapes are kept as the view
+//! records them (the JSON type found), so the rules still say what was
+//! found where.
 
 use serde_json::Value;
 
@@ -26,10 +22,11 @@ use crate::kinds::{
 use crate::lenient::{Obj, Text};
 use crate::namespace_config::CONFIG_LABEL;
 
-/// The most bytes of one string kept (before [`CUT_MARK`]).
+/// The most bytes of one string kept (before [`CUT_MARK`]): the rules read
+/// a few hundred bytes of any value.
 pub(crate) const LEAF_BYTES: usize = 512;
 
-/// What a cut string ends with.
+/// What a cut string ends with, so that it never reads as a valid value.
 pub(crate) const CUT_MARK: &str = "…";
 
 /// The most entries kept of a list or an object kept as found.
@@ -40,7 +37,7 @@ pub(crate) const LEAF_ENTRIES: usize = 16;
 pub(crate) const LEAF_DEPTH: usize = 4;
 
 /// The bytes of strings (and of keys inside values) one object keeps in
-/// all.
+/// all; past it they are kept empty, marked as cut.
 pub(crate) const OBJECT_BUDGET: usize = 16 * 1024;
 
 /// The label and annotation keys kept: the switches and records the

@@ -33,22 +33,18 @@ pub(crate) struct ChildContent {
 }
 
 impl ChildContent {
-    /// `spec`'s text as found.
     pub(crate) fn spec_text(&self) -> Option<&str> {
         self.spec.as_deref()
     }
 
-    /// `status`'s text as found.
     pub(crate) fn status_text(&self) -> Option<&str> {
         self.status.as_deref()
     }
 
-    /// `spec` as a JSON tree.
     pub(crate) fn spec(&self) -> Option<Value> {
         self.spec.as_deref().map(tree)
     }
 
-    /// `status` as a JSON tree.
     pub(crate) fn status(&self) -> Option<Value> {
         self.status.as_deref().map(tree)
     }

@@ -36,12 +36,10 @@ pub enum DeletionTimeout {
     Set {
         /// The dotted path it was read from.
         path: &'static str,
-        /// The seconds.
         seconds: i64,
     },
     /// The field Numaflow reads holds something other than an integer.
     Unreadable {
-        /// The dotted path.
         path: &'static str,
         /// The value as JSON.
         value: String,

@@ -161,11 +161,8 @@ const ROLLOUT_LIFECYCLE: [&str; 4] = concat(PIPELINE_TEMPLATE, CHILD_LIFECYCLE);
 const LABEL_KEYS: [&str; 2] = ["metadata", "labels"];
 const ANNOTATION_KEYS: [&str; 2] = ["metadata", "annotations"];
 
-/// The pause timeout's key in a lifecycle.
 pub(super) const PAUSE_KEY: &str = "pauseGracePeriodSeconds";
-/// The deletion timeout's key in a lifecycle.
 pub(super) const DELETION_KEY: &str = "deletionGracePeriodSeconds";
-/// The deprecated deletion timeout's key in a lifecycle.
 pub(super) const DEPRECATED_DELETION_KEY: &str = "deleteGracePeriodSeconds";
 
 const ROLLOUT_PAUSE_KEYS: [&str; 5] = concat(ROLLOUT_LIFECYCLE, [PAUSE_KEY]);

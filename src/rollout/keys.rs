@@ -21,7 +21,6 @@ use crate::lenient::{JsonKind, Obj};
 pub(crate) struct Keys(pub(super) Vec<(String, Value)>);
 
 impl Keys {
-    /// The value of `key`, when present.
     pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
@@ -122,12 +121,10 @@ impl Map {
 }
 
 impl GuardedObject {
-    /// The value of the annotation `key`, when present.
     pub(crate) fn annotation(&self, key: &str) -> Option<&Value> {
         self.metadata.get()?.annotations.get()?.get(key)
     }
 
-    /// The value of the label `key`, when present.
     pub(crate) fn label(&self, key: &str) -> Option<&Value> {
         self.metadata.get()?.labels.get()?.get(key)
     }

@@ -26,7 +26,6 @@ pub enum LifecycleKey {
 }
 
 impl LifecycleKey {
-    /// The key's JSON name.
     pub(crate) const fn json_name(self) -> &'static str {
         match self {
             Self::Pause => PAUSE_KEY,
@@ -88,10 +87,7 @@ pub(crate) enum TimeoutSlot<'a> {
     /// rollout, [`LifecycleKey::rollout_field`]) of the first key that is
     /// absent or `null`: the mutating webhook must create the objects from
     /// there on.
-    Unset {
-        /// Index of the first missing key in the path.
-        depth: usize,
-    },
+    Unset { depth: usize },
     /// A value on the way is not an object, so no timeout can be read or set.
     Blocked {
         /// The dotted path of the value that is not an object.

@@ -22,11 +22,8 @@
 //! reservation its body is not read: hyper reads no further on HTTP/1.1, and
 //! HTTP/2 flow control stops the client after the stream window. If the
 //! request deadline (the API server's `?timeout=`) comes first, it gets a 503
-//! with a one-line reason. Once reserved, the body is read within it
-//! (`http_body_util`'s `Limited`): a body that came in one frame (what the
-//! API server sends for an ordinary review) is kept as that frame, without
-//! a copy; one in several frames is copied into one buffer as they arrive.
-//! The reservation is released when the answer is ready.
+//! with a one-line reason. Once reserved, the body is read within it, and
+//! the reservation is released when the answer is ready.
 //!
 //! Small bodies (up to [`SMALL_BODY_BYTES`]) do not queue behind large ones:
 //! large bodies may take at most three quarters of the budget, waiting
@@ -103,7 +100,6 @@ pub(crate) struct Budget {
     all: Arc<Semaphore>,
     /// The part of the budget large bodies may use.
     large: Arc<Semaphore>,
-    /// Request slots.
     requests: Arc<Semaphore>,
     bytes: usize,
     max_requests: usize,
@@ -291,11 +287,12 @@ enum ReadError {
 
 /// Reads `body`, at most `limit` bytes (its reservation); `announced` says
 /// whether that limit is its Content-Length. http-body-util's `Limited`
-/// holds the limit. A body in one frame is kept as that frame, without a
-/// copy; one in several is copied into one buffer as its frames arrive,
-/// never held twice. (`collect` keeps every frame until the last, then
-/// copies them: in one run of `bench/flood.sh` side by side, the h1 flood's
-/// peak was 56 and 61 MiB with it, 53 and 46 MiB without.)
+/// holds the limit. A body in one frame (what the API server sends for an
+/// ordinary review) is kept as that frame, without a copy; one in several is
+/// copied into one buffer as its frames arrive, never held twice. (`collect`
+/// keeps every frame until the last, then copies them: in one run of
+/// `bench/flood.sh` side by side, the h1 flood's peak was 56 and 61 MiB
+/// with it, 53 and 46 MiB without.)
 async fn read(body: Body, limit: usize, announced: bool) -> Result<Bytes, ReadError> {
     let mut body = Limited::new(body, limit);
     let capacity = if announced { limit } else { 0 };
@@ -328,7 +325,6 @@ async fn read(body: Body, limit: usize, announced: bool) -> Result<Bytes, ReadEr
 /// bytes it holds until dropped (once the answer is ready).
 #[derive(Debug)]
 pub(super) struct Admitted {
-    /// The request body.
     pub(crate) body: Bytes,
     _slot: OwnedSemaphorePermit,
     _reservation: Reservation,

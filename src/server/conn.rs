@@ -32,7 +32,6 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-/// A request as hyper hands it over.
 type IncomingRequest = hyper::Request<hyper::body::Incoming>;
 
 use super::tls::TlsState;
@@ -211,15 +210,8 @@ impl Activity {
 /// Serves `app` over TLS (HTTP/1.1 and HTTP/2) on `listener` until
 /// `accept_until` completes, then stops accepting and gives the open
 /// connections `grace` to finish their requests (HTTP/2 ones get a GOAWAY).
-///
-/// Each connection gets its own task: a bounded TLS handshake with the
-/// configuration in force at accept time, then HTTP with bounded buffers and
-/// HTTP/2 streams, and a bound on how long headers may take, the first
-/// request's included (a connection that has sent no request by then is
-/// closed, so silent clients cannot hold the connection slots for ever). A
-/// connection with no request in flight for `idle_timeout` is closed
-/// gracefully, and an HTTP/2 peer that stops answering pings is dropped. At
-/// most `max_connections` are served at once; an accept error (such as
+/// Each connection is a task of its own, with the TLS configuration in force
+/// at accept time, bounded as the module says. An accept error (such as
 /// running out of file descriptors) is logged and the loop carries on after
 /// a short pause.
 pub async fn serve_connections(

@@ -42,9 +42,7 @@ pub struct ServerState {
     /// The policy in force, replaced whole on reload; the audit and the
     /// sweeper wait on it for changes ([`ServerState::policy_updates`]).
     policy: watch::Sender<Arc<Policy>>,
-    /// The metrics.
     pub(crate) metrics: Arc<Metrics>,
-    /// Readiness.
     pub(crate) health: Health,
     /// Who may force a re-apply: the static lists, then RBAC when connected.
     pub(crate) authorizer: Authorizer,
@@ -106,7 +104,6 @@ impl ServerState {
         self.budget = budget;
     }
 
-    /// The policy in force now.
     pub(crate) fn policy(&self) -> Arc<Policy> {
         Arc::clone(&self.policy.borrow())
     }
@@ -200,7 +197,6 @@ impl Running {
         let _ = self.stop.send(true);
     }
 
-    /// Waits until the server has stopped.
     pub(crate) async fn wait(self) {
         let _ = self.task.await;
     }

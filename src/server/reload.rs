@@ -23,7 +23,6 @@ use tokio::sync::mpsc;
 /// The contents of a set of files (`None` for one that cannot be read).
 pub(crate) type Snapshot = Vec<Option<Vec<u8>>>;
 
-/// Reads every file.
 pub(crate) fn snapshot(paths: &[PathBuf]) -> Snapshot {
     paths.iter().map(|p| std::fs::read(p).ok()).collect()
 }

@@ -19,7 +19,6 @@
 
 use wide::u8x16;
 
-/// Bytes scanned at a time.
 const BLOCK: usize = 64;
 
 /// Why a skipped value is refused, and the byte where that was seen.

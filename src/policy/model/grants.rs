@@ -49,9 +49,7 @@ pub struct GrantSection<K> {
     pub(crate) given_groups: Option<BTreeSet<String>>,
     /// `rbacVerb` as written; left out: inherited.
     pub(crate) rbac_verb: Option<String>,
-    /// Usernames allowed.
     pub(crate) users: BTreeSet<String>,
-    /// Groups whose members are allowed.
     pub(crate) groups: BTreeSet<String>,
     /// RBAC asked when the lists say no: the inherited RBAC with this
     /// gate's verb (`None` when forceReapply.rbac is off).

@@ -303,7 +303,6 @@ fn owner_of(write: &GuardedWrite<'_>) -> Option<String> {
 }
 
 impl ChildEdits {
-    /// Works out what rule 26 asks of a request.
     pub(crate) fn of(policy: &Policy, write: &GuardedWrite<'_>) -> Self {
         if !write.kind.is_child() || write.is_delete() {
             return Self::default();

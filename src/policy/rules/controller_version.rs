@@ -40,13 +40,9 @@ pub enum Definitions {
 /// One CREATE or UPDATE of a NumaflowController or NumaflowControllerRollout.
 #[derive(Debug, Clone)]
 pub struct VersionWrite<'a> {
-    /// The kind written.
     pub(crate) kind: ControllerKind,
-    /// CREATE or UPDATE.
     pub(crate) operation: Operation,
-    /// The object's namespace.
     pub(crate) namespace: &'a str,
-    /// Who is asking.
     pub(crate) user: &'a UserInfo,
     /// The object as it would be stored.
     pub(crate) object: &'a GuardedObject,

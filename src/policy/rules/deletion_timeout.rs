@@ -49,7 +49,6 @@ impl Holder {
         }
     }
 
-    /// Where `key` stands in `object`.
     pub(crate) fn slot(self, object: &GuardedObject, key: LifecycleKey) -> TimeoutSlot<'_> {
         match self {
             Self::Rollout => object.lifecycle_timeout(key),

@@ -77,7 +77,6 @@ enum PauseAgeUnknown {
     /// The status names a start that is not a time.
     #[error("{path} is \"{value}\", not an RFC 3339 time")]
     Unreadable {
-        /// Where the start was read.
         path: &'static str,
         /// What was found there, cut to 40 characters.
         value: String,

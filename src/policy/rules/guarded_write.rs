@@ -13,9 +13,7 @@ use crate::rollout::GuardedObject;
 /// The operations the rules judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Operation {
-    /// A new object.
     Create,
-    /// A change to a stored object.
     Update,
     /// The removal of a stored object: judged on the stored object, which
     /// is then the write's `object`.
@@ -60,11 +58,9 @@ pub(crate) enum Origin {
 pub struct GuardedWrite<'a> {
     /// The kind written (the request's resource).
     pub(crate) kind: Kind,
-    /// CREATE, UPDATE or DELETE.
     pub(crate) operation: Operation,
     /// The object's namespace (selects the namespace override).
     pub(crate) namespace: &'a str,
-    /// Who is asking.
     pub(crate) user: &'a UserInfo,
     /// The object as it would be stored; on DELETE, the stored object
     /// being deleted.
@@ -74,7 +70,6 @@ pub struct GuardedWrite<'a> {
     /// The time the request is judged at (the webhook's clock, or
     /// `review --now`): clock-dependent rules read only this.
     pub(crate) now: OffsetDateTime,
-    /// A request, or an object found stored.
     pub(crate) origin: Origin,
 }
 
@@ -118,7 +113,6 @@ impl GuardedWrite<'_> {
             && !self.old().is_some_and(GuardedObject::force_promote)
     }
 
-    /// Whether this is a DELETE.
     pub(crate) fn is_delete(&self) -> bool {
         self.operation == Operation::Delete
     }

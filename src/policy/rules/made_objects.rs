@@ -34,11 +34,8 @@ use crate::rollout::GuardedObject;
 pub enum Belonging {
     /// It belongs to this child, which this rollout owns: judged.
     Guarded {
-        /// The child's kind.
         kind: Kind,
-        /// The child's name.
         child: String,
-        /// The owning rollout's name.
         rollout: String,
     },
     /// It names no child, or only children no rollout owns: free.
@@ -61,13 +58,9 @@ pub trait ChildLookup: Sync + std::fmt::Debug {
 /// may have made for a child, as rule 29 looks at it.
 #[derive(Debug, Clone)]
 pub struct MadeWrite<'a> {
-    /// The kind written.
     pub(crate) kind: Made,
-    /// CREATE or UPDATE.
     pub(crate) operation: Operation,
-    /// The object's namespace.
     pub(crate) namespace: &'a str,
-    /// Who is asking.
     pub(crate) user: &'a UserInfo,
     /// The object as it would be stored.
     pub(crate) object: &'a GuardedObject,

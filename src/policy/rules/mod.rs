@@ -1,25 +1,11 @@
 //! The admission rules, as pure functions of the policy and the write they
-//! judge ([`GuardedWrite`]).
-//!
-//! Each concern returns its findings: [`timeout`] (rules 2 to 4),
-//! [`deletion_timeout`] (rules 16 to 18), [`child_lifecycle`] (a child
-//! Pipeline's own timeouts, by rules 2 to 4 and 16 to 18), [`force`]
-//! (rules 5 to 7 and 11), [`force_promote_reset`] (rules 12 and 25),
-//! [`numaplane_keys`] (rules 13 to 15, on children and rollouts' child
-//! templates), [`pause_timestamp`] (rule 19), [`deletes`] (rules 20 and
-//! 21, the only rules a DELETE meets), [`riders`] (rule 22) and
-//! [`namespace_strategy`] (rules 23 and 24, on Numaplane's namespace-level
-//! ConfigMap, with its own validation), [`child_edits`] (rule 26: a
-//! rollout's children are its controllers'), [`made_objects`] (rule 29:
-//! what Numaflow makes for them is Numaflow's, with its own validation),
-//! [`controller_version`] (rule 27 on the controller versions named); for `/mutate`,
-//! [`defaulting`] (the missing timeout), [`stale_force_reset`] (the one-shot
-//! force) and [`force_promote_reset`] (the one-shot forcePromote). [`validate`]
-//! combines the findings and applies ratcheting (rule 8) and warn mode
-//! (rule 10) in one place; [`mutate`] builds the patch. Both end in a
-//! [`Verdict`], which the admission layer turns into the wire answer.
-//! [`Rule`] numbers and names every rule, for violations, metrics, the
-//! audit's reports and docs/rules.md.
+//! judge ([`GuardedWrite`]), one concern a file, each naming its rules.
+//! [`validate`] combines the findings and applies ratcheting (rule 8) and
+//! warn mode (rule 10) in one place; [`mutate`] builds the patch (the
+//! defaults and the one-shot resets). Both end in a [`Verdict`], which the
+//! admission layer turns into the wire answer. [`Rule`] numbers and names
+//! every rule, for violations, metrics, the audit's reports and
+//! docs/rules.md.
 
 pub(crate) mod child_edits;
 pub(crate) mod child_lifecycle;

@@ -6,14 +6,8 @@
 //! permission of its own, `forceReapply.namespaceStrategy` (rule 24): every
 //! rollout of the namespace then upgrades by plain apply, with no pause, no
 //! drain and no assessment. Both ratchet (an unchanged value warns) and
-//! follow warn mode, like the other rules. Rule 24's decisions are Events
-//! on the ConfigMap, as the other gates' are on their objects: allowed
-//! (warn mode included, as the strategy then goes through), or refused on
-//! an UPDATE (a refused CREATE leaves no ConfigMap to record it on); an
-//! unchanged strategy is no decision and records none. A stored ConfigMap
-//! (the audit's) is judged by the state it leaves, since who wrote it
-//! cannot be known: a strategy that skips draining, and controller
-//! definitions outside Numaplane's namespace, warn.
+//! follow warn mode, like the other rules; an unchanged strategy is no
+//! decision and records no Event.
 
 use super::force::Settle;
 use super::guarded_write::{Operation, Origin};
@@ -29,11 +23,9 @@ use crate::policy::user::{Permission, UserInfo};
 /// carried it), as rules 23 and 24 look at it.
 #[derive(Debug, Clone)]
 pub struct StrategyWrite<'a> {
-    /// CREATE or UPDATE.
     pub(crate) operation: Operation,
     /// The ConfigMap's namespace: the namespace whose rollouts it steers.
     pub(crate) namespace: &'a str,
-    /// Who is asking.
     pub(crate) user: &'a UserInfo,
     /// What the ConfigMap as it would be stored says.
     pub(crate) object: ConfigRead,

@@ -68,9 +68,7 @@ pub(crate) fn findings(dt: &DrainTimeout, write: &GuardedWrite<'_>) -> Vec<Findi
 /// whether the stored object has it the same.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct JudgedSlot<'s, 'v> {
-    /// The field.
     pub(crate) field: TimeoutField,
-    /// Where it stands in the object.
     pub(crate) slot: &'s TimeoutSlot<'v>,
     /// Whether the stored object has the same (rule 8).
     pub(crate) unchanged: bool,

@@ -23,28 +23,20 @@ pub(crate) enum Drain {
 /// spec), and the drain it bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeoutField {
-    /// The lifecycle key.
     pub(crate) key: LifecycleKey,
     /// Whether it is in a PipelineRollout's `spec.pipeline.spec.lifecycle`
     /// (else in a child Pipeline's `spec.lifecycle`).
     pub(crate) in_rollout: bool,
-    /// The drain it bounds.
     pub(crate) drain: Drain,
 }
 
 impl TimeoutField {
-    /// A PipelineRollout's pause timeout.
     pub(crate) const ROLLOUT_PAUSE: Self = Self::new(LifecycleKey::Pause, true);
-    /// A PipelineRollout's deletion timeout.
     pub(crate) const ROLLOUT_DELETION: Self = Self::new(LifecycleKey::Deletion, true);
-    /// A PipelineRollout's deprecated deletion timeout.
     pub(crate) const ROLLOUT_DEPRECATED_DELETION: Self =
         Self::new(LifecycleKey::DeprecatedDeletion, true);
-    /// A child Pipeline's pause timeout.
     pub(crate) const CHILD_PAUSE: Self = Self::new(LifecycleKey::Pause, false);
-    /// A child Pipeline's deletion timeout.
     pub(crate) const CHILD_DELETION: Self = Self::new(LifecycleKey::Deletion, false);
-    /// A child Pipeline's deprecated deletion timeout.
     pub(crate) const CHILD_DEPRECATED_DELETION: Self =
         Self::new(LifecycleKey::DeprecatedDeletion, false);
 

@@ -1,5 +1,4 @@
-//! What the webhook decided, before it is put on the wire: the only record
-//! of a request's outcome.
+//! [`Verdict`] and what it carries: findings, gate decisions, Events.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,7 +13,6 @@ use crate::policy::model::Mode;
 /// object (rule 8: then it warns instead of denying).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Finding {
-    /// The broken rule.
     pub(crate) violation: Violation,
     /// Whether the stored object breaks it the same way.
     pub(crate) unchanged: bool,
@@ -34,7 +32,6 @@ pub(crate) struct StoredState {
 }
 
 impl StoredState {
-    /// A state that warns.
     pub(crate) fn warn(rule: Rule, message: String) -> Self {
         Self {
             rule,
@@ -169,7 +166,6 @@ impl EventReason {
 /// One Event to record on the object a request is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ForceEvent {
-    /// Why.
     pub(crate) reason: EventReason,
     /// The human-readable note (at most 1 kB, as Kubernetes allows).
     pub(crate) note: String,
@@ -215,9 +211,7 @@ impl Gate {
 /// What a gate decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GateResult {
-    /// Allowed.
     Allowed,
-    /// Denied.
     Denied,
     /// Would have been denied; warn mode let it through.
     WouldDeny,
