@@ -194,18 +194,6 @@ impl Made {
             Self::Service => "Service",
         }
     }
-
-    pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.group() == group && k.resource() == resource)
-    }
-
-    pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.group() == group && k.kind() == kind)
-    }
 }
 
 /// A Numaplane kind that names a Numaflow controller version, which
@@ -246,18 +234,6 @@ impl ControllerKind {
             Self::NumaflowController => &["version"],
             Self::NumaflowControllerRollout => &["controller", "version"],
         }
-    }
-
-    pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
-        (group == NUMAPLANE_GROUP)
-            .then(|| Self::ALL.into_iter().find(|k| k.resource() == resource))
-            .flatten()
-    }
-
-    pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
-        (group == NUMAPLANE_GROUP)
-            .then(|| Self::ALL.into_iter().find(|k| k.kind() == kind))
-            .flatten()
     }
 }
 
@@ -325,24 +301,24 @@ impl Resource {
         }
     }
 
+    /// Every resource (no two share a group and a resource, or a group and
+    /// a kind).
+    fn all() -> impl Iterator<Item = Self> {
+        let made = Made::ALL.into_iter().map(Self::Made);
+        let controllers = ControllerKind::ALL.into_iter().map(Self::Controller);
+        let guarded = Kind::ALL.into_iter().map(Self::Guarded);
+        guarded
+            .chain(made)
+            .chain(controllers)
+            .chain([Self::ConfigMap])
+    }
+
     pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
-        if group.is_empty() && resource == CONFIGMAPS {
-            return Some(Self::ConfigMap);
-        }
-        Kind::from_resource(group, resource)
-            .map(Self::Guarded)
-            .or_else(|| Made::from_resource(group, resource).map(Self::Made))
-            .or_else(|| ControllerKind::from_resource(group, resource).map(Self::Controller))
+        Self::all().find(|r| r.group() == group && r.resource() == resource)
     }
 
     pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
-        if group.is_empty() && kind == CONFIG_MAP_KIND {
-            return Some(Self::ConfigMap);
-        }
-        Kind::from_kind(group, kind)
-            .map(Self::Guarded)
-            .or_else(|| Made::from_kind(group, kind).map(Self::Made))
-            .or_else(|| ControllerKind::from_kind(group, kind).map(Self::Controller))
+        Self::all().find(|r| r.group() == group && r.kind() == kind)
     }
 
     #[cfg(test)]

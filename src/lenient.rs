@@ -67,7 +67,6 @@ pub enum Obj<T> {
 }
 
 impl<T> Obj<T> {
-    /// The object, if it is one.
     pub fn get(&self) -> Option<&T> {
         match self {
             Self::Present(t) => Some(t),

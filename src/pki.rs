@@ -51,9 +51,13 @@ pub struct GeneratedCerts {
     pub key_pem: String,
 }
 
-fn validity(days: i64) -> (OffsetDateTime, OffsetDateTime) {
+/// From an hour ago for `days` days.
+fn validity(days: i64) -> Validity {
     let now = OffsetDateTime::now_utc();
-    (now - Duration::hours(1), now + Duration::days(days))
+    Validity {
+        not_before: now - Duration::hours(1),
+        not_after: now + Duration::days(days),
+    }
 }
 
 /// A certificate's validity: from `not_before` to `not_after`.
@@ -73,9 +77,7 @@ pub(crate) struct PemPair {
 /// Makes a self-signed CA named `common_name` CA, valid for `validity`.
 pub(crate) fn issue_ca(common_name: &str, validity: Validity) -> Result<PemPair, CertError> {
     let key = KeyPair::generate()?;
-    let mut params = ca_params(common_name, 1)?;
-    (params.not_before, params.not_after) = (validity.not_before, validity.not_after);
-    let cert_pem = params.self_signed(&key)?.pem();
+    let cert_pem = ca_params(common_name, validity)?.self_signed(&key)?.pem();
     Ok(PemPair {
         cert_pem,
         key_pem: key.serialize_pem(),
@@ -92,22 +94,10 @@ pub(crate) fn issue_serving(
 ) -> Result<PemPair, CertError> {
     let ca_key = KeyPair::from_pem(&ca.key_pem)?;
     let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key)?;
-    let key = KeyPair::generate()?;
-    let mut leaf = CertificateParams::new(names.to_vec())?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, common_name);
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    leaf.use_authority_key_identifier_extension = true;
-    (leaf.not_before, leaf.not_after) = (validity.not_before, validity.not_after);
-    let cert = leaf.signed_by(&key, &issuer)?;
-    Ok(PemPair {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    })
+    serving_cert(common_name, names, validity, &issuer)
 }
 
-fn ca_params(common_name: &str, days: i64) -> Result<CertificateParams, CertError> {
+fn ca_params(common_name: &str, validity: Validity) -> Result<CertificateParams, CertError> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.distinguished_name
@@ -117,16 +107,16 @@ fn ca_params(common_name: &str, days: i64) -> Result<CertificateParams, CertErro
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    (ca.not_before, ca.not_after) = validity(days);
+    (ca.not_before, ca.not_after) = (validity.not_before, validity.not_after);
     Ok(ca)
 }
 
 fn serving_cert(
     common_name: &str,
     names: &[String],
-    days: i64,
+    validity: Validity,
     issuer: &Issuer<'_, KeyPair>,
-) -> Result<(String, String), CertError> {
+) -> Result<PemPair, CertError> {
     let key = KeyPair::generate()?;
     let mut leaf = CertificateParams::new(names.to_vec())?;
     leaf.distinguished_name
@@ -134,9 +124,12 @@ fn serving_cert(
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     leaf.use_authority_key_identifier_extension = true;
-    (leaf.not_before, leaf.not_after) = validity(days);
+    (leaf.not_before, leaf.not_after) = (validity.not_before, validity.not_after);
     let cert = leaf.signed_by(&key, issuer)?;
-    Ok((cert.pem(), key.serialize_pem()))
+    Ok(PemPair {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
 }
 
 /// Generates a CA and a serving certificate for `names` (DNS names or IP
@@ -157,16 +150,16 @@ pub(crate) fn generate_with_ca_days(
     ca_days: i64,
 ) -> Result<GeneratedCerts, CertError> {
     let ca_key = KeyPair::generate()?;
-    let ca = ca_params(common_name, ca_days)?;
+    let ca = ca_params(common_name, validity(ca_days))?;
     let ca_pem = ca.self_signed(&ca_key)?.pem();
     let ca_key_pem = ca_key.serialize_pem();
     let issuer = Issuer::new(ca, ca_key);
-    let (cert_pem, key_pem) = serving_cert(common_name, names, valid_days, &issuer)?;
+    let leaf = serving_cert(common_name, names, validity(valid_days), &issuer)?;
     Ok(GeneratedCerts {
         ca_pem,
         ca_key_pem,
-        cert_pem,
-        key_pem,
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
     })
 }
 
@@ -181,12 +174,12 @@ pub(crate) fn renew(
 ) -> Result<GeneratedCerts, CertError> {
     let ca_key = KeyPair::from_pem(ca_key_pem)?;
     let issuer = Issuer::from_ca_cert_pem(ca_pem, ca_key)?;
-    let (cert_pem, key_pem) = serving_cert(common_name, names, valid_days, &issuer)?;
+    let leaf = serving_cert(common_name, names, validity(valid_days), &issuer)?;
     Ok(GeneratedCerts {
         ca_pem: ca_pem.to_owned(),
         ca_key_pem: ca_key_pem.to_owned(),
-        cert_pem,
-        key_pem,
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
     })
 }
 

@@ -27,7 +27,6 @@ pub enum Subject<'a> {
     Unguarded(String),
     /// A CREATE or UPDATE that cannot be judged: the reason.
     Unjudgeable(String),
-    /// A write the rules judge.
     Write {
         write: GuardedWrite<'a>,
         /// The object's name (the permission is asked about it; empty on

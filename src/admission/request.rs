@@ -282,7 +282,7 @@ impl AdmissionRequest {
             Named::Judged(Resource::Guarded(kind)) => kind,
         };
         let what = kind.kind();
-        if operation == Operation::Delete {
+        let (object, old_object) = if operation == Operation::Delete {
             // The API server sends a DELETE with `object: null` and the
             // stored object in `oldObject`: that is what is judged.
             let Obj::Present(stored) = &self.old_object else {
@@ -291,36 +291,26 @@ impl AdmissionRequest {
                     kind: what,
                 });
             };
-            return Ok(Subject::Write {
-                write: GuardedWrite {
-                    kind,
-                    operation,
-                    namespace: &self.namespace,
-                    user: &self.user,
-                    object: stored,
-                    old_object: None,
-                    now,
-                    origin: Origin::Request,
-                },
-                name: &self.name,
-            });
-        }
-        let Obj::Present(object) = &self.object else {
-            return Err(Unjudgeable::Object {
-                found: describe(&self.object),
-                operation: self.operation,
-                kind: what,
-            });
-        };
-        let old_object = match (&self.old_object, operation) {
-            (Obj::Present(old), _) => Some(old),
-            (_, Operation::Create | Operation::Delete) => None,
-            (other, Operation::Update) => {
-                return Err(Unjudgeable::OldObject {
-                    found: describe(other),
+            (stored, None)
+        } else {
+            let Obj::Present(object) = &self.object else {
+                return Err(Unjudgeable::Object {
+                    found: describe(&self.object),
+                    operation: self.operation,
                     kind: what,
                 });
-            }
+            };
+            let old_object = match (&self.old_object, operation) {
+                (Obj::Present(old), _) => Some(old),
+                (_, Operation::Create | Operation::Delete) => None,
+                (other, Operation::Update) => {
+                    return Err(Unjudgeable::OldObject {
+                        found: describe(other),
+                        kind: what,
+                    });
+                }
+            };
+            (object, old_object)
         };
         Ok(Subject::Write {
             write: GuardedWrite {
@@ -496,7 +486,6 @@ enum Unjudgeable {
     /// No `request.resource` to say what the request is for.
     #[error("request.resource is missing or not an object")]
     Resource,
-    /// No object to judge.
     #[error("request.object is {found}; a {operation} of a {kind} must carry the object")]
     Object {
         found: String,

@@ -151,7 +151,6 @@ impl fmt::Display for FieldPath {
     }
 }
 
-/// A PipelineRollout's pipeline template.
 const PIPELINE_TEMPLATE: [&str; 2] = ["spec", "pipeline"];
 /// A child Pipeline's own lifecycle.
 const CHILD_LIFECYCLE: [&str; 2] = ["spec", "lifecycle"];

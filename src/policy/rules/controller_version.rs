@@ -44,9 +44,7 @@ pub struct VersionWrite<'a> {
     pub(crate) operation: Operation,
     pub(crate) namespace: &'a str,
     pub(crate) user: &'a UserInfo,
-    /// The object as it would be stored.
     pub(crate) object: &'a GuardedObject,
-    /// The stored object, on UPDATE.
     pub(crate) old_object: Option<&'a GuardedObject>,
     /// Where the version written is defined: filled in by whoever knows.
     pub(crate) definitions: Definitions,

@@ -62,9 +62,7 @@ pub struct MadeWrite<'a> {
     pub(crate) operation: Operation,
     pub(crate) namespace: &'a str,
     pub(crate) user: &'a UserInfo,
-    /// The object as it would be stored.
     pub(crate) object: &'a GuardedObject,
-    /// The stored object, on UPDATE.
     pub(crate) old_object: Option<&'a GuardedObject>,
     /// Whether the children the object (or the stored one) names belong
     /// to a rollout: filled in by whoever knows the children.

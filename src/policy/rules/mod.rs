@@ -165,17 +165,7 @@ impl Pending for Validation<'_> {
             warnings: self.notes,
             ..Verdict::default()
         };
-        // Rule 8: a violation whose inputs are unchanged warns.
-        for finding in self.findings {
-            if finding.unchanged {
-                verdict.warnings.push(format!(
-                    "unchanged, so allowed: {}",
-                    finding.violation.summary()
-                ));
-            } else {
-                verdict.denials.push(finding.violation);
-            }
-        }
+        verdict.ratchet(self.findings);
         force::judge_gates(
             &mut verdict,
             self.policy,

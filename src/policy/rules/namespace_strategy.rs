@@ -193,17 +193,7 @@ impl Pending for StrategyValidation<'_> {
         let permission = &permissions[self.need()];
         let mut verdict = Verdict::default();
         let write = &self.write;
-        // Rule 8: a violation whose inputs are unchanged warns.
-        for finding in self.findings {
-            if finding.unchanged {
-                verdict.warnings.push(format!(
-                    "unchanged, so allowed: {}",
-                    finding.violation.summary()
-                ));
-            } else {
-                verdict.denials.push(finding.violation);
-            }
-        }
+        verdict.ratchet(self.findings);
         if write.operation != Operation::Delete {
             verdict.warnings.extend(notice(write));
         }

@@ -229,6 +229,20 @@ impl GateResult {
 }
 
 impl Verdict {
+    /// Rule 8: a finding whose inputs are unchanged warns; the others deny.
+    pub(super) fn ratchet(&mut self, findings: Vec<Finding>) {
+        for finding in findings {
+            if finding.unchanged {
+                self.warnings.push(format!(
+                    "unchanged, so allowed: {}",
+                    finding.violation.summary()
+                ));
+            } else {
+                self.denials.push(finding.violation);
+            }
+        }
+    }
+
     /// Rule 10: in warn mode every denial becomes a warning, so that
     /// nothing is denied.
     pub(super) fn apply_mode(&mut self, mode: Mode) {
