@@ -24,10 +24,6 @@
 //! strings with escapes are handed to serde_json itself, so they mean what
 //! they mean to serde_json. A struct's field names are matched as bytes:
 //! a name that is no field's is skipped like its value.
-//!
-//! [`from_slice`] falls back to serde_json over the whole body when the
-//! reader fails, so a body that cannot be read gets serde_json's own
-//! error, with its line and column.
 
 mod blocks;
 

@@ -21,8 +21,7 @@ pub(super) const NOTE_LIMIT: usize = 1024;
 /// looked for before the Event is given up as unverified.
 const CREATE_LOOKUPS: (u32, Duration) = (5, Duration::from_millis(200));
 
-/// The API server's events.k8s.io/v1 Events, written one by one (never
-/// aggregated), each after a metadata GET of the object it is about.
+/// The API server's events.k8s.io/v1 Events, as the module says.
 pub struct KubeEvents {
     client: kube::Client,
     instance: String,

@@ -39,13 +39,10 @@ use super::tls::TlsState;
 /// How long a client may take for the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a client may take to send a request's headers. It also bounds
-/// the time from the end of the TLS handshake to the first request on a
-/// connection, whatever the protocol: hyper's own header timeout covers
-/// HTTP/1.1 only once it has told HTTP/1.1 from HTTP/2, and nothing covers
-/// a client that sends no byte, part of the HTTP/2 preface, or only the
-/// preface. On HTTP/1.1, hyper restarts it when a connection goes idle, so
-/// it is also how long a kept-alive connection may stay idle.
+/// How long a client may take to send a request's headers, from the end of
+/// the TLS handshake for the first request, whatever the protocol (see the
+/// module doc). On HTTP/1.1, hyper restarts it when a connection goes idle,
+/// so it is also how long a kept-alive connection may stay idle.
 pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default `--idle-timeout`: how long a connection with no request in
