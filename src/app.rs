@@ -85,7 +85,7 @@ struct ApiServer {
 /// What `serve` is made of, built and not yet running.
 pub(crate) struct App {
     /// The state every request and every controller shares.
-    pub(crate) shared: Arc<ServerState>,
+    shared: Arc<ServerState>,
     api: Option<ApiServer>,
 }
 
@@ -185,7 +185,7 @@ impl App {
 
     /// The background controllers `background` asks for, on the API
     /// server this app reaches (none without one).
-    pub(crate) fn controllers(&self, background: &BackgroundOptions) -> Vec<Worker> {
+    fn controllers(&self, background: &BackgroundOptions) -> Vec<Worker> {
         let mut controllers = Vec::new();
         let client = self.api.as_ref().map(|api| api.client.clone());
         if let (Some(options), Some(client)) = (&background.certificates, &client) {

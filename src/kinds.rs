@@ -169,7 +169,7 @@ impl Made {
         }
     }
 
-    pub(crate) const fn version(self) -> &'static str {
+    const fn version(self) -> &'static str {
         match self {
             Self::Vertex => VERSION,
             Self::Deployment | Self::StatefulSet | Self::Service => "v1",
@@ -214,7 +214,7 @@ impl ControllerKind {
         ControllerKind::NumaflowControllerRollout,
     ];
 
-    pub(crate) const fn resource(self) -> &'static str {
+    const fn resource(self) -> &'static str {
         match self {
             Self::NumaflowController => "numaflowcontrollers",
             Self::NumaflowControllerRollout => "numaflowcontrollerrollouts",

@@ -131,13 +131,13 @@ impl StrategyRead {
 
     /// Whether every rollout of the namespace upgrades by plain apply (no
     /// pause, no drain, no assessment).
-    pub(crate) fn skips_draining(&self) -> bool {
+    fn skips_draining(&self) -> bool {
         matches!(self, Self::Strategy { name, .. } if *name == NO_STRATEGY)
     }
 
     /// The value as users wrote it, for messages: `"no-strategy"`, or
     /// `"" (blank, read as no-strategy)`.
-    pub(crate) fn shown(&self) -> String {
+    fn shown(&self) -> String {
         match self {
             Self::Strategy { name, blank: false } => format!("\"{name}\""),
             Self::Strategy { blank: true, .. } => {
@@ -159,7 +159,7 @@ pub(crate) struct ConfigRead {
     pub(crate) strategy: StrategyRead,
     /// The key the strategy is read from, when it is not spelled
     /// `upgradeStrategy`.
-    pub(crate) key: Option<String>,
+    key: Option<String>,
     /// Two keys of `data` that Numaplane both reads as `upgradeStrategy`:
     /// the one whose value it keeps (the greatest in byte order), and
     /// another.
@@ -282,7 +282,7 @@ impl<'de> Visitor<'de> for DataVisitor {
 
 /// Whether Go's `encoding/json` decodes `key` into the struct field named
 /// `field` (whose name is ASCII, as every field Numaplane names is).
-pub(crate) fn matches_field(key: &str, field: &str) -> bool {
+fn matches_field(key: &str, field: &str) -> bool {
     let mut wanted = field.bytes();
     for c in key.chars() {
         let Some(f) = wanted.next() else {

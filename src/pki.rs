@@ -44,7 +44,7 @@ pub struct GeneratedCerts {
     pub ca_pem: String,
     /// The CA's private key (kept only by `gen-certs`, to renew the serving
     /// certificate under the same CA).
-    pub(crate) ca_key_pem: String,
+    ca_key_pem: String,
     /// The serving certificate.
     pub cert_pem: String,
     /// The serving certificate's private key.
@@ -290,7 +290,7 @@ pub(crate) const CA_BUNDLE_PATCH: &str = "ca-bundle.patch.yaml";
 
 /// The name of the patch for the ValidatingWebhookConfiguration, whose
 /// webhooks all need the CA.
-pub(crate) const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
+const VALIDATING_CA_BUNDLE_PATCH: &str = "ca-bundle-validating.patch.yaml";
 
 /// How many webhooks the ValidatingWebhookConfiguration of
 /// `manifests/base/webhooks.yaml` holds (PipelineRollouts, the children,

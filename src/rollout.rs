@@ -247,7 +247,7 @@ fn read_time(text: &Text, path: &'static str) -> PauseStart {
 
 impl GuardedObject {
     #[cfg(test)]
-    pub(crate) fn config_data(&self) -> &Obj<ConfigData> {
+    fn config_data(&self) -> &Obj<ConfigData> {
         &self.data
     }
 

@@ -133,20 +133,20 @@ impl AnswerCache {
     /// How many answers it holds, and the bytes charged for them and for
     /// the checks in flight.
     #[cfg(test)]
-    pub(crate) async fn usage(&self) -> (u64, usize) {
+    async fn usage(&self) -> (u64, usize) {
         self.answers.run_pending_tasks().await;
         (self.answers.entry_count(), self.charged())
     }
 
     /// The bytes charged so far, without running moka's pending tasks.
     #[cfg(test)]
-    pub(crate) fn charged(&self) -> usize {
+    fn charged(&self) -> usize {
         self.charged.load(Ordering::Acquire) * self.unit
     }
 
     /// The bytes an entry is charged, whatever its key.
     #[cfg(test)]
-    pub(crate) fn charge_of(&self) -> usize {
+    fn charge_of(&self) -> usize {
         weight(self.unit) * self.unit
     }
 

@@ -20,17 +20,17 @@ use crate::policy::{Grant, Permission, UserInfo};
 /// The most groups a requester may carry for a force to be considered.
 /// Authenticators in common use send a few hundred at most (Microsoft Entra
 /// ID puts no more than 200 into a token); a request with more is forged.
-pub(crate) const MAX_GROUPS: usize = 1_000;
+const MAX_GROUPS: usize = 1_000;
 
 /// The most bytes of userInfo (username, uid, groups, extra keys and
 /// values, added up) a requester may carry for a force to be considered:
 /// 1,000 groups of 64 characters.
-pub(crate) const MAX_USER_INFO_BYTES: usize = 64 * 1024;
+const MAX_USER_INFO_BYTES: usize = 64 * 1024;
 
 /// Why `user` is too large to be a requester the API server sent, if it is.
 /// Such a request is refused any force without asking RBAC, so that a
 /// forged identity costs neither a SubjectAccessReview nor cache memory.
-pub(crate) fn oversized_user(user: &UserInfo) -> Option<String> {
+fn oversized_user(user: &UserInfo) -> Option<String> {
     let groups = user.groups().count();
     let extra: usize = user
         .extra_map()

@@ -22,7 +22,7 @@ const CACHE_BOUNDS: Bounds = Bounds {
 
 /// Why RBAC could not answer.
 #[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum RbacError {
+enum RbacError {
     /// The API server did not answer in time.
     #[error("the API server did not answer the SubjectAccessReview within {0:?}")]
     Timeout(Duration),

@@ -23,7 +23,7 @@ use crate::server::args::ServerArgs;
 /// What `--version` prints after the name: the crate's version and the git
 /// commit the binary was built from (`unknown` when the build could not
 /// tell; build.rs).
-pub(crate) const VERSION: &str = concat!(
+const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("PIPELINEROLLOUT_WEBHOOK_COMMIT"),
@@ -146,7 +146,7 @@ pub(crate) struct ExportVapArgs {
 /// Why a `--name` was refused (clap prints it after the flag and its value).
 #[derive(Debug, thiserror::Error)]
 #[error("not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)")]
-pub(crate) struct NotAnObjectName;
+struct NotAnObjectName;
 
 /// A Kubernetes object name (a DNS subdomain), as `export-vap --name` takes.
 fn object_name(text: &str) -> Result<String, NotAnObjectName> {

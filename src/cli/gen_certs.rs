@@ -36,7 +36,7 @@ pub(crate) fn run(args: &GenCertsArgs) -> ExitCode {
 /// Why `gen-certs` wrote nothing, or not everything; the message is what
 /// it prints after `gen-certs: `.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum GenCertsError {
+enum GenCertsError {
     /// --out is where `serve` keeps its development certificates.
     #[error("{} holds the development certificates of `serve`; choose another --out", .0.display())]
     DevCertsDir(PathBuf),

@@ -8,15 +8,15 @@ use prometheus_client::metrics::counter::Counter;
 pub struct LoggingArgs {
     /// Log level or filter (e.g. info, debug, pipelinerollout_webhook=debug); RUST_LOG also works.
     #[arg(long, global = true, env = "LOG_LEVEL", default_value = "info")]
-    pub(crate) log_level: String,
+    log_level: String,
     /// Log format.
     #[arg(long, global = true, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub(crate) log_format: LogFormat,
+    log_format: LogFormat,
 }
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LogFormat {
+enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object per line.

@@ -4,14 +4,14 @@
 //! wiring is in the file of its name, logging set-up and its flags in
 //! [`logging`].
 
-pub(crate) mod args;
+mod args;
 mod check;
 mod check_policy;
 mod export_vap;
 mod gen_certs;
-pub(crate) mod logging;
+mod logging;
 mod review;
-pub(crate) mod serve;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -37,7 +37,7 @@ pub fn run(cli: Cli, logging: &LoggingGuard) -> ExitCode {
 
 /// A runtime for the one-shot commands (`review`, `check`); `Err` is the
 /// exit code after saying why.
-pub(crate) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+fn current_thread_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

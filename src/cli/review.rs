@@ -82,7 +82,7 @@ pub(crate) fn run(args: &ReviewArgs) -> ExitCode {
 
 /// Why `review` cannot answer; the message is what it prints.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ReviewCommandError {
+enum ReviewCommandError {
     /// The file or standard input cannot be read.
     #[error("cannot read {file}: {source}")]
     Read {

@@ -21,11 +21,11 @@ pub(crate) enum DefaultTimeout {
 /// A number of seconds, written as an integer or a duration such as `45s`,
 /// `5m`, `1h30m`; rendered as a duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Seconds(pub u64);
+struct Seconds(pub u64);
 
 /// Why a text is not a duration; the message is the one operators read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum DurationError {
+enum DurationError {
     /// Not a duration at all.
     #[error(
         "\"{text}\" is not a duration ({reason}); write e.g. 45s, 5m, 1h30m or a number of seconds"
@@ -41,7 +41,7 @@ pub(crate) enum DurationError {
 }
 
 /// Reads a duration: an integer number of seconds or a text such as `5m`.
-pub(crate) fn parse_duration(text: &str) -> Result<u64, DurationError> {
+fn parse_duration(text: &str) -> Result<u64, DurationError> {
     let text = text.trim();
     if let Ok(n) = text.parse::<u64>() {
         return Ok(n);

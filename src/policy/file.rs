@@ -16,7 +16,7 @@ use super::model::{
 
 /// The built-in policy, in the file format, exactly as documented; its
 /// second document holds the defaults of optional sections.
-pub(crate) const BUILT_IN_POLICY: &str = include_str!("builtin-policy.yaml");
+const BUILT_IN_POLICY: &str = include_str!("builtin-policy.yaml");
 
 fn parse_error(e: impl std::fmt::Display) -> PolicyError {
     PolicyError::Parse {

@@ -9,13 +9,13 @@
 //! those before it.
 
 mod coherence;
-pub(crate) mod duration;
+mod duration;
 mod error;
 mod file;
 pub(crate) mod model;
 pub mod rules;
 pub(crate) mod timestamp;
-pub(crate) mod user;
+mod user;
 
 pub(crate) use duration::format_seconds;
 pub(crate) use error::PolicyError;

@@ -50,7 +50,7 @@ fn base<T: Default>(part: impl FnOnce(&Policy, &RbacPolicy) -> T) -> T {
 pub(crate) const MAX_CLOCK_SECONDS: u64 = 9_223_372_036;
 
 /// The largest multiplier Numaplane's recycle path applies (scaleFactor 1%).
-pub(crate) const MAX_RECYCLE_MULTIPLIER: u64 = 100;
+const MAX_RECYCLE_MULTIPLIER: u64 = 100;
 
 /// The largest `noTimeoutSeconds` that survives the largest multiplier.
 pub(crate) const MAX_NO_TIMEOUT_SECONDS: u64 = MAX_CLOCK_SECONDS / MAX_RECYCLE_MULTIPLIER;
@@ -220,7 +220,7 @@ impl DrainTimeout {
 
     /// The first override that matches `namespace`, with the pattern that
     /// matched it.
-    pub(crate) fn matching(&self, namespace: &str) -> Option<(&NamespaceRules, &str)> {
+    fn matching(&self, namespace: &str) -> Option<(&NamespaceRules, &str)> {
         self.namespaces.iter().find_map(|ns| {
             ns.patterns
                 .iter()
@@ -443,7 +443,7 @@ impl Policy {
 
 /// Matches a namespace name against a pattern where `*` stands for any run
 /// of characters (namespace names cannot contain `*`, so no escaping).
-pub(crate) fn wildcard_match(pattern: &str, name: &str) -> bool {
+fn wildcard_match(pattern: &str, name: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = name.strip_prefix(first) else {

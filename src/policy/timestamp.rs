@@ -8,8 +8,8 @@ use time::{OffsetDateTime, UtcOffset};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not an RFC 3339 time such as 2026-12-01T10:00:00Z: {reason}")]
 pub(crate) struct TimestampError {
-    pub(crate) text: String,
-    pub(crate) reason: String,
+    text: String,
+    reason: String,
 }
 
 /// Reads a time in RFC 3339, such as `2026-12-01T10:00:00Z` (for `--now`).

@@ -18,7 +18,7 @@ pub struct UserInfo {
     groups: List<Text>,
     /// Extra attributes, passed on untouched when the API server is asked.
     #[serde(default)]
-    pub(crate) extra: Option<serde_json::Value>,
+    extra: Option<serde_json::Value>,
 }
 
 impl UserInfo {

@@ -24,26 +24,26 @@ use crate::namespace_config::CONFIG_LABEL;
 
 /// The most bytes of one string kept (before [`CUT_MARK`]): the rules read
 /// a few hundred bytes of any value.
-pub(crate) const LEAF_BYTES: usize = 512;
+const LEAF_BYTES: usize = 512;
 
 /// What a cut string ends with, so that it never reads as a valid value.
-pub(crate) const CUT_MARK: &str = "…";
+const CUT_MARK: &str = "…";
 
 /// The most entries kept of a list or an object kept as found.
-pub(crate) const LEAF_ENTRIES: usize = 16;
+const LEAF_ENTRIES: usize = 16;
 
 /// How many levels of lists and objects below a value kept as found are
 /// kept; deeper ones are kept empty.
-pub(crate) const LEAF_DEPTH: usize = 4;
+const LEAF_DEPTH: usize = 4;
 
 /// The bytes of strings (and of keys inside values) one object keeps in
 /// all; past it they are kept empty, marked as cut.
-pub(crate) const OBJECT_BUDGET: usize = 16 * 1024;
+const OBJECT_BUDGET: usize = 16 * 1024;
 
 /// The label and annotation keys kept: the switches and records the
 /// stored-object rules read on a rollout (its own annotations and its
 /// child template's keys) and on a namespace-level ConfigMap (its label).
-pub(crate) const KEPT_KEYS: [&[&str]; 3] = [
+const KEPT_KEYS: [&[&str]; 3] = [
     &[
         ALLOW_DATA_LOSS,
         FORCE_PROMOTE_FOR,
@@ -161,7 +161,7 @@ impl GuardedObject {
     }
 
     /// This view, bounded as the module says.
-    pub(crate) fn bounded(mut self) -> Self {
+    fn bounded(mut self) -> Self {
         let mut budget = Budget(OBJECT_BUDGET);
         self.child = None;
         if let Obj::Present(meta) = &mut self.metadata {

@@ -71,8 +71,7 @@ impl std::fmt::Display for DeletionTimeout {
 /// The path of the deletion timeout Numaflow reads first.
 pub(crate) const DELETION_FIELD: &str = LifecycleKey::Deletion.rollout_field().dotted();
 /// The deprecated one it reads when the first is absent.
-pub(crate) const DEPRECATED_DELETION_FIELD: &str =
-    LifecycleKey::DeprecatedDeletion.rollout_field().dotted();
+const DEPRECATED_DELETION_FIELD: &str = LifecycleKey::DeprecatedDeletion.rollout_field().dotted();
 
 impl GuardedObject {
     /// The deletion timeout of this rollout's Pipeline:

@@ -21,7 +21,7 @@ use crate::lenient::{JsonKind, Obj};
 pub(crate) struct Keys(pub(super) Vec<(String, Value)>);
 
 impl Keys {
-    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
+    fn get(&self, key: &str) -> Option<&Value> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 

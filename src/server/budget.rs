@@ -61,7 +61,7 @@ pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 512;
 
 /// Bodies up to this size are small: they may use the quarter of the budget
 /// that large bodies may not.
-pub(crate) const SMALL_BODY_BYTES: usize = MIB;
+const SMALL_BODY_BYTES: usize = MIB;
 
 /// A request that waits for budget gives up this long before its deadline,
 /// so that its 503 reaches the API server while it still listens.
@@ -138,7 +138,7 @@ impl Budget {
     }
 
     #[cfg(test)]
-    pub(crate) fn bytes(&self) -> usize {
+    fn bytes(&self) -> usize {
         self.bytes
     }
 

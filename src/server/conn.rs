@@ -43,15 +43,15 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// the TLS handshake for the first request, whatever the protocol (see the
 /// module doc). On HTTP/1.1, hyper restarts it when a connection goes idle,
 /// so it is also how long a kept-alive connection may stay idle.
-pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default `--idle-timeout`: how long a connection with no request in
 /// flight stays open (HTTP/1.1 ones close sooner, at the header timeout).
-pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The default `--keep-alive-interval`: how often an HTTP/2 connection with
 /// nothing received is pinged.
-pub(crate) const DEFAULT_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(20);
+const DEFAULT_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(20);
 
 /// The longest wait for a ping's acknowledgement before the connection is
 /// taken for dead and closed.
@@ -64,18 +64,18 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most HTTP/2 streams open at once on one connection (hyper's default
 /// is 200). More wait in the client; the request limit applies across
 /// connections.
-pub(crate) const HTTP2_MAX_STREAMS: u32 = 32;
+const HTTP2_MAX_STREAMS: u32 = 32;
 
 /// HTTP/2 flow-control window of a stream: how much of its body a client
 /// may send ahead of what the server has read. A request waiting for body
 /// budget holds at most this much of its body (hyper's default is 1 MiB).
-pub(crate) const HTTP2_STREAM_WINDOW: u32 = 32 * 1024;
+const HTTP2_STREAM_WINDOW: u32 = 32 * 1024;
 
 /// HTTP/2 flow-control window of a connection: room for every stream's
 /// window (hyper's default is the same 1 MiB). Smaller, streams waiting for
 /// budget would fill it with their first bytes and leave none for the
 /// streams being read, which would then wait for them in turn.
-pub(crate) const HTTP2_CONNECTION_WINDOW: u32 = HTTP2_MAX_STREAMS * HTTP2_STREAM_WINDOW;
+const HTTP2_CONNECTION_WINDOW: u32 = HTTP2_MAX_STREAMS * HTTP2_STREAM_WINDOW;
 
 /// The largest HTTP/2 frame and header list accepted (the protocol's
 /// default frame size; hyper's default header list size).

@@ -14,7 +14,7 @@ use axum::response::Response;
 use super::plain_text;
 
 /// The deadline when the API server sends no `?timeout=` (its longest).
-pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
 /// When the API server stops waiting for the answer.
 #[derive(Debug, Clone, Copy)]

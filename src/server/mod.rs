@@ -6,11 +6,11 @@
 pub mod admin;
 pub(crate) mod args;
 pub mod budget;
-pub(crate) mod conn;
-pub(crate) mod deadline;
-pub(crate) mod health;
-pub(crate) mod plain_text;
-pub(crate) mod reload;
+mod conn;
+mod deadline;
+mod health;
+mod plain_text;
+mod reload;
 pub mod size;
 pub mod tls;
 pub mod webhook;
@@ -45,11 +45,11 @@ pub struct ServerState {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) health: Health,
     /// Who may force a re-apply: the static lists, then RBAC when connected.
-    pub(crate) authorizer: Authorizer,
+    authorizer: Authorizer,
     /// Where the Events verdicts ask for go (off without an API server).
     pub(crate) events: EventQueue,
     /// The body budget and the request limit.
-    pub(crate) budget: Budget,
+    budget: Budget,
     /// The certificate chain served now (DER, leaf first).
     pub(crate) served_chain: ArcSwap<Vec<rustls_pki_types::CertificateDer<'static>>>,
     /// Numaplane's cluster default strategy, as the watch of its ConfigMap
@@ -73,7 +73,7 @@ impl ServerState {
     }
 
     /// State deciding who may force through `authorizer`.
-    pub(crate) fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
+    fn with_authorizer(policy: Policy, authorizer: Authorizer) -> Self {
         Self::with_metrics(policy, authorizer, Metrics::new())
     }
 
@@ -110,7 +110,7 @@ impl ServerState {
 
     /// Puts `policy` in force, for the next request and every controller
     /// waiting on [`ServerState::policy_updates`].
-    pub(crate) fn set_policy(&self, policy: Policy) {
+    fn set_policy(&self, policy: Policy) {
         self.policy.send_replace(Arc::new(policy));
     }
 

@@ -21,7 +21,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 /// The contents of a set of files (`None` for one that cannot be read).
-pub(crate) type Snapshot = Vec<Option<Vec<u8>>>;
+type Snapshot = Vec<Option<Vec<u8>>>;
 
 pub(crate) fn snapshot(paths: &[PathBuf]) -> Snapshot {
     paths.iter().map(|p| std::fs::read(p).ok()).collect()

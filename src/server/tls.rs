@@ -107,7 +107,7 @@ fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ChainError> {
 
 /// Reads a certificate chain and its private key, and checks they belong
 /// together.
-pub(crate) fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
+fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     let cert_name = cert.display().to_string();
     let key_name = key.display().to_string();
     let chain = read_chain(cert).map_err(|source| TlsError::Cert {
@@ -128,7 +128,7 @@ pub(crate) fn load_certified_key(cert: &Path, key: &Path) -> Result<Arc<Certifie
 }
 
 /// The notAfter of a certificate, as a Unix timestamp.
-pub(crate) fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
+fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
     Some(parsed.validity().not_after.timestamp())
 }

@@ -44,9 +44,9 @@ const RBAC_VERB: usize = 2;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GrantSection<K> {
     /// `users` as written; left out: inherited.
-    pub(crate) given_users: Option<BTreeSet<String>>,
+    given_users: Option<BTreeSet<String>>,
     /// `groups` as written; left out: inherited.
-    pub(crate) given_groups: Option<BTreeSet<String>>,
+    given_groups: Option<BTreeSet<String>>,
     /// `rbacVerb` as written; left out: inherited.
     pub(crate) rbac_verb: Option<String>,
     pub(crate) users: BTreeSet<String>,

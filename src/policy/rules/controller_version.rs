@@ -84,7 +84,7 @@ impl VersionWrite<'_> {
     }
 
     /// The version written, when the write sets or changes it.
-    pub(crate) fn new_version(&self) -> Option<String> {
+    fn new_version(&self) -> Option<String> {
         let version = self.version_of(self.object)?;
         let before = self.old_object.and_then(|old| self.version_of(old));
         (before.as_ref() != Some(&version)).then_some(version)

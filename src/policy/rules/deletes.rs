@@ -31,15 +31,15 @@ use crate::policy::user::Permission;
 pub(crate) struct DeleteGates {
     /// Rule 20 applies: an owned child deleted by an account the policy
     /// does not exempt; the owning rollout's name.
-    pub(crate) child_of: Option<String>,
+    child_of: Option<String>,
     /// Rule 20 does not apply: why (an exempt account's role, or no
     /// owner), for the audit annotation.
-    pub(crate) exempt: Option<&'static str>,
+    exempt: Option<&'static str>,
     /// Rule 21 applies: a PipelineRollout deleted; what its Pipeline's
     /// deletion timeout is, in words.
-    pub(crate) rollout: Option<String>,
+    rollout: Option<String>,
     /// Rule 21 needs the permission (gateRolloutDeletes).
-    pub(crate) rollout_gated: bool,
+    rollout_gated: bool,
 }
 
 /// The owning rollout's name of a child (its parent-rollout-name label).

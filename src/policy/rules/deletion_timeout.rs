@@ -36,7 +36,7 @@ pub(crate) enum Holder {
 
 impl Holder {
     /// The deletion field and its deprecated name, as paths.
-    pub(crate) const fn fields(self) -> (TimeoutField, TimeoutField) {
+    const fn fields(self) -> (TimeoutField, TimeoutField) {
         match self {
             Self::Rollout => (
                 TimeoutField::ROLLOUT_DELETION,
@@ -49,7 +49,7 @@ impl Holder {
         }
     }
 
-    pub(crate) fn slot(self, object: &GuardedObject, key: LifecycleKey) -> TimeoutSlot<'_> {
+    fn slot(self, object: &GuardedObject, key: LifecycleKey) -> TimeoutSlot<'_> {
         match self {
             Self::Rollout => object.lifecycle_timeout(key),
             Self::Child => object.child_lifecycle_timeout(key),

@@ -48,18 +48,18 @@ pub(crate) fn annotation_finding(write: &GuardedWrite<'_>) -> Option<Finding> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ForceGates {
     /// Rule 6 applies: the annotation becomes "true".
-    pub(crate) reapply: bool,
+    reapply: bool,
     /// Rule 7 applies: forcePromote is turned on and the policy gates it.
-    pub(crate) promote: bool,
+    promote: bool,
     /// Why rule 6's pause condition fails, when it applies and fails.
-    pub(crate) not_pausing: Option<NotPausing>,
+    not_pausing: Option<NotPausing>,
     /// Whether the stored object says its pipeline is pausing.
-    pub(crate) pausing: bool,
+    pausing: bool,
     /// Why rule 6's minimum pause age fails, when it applies and fails.
-    pub(crate) too_young: Option<PauseAgeProblem>,
+    too_young: Option<PauseAgeProblem>,
     /// How long the stored object's pause has lasted, in seconds, when its
     /// start can be read (for the audit log and the Event).
-    pub(crate) pause_age: Option<u64>,
+    pause_age: Option<u64>,
 }
 
 /// Why the age of the stored object's pause cannot be read; the message

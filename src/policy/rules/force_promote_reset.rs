@@ -31,7 +31,7 @@ use crate::rollout::{
 };
 
 /// Rule 12's warning: an UPDATE keeps forcePromote on.
-pub(crate) const LEFT_ON_WARNING: &str = "forcePromote is still true: the next upgrade skips assessment and deletes recyclable pipelines undrained";
+const LEFT_ON_WARNING: &str = "forcePromote is still true: the next upgrade skips assessment and deletes recyclable pipelines undrained";
 
 /// The warning a reset answers with.
 pub(crate) const RESET_WARNING: &str = "forcePromote was reset to false: the upgrade it was set for is over, so the next is assessed as usual";
@@ -65,7 +65,7 @@ const RECORD_CHARS: usize = 253 + "upgrade:".len();
 /// Whether `record` is one `/mutate` writes: `upgrade:CHILD` (CHILD not
 /// empty) or `after:` and a child's name, if any, in the characters of an
 /// object name.
-pub(crate) fn is_record(record: &str) -> bool {
+fn is_record(record: &str) -> bool {
     let child = record
         .strip_prefix("upgrade:")
         .filter(|c| !c.is_empty())

@@ -72,7 +72,7 @@ pub struct MadeWrite<'a> {
 impl MadeWrite<'_> {
     /// Every child the object and the stored object name, as
     /// `(kind, name)`; `Err`: what cannot be read.
-    pub(crate) fn parents(&self) -> Result<Vec<(Kind, String)>, String> {
+    fn parents(&self) -> Result<Vec<(Kind, String)>, String> {
         let mut parents = self.object.numaflow_parents()?;
         if let Some(old) = self.old_object {
             parents.extend(old.numaflow_parents()?);

@@ -8,26 +8,26 @@
 //! docs/rules.md.
 
 pub(crate) mod child_edits;
-pub(crate) mod child_lifecycle;
+mod child_lifecycle;
 pub(crate) mod controller_version;
-pub(crate) mod defaulting;
-pub(crate) mod deletes;
-pub(crate) mod deletion_timeout;
-pub(crate) mod force;
-pub(crate) mod force_promote_reset;
-pub(crate) mod guarded_write;
+mod defaulting;
+mod deletes;
+mod deletion_timeout;
+mod force;
+mod force_promote_reset;
+mod guarded_write;
 pub(crate) mod made_objects;
 pub(crate) mod namespace_strategy;
-pub(crate) mod need;
-pub(crate) mod numaplane_keys;
-pub(crate) mod pause_timestamp;
-pub(crate) mod riders;
-pub(crate) mod rule;
+mod need;
+mod numaplane_keys;
+mod pause_timestamp;
+mod riders;
+mod rule;
 pub(crate) mod stale_force_reset;
-pub(crate) mod timeout;
-pub(crate) mod timeout_field;
+mod timeout;
+mod timeout_field;
 pub(crate) mod verdict;
-pub(crate) mod violation;
+mod violation;
 
 pub(crate) use child_edits::ChildEdits;
 pub(crate) use controller_version::{

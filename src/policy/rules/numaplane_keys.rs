@@ -170,16 +170,16 @@ pub(crate) fn findings(policy: &Policy, write: &GuardedWrite<'_>) -> Vec<Finding
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct KeyGates {
     /// Rule 13 applies: the force-promote label is set in this map.
-    pub(crate) promote: Option<Map>,
+    promote: Option<Map>,
     /// Why the label cannot act on this child, when it cannot.
-    pub(crate) promote_state: Option<NotActable>,
+    promote_state: Option<NotActable>,
     /// Rule 14 applies: marked-for-deletion becomes "true" in this map.
-    pub(crate) undrained: Option<Map>,
+    undrained: Option<Map>,
     /// Why it cannot act on this Pipeline, when it cannot.
-    pub(crate) undrained_state: Option<NotActable>,
+    undrained_state: Option<NotActable>,
     /// The controller's own write of a child carries a force (copied from
     /// its rollout): not judged, but recorded in the audit annotations.
-    pub(crate) by_controller: Vec<Gate>,
+    by_controller: Vec<Gate>,
 }
 
 impl KeyGates {

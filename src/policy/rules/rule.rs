@@ -177,7 +177,7 @@ impl Rule {
     /// Whether a violation of this rule denies a request (the others shape
     /// how violations are judged, or only warn): the rules the denial
     /// metric counts.
-    pub(crate) const fn denies(self) -> bool {
+    const fn denies(self) -> bool {
         matches!(
             self,
             Self::Judgeable

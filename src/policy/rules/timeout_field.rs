@@ -23,7 +23,7 @@ pub(crate) enum Drain {
 /// spec), and the drain it bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeoutField {
-    pub(crate) key: LifecycleKey,
+    key: LifecycleKey,
     /// Whether it is in a PipelineRollout's `spec.pipeline.spec.lifecycle`
     /// (else in a child Pipeline's `spec.lifecycle`).
     pub(crate) in_rollout: bool,
@@ -54,7 +54,7 @@ impl TimeoutField {
 
     /// The field's path, e.g.
     /// `spec.pipeline.spec.lifecycle.pauseGracePeriodSeconds`.
-    pub(crate) const fn path(self) -> FieldPath {
+    const fn path(self) -> FieldPath {
         if self.in_rollout {
             self.key.rollout_field()
         } else {
