@@ -23,9 +23,8 @@ use crate::rollout::GuardedObject;
 /// The operation of an admission request, as the API server names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestOperation {
-    Create,
-    Update,
-    Delete,
+    /// One the rules judge.
+    Judged(Operation),
     Connect,
     /// Anything else, or none.
     Unknown,
@@ -34,9 +33,9 @@ pub(crate) enum RequestOperation {
 impl RequestOperation {
     fn parse(text: Option<&str>) -> Self {
         match text {
-            Some("CREATE") => Self::Create,
-            Some("UPDATE") => Self::Update,
-            Some("DELETE") => Self::Delete,
+            Some("CREATE") => Self::Judged(Operation::Create),
+            Some("UPDATE") => Self::Judged(Operation::Update),
+            Some("DELETE") => Self::Judged(Operation::Delete),
             Some("CONNECT") => Self::Connect,
             _ => Self::Unknown,
         }
@@ -45,21 +44,9 @@ impl RequestOperation {
     /// The name used in logs and metrics (`""` when unknown).
     pub(crate) fn as_str(self) -> &'static str {
         match self {
-            Self::Create => "CREATE",
-            Self::Update => "UPDATE",
-            Self::Delete => "DELETE",
+            Self::Judged(operation) => operation.to_str(),
             Self::Connect => "CONNECT",
             Self::Unknown => "",
-        }
-    }
-
-    /// The operation the rules judge, if they judge this one.
-    fn judged(self) -> Option<Operation> {
-        match self {
-            Self::Create => Some(Operation::Create),
-            Self::Update => Some(Operation::Update),
-            Self::Delete => Some(Operation::Delete),
-            Self::Connect | Self::Unknown => None,
         }
     }
 }
@@ -268,7 +255,7 @@ impl AdmissionRequest {
     }
 
     fn write(&self, now: OffsetDateTime) -> Result<Subject<'_>, Unjudgeable> {
-        let Some(operation) = self.operation.judged() else {
+        let RequestOperation::Judged(operation) = self.operation else {
             return Ok(Subject::Skipped);
         };
         let kind = match self.resource()? {

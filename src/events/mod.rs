@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 use crate::admission::{AdmissionRequest, Reply, RequestOperation};
 use crate::kinds::{Kind, Resource};
-use crate::policy::rules::EventReason;
+use crate::policy::rules::{EventReason, Operation};
 
 pub use self::publisher::KubeEvents;
 
@@ -225,7 +225,7 @@ impl EventQueue {
                 api_version.clone(),
                 regarding,
             );
-            pending.after_create = request.operation == RequestOperation::Create;
+            pending.after_create = request.operation == RequestOperation::Judged(Operation::Create);
             self.send(pending);
         }
     }

@@ -22,7 +22,7 @@ pub(crate) enum Operation {
 
 impl Operation {
     /// The name the API server gives it.
-    fn to_str(self) -> &'static str {
+    pub(crate) fn to_str(self) -> &'static str {
         match self {
             Self::Create => "CREATE",
             Self::Update => "UPDATE",
