@@ -23,13 +23,13 @@ pub fn router(shared: Arc<ServerState>) -> Router {
 }
 
 async fn healthz() -> Response {
-    plain_text::response(StatusCode::OK, "ok")
+    plain_text(StatusCode::OK, "ok")
 }
 
 async fn readyz(State(shared): State<Arc<ServerState>>) -> Response {
     match shared.health.readiness() {
-        Ok(()) => plain_text::response(StatusCode::OK, "ready"),
-        Err(why) => plain_text::response(
+        Ok(()) => plain_text(StatusCode::OK, "ready"),
+        Err(why) => plain_text(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!("not ready: {why}"),
         ),

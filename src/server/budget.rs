@@ -268,7 +268,7 @@ fn refuse(
 ) -> Response {
     metrics.record_refusal(reason);
     drain_later(version, body);
-    plain_text::response(StatusCode::SERVICE_UNAVAILABLE, message)
+    plain_text(StatusCode::SERVICE_UNAVAILABLE, message)
 }
 
 /// Why a reserved body could not be read.
@@ -343,7 +343,7 @@ impl Budget {
         let (parts, body) = request.into_parts();
         let announced = body.size_hint().exact();
         if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-            return Err(plain_text::response(
+            return Err(plain_text(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &ReadError::TooLarge.to_string(),
             ));
@@ -388,17 +388,11 @@ impl Budget {
         let body = match read(body, reservation.bytes(), announced.is_some()).await {
             Ok(bytes) => bytes,
             Err(e @ ReadError::TooLarge) => {
-                return Err(plain_text::response(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &e.to_string(),
-                ));
+                return Err(plain_text(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string()));
             }
             Err(e) => {
                 tracing::info!(error = %e, "bad request body");
-                return Err(plain_text::response(
-                    StatusCode::BAD_REQUEST,
-                    &e.to_string(),
-                ));
+                return Err(plain_text(StatusCode::BAD_REQUEST, &e.to_string()));
             }
         };
         reservation.shrink_to(body.len());

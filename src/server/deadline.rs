@@ -61,7 +61,7 @@ pub(crate) async fn enforce(limit: Duration, work: impl Future<Output = Response
         Ok(response) => response,
         Err(_) => {
             tracing::info!(deadline = ?limit, "request abandoned: its deadline passed");
-            plain_text::response(
+            plain_text(
                 StatusCode::GATEWAY_TIMEOUT,
                 &format!("deadline of {limit:?} passed before the request could be answered"),
             )

@@ -9,7 +9,6 @@ pub mod budget;
 mod conn;
 mod deadline;
 mod health;
-mod plain_text;
 mod reload;
 pub mod size;
 pub mod tls;
@@ -20,6 +19,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -34,6 +35,16 @@ use crate::events::EventQueue;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::policy::rules::ClusterView;
+
+/// A plain-text answer of one line: the reason of an error or a refusal.
+fn plain_text(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
 
 /// What every request, the admin server and the background controllers
 /// share; built by [`crate::app`].
@@ -55,10 +66,8 @@ pub struct ServerState {
     /// Numaplane's cluster default strategy, as the watch of its ConfigMap
     /// last read it (`crate::background::numaplane_default`).
     pub(crate) cluster_default: Arc<ArcSwap<ClusterDefault>>,
-    /// The webhook's view of the children (rule 29) and the controller
-    /// definitions (rule 27) (`None` without an API server: what Numaflow
-    /// makes for a child is then judged as a rollout's, a version named as
-    /// a user namespace's).
+    /// What [`crate::admission::AnswerContext::cluster`] reads (`None`
+    /// without an API server).
     pub(crate) cluster: Option<Arc<dyn ClusterView + Send>>,
 }
 

@@ -74,14 +74,14 @@ async fn review(webhook: Webhook, shared: &ServerState, request: Request) -> Res
 }
 
 async fn not_found() -> Response {
-    plain_text::response(
+    plain_text(
         StatusCode::NOT_FOUND,
         "not found: the webhook serves POST /validate and POST /mutate",
     )
 }
 
 async fn method_not_allowed() -> Response {
-    plain_text::response(
+    plain_text(
         StatusCode::METHOD_NOT_ALLOWED,
         "method not allowed: use POST with an AdmissionReview",
     )
@@ -104,7 +104,7 @@ async fn answer_request(
     match admission::answer(webhook, &policy, body, context).await {
         Err(e) => {
             tracing::info!(webhook = webhook.as_str(), error = %Escaped(&e.to_string()), "bad request");
-            plain_text::response(StatusCode::BAD_REQUEST, &e.to_string())
+            plain_text(StatusCode::BAD_REQUEST, &e.to_string())
         }
         Ok((request, outcome)) => {
             shared.metrics.record_answer(&request, &outcome);
