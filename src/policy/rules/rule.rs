@@ -6,203 +6,137 @@
 
 use std::fmt;
 
-/// One rule of the webhook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Rule {
+/// Declares [`Rule`], one line a rule: its number, its name and whether it
+/// denies, so that [`Rule::ALL`], [`Rule::name`] and the rules that deny
+/// cannot drift apart.
+macro_rules! rules {
+    ($(
+        $(#[doc = $doc:literal])*
+        $rule:ident = $number:literal, $name:literal, denies: $denies:literal;
+    )*) => {
+        /// One rule of the webhook.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Rule {
+            $($(#[doc = $doc])* $rule = $number,)*
+        }
+
+        impl Rule {
+            /// Every rule, by number.
+            pub const ALL: [Rule; 30] = [$(Rule::$rule),*];
+
+            /// The rule's name: the `rule` of the audit's PolicyReport results
+            /// and of its violations metric.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$rule => $name,)*
+                }
+            }
+
+            /// Whether a violation of this rule denies a request (the others
+            /// shape how violations are judged, or only warn): the rules the
+            /// denial metric counts.
+            const fn denies(self) -> bool {
+                match self {
+                    $(Self::$rule => $denies,)*
+                }
+            }
+        }
+    };
+}
+
+rules! {
     /// 0: a request the rules cannot judge (no object, no resource, a
     /// DELETE without the stored object) is denied, saying what is missing.
-    Judgeable,
+    Judgeable = 0, "judgeable", denies: true;
     /// 1: no drain timeout set is fine (`/mutate` fills in the default).
-    TimeoutOptional,
+    TimeoutOptional = 1, "drain-timeout-optional", denies: false;
     /// 2: the drain timeout is a JSON integer (and can be reached).
-    TimeoutInteger,
+    TimeoutInteger = 2, "drain-timeout-integer", denies: true;
     /// 3: the drain timeout is in the namespace's range.
-    TimeoutRange,
+    TimeoutRange = 3, "drain-timeout-range", denies: true;
     /// 4: the drain timeout times the recycle multiplier fits Numaflow's
     /// clock (and the scale factor is a percent).
-    TimeoutOverflow,
+    TimeoutOverflow = 4, "drain-timeout-overflow", denies: true;
     /// 5: `allow-data-loss` is a value Numaplane understands (and the
     /// metadata holding it is an object).
-    AllowDataLossValue,
+    AllowDataLossValue = 5, "allow-data-loss-value", denies: true;
     /// 6: forcing a re-apply needs permission (and a pause).
-    ForceReapply,
+    ForceReapply = 6, "force-reapply", denies: true;
     /// 7: turning on `forcePromote` needs permission.
-    ForcePromote,
+    ForcePromote = 7, "force-promote", denies: true;
     /// 8: a violation whose inputs are unchanged warns (ratcheting).
-    Ratcheting,
+    Ratcheting = 8, "ratcheting", denies: false;
     /// 9: what is judged: CREATE and UPDATE of the guarded kinds (and
     /// DELETE, by rules 20 and 21).
-    Scope,
+    Scope = 9, "scope", denies: false;
     /// 10: warn mode denies nothing; gate decisions are audit annotations.
-    WarnMode,
+    WarnMode = 10, "warn-mode", denies: false;
     /// 11: a force left on after its pause warns.
-    StaleForce,
+    StaleForce = 11, "stale-force", denies: false;
     /// 12: a `forcePromote` left on warns.
-    ForcePromoteLeftOn,
+    ForcePromoteLeftOn = 12, "force-promote-left-on", denies: false;
     /// 13: the force-promote label needs permission and, on a child, an
     /// upgrade in progress. Its name is the audit's, which meets the label
     /// in a rollout's child template.
-    ForcePromoteLabel,
+    ForcePromoteLabel = 13, "template-force-promote", denies: true;
     /// 14: `marked-for-deletion` needs permission and a recyclable
     /// Pipeline. Named, like rule 13, for the child template.
-    DeleteUndrained,
+    DeleteUndrained = 14, "template-delete-undrained", denies: true;
     /// 15: Numaplane's bookkeeping keys are its controller's (and the
     /// template and maps holding them are objects). Named, like rule 13,
     /// for the child template.
-    Bookkeeping,
+    Bookkeeping = 15, "template-bookkeeping", denies: true;
     /// 16: the deletion timeout (`deletionGracePeriodSeconds`, or the
     /// deprecated `deleteGracePeriodSeconds`) is a JSON integer (and can be
     /// reached), on a PipelineRollout and on a child Pipeline.
-    DeletionTimeoutInteger = 16,
+    DeletionTimeoutInteger = 16, "deletion-timeout-integer", denies: true;
     /// 17: the deletion timeout is in the namespace's `deletionTimeout` range.
-    DeletionTimeoutRange = 17,
+    DeletionTimeoutRange = 17, "deletion-timeout-range", denies: true;
     /// 18: the deletion timeout fits Numaflow's clock.
-    DeletionTimeoutOverflow = 18,
+    DeletionTimeoutOverflow = 18, "deletion-timeout-overflow", denies: true;
     /// 19: `numaflow.numaproj.io/pause-timestamp` is set or changed by
     /// Numaflow's controller only (and never in a rollout's child template).
-    PauseTimestamp = 19,
+    PauseTimestamp = 19, "pause-timestamp", denies: true;
     /// 20: deleting a rollout's child needs the deleteUndrained permission
     /// (Numaplane's controller and Kubernetes' own deleters excepted).
-    DeleteChild = 20,
+    DeleteChild = 20, "delete-child", denies: true;
     /// 21: deleting a PipelineRollout warns of its Pipelines' deletion
     /// timeout, and may need the deleteUndrained permission.
-    DeleteRollout = 21,
+    DeleteRollout = 21, "delete-rollout", denies: true;
     /// 22: an HPA rider warns that every progressive upgrade is promoted
     /// without assessment.
-    HpaRider = 22,
+    HpaRider = 22, "hpa-rider", denies: false;
     /// 23: a namespace-level ConfigMap's `data.upgradeStrategy` is one
     /// Numaplane accepts (and `data` is an object).
-    NamespaceStrategyValue = 23,
+    NamespaceStrategyValue = 23, "namespace-strategy-value", denies: true;
     /// 24: a namespace-level ConfigMap whose strategy skips draining
     /// (`no-strategy`, empty or blank) needs permission.
-    NamespaceStrategy = 24,
+    NamespaceStrategy = 24, "namespace-strategy", denies: true;
     /// 25: the one-shot forcePromote's record annotation is the webhook's
     /// own: written only by `/mutate`.
-    ForcePromoteRecord = 25,
+    ForcePromoteRecord = 25, "force-promote-record", denies: true;
     /// 26: changing what Numaplane's and Numaflow's controllers keep on a
     /// rollout's child (spec, status, ownerReferences, finalizers, their
     /// keys) needs the editChildren permission.
-    EditChild = 26,
+    EditChild = 26, "edit-child", denies: true;
     /// 27: Numaflow controller definitions outside Numaplane's namespace
     /// are written only by Numaplane's controller and holders of the
     /// controllerDefinitions permission.
-    ControllerDefinitions = 27,
+    ControllerDefinitions = 27, "controller-definitions", denies: true;
     /// 28: a rider that grants access (a Role, RoleBinding, ServiceAccount
     /// or Secret) warns that Numaplane creates it with its own account.
-    AccessRider = 28,
+    AccessRider = 28, "access-rider", denies: false;
     /// 29: changing what Numaflow's controller makes for a rollout's child
     /// (its Vertices, the daemon, the vertices' workloads) needs the
     /// editChildren permission.
-    NumaflowMade = 29,
+    NumaflowMade = 29, "numaflow-made", denies: true;
 }
 
 impl Rule {
-    /// Every rule, by number.
-    pub const ALL: [Rule; 30] = [
-        Rule::Judgeable,
-        Rule::TimeoutOptional,
-        Rule::TimeoutInteger,
-        Rule::TimeoutRange,
-        Rule::TimeoutOverflow,
-        Rule::AllowDataLossValue,
-        Rule::ForceReapply,
-        Rule::ForcePromote,
-        Rule::Ratcheting,
-        Rule::Scope,
-        Rule::WarnMode,
-        Rule::StaleForce,
-        Rule::ForcePromoteLeftOn,
-        Rule::ForcePromoteLabel,
-        Rule::DeleteUndrained,
-        Rule::Bookkeeping,
-        Rule::DeletionTimeoutInteger,
-        Rule::DeletionTimeoutRange,
-        Rule::DeletionTimeoutOverflow,
-        Rule::PauseTimestamp,
-        Rule::DeleteChild,
-        Rule::DeleteRollout,
-        Rule::HpaRider,
-        Rule::NamespaceStrategyValue,
-        Rule::NamespaceStrategy,
-        Rule::ForcePromoteRecord,
-        Rule::EditChild,
-        Rule::ControllerDefinitions,
-        Rule::AccessRider,
-        Rule::NumaflowMade,
-    ];
-
     /// The rule's number in docs/rules.md (0: the request could not be
     /// judged at all).
     pub const fn number(self) -> u8 {
         self as u8
-    }
-
-    /// The rule's name: the `rule` of the audit's PolicyReport results and
-    /// of its violations metric.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Judgeable => "judgeable",
-            Self::TimeoutOptional => "drain-timeout-optional",
-            Self::TimeoutInteger => "drain-timeout-integer",
-            Self::TimeoutRange => "drain-timeout-range",
-            Self::TimeoutOverflow => "drain-timeout-overflow",
-            Self::AllowDataLossValue => "allow-data-loss-value",
-            Self::ForceReapply => "force-reapply",
-            Self::ForcePromote => "force-promote",
-            Self::Ratcheting => "ratcheting",
-            Self::Scope => "scope",
-            Self::WarnMode => "warn-mode",
-            Self::StaleForce => "stale-force",
-            Self::ForcePromoteLeftOn => "force-promote-left-on",
-            Self::ForcePromoteLabel => "template-force-promote",
-            Self::DeleteUndrained => "template-delete-undrained",
-            Self::Bookkeeping => "template-bookkeeping",
-            Self::DeletionTimeoutInteger => "deletion-timeout-integer",
-            Self::DeletionTimeoutRange => "deletion-timeout-range",
-            Self::DeletionTimeoutOverflow => "deletion-timeout-overflow",
-            Self::PauseTimestamp => "pause-timestamp",
-            Self::DeleteChild => "delete-child",
-            Self::DeleteRollout => "delete-rollout",
-            Self::HpaRider => "hpa-rider",
-            Self::NamespaceStrategyValue => "namespace-strategy-value",
-            Self::NamespaceStrategy => "namespace-strategy",
-            Self::ForcePromoteRecord => "force-promote-record",
-            Self::EditChild => "edit-child",
-            Self::ControllerDefinitions => "controller-definitions",
-            Self::AccessRider => "access-rider",
-            Self::NumaflowMade => "numaflow-made",
-        }
-    }
-
-    /// Whether a violation of this rule denies a request (the others shape
-    /// how violations are judged, or only warn): the rules the denial
-    /// metric counts.
-    const fn denies(self) -> bool {
-        matches!(
-            self,
-            Self::Judgeable
-                | Self::TimeoutInteger
-                | Self::TimeoutRange
-                | Self::TimeoutOverflow
-                | Self::AllowDataLossValue
-                | Self::ForceReapply
-                | Self::ForcePromote
-                | Self::ForcePromoteLabel
-                | Self::DeleteUndrained
-                | Self::Bookkeeping
-                | Self::DeletionTimeoutInteger
-                | Self::DeletionTimeoutRange
-                | Self::DeletionTimeoutOverflow
-                | Self::PauseTimestamp
-                | Self::DeleteChild
-                | Self::DeleteRollout
-                | Self::NamespaceStrategyValue
-                | Self::NamespaceStrategy
-                | Self::ForcePromoteRecord
-                | Self::EditChild
-                | Self::ControllerDefinitions
-                | Self::NumaflowMade
-        )
     }
 
     /// The rules that deny, by number.

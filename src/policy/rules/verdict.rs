@@ -66,9 +66,32 @@ pub struct Verdict {
     pub(crate) stored: Vec<StoredState>,
 }
 
-/// The reasons of the Events the webhook records on the objects it judges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EventReason {
+/// Declares [`EventReason`] with [`EventReason::ALL`] and
+/// [`EventReason::as_str`] (a reason as Kubernetes shows it: its name), so
+/// that no reason is left out of either.
+macro_rules! event_reasons {
+    ($($(#[doc = $doc:literal])* $reason:ident,)*) => {
+        /// The reasons of the Events the webhook records on the objects it judges.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum EventReason {
+            $($(#[doc = $doc])* $reason,)*
+        }
+
+        impl EventReason {
+            /// Every reason (the metrics export each at zero from the start).
+            pub(crate) const ALL: [EventReason; 13] = [$(EventReason::$reason),*];
+
+            /// The reason as Kubernetes shows it.
+            pub(crate) fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$reason => stringify!($reason),)*
+                }
+            }
+        }
+    };
+}
+
+event_reasons! {
     /// The validating webhook allowed `allow-data-loss` to become "true".
     ForceReapplyAllowed,
     /// The validating webhook allowed `forcePromote` to be turned on.
@@ -103,42 +126,6 @@ pub(crate) enum EventReason {
 }
 
 impl EventReason {
-    /// Every reason (the metrics export each at zero from the start).
-    pub(crate) const ALL: [EventReason; 13] = [
-        EventReason::ForceReapplyAllowed,
-        EventReason::ForcePromoteAllowed,
-        EventReason::ForceReapplyDenied,
-        EventReason::ForceReapplyReset,
-        EventReason::ForcePromoteReset,
-        EventReason::DeleteUndrainedAllowed,
-        EventReason::DeleteUndrainedDenied,
-        EventReason::NamespaceStrategyAllowed,
-        EventReason::NamespaceStrategyDenied,
-        EventReason::ChildEditAllowed,
-        EventReason::ChildEditDenied,
-        EventReason::ControllerDefinitionsAllowed,
-        EventReason::ControllerDefinitionsDenied,
-    ];
-
-    /// The reason as Kubernetes shows it.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::ForceReapplyAllowed => "ForceReapplyAllowed",
-            Self::ForcePromoteAllowed => "ForcePromoteAllowed",
-            Self::ForceReapplyDenied => "ForceReapplyDenied",
-            Self::ForceReapplyReset => "ForceReapplyReset",
-            Self::ForcePromoteReset => "ForcePromoteReset",
-            Self::DeleteUndrainedAllowed => "DeleteUndrainedAllowed",
-            Self::DeleteUndrainedDenied => "DeleteUndrainedDenied",
-            Self::NamespaceStrategyAllowed => "NamespaceStrategyAllowed",
-            Self::NamespaceStrategyDenied => "NamespaceStrategyDenied",
-            Self::ChildEditAllowed => "ChildEditAllowed",
-            Self::ChildEditDenied => "ChildEditDenied",
-            Self::ControllerDefinitionsAllowed => "ControllerDefinitionsAllowed",
-            Self::ControllerDefinitionsDenied => "ControllerDefinitionsDenied",
-        }
-    }
-
     /// Whether the Event is a Warning (else Normal).
     pub(crate) fn is_warning(self) -> bool {
         !matches!(self, Self::ForceReapplyReset | Self::ForcePromoteReset)
