@@ -44,7 +44,7 @@ fn account_namespace(username: &str) -> Option<&str> {
 }
 
 impl BookkeepingRefusals {
-    /// Creates the counter with every series at zero and registers it.
+    /// Registers the counter, every series at zero.
     pub fn register(registry: &mut Registry) -> Self {
         let refusals = Self::default();
         registry.register(

@@ -35,8 +35,7 @@ pub struct BudgetMetrics {
 }
 
 impl BudgetMetrics {
-    /// Creates the block, its refusal reasons and lanes at zero, and
-    /// registers it in `registry`.
+    /// Registers the block, its refusal reasons and lanes at zero.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             capacity: Gauge::default(),

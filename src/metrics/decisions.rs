@@ -38,8 +38,8 @@ pub struct DecisionMetrics {
 }
 
 impl DecisionMetrics {
-    /// Creates the block, its known series at zero, and registers it in
-    /// `registry`; the one-shot rule's resets are counted in `resets`.
+    /// Registers the block, its known series at zero; the one-shot rule's
+    /// resets count in `resets`.
     pub fn register(registry: &mut Registry, resets: ForceResets) -> Self {
         let metrics = Self {
             denials: Family::default(),

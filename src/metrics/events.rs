@@ -9,8 +9,8 @@ use crate::policy::rules::EventReason;
 /// What can become of an Event (`crate::events`).
 const EVENT_RESULTS: [&str; 5] = ["sent", "failed", "dropped", "unverified", "unguarded"];
 
-/// Creates the Event counter, every reason and result at zero, and
-/// registers it in `registry`; the Event queue counts into it.
+/// Registers the Event counter (which the Event queue counts into), every
+/// reason and result at zero.
 pub fn register(registry: &mut Registry) -> EventCounts {
     let events = EventCounts::default();
     registry.register(

@@ -41,8 +41,7 @@ pub struct ForceResets {
 }
 
 impl ForceResets {
-    /// Creates the counter, each resetter at zero, and registers it in
-    /// `registry`.
+    /// Registers the counter, each resetter at zero.
     pub fn register(registry: &mut Registry) -> Self {
         let resets = Self {
             family: Family::default(),

@@ -17,8 +17,7 @@ pub struct RbacMetrics {
 }
 
 impl RbacMetrics {
-    /// Creates the block, its results at zero, and registers it in
-    /// `registry`.
+    /// Registers the block, its results at zero.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             checks: Family::default(),

@@ -24,8 +24,7 @@ fn result(ok: bool) -> ResultLabels {
 }
 
 impl ReloadMetrics {
-    /// Creates the block, both results of each reload at zero, and
-    /// registers it in `registry`.
+    /// Registers the block, both results of each reload at zero.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             policy_reloads: Family::default(),

@@ -39,7 +39,7 @@ pub struct RequestMetrics {
 }
 
 impl RequestMetrics {
-    /// Creates the block and registers it in `registry`.
+    /// Registers the block.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             requests: Family::default(),

@@ -29,8 +29,7 @@ pub struct SweeperMetrics {
 }
 
 impl SweeperMetrics {
-    /// Creates the block and registers it in `registry`; its resets are
-    /// counted in `resets`.
+    /// Registers the block; its resets count in `resets`.
     pub fn register(registry: &mut Registry, resets: ForceResets) -> Self {
         let metrics = Self {
             resets,
