@@ -132,6 +132,70 @@ impl<'a> Judge<'a> {
             .finish(|_| Permission::Refused(STORED.to_owned()));
         self.results(entry, &verdict)
     }
+
+    /// The results of one object, one per rule of its kind, from the
+    /// violations decided and the states of what it holds.
+    fn results(&self, entry: &KindEntry, verdict: &Verdict) -> ObjectResults {
+        let denials = &verdict.denials;
+        if let Some(Violation::Unjudgeable(why)) = denials
+            .iter()
+            .find(|v| matches!(v, Violation::Unjudgeable(_)))
+        {
+            let message = format!("cannot be judged: {why}");
+            return vec![result(Rule::Judgeable, Status::Error, Some(message))];
+        }
+        let broken = if self.warn_only {
+            Status::Warn
+        } else {
+            Status::Fail
+        };
+        let unreachable = denials
+            .iter()
+            .any(|v| matches!(v, Violation::TimeoutUnreachable { .. }));
+        let template_unreadable = denials
+            .iter()
+            .any(|v| matches!(v, Violation::TemplateMalformed { .. }));
+        let mut results = Vec::with_capacity(entry.rules.len());
+        for &rule in entry.rules {
+            let mut found: Vec<&Violation> = denials.iter().filter(|v| v.rule() == rule).collect();
+            // A ConfigMap's strategy is named by its first denial (keys
+            // that clash, before the value they leave unclear).
+            if entry.resource == Resource::ConfigMap {
+                found.truncate(1);
+            }
+            let stored = verdict.stored.iter().find(|s| s.rule == rule);
+            let result = match rule {
+                Rule::ForcePromoteLabel | Rule::DeleteUndrained if template_unreadable => {
+                    skipped(rule, "the child template's metadata", Rule::Bookkeeping)
+                }
+                _ if !found.is_empty() => {
+                    let status = if found.iter().any(|v| is_shape_problem(v)) {
+                        Status::Error
+                    } else {
+                        broken
+                    };
+                    let message = found
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    result(rule, status, Some(message))
+                }
+                Rule::TimeoutRange
+                | Rule::TimeoutOverflow
+                | Rule::DeletionTimeoutInteger
+                | Rule::DeletionTimeoutRange
+                | Rule::DeletionTimeoutOverflow
+                    if unreachable =>
+                {
+                    skipped(rule, "the drain timeout", Rule::TimeoutInteger)
+                }
+                _ => stored.map_or_else(|| result(rule, Status::Pass, None), stored_result),
+            };
+            results.push(result);
+        }
+        results
+    }
 }
 
 /// Why no permission is granted for a stored object.
@@ -158,83 +222,6 @@ fn is_shape_problem(violation: &Violation) -> bool {
     )
 }
 
-impl Judge<'_> {
-    /// The results of one object, one per rule of its kind, from the
-    /// violations decided and the states of what it holds.
-    fn results(&self, entry: &KindEntry, verdict: &Verdict) -> ObjectResults {
-        let denials = &verdict.denials;
-        if let Some(Violation::Unjudgeable(why)) = denials
-            .iter()
-            .find(|v| matches!(v, Violation::Unjudgeable(_)))
-        {
-            return unjudgeable(why.clone());
-        }
-        let broken = if self.warn_only {
-            Status::Warn
-        } else {
-            Status::Fail
-        };
-        let unreachable = denials
-            .iter()
-            .any(|v| matches!(v, Violation::TimeoutUnreachable { .. }));
-        let template_unreadable = denials
-            .iter()
-            .any(|v| matches!(v, Violation::TemplateMalformed { .. }));
-        let mut results = Vec::with_capacity(entry.rules.len());
-        for &rule in entry.rules {
-            let mut found: Vec<&Violation> = denials.iter().filter(|v| v.rule() == rule).collect();
-            // A ConfigMap's strategy is named by its first denial (keys
-            // that clash, before the value they leave unclear).
-            if entry.resource == Resource::ConfigMap {
-                found.truncate(1);
-            }
-            let stored = verdict.stored.iter().find(|s| s.rule == rule);
-            let result = match rule {
-                Rule::ForcePromoteLabel | Rule::DeleteUndrained if template_unreadable => result(
-                    rule,
-                    Status::Skip,
-                    Some(format!(
-                        "the child template's metadata cannot be read (see {})",
-                        Rule::Bookkeeping.name()
-                    )),
-                ),
-                _ if !found.is_empty() => {
-                    let status = if found.iter().any(|v| is_shape_problem(v)) {
-                        Status::Error
-                    } else {
-                        broken
-                    };
-                    let message = found
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    result(rule, status, Some(message))
-                }
-                Rule::TimeoutRange
-                | Rule::TimeoutOverflow
-                | Rule::DeletionTimeoutInteger
-                | Rule::DeletionTimeoutRange
-                | Rule::DeletionTimeoutOverflow
-                    if unreachable =>
-                {
-                    result(
-                        rule,
-                        Status::Skip,
-                        Some(format!(
-                            "the drain timeout cannot be read (see {})",
-                            Rule::TimeoutInteger.name()
-                        )),
-                    )
-                }
-                _ => stored.map_or_else(|| result(rule, Status::Pass, None), stored_result),
-            };
-            results.push(result);
-        }
-        results
-    }
-}
-
 /// A state the rules found stored: it fails or warns whatever the mode.
 fn stored_result(state: &StoredState) -> RuleResult {
     let status = if state.fails {
@@ -245,20 +232,18 @@ fn stored_result(state: &StoredState) -> RuleResult {
     result(state.rule, status, Some(state.message.clone()))
 }
 
-pub(super) fn result(rule: Rule, status: Status, message: Option<String>) -> RuleResult {
+/// `rule` skipped: `what` it reads cannot be read, as `see` reports.
+fn skipped(rule: Rule, what: &str, see: Rule) -> RuleResult {
+    let message = format!("{what} cannot be read (see {})", see.name());
+    result(rule, Status::Skip, Some(message))
+}
+
+fn result(rule: Rule, status: Status, message: Option<String>) -> RuleResult {
     RuleResult {
         rule,
         status,
         message: message.map(String::into_boxed_str),
     }
-}
-
-fn unjudgeable(why: String) -> ObjectResults {
-    vec![result(
-        Rule::Judgeable,
-        Status::Error,
-        Some(format!("cannot be judged: {why}")),
-    )]
 }
 
 #[cfg(test)]
