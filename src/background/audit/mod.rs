@@ -41,7 +41,7 @@ use self::judge::{Judge, Status};
 use self::store::Store;
 use self::watch::WatchItem;
 use self::writer::Note;
-use crate::metrics::audit::{AuditEvent, AuditMetrics, Violations};
+use crate::metrics::audit::{AuditEvent, AuditMetrics, ViolationLabels, Violations};
 use crate::policy::Policy;
 
 /// How the audit runs.
@@ -164,42 +164,38 @@ impl Auditor {
         // burst into one write per namespace).
         let mut batches = watches.ready_chunks(BATCH);
         loop {
-            tokio::select! {
+            let judge = tokio::select! {
                 () = stop.cancelled() => return,
-                batch = batches.next() => match batch {
-                    None => {
+                batch = batches.next() => {
+                    let Some(items) = batch else {
                         tracing::error!("the audit's watches ended; the audit stops");
                         return;
+                    };
+                    for item in items {
+                        self.take(item);
                     }
-                    Some(items) => {
-                        for item in items {
-                            self.take(item);
-                        }
-                        if !self.judge_if_listed(stop).await {
-                            return;
-                        }
-                    }
+                    true
                 },
                 changed = self.policy.changed(), if policy_open => {
-                    if changed.is_err() {
-                        policy_open = false;
-                    } else if self.judged_under.is_some() {
+                    policy_open = changed.is_ok();
+                    let again = policy_open && self.judged_under.is_some();
+                    if again {
                         tracing::info!("audit: the policy changed, judging every object again");
                         self.begin_full();
-                        if !self.judge_if_listed(stop).await {
-                            return;
-                        }
                     }
+                    again
                 },
                 _ = interval.tick() => {
                     let _ = self.reports.send(Note::Reread);
-                    if self.store().listed(KINDS.len()) {
+                    let listed = self.store().listed(KINDS.len());
+                    if listed {
                         self.begin_full();
-                        if !self.judge_if_listed(stop).await {
-                            return;
-                        }
                     }
+                    listed
                 },
+            };
+            if judge && !self.judge_if_listed(stop).await {
+                return;
             }
         }
     }
@@ -274,17 +270,18 @@ impl Auditor {
             if chunk.is_empty() {
                 break;
             }
-            let mut done = Vec::with_capacity(chunk.len());
-            for (namespace, key, view) in chunk {
-                let entry = &KINDS[key.0];
-                let results = judge.object(entry, &namespace, &key.1, &view);
-                done.push((namespace, key, view, results));
-            }
+            let done: Vec<_> = chunk
+                .into_iter()
+                .map(|(namespace, key, view)| {
+                    let results = judge.object(&KINDS[key.0], &namespace, &key.1, &view);
+                    (namespace, key, view, results)
+                })
+                .collect();
+            judged += done.len();
             {
                 let mut store = self.store();
                 for (namespace, key, view, results) in done {
                     store.set_results(&namespace, &key, &view, results);
-                    judged += 1;
                 }
             }
             tokio::task::yield_now().await;
@@ -306,7 +303,7 @@ impl Auditor {
     /// Hands the namespaces whose results changed to the writer; updates
     /// the violations.
     fn publish(&mut self) {
-        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut store = self.store();
         for namespace in store.take_changed() {
             let _ = self.reports.send(Note::Changed(namespace));
         }
@@ -315,9 +312,12 @@ impl Auditor {
         for (namespace, objects) in store.all() {
             for r in objects.values().flat_map(|e| e.results.iter()) {
                 if matches!(r.status, Status::Fail | Status::Warn | Status::Error) {
-                    *violations
-                        .entry((namespace.clone(), r.rule.name(), r.status.as_str()))
-                        .or_default() += 1;
+                    let labels = ViolationLabels {
+                        rollout_namespace: namespace.clone(),
+                        rule: r.rule.name().to_owned(),
+                        result: r.status.as_str().to_owned(),
+                    };
+                    *violations.entry(labels).or_default() += 1;
                 }
             }
         }

@@ -45,15 +45,14 @@ use super::store::Store;
 use crate::background::backoff::Backoff;
 use crate::metrics::audit::{AuditEvent, AuditMetrics, WriteOutcome};
 
-/// The field manager of the audit's writes.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook-audit";
 /// The longest wait between two looks for the CRD while it is missing or
 /// cannot be looked for: the first is after 1 s, doubled each time, so a
 /// CRD installed beside the webhook, or a failed look, costs seconds.
 const CRD_RECHECK: Duration = Duration::from_secs(60);
-/// The first retry of a refused write, doubled each time up to [`MAX_BACKOFF`].
+/// A refused write is retried after 1 s, the wait doubled each time up
+/// to a minute.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait before retrying a refused write.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// `client` with its requests limited to `burst` at once, then `qps` a
@@ -89,8 +88,6 @@ pub enum Note {
     Reread,
 }
 
-/// The waits before retrying a refused write: from [`FIRST_BACKOFF`],
-/// doubled each time, up to [`MAX_BACKOFF`].
 fn report_backoff() -> Backoff {
     Backoff::new(FIRST_BACKOFF, MAX_BACKOFF)
 }
@@ -173,11 +170,7 @@ fn report_key(namespace: &str) -> DynamicObject {
     DynamicObject::new(REPORT_NAME, &api_resource()).within(namespace)
 }
 
-/// Writes what `notes` brings until `stop`: kube-runtime's applier
-/// reconciles one namespace's report at a time (the scheduler merges
-/// repeated requests; a refused write is requeued by the error policy with
-/// the namespace's backoff). Its store holds the namespaces asked for so
-/// far, by the report's identity only.
+/// Writes what `notes` brings until `stop`.
 pub async fn run(
     client: kube::Client,
     metrics: AuditMetrics,
@@ -241,15 +234,10 @@ pub async fn run(
                 found = reports.look_for_crd(first_check) => found,
             };
             first_check = false;
-            if found {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    all = reports.read_stored() => for namespace in all.into_iter().flatten() {
-                        wanted.want(namespace, true);
-                    },
-                }
-                was_on = reports.on.load(Ordering::Relaxed);
+            if found && !wanted.read_stored(&reports, &stop).await {
+                return;
             }
+            was_on = reports.on.load(Ordering::Relaxed);
             continue;
         }
         tokio::select! {
@@ -261,15 +249,11 @@ pub async fn run(
                     wanted.want(namespace, on);
                     wanted.ready(on);
                 }
-                Some(Note::Reread) if on => {
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        all = reports.read_stored() => for namespace in all.into_iter().flatten() {
-                            wanted.want(namespace, on);
-                        },
+                Some(Note::Reread) => {
+                    if on && !wanted.read_stored(&reports, &stop).await {
+                        return;
                     }
                 }
-                Some(Note::Reread) => {}
                 None => return,
             },
             () = tokio::time::sleep_until(next_crd_check), if !on => {}
@@ -303,6 +287,19 @@ impl Wanted {
         let _ = self
             .requests
             .send(ObjectRef::from_obj_with(&key, api_resource()));
+    }
+
+    /// Reads the stored reports and asks for every namespace to look at;
+    /// false when stopped on the way.
+    async fn read_stored(&mut self, reports: &Reports, stop: &CancellationToken) -> bool {
+        let all = tokio::select! {
+            () = stop.cancelled() => return false,
+            all = reports.read_stored() => all,
+        };
+        for namespace in all {
+            self.want(namespace, true);
+        }
+        true
     }
 
     /// The first list is judged: what waited is asked for.
@@ -412,8 +409,8 @@ impl Reports {
     /// Reads the stored reports' content, so that an unchanged one is not
     /// written again and a missing or edited one is; says which
     /// namespaces to look at: those with objects, and those with a report
-    /// from an earlier run (`None` when the read failed).
-    async fn read_stored(&self) -> Option<Vec<String>> {
+    /// from an earlier run (none when the read failed).
+    async fn read_stored(&self) -> Vec<String> {
         // The field selector lets RBAC narrow `list` to the report's name.
         let params = ListParams::default()
             .labels(&format!("{MANAGED_BY}={REPORT_NAME}"))
@@ -438,11 +435,11 @@ impl Reports {
                 all.extend(stored.keys().cloned());
                 *lock(&self.known) = stored;
                 self.on.store(true, Ordering::Relaxed);
-                Some(all)
+                all
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list the stored PolicyReports; trying again with backoff (1 s doubling to a minute)");
-                None
+                Vec::new()
             }
         }
     }

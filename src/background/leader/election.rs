@@ -1,8 +1,7 @@
 //! One replica's part in the election, call by call: read the Lease, then
-//! renew it, take it or follow its holder ([`Observed::decide`]), each write
-//! a merge patch carrying the `resourceVersion` just read, so that of two
-//! replicas writing the same version only one succeeds. [`super::run_elected`]
-//! loops over it.
+//! renew it, take it or follow its holder ([`Observed::decide`]), each
+//! write a merge patch carrying the `resourceVersion` just read.
+//! [`super::run_elected`] loops over it.
 
 use std::future::Future;
 use std::pin::Pin;
