@@ -1,18 +1,11 @@
 //! The audit: every stored object of the kinds the webhook guards
 //! ([`audited::KINDS`]) judged again as a CREATE of it would be, by the
 //! same [`crate::admission::decide`] as admission, with the results written as one
-//! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace.
-//!
-//! - [`watch`]: kube-runtime's watcher per kind, restarted with backoff,
-//!   reading each object by admission's reader into the rules' view,
-//!   bounded ([`audited::Audited`]); the PipelineRollouts come from the
-//!   reader the sweeper shares ([`crate::background::rollout_watch`]).
-//! - [`store`]: the objects and their results, by namespace.
-//! - [`judge`]: one object through `/validate` as stored; its forces by state.
-//! - [`report`]: one namespace's PolicyReport, and its content hash.
-//! - [`writer`]: kube-runtime's applier keyed by namespace, writing the
-//!   reports whose content changes, within a request budget (a rate limit
-//!   on its client), retried by its error policy.
+//! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace. The objects come
+//! from kube-runtime's watchers ([`watch`]; the PipelineRollouts from the
+//! reader the sweeper shares, [`crate::background::rollout_watch`]) into
+//! reflector stores ([`store`]), are judged ([`judge`]) into reports
+//! ([`report`]) that kube-runtime's applier writes ([`writer`]).
 //!
 //! Objects are judged when the first list is complete, on every change the
 //! watch delivers (whatever has arrived is taken in as one batch, with no
@@ -76,7 +69,6 @@ impl Default for AuditOptions {
 pub struct AuditContext {
     /// The policy in force; every object is judged again when it changes.
     pub policy: tokio::sync::watch::Receiver<Arc<Policy>>,
-    /// Where what the audit does is counted.
     pub metrics: AuditMetrics,
 }
 
@@ -119,7 +111,7 @@ pub async fn run(
         policy: context.policy,
         metrics: context.metrics,
         store,
-        judged_under: None,
+        judged: false,
         reports,
         full_since: None,
     };
@@ -131,14 +123,14 @@ pub async fn run(
 }
 
 struct Auditor {
-    /// The policy in force.
     policy: tokio::sync::watch::Receiver<Arc<Policy>>,
     metrics: AuditMetrics,
     /// Shared with the writer, which builds each report when it writes it.
     store: Arc<Mutex<Store>>,
-    /// The policy the results were judged under.
-    judged_under: Option<Arc<Policy>>,
-    /// What changed, to the writer.
+    /// Whether every object has been judged once (a new policy then
+    /// judges them all again).
+    judged: bool,
+    /// To the writer.
     reports: mpsc::UnboundedSender<Note>,
     /// When the current full audit began, while one is under way.
     full_since: Option<Instant>,
@@ -178,7 +170,7 @@ impl Auditor {
                 },
                 changed = self.policy.changed(), if policy_open => {
                     policy_open = changed.is_ok();
-                    let again = policy_open && self.judged_under.is_some();
+                    let again = policy_open && self.judged;
                     if again {
                         tracing::info!("audit: the policy changed, judging every object again");
                         self.begin_full();
@@ -224,7 +216,7 @@ impl Auditor {
             let completed = store.take(item);
             (completed, store.listed(KINDS.len()), store.len())
         };
-        if completed && listed && self.judged_under.is_none() {
+        if completed && listed && !self.judged {
             tracing::info!(objects, "audit: first list complete, judging every object");
             self.begin_full();
         }
@@ -241,24 +233,18 @@ impl Auditor {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The policy in force now, marked as seen.
-    fn policy_in_force(&mut self) -> Arc<Policy> {
-        Arc::clone(&self.policy.borrow_and_update())
-    }
-
     fn begin_full(&mut self) {
         self.store().judge_all_again();
-        self.judged_under = Some(self.policy_in_force());
+        self.judged = true;
         self.full_since.get_or_insert_with(Instant::now);
     }
 
     /// Judges every object waiting, then sends the reports that changed;
     /// false when stopped on the way.
     async fn judge_pending(&mut self, stop: &CancellationToken) -> bool {
-        let policy = self.policy_in_force();
-        if self.judged_under.is_none() {
-            self.judged_under = Some(Arc::clone(&policy));
-        }
+        // The policy in force now, marked as seen.
+        let policy = Arc::clone(&self.policy.borrow_and_update());
+        self.judged = true;
         let (enforcing, warn_only) = judge::enforcing(&policy);
         let judge = Judge::new(&enforcing, warn_only, time::OffsetDateTime::now_utc());
         let mut judged = 0;

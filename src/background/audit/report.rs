@@ -29,10 +29,10 @@ pub const OMITTED: &str = "pipelinerollout-webhook.numaplane.numaproj.io/results
 /// left out first (the summary still counts them), then the rest.
 pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
 
-/// A report to write: its body and the hash of its content.
-#[derive(Debug, Clone)]
+/// A report to write: its body and the hash of its content (the default:
+/// a deletion).
+#[derive(Debug, Clone, Default)]
 pub struct Report {
-    pub namespace: String,
     /// The PolicyReport as JSON text (held as text until written, so a
     /// report waiting for its turn costs its size and no more); `None` to
     /// delete it (no objects left).
@@ -99,30 +99,6 @@ struct ReportOut<'a> {
     results: Vec<ResultOut<'a>>,
 }
 
-fn result_out<'a>(
-    namespace: &'a str,
-    (kind, name): &'a Name,
-    entry: &'a StoredObject,
-    r: &'a super::judge::RuleResult,
-) -> ResultOut<'a> {
-    let entry_kind = &KINDS[*kind];
-    ResultOut {
-        policy: REPORT_NAME,
-        rule: r.rule.name(),
-        result: r.status.as_str(),
-        source: REPORT_NAME,
-        scored: true,
-        resources: [ResourceOut {
-            api_version: entry_kind.api_version(),
-            kind: entry_kind.kind(),
-            namespace,
-            name,
-            uid: entry.object.uid.as_deref(),
-        }],
-        message: r.message.as_deref(),
-    }
-}
-
 /// The size of a result as JSON, near enough (the fixed keys and the texts).
 fn size_of(r: &ResultOut<'_>) -> usize {
     200 + r.rule.len()
@@ -136,22 +112,32 @@ fn size_of(r: &ResultOut<'_>) -> usize {
 pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report {
     let mut summary = Summary::default();
     let mut results = Vec::new();
-    let mut failing_bytes = 0;
-    let mut passing_bytes = 0;
+    let mut bytes = 0;
     // In name order, each object's rules in order.
-    for (key, entry) in objects {
+    for ((kind, name), entry) in objects {
         for r in &entry.results {
             summary.add(r.status);
-            let out = result_out(namespace, key, entry, r);
-            match r.status {
-                Status::Pass | Status::Skip => passing_bytes += size_of(&out),
-                _ => failing_bytes += size_of(&out),
-            }
+            let out = ResultOut {
+                policy: REPORT_NAME,
+                rule: r.rule.name(),
+                result: r.status.as_str(),
+                source: REPORT_NAME,
+                scored: true,
+                resources: [ResourceOut {
+                    api_version: KINDS[*kind].api_version(),
+                    kind: KINDS[*kind].kind(),
+                    namespace,
+                    name,
+                    uid: entry.object.uid.as_deref(),
+                }],
+                message: r.message.as_deref(),
+            };
+            bytes += size_of(&out);
             results.push(out);
         }
     }
     let mut omitted = 0;
-    if failing_bytes + passing_bytes > MAX_REPORT_BYTES {
+    if bytes > MAX_REPORT_BYTES {
         let before = results.len();
         results.retain(|r| r.result != Status::Pass.as_str() && r.result != Status::Skip.as_str());
         let mut used = 0;
@@ -184,18 +170,8 @@ pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report 
     // hashed as it is, then held as text.
     let value = serde_json::to_value(&out).unwrap_or_default();
     Report {
-        namespace: namespace.to_owned(),
         hash: content_hash(&value),
         body: RawValue::from_string(value.to_string()).ok(),
-    }
-}
-
-/// The deletion of `namespace`'s report.
-pub fn deletion(namespace: &str) -> Report {
-    Report {
-        namespace: namespace.to_owned(),
-        body: None,
-        hash: 0,
     }
 }
 

@@ -331,7 +331,9 @@ async fn reconcile(key: Arc<DynamicObject>, reports: Arc<Reports>) -> Result<Act
     };
     if !current {
         let precondition = known.and_then(|k| k.resource_version);
-        let written = reports.write(&report, precondition.as_deref()).await;
+        let written = reports
+            .write(namespace, &report, precondition.as_deref())
+            .await;
         let outcome = match &written {
             Ok(_) if report.body.is_none() => WriteOutcome::Deleted,
             Ok(_) => WriteOutcome::Written,
@@ -449,7 +451,7 @@ impl Reports {
         let store = lock(&self.store);
         match store.objects(namespace) {
             Some(objects) => report::build(namespace, objects),
-            None => report::deletion(namespace),
+            None => Report::default(),
         }
     }
 
@@ -469,15 +471,16 @@ impl Reports {
         }
     }
 
-    /// Writes `report` over the stored version `precondition` (none: the
-    /// report is not known to be stored); what is stored then (`None`
-    /// once deleted).
+    /// Writes `namespace`'s `report` over the stored version
+    /// `precondition` (none: the report is not known to be stored); what is
+    /// stored then (`None` once deleted).
     async fn write(
         &self,
+        namespace: &str,
         report: &Report,
         precondition: Option<&str>,
     ) -> Result<Option<KnownReport>, kube::Error> {
-        let api = self.api(&report.namespace);
+        let api = self.api(namespace);
         match &report.body {
             Some(body) => {
                 let body =

@@ -36,7 +36,7 @@ pub(super) enum Outcome {
     /// Another replica wrote the Lease (or made it) between the read and
     /// the write: read it again.
     Lost,
-    /// The Lease does not exist and could not be made.
+    /// A read or a write failed.
     Failed(kube::Error),
 }
 
