@@ -59,13 +59,11 @@ impl KindEntry {
 /// How many kinds the audit judges.
 pub const COUNT: usize = 4;
 
-/// [`KINDS`]' entry of PipelineRollouts (the kind the sweeper watches too).
+/// The kinds' indexes in [`KINDS`] (PipelineRollouts: the kind the sweeper
+/// watches too; the ConfigMaps: Numaplane's labelled ones).
 pub const PIPELINE_ROLLOUTS: usize = 0;
-/// [`KINDS`]' entry of MonoVertexRollouts.
 pub const MONO_VERTEX_ROLLOUTS: usize = 1;
-/// [`KINDS`]' entry of ISBServiceRollouts.
 pub const ISB_SERVICE_ROLLOUTS: usize = 2;
-/// [`KINDS`]' entry of Numaplane's labelled ConfigMaps.
 pub const NAMESPACE_CONFIGS: usize = 3;
 
 /// The kinds audited, in report order, at the indexes named above. A watch

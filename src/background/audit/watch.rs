@@ -36,17 +36,18 @@ pub enum WatchItem {
 /// The watch events of one audited kind, restarted with backoff.
 pub type Events<const KIND: usize> = BoxStream<'static, watcher::Result<Event<Audited<KIND>>>>;
 
-/// Watches every kind in [`KINDS`], each reporting its own index; the PipelineRollouts from `rollouts` (the reader the
-/// leader's controllers share, [`crate::background::rollout_watch`]).
+/// Watches every kind in [`KINDS`], each reporting its own index; the
+/// PipelineRollouts from `rollouts` (the reader the leader's controllers
+/// share, [`crate::background::rollout_watch`]).
 pub fn all(
     client: &kube::Client,
     rollouts: Events<PIPELINE_ROLLOUTS>,
 ) -> impl futures_util::Stream<Item = WatchItem> + Unpin {
     let watches: [BoxStream<'static, WatchItem>; COUNT] = [
-        items::<PIPELINE_ROLLOUTS>(rollouts),
-        items::<MONO_VERTEX_ROLLOUTS>(events::<MONO_VERTEX_ROLLOUTS>(client.clone())),
-        items::<ISB_SERVICE_ROLLOUTS>(events::<ISB_SERVICE_ROLLOUTS>(client.clone())),
-        items::<NAMESPACE_CONFIGS>(events::<NAMESPACE_CONFIGS>(client.clone())),
+        items(rollouts),
+        items(events::<MONO_VERTEX_ROLLOUTS>(client.clone())),
+        items(events::<ISB_SERVICE_ROLLOUTS>(client.clone())),
+        items(events::<NAMESPACE_CONFIGS>(client.clone())),
     ];
     futures_util::stream::select_all(watches)
 }

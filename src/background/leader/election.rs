@@ -3,10 +3,9 @@
 //! write a merge patch carrying the `resourceVersion` just read.
 //! [`super::run_elected`] loops over it.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -40,14 +39,12 @@ pub(super) enum Outcome {
     Failed(kube::Error),
 }
 
-type CallFuture = Pin<Box<dyn Future<Output = (Option<Observed>, Outcome)> + Send>>;
-
 /// The call about the Lease in flight, or the wait before the next one.
 pub(super) enum Call {
     /// Waiting until the next call.
     At(Instant),
     /// A call in flight.
-    Calling(CallFuture),
+    Calling(BoxFuture<'static, (Option<Observed>, Outcome)>),
 }
 
 impl Call {
