@@ -54,7 +54,6 @@ impl Status {
 pub struct RuleResult {
     /// The rule (a report names it by [`Rule::name`]).
     pub rule: Rule,
-    /// The outcome.
     pub status: Status,
     /// What is wrong and how to fix it (the denial's words), when not a pass.
     pub message: Option<Box<str>>,
@@ -75,8 +74,7 @@ pub struct Judge<'a> {
 }
 
 impl<'a> Judge<'a> {
-    /// Judges under `policy` (already turned to enforce mode; `warn_only`
-    /// says whether the policy in force is in warn mode) at `now`.
+    /// Judges under `policy` as [`enforcing`] turns it, at `now`.
     pub fn new(policy: &'a Policy, warn_only: bool, now: OffsetDateTime) -> Self {
         Self {
             policy,
@@ -127,9 +125,10 @@ impl<'a> Judge<'a> {
             subject,
         };
         // A stored object's judgement asks for no permission; were one
-        // asked, it would be refused.
-        let verdict = admission::decide(self.policy, input)
-            .finish(|_| Permission::Refused(STORED.to_owned()));
+        // asked, it would be refused: who wrote it is unknown.
+        let unknown = "who wrote a stored object is unknown to the audit";
+        let verdict =
+            admission::decide(self.policy, input).finish(|_| Permission::Refused(unknown.into()));
         self.results(entry, &verdict)
     }
 
@@ -197,9 +196,6 @@ impl<'a> Judge<'a> {
         results
     }
 }
-
-/// Why no permission is granted for a stored object.
-const STORED: &str = "who wrote a stored object is unknown to the audit";
 
 /// `policy` as the audit judges with it: in enforce mode, so every
 /// violation comes back as a denial; and whether it was in warn mode.

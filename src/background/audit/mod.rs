@@ -42,14 +42,12 @@ use crate::policy::Policy;
 pub struct AuditOptions {
     /// How often every object is judged again, changed or not.
     pub interval: Duration,
-    /// The audit's API requests a second (report writes, deletions, the
-    /// CRD look-up), after the burst.
+    /// The writer's request budget ([`writer::rate_limited`]).
     pub qps: f64,
-    /// The audit's API requests at once before `qps` applies.
     pub burst: u32,
     /// How long a namespace's report waits after its results change before
-    /// it is written, each further change restarting the wait (the report
-    /// writer's debounce): one write per namespace for a burst of changes.
+    /// it is written, each further change restarting the wait: one write
+    /// per namespace for a burst of changes.
     pub debounce: Duration,
 }
 

@@ -199,9 +199,7 @@ impl Election {
             Outcome::Failed(e) => {
                 self.metrics.record_lease_error();
                 tracing::warn!(error = %e, holder = self.holds(), "a call about the Lease failed; trying again");
-                if let kube::Error::Api(status) = &e
-                    && status.code == 404
-                {
+                if is_status(&e, 404) {
                     self.held = None;
                 }
                 Instant::now() + retry
