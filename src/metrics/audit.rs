@@ -115,10 +115,8 @@ impl AuditMetrics {
             metrics.results.clone(),
         );
         for result in RESULTS {
-            metrics
-                .results
-                .get_or_create(&ResultLabels { result })
-                .set(0);
+            // Created at 0.
+            let _ = metrics.results.get_or_create(&ResultLabels { result });
         }
         registry.register_with_unit(
             "audit_last_completed_timestamp",
