@@ -140,10 +140,8 @@ impl<const KIND: usize> Audited<KIND> {
     /// rules read leaves the view as it was. Only invalid JSON fails.
     pub fn from_json(json: &[u8]) -> Result<Self, serde_json::Error> {
         let (metadata, view) = GuardedObject::stored_with_meta(json)?;
-        Ok(Self {
-            metadata,
-            view: Arc::new(view),
-        })
+        let view = Arc::new(view);
+        Ok(Self { metadata, view })
     }
 }
 
