@@ -16,13 +16,9 @@ use super::store::{Name, StoredObject};
 
 /// The reports' name, policy and source: the webhook's.
 pub const REPORT_NAME: &str = "pipelinerollout-webhook";
-/// The reports' API group.
 pub const REPORT_GROUP: &str = "wgpolicyk8s.io";
-/// The reports' version.
 pub const REPORT_VERSION: &str = "v1alpha2";
-/// The reports' kind.
 pub const REPORT_KIND: &str = "PolicyReport";
-/// The reports' resource name.
 pub const REPORT_PLURAL: &str = "policyreports";
 /// The label that marks the reports the audit writes.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -33,11 +29,10 @@ pub const OMITTED: &str = "pipelinerollout-webhook.numaplane.numaproj.io/results
 /// left out first (the summary still counts them), then the rest.
 pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
 
-/// A report to write: its body and the hash of its content.
-#[derive(Debug, Clone)]
+/// A report to write: its body and the hash of its content (the default:
+/// a deletion).
+#[derive(Debug, Clone, Default)]
 pub struct Report {
-    /// The namespace.
-    pub namespace: String,
     /// The PolicyReport as JSON text (held as text until written, so a
     /// report waiting for its turn costs its size and no more); `None` to
     /// delete it (no objects left).
@@ -47,17 +42,12 @@ pub struct Report {
 }
 
 /// The counts of a report's results, by outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
-    /// pass results.
     pub pass: u64,
-    /// fail results.
     pub fail: u64,
-    /// warn results.
     pub warn: u64,
-    /// error results.
     pub error: u64,
-    /// skip results.
     pub skip: u64,
 }
 
@@ -105,41 +95,8 @@ struct ReportOut<'a> {
     api_version: String,
     kind: &'static str,
     metadata: Value,
-    summary: SummaryOut,
+    summary: Summary,
     results: Vec<ResultOut<'a>>,
-}
-
-#[derive(Serialize)]
-struct SummaryOut {
-    pass: u64,
-    fail: u64,
-    warn: u64,
-    error: u64,
-    skip: u64,
-}
-
-fn result_out<'a>(
-    namespace: &'a str,
-    (kind, name): &'a Name,
-    entry: &'a StoredObject,
-    r: &'a super::judge::RuleResult,
-) -> ResultOut<'a> {
-    let entry_kind = &KINDS[*kind];
-    ResultOut {
-        policy: REPORT_NAME,
-        rule: r.rule.name(),
-        result: r.status.as_str(),
-        source: REPORT_NAME,
-        scored: true,
-        resources: [ResourceOut {
-            api_version: entry_kind.api_version(),
-            kind: entry_kind.kind(),
-            namespace,
-            name,
-            uid: entry.object.uid.as_deref(),
-        }],
-        message: r.message.as_deref(),
-    }
 }
 
 /// The size of a result as JSON, near enough (the fixed keys and the texts).
@@ -155,22 +112,32 @@ fn size_of(r: &ResultOut<'_>) -> usize {
 pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report {
     let mut summary = Summary::default();
     let mut results = Vec::new();
-    let mut failing_bytes = 0;
-    let mut passing_bytes = 0;
+    let mut bytes = 0;
     // In name order, each object's rules in order.
-    for (key, entry) in objects {
+    for ((kind, name), entry) in objects {
         for r in &entry.results {
             summary.add(r.status);
-            let out = result_out(namespace, key, entry, r);
-            match r.status {
-                Status::Pass | Status::Skip => passing_bytes += size_of(&out),
-                _ => failing_bytes += size_of(&out),
-            }
+            let out = ResultOut {
+                policy: REPORT_NAME,
+                rule: r.rule.name(),
+                result: r.status.as_str(),
+                source: REPORT_NAME,
+                scored: true,
+                resources: [ResourceOut {
+                    api_version: KINDS[*kind].api_version(),
+                    kind: KINDS[*kind].kind(),
+                    namespace,
+                    name,
+                    uid: entry.object.uid.as_deref(),
+                }],
+                message: r.message.as_deref(),
+            };
+            bytes += size_of(&out);
             results.push(out);
         }
     }
     let mut omitted = 0;
-    if failing_bytes + passing_bytes > MAX_REPORT_BYTES {
+    if bytes > MAX_REPORT_BYTES {
         let before = results.len();
         results.retain(|r| r.result != Status::Pass.as_str() && r.result != Status::Skip.as_str());
         let mut used = 0;
@@ -196,37 +163,22 @@ pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report 
         api_version: format!("{REPORT_GROUP}/{REPORT_VERSION}"),
         kind: REPORT_KIND,
         metadata,
-        summary: SummaryOut {
-            pass: summary.pass,
-            fail: summary.fail,
-            warn: summary.warn,
-            error: summary.error,
-            skip: summary.skip,
-        },
+        summary,
         results,
     };
     // Writing plain structs and maps to JSON does not fail; the tree is
     // hashed as it is, then held as text.
     let value = serde_json::to_value(&out).unwrap_or_default();
     Report {
-        namespace: namespace.to_owned(),
         hash: content_hash(&value),
         body: RawValue::from_string(value.to_string()).ok(),
     }
 }
 
-/// The deletion of `namespace`'s report.
-pub fn deletion(namespace: &str) -> Report {
-    Report {
-        namespace: namespace.to_owned(),
-        body: None,
-        hash: 0,
-    }
-}
-
 /// What a report says: its summary, results and omitted count, as
-/// canonical JSON (keys sorted), so that a report read back from the API
-/// server hashes the same as the one written.
+/// canonical JSON (keys sorted: serde_json's maps are sorted, without its
+/// `preserve_order`), so that a report read back from the API server
+/// hashes the same as the one written.
 pub fn content(report: &Value) -> String {
     let omitted = report
         .pointer(&format!(
@@ -235,14 +187,12 @@ pub fn content(report: &Value) -> String {
         ))
         .cloned()
         .unwrap_or(Value::Null);
-    let parts = json!({
+    json!({
         "summary": report.get("summary").cloned().unwrap_or(Value::Null),
         "results": report.get("results").cloned().unwrap_or(Value::Null),
         "omitted": omitted,
-    });
-    let mut out = String::new();
-    canonical(&parts, &mut out);
-    out
+    })
+    .to_string()
 }
 
 /// The hash of [`content`].
@@ -250,35 +200,6 @@ pub fn content_hash(report: &Value) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     content(report).hash(&mut hasher);
     hasher.finish()
-}
-
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
-            out.push('{');
-            for (i, (k, v)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::from(k.as_str()).to_string());
-                out.push(':');
-                canonical(v, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(v, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 #[cfg(test)]
@@ -346,6 +267,18 @@ mod tests {
             entry(vec![(Rule::TimeoutRange, Status::Pass)]),
         );
         assert_ne!(build("team-a", &objects).hash, report.hash);
+    }
+
+    #[test]
+    fn content_is_canonical_json_whatever_the_key_order() {
+        let read: Value = serde_json::from_str(
+            r#"{"results": [{"z": 1, "a": {"y": 2, "b": 3}}], "summary": {"pass": 1}}"#,
+        )
+        .expect("JSON");
+        assert_eq!(
+            content(&read),
+            r#"{"omitted":null,"results":[{"a":{"b":3,"y":2},"z":1}],"summary":{"pass":1}}"#
+        );
     }
 
     #[test]
