@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::inspect;
-use super::material::Material;
+use super::material::{self, Material};
 use super::plan::{Change, Plan};
 use super::schedule;
 
@@ -75,7 +74,7 @@ impl Lingering {
                 continue;
             }
             // What it remembers was checked when the plan made it.
-            let Ok(info) = inspect::check_ca_cert(pem) else {
+            let Ok(info) = material::check_ca_cert(pem) else {
                 continue;
             };
             if now >= info.not_after {
@@ -94,15 +93,15 @@ impl Lingering {
     }
 
     /// The caBundle: the lingering CAs, then the plan's.
-    pub fn bundle(&self, material: &Material) -> String {
-        let planned = material.bundle_cas();
-        self.entries
-            .iter()
-            .map(|e| e.pem.as_str())
-            .filter(|pem| !planned.contains(pem))
-            .chain(planned.iter().copied())
-            .map(|pem| format!("{}\n", pem.trim_end()))
-            .collect()
+    pub fn bundle(&self, planned: &Material) -> String {
+        let planned = planned.bundle_cas();
+        material::bundle(
+            self.entries
+                .iter()
+                .map(|e| e.pem.as_str())
+                .filter(|pem| !planned.contains(pem))
+                .chain(planned.iter().copied()),
+        )
     }
 
     /// After `material`'s writes at `now`: remembers what the replicas

@@ -13,7 +13,7 @@ use std::time::Duration;
 use rustls_pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 
-use super::bundle::{Configuration, Configurations};
+use super::bundle::{self, Configuration};
 use super::{CertOptions, schedule, trust};
 use crate::background::backoff::Backoff;
 
@@ -32,20 +32,10 @@ pub trait ServedCertificate: Send + Sync + 'static {
 /// Why the served certificate is not trusted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Untrusted {
-    /// No webhook in either configuration calls the Service.
     #[error("no webhook in the webhook configurations calls the Service of {name}")]
-    NoWebhook {
-        /// The name the certificate is checked for.
-        name: String,
-    },
-    /// A webhook's caBundle does not trust the served chain.
+    NoWebhook { name: String },
     #[error("webhook {webhook}: {why}")]
-    Webhook {
-        /// The webhook's name.
-        webhook: String,
-        /// What the trust check said.
-        why: String,
-    },
+    Webhook { webhook: String, why: String },
 }
 
 /// `Ok` when every webhook in `configurations` that calls the Service
@@ -82,17 +72,19 @@ pub async fn run<S: ServedCertificate>(
     options: CertOptions,
     stop: CancellationToken,
 ) {
-    let configurations = Configurations::new(
-        client,
-        &options.validating,
-        &options.mutating,
-        options.service.clone(),
-    );
+    let configurations = bundle::configurations(&client, &options);
     let name = options.server_name();
     let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     let mut last: Option<Result<(), Untrusted>> = None;
     loop {
-        let wait = match configurations.read_both().await {
+        let read = async {
+            let mut read = Vec::with_capacity(2);
+            for configuration in &configurations {
+                read.push(configuration.read(&options.service).await?);
+            }
+            Ok::<_, kube::Error>(read)
+        };
+        let wait = match read.await {
             Ok(both) => {
                 backoff.reset();
                 let soon = time::OffsetDateTime::now_utc() + schedule::signed(schedule::MARGIN);

@@ -1,14 +1,13 @@
 //! The two Secrets as Kubernetes objects: what the plan reads from them,
-//! the objects it writes, and the limit on how often they are written.
+//! their writes, and the limit on how often they are written.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::ObjectMeta;
+use kube::api::{Api, ObjectMeta, PostParams};
 
-use super::CertOptions;
 use super::material::{self, Served, Stored};
 
 /// At most this many Secret writes in [`WRITE_WINDOW`]: a CA or Secret
@@ -16,7 +15,6 @@ use super::material::{self, Served, Stored};
 /// slows to this rate instead of looping. A rotation writes one Secret per
 /// step, a repair two.
 pub const WRITE_BURST: usize = 6;
-/// See [`WRITE_BURST`].
 pub const WRITE_WINDOW: Duration = Duration::from_secs(10);
 
 /// The times of the last Secret writes.
@@ -66,7 +64,6 @@ pub const SERVING_TYPES: &[&str] = &["kubernetes.io/tls", "Opaque"];
 pub struct WrongType {
     /// namespace/name.
     pub name: String,
-    /// Its type.
     pub found: String,
     /// The types the webhook keeps it as.
     pub wanted: String,
@@ -87,7 +84,8 @@ pub fn check_type(secret: Option<&Secret>, name: &str, allowed: &[&str]) -> Resu
     })
 }
 
-fn data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+/// The serving Secret as the plan reads it.
+pub fn served(secret: &Secret) -> Served {
     secret
         .data
         .iter()
@@ -99,7 +97,7 @@ fn data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 /// The CA Secret as the plan reads it.
 pub fn stored(secret: &Secret) -> Stored {
     Stored {
-        data: data(secret),
+        data: served(secret),
         retire_after: secret
             .metadata
             .annotations
@@ -109,26 +107,23 @@ pub fn stored(secret: &Secret) -> Stored {
     }
 }
 
-/// The serving Secret as the plan reads it.
-pub fn served(secret: &Secret) -> Served {
-    data(secret)
-}
-
-/// A Secret named `name` holding `data`: `existing`'s metadata kept
-/// (without managed fields), the rotation annotation set to `annotation`,
-/// of type `type_` when created.
-pub fn object(
+/// Writes the Secret `name` of `namespace` holding `data`: replaces
+/// `existing` (carrying the resourceVersion it was read with, its other
+/// metadata kept without managed fields), or creates it of type `type_`;
+/// the rotation annotation set to `annotation`.
+pub async fn write(
+    secrets: &Api<Secret>,
     existing: Option<&Secret>,
     name: &str,
-    options: &CertOptions,
+    namespace: &str,
     type_: &str,
     data: BTreeMap<String, String>,
     annotation: Option<String>,
-) -> Secret {
+) -> Result<(), kube::Error> {
     let mut metadata = existing.map_or_else(
         || ObjectMeta {
             name: Some(name.to_owned()),
-            namespace: Some(options.secret_namespace.clone()),
+            namespace: Some(namespace.to_owned()),
             labels: Some(BTreeMap::from([(
                 "app.kubernetes.io/name".to_owned(),
                 "pipelinerollout-webhook".to_owned(),
@@ -151,7 +146,7 @@ pub fn object(
             }
         }
     }
-    Secret {
+    let secret = Secret {
         metadata,
         type_: existing
             .and_then(|s| s.type_.clone())
@@ -162,7 +157,14 @@ pub fn object(
                 .collect(),
         ),
         ..Secret::default()
+    };
+    let params = PostParams::default();
+    if existing.is_some() {
+        secrets.replace(name, &params, &secret).await?;
+    } else {
+        secrets.create(&params, &secret).await?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
