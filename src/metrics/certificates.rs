@@ -9,6 +9,13 @@ use prometheus_client::registry::Registry;
 /// `N` labels, each a name and a value.
 type Labels<const N: usize> = [(&'static str, &'static str); N];
 
+/// Creates the series of `family` whose `key` is each of `values`, at zero.
+fn at_zero(family: &Family<Labels<1>, Counter>, key: &'static str, values: &[&'static str]) {
+    for &value in values {
+        family.get_or_create(&[(key, value)]).inc_by(0);
+    }
+}
+
 /// The metrics of the certificate controller and of the trust check.
 #[derive(Debug, Clone)]
 pub struct CertMetrics {
@@ -70,24 +77,12 @@ impl CertMetrics {
                     .inc_by(0);
             }
         }
-        for step in ["started", "switched", "completed"] {
-            metrics
-                .ca_rotations
-                .get_or_create(&[("step", step)])
-                .inc_by(0);
-        }
-        for configuration in ["validating", "mutating"] {
-            metrics
-                .bundle_updates
-                .get_or_create(&[("configuration", configuration)])
-                .inc_by(0);
-        }
-        for operation in ["secret", "bundle", "watch", "issue", "rate"] {
-            metrics
-                .errors
-                .get_or_create(&[("operation", operation)])
-                .inc_by(0);
-        }
+        let steps = ["started", "switched", "completed"];
+        at_zero(&metrics.ca_rotations, "step", &steps);
+        let configurations = ["validating", "mutating"];
+        at_zero(&metrics.bundle_updates, "configuration", &configurations);
+        let operations = ["secret", "bundle", "watch", "issue", "rate"];
+        at_zero(&metrics.errors, "operation", &operations);
         metrics
     }
 

@@ -11,17 +11,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{CertOptions, trust};
-
-/// The field manager of the caBundle patches.
-pub const FIELD_MANAGER: &str = "pipelinerollout-webhook-certs";
-
-/// The Service the certificates are for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceRef {
-    pub name: String,
-    pub namespace: String,
-}
+use super::{CertOptions, ServiceRef, trust};
 
 /// A webhook that calls the Service: `webhooks[].name` and its
 /// `clientConfig.caBundle` (empty when unset).
@@ -29,13 +19,6 @@ pub struct ServiceRef {
 pub struct OurWebhook {
     pub name: String,
     pub ca_bundle: Vec<u8>,
-}
-
-/// A webhook configuration as read: the webhooks that call the Service
-/// (none when the configuration is absent).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Configuration {
-    pub ours: Vec<OurWebhook>,
 }
 
 /// The webhooks of a list of `(name, clientConfig)` that call `service`.
@@ -75,10 +58,9 @@ pub fn carries(bundle: &[u8], cas: &[&str]) -> bool {
 /// The strategic-merge patch that sets `bundle` on the named webhooks
 /// (`webhooks` merges by name), or `None` when every webhook already holds
 /// exactly `bundle`.
-pub fn patch(config: &Configuration, bundle: &str) -> Option<Value> {
+pub fn patch(ours: &[OurWebhook], bundle: &str) -> Option<Value> {
     use base64::Engine as _;
-    let stale: Vec<Value> = config
-        .ours
+    let stale: Vec<Value> = ours
         .iter()
         .filter(|w| w.ca_bundle != bundle.as_bytes())
         .map(|w| {
@@ -134,27 +116,26 @@ struct Webhook {
 }
 
 impl WebhookConfiguration {
-    /// Reads the configuration's webhooks that call `service`.
-    pub async fn read(&self, service: &ServiceRef) -> Result<Configuration, kube::Error> {
+    /// Reads the configuration's webhooks that call `service` (none when
+    /// it is absent).
+    pub async fn read(&self, service: &ServiceRef) -> Result<Vec<OurWebhook>, kube::Error> {
         let Some(object) = self.api.get_opt(&self.name).await? else {
-            return Ok(Configuration::default());
+            return Ok(Vec::new());
         };
         let webhooks: Option<Vec<Webhook>> =
             serde_json::from_value(object.data["webhooks"].clone())
                 .map_err(kube::Error::SerdeError)?;
         let webhooks = webhooks.unwrap_or_default();
-        Ok(Configuration {
-            ours: ours(
-                webhooks.iter().map(|w| (w.name.as_str(), &w.client_config)),
-                service,
-            ),
-        })
+        Ok(ours(
+            webhooks.iter().map(|w| (w.name.as_str(), &w.client_config)),
+            service,
+        ))
     }
 
     /// Applies a patch from [`patch`].
     pub async fn write(&self, patch: &Value) -> Result<(), kube::Error> {
         let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
+            field_manager: Some("pipelinerollout-webhook-certs".to_owned()),
             ..PatchParams::default()
         };
         self.api

@@ -30,12 +30,9 @@ use crate::metrics::certificates::CertMetrics;
 /// Why one pass failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum PassError {
+    /// `name` is namespace/name.
     #[error("Secret {name}: {source}")]
-    Secret {
-        /// namespace/name.
-        name: String,
-        source: kube::Error,
-    },
+    Secret { name: String, source: kube::Error },
     #[error("webhook configuration {name}: {source}")]
     Bundle { name: String, source: kube::Error },
     #[error(transparent)]
@@ -159,9 +156,10 @@ async fn pass(
     limit: &mut WriteLimit,
     lingering: &mut Lingering,
 ) -> Result<Duration, PassError> {
-    let named = |name: &str| format!("{}/{name}", options.secret_namespace);
-    let secret_err = |name: &str| {
-        let name = named(name);
+    let ca_name = format!("{}/{}", options.secret_namespace, options.ca_secret);
+    let serving_name = format!("{}/{}", options.secret_namespace, options.secret);
+    let secret_err = |name: &String| {
+        let name = name.clone();
         move |source| PassError::Secret { name, source }
     };
     let bundle_err = |configuration: &WebhookConfiguration| {
@@ -171,21 +169,13 @@ async fn pass(
     let existing_ca = secrets
         .get_opt(&options.ca_secret)
         .await
-        .map_err(secret_err(&options.ca_secret))?;
+        .map_err(secret_err(&ca_name))?;
     let existing = secrets
         .get_opt(&options.secret)
         .await
-        .map_err(secret_err(&options.secret))?;
-    secrets::check_type(
-        existing_ca.as_ref(),
-        &named(&options.ca_secret),
-        secrets::CA_TYPES,
-    )?;
-    secrets::check_type(
-        existing.as_ref(),
-        &named(&options.secret),
-        secrets::SERVING_TYPES,
-    )?;
+        .map_err(secret_err(&serving_name))?;
+    secrets::check_type(existing_ca.as_ref(), &ca_name, secrets::CA_TYPES)?;
+    secrets::check_type(existing.as_ref(), &serving_name, secrets::SERVING_TYPES)?;
     let mut read = Vec::with_capacity(2);
     for configuration in configurations {
         let ours = configuration.read(&options.service).await;
@@ -199,7 +189,8 @@ async fn pass(
         options,
         |cas| {
             read.iter()
-                .all(|c| c.ours.iter().all(|w| bundle::carries(&w.ca_bundle, cas)))
+                .flatten()
+                .all(|w| bundle::carries(&w.ca_bundle, cas))
         },
     )?;
     if plan.write_ca || plan.write_serving {
@@ -213,31 +204,29 @@ async fn pass(
             return Ok(wait);
         }
     }
-    let secret_name = named(&options.ca_secret);
     if plan.write_ca {
         secrets::write(
             secrets,
             existing_ca.as_ref(),
             &options.ca_secret,
-            &options.secret_namespace,
             "Opaque",
             plan.material.ca_data(),
             plan.material.annotation(),
         )
         .await
-        .map_err(secret_err(&options.ca_secret))?;
+        .map_err(secret_err(&ca_name))?;
         limit.record(Instant::now());
     }
     for change in &plan.changes {
-        report(change, metrics, &secret_name, &plan.material);
+        report(change, metrics, &ca_name, &plan.material);
     }
     let (left, kept) = lingering.update(&plan, now, options.propagation);
     if left > 0 {
-        tracing::info!(%secret_name, cas = left, "a CA the replicas no longer serve from left the caBundle");
+        tracing::info!(secret_name = %ca_name, cas = left, "a CA the replicas no longer serve from left the caBundle");
     }
     if kept > 0 {
         tracing::warn!(
-            %secret_name, cas = kept,
+            secret_name = %ca_name, cas = kept,
             "the Secrets no longer name the CA the replicas serve from (both deleted?): it stays in the caBundle until they serve the new certificate"
         );
     }
@@ -251,7 +240,7 @@ async fn pass(
             metrics.bundle_updated(configuration.label);
             tracing::info!(
                 configuration = %configuration.name,
-                webhooks = ours.ours.len(),
+                webhooks = ours.len(),
                 cas = plan.material.bundle_cas().len(),
                 "caBundle written"
             );
@@ -264,13 +253,12 @@ async fn pass(
             secrets,
             existing.as_ref(),
             &options.secret,
-            &options.secret_namespace,
             "kubernetes.io/tls",
             data,
             None,
         )
         .await
-        .map_err(secret_err(&options.secret))?;
+        .map_err(secret_err(&serving_name))?;
         limit.record(Instant::now());
     }
     let due = lingering.written(
@@ -285,53 +273,47 @@ async fn pass(
 }
 
 fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &Material) {
+    match change {
+        Change::CaIssued(reason) => metrics.issued("ca", reason.label()),
+        Change::ServingIssued(reason) => metrics.issued("serving", reason.label()),
+        Change::RotationStarted => metrics.rotation("started"),
+        Change::RotationSwitched => metrics.rotation("switched"),
+        Change::RotationCompleted => metrics.rotation("completed"),
+        Change::RetireCapped(_) | Change::Dropped(_) => {}
+    }
     let not_after = |pem: &str| material::validity(pem).map(|v| v.not_after.to_string());
     match change {
+        Change::CaIssued(Reason::Invalid(why)) => tracing::warn!(
+            %secret, %why,
+            "the Secret's CA is unusable (edited by hand?): replaced with a new CA and serving certificate"
+        ),
         Change::CaIssued(reason) => {
-            metrics.issued("ca", reason.label());
-            match reason {
-                Reason::Invalid(why) => tracing::warn!(
-                    %secret, %why,
-                    "the Secret's CA is unusable (edited by hand?): replaced with a new CA and serving certificate"
-                ),
-                _ => {
-                    tracing::info!(%secret, reason = reason.label(), not_after = ?not_after(&now.ca.cert_pem), "CA issued")
-                }
-            }
+            let not_after = not_after(&now.ca.cert_pem);
+            tracing::info!(%secret, reason = reason.label(), not_after = ?not_after, "CA issued")
         }
+        Change::ServingIssued(Reason::Invalid(why)) => tracing::warn!(
+            %secret, %why,
+            "the Secret's serving certificate is unusable (edited by hand?): replaced"
+        ),
         Change::ServingIssued(reason) => {
-            metrics.issued("serving", reason.label());
-            match reason {
-                Reason::Invalid(why) => tracing::warn!(
-                    %secret, %why,
-                    "the Secret's serving certificate is unusable (edited by hand?): replaced"
-                ),
-                _ => {
-                    let not_after = now
-                        .serving
-                        .as_ref()
-                        .and_then(|s| not_after(&s.pair.cert_pem));
-                    tracing::info!(%secret, reason = reason.label(), not_after = ?not_after, "serving certificate issued")
-                }
-            }
+            let serving = now.serving.as_ref();
+            let not_after = serving.and_then(|s| not_after(&s.pair.cert_pem));
+            tracing::info!(%secret, reason = reason.label(), not_after = ?not_after, "serving certificate issued")
         }
         Change::RotationStarted => {
-            metrics.rotation("started");
-            tracing::info!(%secret, "CA rotation: a new CA joins the caBundle beside the current one");
+            tracing::info!(%secret, "CA rotation: a new CA joins the caBundle beside the current one")
         }
         Change::RotationSwitched => {
-            metrics.rotation("switched");
-            tracing::info!(%secret, "CA rotation: the serving certificate is now signed by the new CA");
+            tracing::info!(%secret, "CA rotation: the serving certificate is now signed by the new CA")
         }
         Change::RotationCompleted => {
-            metrics.rotation("completed");
-            tracing::info!(%secret, "CA rotation: the previous CA left the caBundle");
+            tracing::info!(%secret, "CA rotation: the previous CA left the caBundle")
         }
         Change::RetireCapped(by) => {
-            tracing::warn!(%secret, retire_after = %by, "the retired CA's time to leave the caBundle was later than one propagation delay and a margin after the serving certificate left it (not a CA this webhook retired?): it leaves earlier");
+            tracing::warn!(%secret, retire_after = %by, "the retired CA's time to leave the caBundle was later than one propagation delay and a margin after the serving certificate left it (not a CA this webhook retired?): it leaves earlier")
         }
         Change::Dropped(why) => {
-            tracing::warn!(%secret, %why, "a CA rotation entry that is unusable or not the webhook's was dropped");
+            tracing::warn!(%secret, %why, "a CA rotation entry that is unusable or not the webhook's was dropped")
         }
     }
 }

@@ -74,15 +74,13 @@ impl Lingering {
                 continue;
             }
             // What it remembers was checked when the plan made it.
-            let Ok(info) = material::check_ca_cert(pem) else {
-                continue;
-            };
-            if now >= info.not_after {
+            let not_after = material::check_ca_cert(pem).map_or(now, |v| v.not_after);
+            if now >= not_after {
                 continue;
             }
             self.entries.push(Entry {
                 pem: pem.clone(),
-                not_after: info.not_after,
+                not_after,
                 left_at: None,
             });
             kept += 1;
@@ -130,7 +128,6 @@ impl Lingering {
     }
 }
 
-/// When a lingering CA leaves the caBundle.
 fn leaves(entry: &Entry, propagation: Duration) -> OffsetDateTime {
     entry.left_at.map_or(entry.not_after, |t| {
         schedule::retire_after(t, propagation).min(entry.not_after)

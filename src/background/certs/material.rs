@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use rcgen::{KeyPair, PublicKeyData as _};
 use rustls_pki_types::CertificateDer;
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use x509_parser::extensions::GeneralName;
 
 use super::{CertOptions, trust};
@@ -85,28 +86,30 @@ impl Material {
         bundle(self.bundle_cas())
     }
 
-    pub fn ca_data(&self) -> BTreeMap<String, String> {
-        let mut data = BTreeMap::new();
-        data.insert(CA_CERT.to_owned(), self.ca.cert_pem.clone());
-        data.insert(CA_KEY.to_owned(), self.ca.key_pem.clone());
+    pub fn ca_data(&self) -> Served {
+        let mut data = Served::new();
+        let mut put = |key: &str, pem: &str| data.insert(key.to_owned(), pem.as_bytes().to_vec());
+        put(CA_CERT, &self.ca.cert_pem);
+        put(CA_KEY, &self.ca.key_pem);
         if let Some(next) = &self.next_ca {
-            data.insert(NEXT_CA_CERT.to_owned(), next.cert_pem.clone());
-            data.insert(NEXT_CA_KEY.to_owned(), next.key_pem.clone());
+            put(NEXT_CA_CERT, &next.cert_pem);
+            put(NEXT_CA_KEY, &next.key_pem);
         }
         if let Some(previous) = &self.previous_ca {
-            data.insert(PREVIOUS_CA_CERT.to_owned(), previous.cert_pem.clone());
+            put(PREVIOUS_CA_CERT, &previous.cert_pem);
         }
         data
     }
 
     /// The serving Secret's data, when there is a serving certificate.
-    pub fn serving_data(&self) -> Option<BTreeMap<String, String>> {
+    pub fn serving_data(&self) -> Option<Served> {
         let serving = self.serving.as_ref()?;
-        Some(BTreeMap::from([
-            (TLS_CERT.to_owned(), serving.pair.cert_pem.clone()),
-            (TLS_KEY.to_owned(), serving.pair.key_pem.clone()),
-            (CA_CERT.to_owned(), serving.ca_pem.clone()),
-        ]))
+        let mut data = Served::new();
+        let mut put = |key: &str, pem: &str| data.insert(key.to_owned(), pem.as_bytes().to_vec());
+        put(TLS_CERT, &serving.pair.cert_pem);
+        put(TLS_KEY, &serving.pair.key_pem);
+        put(CA_CERT, &serving.ca_pem);
+        Some(data)
     }
 
     /// The value of [`RETIRE_AFTER`], when a CA is being retired.
@@ -125,8 +128,7 @@ pub fn bundle<'a>(cas: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 pub fn rfc3339(t: OffsetDateTime) -> Option<String> {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .ok()
+    t.format(&Rfc3339).ok()
 }
 
 /// The CA Secret as read: its data (decoded) and the value of
@@ -177,6 +179,10 @@ pub enum SecretError {
     TwoRotations,
     #[error(transparent)]
     Serving(CheckError),
+    /// The serving certificate is valid, but for other names than the
+    /// Service's (renewed, not replaced as unusable).
+    #[error("{} is for other names than the Service's", TLS_CERT)]
+    OtherNames,
 }
 
 /// Why a certificate (and its key) failed its check.
@@ -210,15 +216,6 @@ pub enum CheckError {
     CannotServe { name: String, why: String },
 }
 
-/// What is wrong with a stored serving certificate.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ServingProblem {
-    /// Absent, unreadable, not matching its key, or not signed by the CA.
-    Invalid(SecretError),
-    /// Valid, but for other names than the Service's.
-    Names,
-}
-
 fn text(data: &BTreeMap<String, Vec<u8>>, key: &'static str) -> Result<String, SecretError> {
     let bytes = data.get(key).ok_or(SecretError::Missing(key))?;
     String::from_utf8(bytes.clone()).map_err(|_| SecretError::NotText(key))
@@ -236,7 +233,9 @@ fn pair(
 }
 
 impl Stored {
-    fn checked_ca(
+    /// The CA in `cert` and `key` (the signing one: [`CA_CERT`] and
+    /// [`CA_KEY`]), if present and the webhook's at `now`.
+    pub fn ca(
         &self,
         cert: &'static str,
         key: &'static str,
@@ -249,15 +248,6 @@ impl Stored {
         Ok((pair, validity))
     }
 
-    /// The signing CA, if present and the webhook's at `now`.
-    pub fn ca(
-        &self,
-        options: &CertOptions,
-        now: OffsetDateTime,
-    ) -> Result<(PemPair, Validity), SecretError> {
-        self.checked_ca(CA_CERT, CA_KEY, options, now)
-    }
-
     /// The CA being introduced: `None` when there is none, `Err` when it
     /// is there but unusable.
     pub fn next_ca(
@@ -268,7 +258,7 @@ impl Stored {
         if !self.data.contains_key(NEXT_CA_CERT) && !self.data.contains_key(NEXT_CA_KEY) {
             return None;
         }
-        Some(self.checked_ca(NEXT_CA_CERT, NEXT_CA_KEY, options, now))
+        Some(self.ca(NEXT_CA_CERT, NEXT_CA_KEY, options, now))
     }
 
     /// The CA being retired, with its validity and when it may leave as
@@ -284,9 +274,7 @@ impl Stored {
                 .retire_after
                 .as_deref()
                 .ok_or(SecretError::NoRetireAfter)?;
-            let after =
-                OffsetDateTime::parse(after, &time::format_description::well_known::Rfc3339)
-                    .map_err(SecretError::RetireAfter)?;
+            let after = OffsetDateTime::parse(after, &Rfc3339).map_err(SecretError::RetireAfter)?;
             let previous = Previous {
                 cert_pem: pem,
                 retire_after: after,
@@ -304,9 +292,9 @@ pub fn serving(
     ca_pem: &str,
     options: &CertOptions,
     now: OffsetDateTime,
-) -> Result<(PemPair, Validity), ServingProblem> {
-    let invalid = |check| ServingProblem::Invalid(SecretError::Serving(check));
-    let pair = pair(served, TLS_CERT, TLS_KEY).map_err(ServingProblem::Invalid)?;
+) -> Result<(PemPair, Validity), SecretError> {
+    let invalid = SecretError::Serving;
+    let pair = pair(served, TLS_CERT, TLS_KEY)?;
     let der = one_certificate(&pair.cert_pem).map_err(invalid)?;
     let parsed = parse(&der).map_err(invalid)?;
     key_matches(&pair.key_pem, &parsed.spki).map_err(invalid)?;
@@ -318,7 +306,7 @@ pub fn serving(
     let mut want = options.dns_names();
     want.sort();
     if parsed.dns_names != want {
-        return Err(ServingProblem::Names);
+        return Err(SecretError::OtherNames);
     }
     Ok((pair, parsed.validity))
 }

@@ -36,12 +36,17 @@ pub mod trust;
 
 use std::time::Duration;
 
-pub use self::bundle::ServiceRef;
-
 /// The default name of the serving Secret (every replica mounts it).
 pub const DEFAULT_SECRET: &str = "pipelinerollout-webhook-tls";
 /// The default name of the CA Secret (no pod mounts it).
 pub const DEFAULT_CA_SECRET: &str = "pipelinerollout-webhook-ca";
+
+/// The Service the certificates are for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRef {
+    pub name: String,
+    pub namespace: String,
+}
 
 /// What the certificates are for, where they are kept and how long they
 /// live.

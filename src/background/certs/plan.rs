@@ -24,13 +24,11 @@
 //! caBundle beside the new CA until every replica serves a certificate
 //! from the new CA.
 
-use std::collections::BTreeMap;
-
 use time::OffsetDateTime;
 
 use super::CertOptions;
 use super::material::{
-    self, CheckError, Material, Previous, SecretError, Served, Serving, ServingProblem, Stored,
+    self, CA_CERT, CA_KEY, CheckError, Material, Previous, SecretError, Served, Serving, Stored,
 };
 use super::schedule::{self, BACKDATE, signed};
 use crate::pki::{self, CertError, PemPair, Validity};
@@ -48,9 +46,7 @@ pub enum PlanError {
 /// Why a certificate was issued.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
-    /// Nothing existed yet.
     Initial,
-    /// It was due.
     Due,
     /// Its names were not the Service's.
     Names,
@@ -105,15 +101,26 @@ pub struct Plan {
     pub wake_at: OffsetDateTime,
 }
 
-fn new_ca(options: &CertOptions, now: OffsetDateTime) -> Result<PemPair, CertError> {
+/// A new CA, checked.
+fn new_ca(options: &CertOptions, now: OffsetDateTime) -> Result<(PemPair, Validity), PlanError> {
     let name = format!("pipelinerollout-webhook {}", options.server_name());
-    pki::issue_ca(
-        &name,
-        Validity {
-            not_before: now - signed(BACKDATE),
-            not_after: now + signed(options.ca_validity),
-        },
-    )
+    let validity = Validity {
+        not_before: now - signed(BACKDATE),
+        not_after: now + signed(options.ca_validity),
+    };
+    let ca = pki::issue_ca(&name, validity)?;
+    let validity = material::check_ca(&ca, options, now)?;
+    Ok((ca, validity))
+}
+
+/// `cert_pem` as the CA being retired, one propagation delay and a margin
+/// after `switched`.
+fn retiring(cert_pem: String, switched: OffsetDateTime, options: &CertOptions) -> Previous {
+    let retire_after = schedule::retire_after(switched, options.propagation);
+    Previous {
+        cert_pem,
+        retire_after,
+    }
 }
 
 fn issued(validity: &Validity) -> OffsetDateTime {
@@ -130,13 +137,6 @@ fn usable<T>(entry: Option<Result<T, SecretError>>, changes: &mut Vec<Change>) -
     entry?
         .map_err(|why| changes.push(Change::Dropped(why)))
         .ok()
-}
-
-fn differs(stored: &BTreeMap<String, Vec<u8>>, planned: &BTreeMap<String, String>) -> bool {
-    stored.len() != planned.len()
-        || planned
-            .iter()
-            .any(|(k, v)| stored.get(k).map(Vec::as_slice) != Some(v.as_bytes()))
 }
 
 /// Plans the Secrets' next contents from the CA Secret `ca_secret` and
@@ -156,12 +156,12 @@ pub fn plan(
     let stored = ca_secret.unwrap_or(&empty);
     let mut changes = Vec::new();
     let mut wake_at = now + time::Duration::hours(1);
+    let soon = now + time::Duration::seconds(1);
 
-    let (mut ca, mut ca_info, replaced) = match stored.ca(options, now) {
+    let (mut ca, mut ca_info, replaced) = match stored.ca(CA_CERT, CA_KEY, options, now) {
         Ok((ca, info)) => (ca, info, false),
         Err(why) => {
-            let ca = new_ca(options, now)?;
-            let info = material::check_ca(&ca, options, now)?;
+            let (ca, info) = new_ca(options, now)?;
             changes.push(Change::CaIssued(if initial {
                 Reason::Initial
             } else if ca_secret.is_none() {
@@ -192,41 +192,24 @@ pub fn plan(
             .and_then(|s| material::serving_ca(s, options, now))
             .filter(|(pem, _)| *pem != ca.cert_pem)
             .filter(|(pem, _)| carried(&[pem.as_str()]))
-            .map(|(pem, info)| {
-                let retire_after = schedule::retire_after(now + propagation, options.propagation);
-                (
-                    Previous {
-                        cert_pem: pem,
-                        retire_after,
-                    },
-                    info,
-                )
-            });
+            .map(|(pem, info)| (retiring(pem, now + propagation, options), info));
     }
 
     if let Some((candidate, info)) = next.take() {
         let switch_at = issued(&info) + propagation;
         if now >= switch_at && carried(&[&ca.cert_pem, &candidate.cert_pem]) {
-            let retire_after = schedule::retire_after(now, options.propagation);
-            previous = Some((
-                Previous {
-                    cert_pem: ca.cert_pem,
-                    retire_after,
-                },
-                ca_info,
-            ));
+            previous = Some((retiring(ca.cert_pem, now, options), ca_info));
             (ca, ca_info) = (candidate, info);
             changes.push(Change::RotationSwitched);
         } else {
-            wake_at = wake_at.min(switch_at.max(now + time::Duration::seconds(1)));
+            wake_at = wake_at.min(switch_at.max(soon));
             next = Some((candidate, info));
         }
     } else if previous.is_none() {
         let due =
             schedule::rotate_ca_at(ca_info.not_before, ca_info.not_after, options.propagation);
         if now >= due {
-            let candidate = new_ca(options, now)?;
-            let info = material::check_ca(&candidate, options, now)?;
+            let (candidate, info) = new_ca(options, now)?;
             wake_at = wake_at.min(issued(&info) + propagation);
             next = Some((candidate, info));
             changes.push(Change::RotationStarted);
@@ -248,8 +231,8 @@ pub fn plan(
             Ok(Serving { pair, ca_pem })
         }
         Some(Ok(_)) => Err(Reason::Due),
-        Some(Err(ServingProblem::Names)) => Err(Reason::Names),
-        Some(Err(ServingProblem::Invalid(why))) => {
+        Some(Err(SecretError::OtherNames)) => Err(Reason::Names),
+        Some(Err(why)) => {
             let from_previous = previous
                 .as_ref()
                 .and_then(|(p, _)| under(&p.cert_pem).map(|r| (p.cert_pem.clone(), r)));
@@ -257,9 +240,9 @@ pub fn plan(
                 Some((ca_pem, Ok((pair, info))))
                     if !ca_settled && now < renew_at(&info, options) =>
                 {
-                    wake_at = wake_at.min(renew_at(&info, options)).min(
-                        (issued(&ca_info) + propagation).max(now + time::Duration::seconds(1)),
-                    );
+                    wake_at = wake_at
+                        .min(renew_at(&info, options))
+                        .min((issued(&ca_info) + propagation).max(soon));
                     Ok(Serving { pair, ca_pem })
                 }
                 Some((_, Ok(_))) => Err(Reason::CaSwitch),
@@ -285,8 +268,7 @@ pub fn plan(
             };
             let pair =
                 pki::issue_serving(&ca, &options.server_name(), &options.dns_names(), validity)?;
-            wake_at =
-                wake_at.min(renew_at(&validity, options).max(now + time::Duration::seconds(1)));
+            wake_at = wake_at.min(renew_at(&validity, options).max(soon));
             // The CA being retired leaves a propagation delay and a margin
             // after this certificate, which is not its: no later (a CA
             // kept for a certificate the replicas were serving), and no
@@ -305,25 +287,42 @@ pub fn plan(
         }
         // Not until every caBundle carries the CA (this pass writes it).
         Err(_) => {
-            wake_at = wake_at.min(now + time::Duration::seconds(1));
+            wake_at = wake_at.min(soon);
             None
         }
     };
 
     // The CA being retired leaves once every replica serves a certificate
-    // of the signing CA, one propagation delay after it was issued.
-    let previous_ca = match previous {
-        Some((p, _)) if p.cert_pem == ca.cert_pem => None,
-        Some((p, info)) => retire(
-            p,
-            &info,
-            serving.as_ref(),
-            now,
-            options,
-            &mut changes,
-            &mut wake_at,
-        ),
-        None => None,
+    // of the signing CA, one propagation delay after it was issued; it
+    // stays while they serve its certificate, or none is written yet.
+    let previous_ca = match (previous, &serving) {
+        (Some((p, _)), _) if p.cert_pem == ca.cert_pem => None,
+        (Some((mut p, info)), Some(s)) if s.ca_pem != p.cert_pem => {
+            let serving_issued = material::validity(&s.pair.cert_pem).map_or(now, |v| issued(&v));
+            let by = schedule::retire_by(
+                p.retire_after,
+                info.not_after,
+                serving_issued,
+                options.propagation,
+            );
+            let capped = p.retire_after > by + time::Duration::seconds(1);
+            if now >= by {
+                changes.push(if capped {
+                    Change::Dropped(SecretError::Outstays(by))
+                } else {
+                    Change::RotationCompleted
+                });
+                None
+            } else {
+                if capped {
+                    changes.push(Change::RetireCapped(by));
+                    p.retire_after = by;
+                }
+                wake_at = wake_at.min(by);
+                Some(p)
+            }
+        }
+        (previous, _) => previous.map(|(p, _)| p),
     };
     let material = Material {
         ca,
@@ -331,12 +330,11 @@ pub fn plan(
         previous_ca,
         serving,
     };
-    let write_ca = ca_secret.is_none_or(|s| {
-        differs(&s.data, &material.ca_data()) || s.retire_after != material.annotation()
-    });
+    let write_ca = ca_secret
+        .is_none_or(|s| s.data != material.ca_data() || s.retire_after != material.annotation());
     let write_serving = material
         .serving_data()
-        .is_some_and(|data| served.is_none_or(|s| differs(s, &data)));
+        .is_some_and(|data| served.is_none_or(|s| *s != data));
     Ok(Plan {
         material,
         changes,
@@ -344,42 +342,4 @@ pub fn plan(
         write_serving,
         wake_at,
     })
-}
-
-fn retire(
-    mut previous: Previous,
-    info: &Validity,
-    serving: Option<&Serving>,
-    now: OffsetDateTime,
-    options: &CertOptions,
-    changes: &mut Vec<Change>,
-    wake_at: &mut OffsetDateTime,
-) -> Option<Previous> {
-    let serving_issued = match serving {
-        // The replicas serve its certificate, or none is written yet.
-        None => return Some(previous),
-        Some(s) if s.ca_pem == previous.cert_pem => return Some(previous),
-        Some(s) => material::validity(&s.pair.cert_pem).map_or(now, |v| issued(&v)),
-    };
-    let by = schedule::retire_by(
-        previous.retire_after,
-        info.not_after,
-        serving_issued,
-        options.propagation,
-    );
-    let capped = previous.retire_after > by + time::Duration::seconds(1);
-    if now >= by {
-        changes.push(if capped {
-            Change::Dropped(SecretError::Outstays(by))
-        } else {
-            Change::RotationCompleted
-        });
-        return None;
-    }
-    if capped {
-        changes.push(Change::RetireCapped(by));
-        previous.retire_after = by;
-    }
-    *wake_at = (*wake_at).min(by);
-    Some(previous)
 }

@@ -13,12 +13,9 @@ use std::time::Duration;
 use rustls_pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 
-use super::bundle::{self, Configuration};
+use super::bundle::{self, OurWebhook};
 use super::{CertOptions, schedule, trust};
 use crate::background::backoff::Backoff;
-
-/// How often the configurations are read.
-pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
 
 /// What the trust check needs from the replica it runs in: the chain it
 /// serves, and where its verdict goes (readiness and the metrics).
@@ -41,7 +38,7 @@ pub enum Untrusted {
 /// `Ok` when every webhook in `configurations` that calls the Service
 /// trusts `chain` for `name` at `now` (Unix seconds); otherwise why not.
 pub fn judge(
-    configurations: &[Configuration],
+    configurations: &[Vec<OurWebhook>],
     chain: &[Vec<u8>],
     name: &str,
     now: u64,
@@ -50,7 +47,7 @@ pub fn judge(
         .iter()
         .map(|c| CertificateDer::from(c.as_slice()))
         .collect();
-    let mut ours = configurations.iter().flat_map(|c| &c.ours).peekable();
+    let mut ours = configurations.iter().flatten().peekable();
     if ours.peek().is_none() {
         return Err(Untrusted::NoWebhook {
             name: name.to_owned(),
@@ -102,7 +99,7 @@ pub async fn run<S: ServedCertificate>(
                     }
                 }
                 last = Some(verdict);
-                CHECK_INTERVAL
+                Duration::from_secs(2)
             }
             Err(e) => {
                 let wait = backoff.next_wait();

@@ -63,11 +63,8 @@ pub fn rotate_ca_at(
     not_after: OffsetDateTime,
     propagation: Duration,
 ) -> OffsetDateTime {
-    due(
-        not_before,
-        not_after,
-        signed(propagation) * 3 + signed(MARGIN) * 2,
-    )
+    let before_end = signed(propagation) * 3 + signed(MARGIN) * 2;
+    due(not_before, not_after, before_end)
 }
 
 /// The notAfter of a serving certificate issued at `now` for `life` by a

@@ -26,13 +26,8 @@ pub struct WriteLimit {
 impl WriteLimit {
     /// How long until the next write may go at `now` (zero: at once).
     pub fn wait(&mut self, now: Instant) -> Duration {
-        while self
-            .recent
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) >= WRITE_WINDOW)
-        {
-            self.recent.pop_front();
-        }
+        self.recent
+            .retain(|t| now.saturating_duration_since(*t) < WRITE_WINDOW);
         match self.recent.front() {
             Some(oldest) if self.recent.len() >= WRITE_BURST => {
                 (*oldest + WRITE_WINDOW).saturating_duration_since(now)
@@ -41,7 +36,6 @@ impl WriteLimit {
         }
     }
 
-    /// Counts a write at `now`.
     pub fn record(&mut self, now: Instant) {
         self.recent.push_back(now);
     }
@@ -107,7 +101,7 @@ pub fn stored(secret: &Secret) -> Stored {
     }
 }
 
-/// Writes the Secret `name` of `namespace` holding `data`: replaces
+/// Writes the Secret `name` holding `data`: replaces
 /// `existing` (carrying the resourceVersion it was read with, its other
 /// metadata kept without managed fields), or creates it of type `type_`;
 /// the rotation annotation set to `annotation`.
@@ -115,15 +109,14 @@ pub async fn write(
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
     name: &str,
-    namespace: &str,
     type_: &str,
-    data: BTreeMap<String, String>,
+    data: Served,
     annotation: Option<String>,
 ) -> Result<(), kube::Error> {
     let mut metadata = existing.map_or_else(
         || ObjectMeta {
             name: Some(name.to_owned()),
-            namespace: Some(namespace.to_owned()),
+            namespace: secrets.namespace().map(str::to_owned),
             labels: Some(BTreeMap::from([(
                 "app.kubernetes.io/name".to_owned(),
                 "pipelinerollout-webhook".to_owned(),
@@ -133,29 +126,18 @@ pub async fn write(
         |s| s.metadata.clone(),
     );
     metadata.managed_fields = None;
-    match annotation {
-        Some(after) => {
-            metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(material::RETIRE_AFTER.to_owned(), after);
-        }
-        None => {
-            if let Some(annotations) = metadata.annotations.as_mut() {
-                annotations.remove(material::RETIRE_AFTER);
-            }
-        }
+    if let Some(after) = annotation {
+        let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(material::RETIRE_AFTER.to_owned(), after);
+    } else if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.remove(material::RETIRE_AFTER);
     }
     let secret = Secret {
         metadata,
         type_: existing
             .and_then(|s| s.type_.clone())
             .or_else(|| Some(type_.to_owned())),
-        data: Some(
-            data.into_iter()
-                .map(|(k, v)| (k, ByteString(v.into_bytes())))
-                .collect(),
-        ),
+        data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
         ..Secret::default()
     };
     let params = PostParams::default();

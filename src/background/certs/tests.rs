@@ -9,10 +9,10 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{ServiceReference, WebhookClientConfig};
 use time::OffsetDateTime;
 
-use super::bundle::{self, Configuration, OurWebhook, ServiceRef};
+use super::bundle::{self, OurWebhook};
 use super::material::{self, Material, Served, Stored};
 use super::plan::{self, Change, Plan, Reason};
-use super::{CertOptions, readiness, trust};
+use super::{CertOptions, ServiceRef, readiness, trust};
 
 mod deleted;
 mod foreign;
@@ -56,23 +56,14 @@ fn unix(t: OffsetDateTime) -> u64 {
 /// The CA Secret of `material`, as read back.
 fn stored(material: &Material) -> Stored {
     Stored {
-        data: material
-            .ca_data()
-            .into_iter()
-            .map(|(k, v)| (k, v.into_bytes()))
-            .collect(),
+        data: material.ca_data(),
         retire_after: material.annotation(),
     }
 }
 
 /// The serving Secret of `material`, as read back.
 fn served(material: &Material) -> Served {
-    material
-        .serving_data()
-        .expect("a serving certificate")
-        .into_iter()
-        .map(|(k, v)| (k, v.into_bytes()))
-        .collect()
+    material.serving_data().expect("a serving certificate")
 }
 
 /// A fresh install, settled: both Secrets written, the caBundle carried.
@@ -373,8 +364,7 @@ fn only_webhooks_that_call_the_service_get_the_bundle_and_only_when_stale() {
     let ours = bundle::ours(configs.iter().map(|(n, c)| (*n, c)), &service);
     let names: Vec<&str> = ours.iter().map(|w| w.name.as_str()).collect();
     assert_eq!(names, ["ours-current", "ours-stale"]);
-    let configuration = Configuration { ours };
-    let patch = bundle::patch(&configuration, &bundle).expect("a patch");
+    let patch = bundle::patch(&ours, &bundle).expect("a patch");
     let patched: Vec<&str> = patch["webhooks"]
         .as_array()
         .expect("list")
@@ -382,12 +372,10 @@ fn only_webhooks_that_call_the_service_get_the_bundle_and_only_when_stale() {
         .filter_map(|w| w["name"].as_str())
         .collect();
     assert_eq!(patched, ["ours-stale"]);
-    let fresh = Configuration {
-        ours: vec![OurWebhook {
-            name: "ours".into(),
-            ca_bundle: bundle.clone().into_bytes(),
-        }],
-    };
+    let fresh = [OurWebhook {
+        name: "ours".into(),
+        ca_bundle: bundle.clone().into_bytes(),
+    }];
     assert_eq!(bundle::patch(&fresh, &bundle), None);
     assert!(bundle::carries(bundle.as_bytes(), &material.bundle_cas()));
     assert!(!bundle::carries(b"", &material.bundle_cas()));
@@ -402,7 +390,7 @@ fn readiness_needs_every_webhook_of_the_service_to_trust_the_served_certificate(
         name: "w".into(),
         ca_bundle: bundle.as_bytes().to_vec(),
     };
-    let config = |hooks: Vec<OurWebhook>| Configuration { ours: hooks };
+    let config = |hooks: Vec<OurWebhook>| hooks;
     let both = format!("{}{}", stranger.bundle(), material.bundle());
     let cases = [
         (
