@@ -10,17 +10,18 @@
 
 use k8s_openapi::api::admissionregistration::v1::{
     JSONPatch, MatchCondition, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
-    MutatingAdmissionPolicyBindingSpec, MutatingAdmissionPolicySpec, Mutation, Variable,
+    MutatingAdmissionPolicyBindingSpec, MutatingAdmissionPolicySpec, Mutation,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cel::{self, Step};
 use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars, scoped};
-use super::variables::{ROLLOUT_LIFECYCLE, Vars, request_vars, scope_vars};
-use super::{Match, RenderError, labels, match_resources};
+use super::variables::{ROLLOUT_LIFECYCLE, Var, Vars, pausing, request_vars, scope_vars};
+use super::{
+    CREATE_UPDATE, Match, RenderError, document, k8s_variables, match_resources, metadata,
+};
 use crate::kinds::Kind;
 use crate::policy::model::{DrainTimeout, Policy};
-use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, LifecycleKey, UPGRADE_IN_PROGRESS};
+use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, LifecycleKey};
 
 /// The suffix of the MutatingAdmissionPolicy's name.
 pub const MUTATING_SUFFIX: &str = "-defaults";
@@ -61,21 +62,12 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
             "forceReapply.oneShot: on an UPDATE that keeps allow-data-loss \"true\" after the stored object's pause is over, allow-data-loss becomes \"false\"",
         );
     }
-    let meta = ObjectMeta {
-        name: Some(name.clone()),
-        labels: Some(labels()),
-        ..ObjectMeta::default()
-    };
     let spec = MutatingAdmissionPolicySpec {
         failure_policy: Some("Fail".to_owned()),
-        match_constraints: Some(match_resources(&Match {
-            kinds: vec![(
-                Kind::PipelineRollout.group(),
-                Kind::PipelineRollout.resource(),
-            )],
-            operations: &["CREATE", "UPDATE"],
-            object_selector: None,
-        })),
+        match_constraints: Some(match_resources(&Match::new(
+            &[Kind::PipelineRollout],
+            CREATE_UPDATE,
+        ))),
         // As the mutating webhook's configuration: Numaplane's controller
         // never waits for it.
         match_conditions: Some(vec![MatchCondition {
@@ -89,15 +81,7 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
         // Another mutation may remove a default after this one ran; the
         // patches are idempotent.
         reinvocation_policy: Some("IfNeeded".to_owned()),
-        variables: Some(
-            used(vars, &mutations)
-                .into_iter()
-                .map(|v| Variable {
-                    name: v.name.to_owned(),
-                    expression: v.expression,
-                })
-                .collect(),
-        ),
+        variables: Some(k8s_variables(used(vars, &mutations))),
         ..MutatingAdmissionPolicySpec::default()
     };
     let mut inexpressible = Vec::new();
@@ -108,11 +92,11 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
     }
     MutatingExport {
         policy: MutatingAdmissionPolicy {
-            metadata: meta.clone(),
+            metadata: metadata(&name),
             spec: Some(spec),
         },
         binding: MutatingAdmissionPolicyBinding {
-            metadata: meta,
+            metadata: metadata(&name),
             spec: Some(MutatingAdmissionPolicyBindingSpec {
                 policy_name: Some(name),
                 ..MutatingAdmissionPolicyBindingSpec::default()
@@ -138,7 +122,7 @@ fn left_out() -> Vec<String> {
 
 /// The variables the mutations read, directly or through a later
 /// variable (the shared builders add some these mutations do not need).
-fn used(vars: Vars, mutations: &[Mutation]) -> Vec<super::variables::Var> {
+fn used(vars: Vars, mutations: &[Mutation]) -> Vec<Var> {
     let mut texts: Vec<String> = mutations
         .iter()
         .filter_map(|m| m.json_patch.as_ref()?.expression.clone())
@@ -266,14 +250,7 @@ fn one_shot_reset(vars: &mut Vars) -> String {
     // PipelinePausingOrPaused condition that is True.
     vars.add(
         "oldPauseOver",
-        format!(
-            "oldObject != null && !(has(oldObject.status) && type(oldObject.status) == map && (\n  \
-             (has({upgrade}) && {upgrade} == 'PipelinePauseAndDrain') ||\n  \
-             (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
-             oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
-             has(c.status) && c.status == 'True'))))",
-            upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
-        ),
+        format!("oldObject != null && !({})", pausing("")),
     );
     // Escaped as the webhook's own reset escapes it (`stale_force_reset`).
     let pointer =
@@ -307,21 +284,10 @@ impl MutatingExport {
         for line in self.left_out.iter().chain(&self.inexpressible) {
             out.push_str(&format!("# - {line}\n"));
         }
-        let render = |what: &'static str, text: Result<String, serde_saphyr::ser::Error>| {
-            text.map_err(|e| RenderError {
-                what,
-                reason: e.to_string(),
-            })
-        };
-        out.push_str("---\n");
-        out.push_str(&render(
-            "a MutatingAdmissionPolicy",
-            serde_saphyr::to_string(&self.policy),
-        )?);
-        out.push_str("---\n");
-        out.push_str(&render(
+        out.push_str(&document("a MutatingAdmissionPolicy", &self.policy)?);
+        out.push_str(&document(
             "a MutatingAdmissionPolicyBinding",
-            serde_saphyr::to_string(&self.binding),
+            &self.binding,
         )?);
         Ok(out)
     }

@@ -395,12 +395,23 @@ fn comparison_vars(vars: &mut Vars) {
     vars.add(
         "pausing",
         format!(
-            "oldObject != null && has(oldObject.status) && type(oldObject.status) == map && (\n  \
-             (has({upgrade}) && {upgrade} == 'PipelinePauseAndDrain') ||\n  \
-             (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
-             oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
-             has(c.status) && c.status == 'True' && has(c.reason) && c.reason == 'PipelinePausing')))",
-            upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
+            "oldObject != null && {}",
+            pausing(" && has(c.reason) && c.reason == 'PipelinePausing'")
         ),
     );
+}
+
+/// Whether the stored object's status shows a pause (CEL text, after
+/// `oldObject != null`): a pause-and-drain upgrade, or a
+/// PipelinePausingOrPaused condition that is True and `and_condition`
+/// (CEL text on `c`, starting with ` && `, or empty).
+pub fn pausing(and_condition: &str) -> String {
+    format!(
+        "has(oldObject.status) && type(oldObject.status) == map && (\n  \
+         (has({upgrade}) && {upgrade} == 'PipelinePauseAndDrain') ||\n  \
+         (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
+         oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
+         has(c.status) && c.status == 'True'{and_condition})))",
+        upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
+    )
 }
