@@ -182,39 +182,34 @@ fn add_object(inputs: &mut Inputs, location: Location, value: Value, doc: &RawDo
     if value.is_null() {
         return;
     }
-    if is_list(&value) {
-        let lines = documents::list_item_lines(doc);
-        let Value::Object(mut list) = value else {
-            return;
-        };
-        let items = match list.remove("items") {
-            Some(Value::Array(items)) => items,
-            _ => Vec::new(),
-        };
-        for (i, item) in items.into_iter().enumerate() {
-            let mut at = location.clone();
-            at.item = Some(i + 1);
-            if let Some(&line) = lines.get(i).filter(|&&l| l > 0) {
-                at.line = Some(line);
-            }
-            if let Some(kind) = checked_kind(&item) {
-                inputs.items.push(Item::Rollout(Manifest {
-                    location: at,
-                    kind,
-                    object: item,
-                }));
-            } else {
-                inputs.skipped += 1;
-            }
+    if !is_list(&value) {
+        return add_manifest(inputs, location, value);
+    }
+    let lines = documents::list_item_lines(doc);
+    let Value::Object(mut list) = value else {
+        return;
+    };
+    let Some(Value::Array(items)) = list.remove("items") else {
+        return;
+    };
+    for (i, object) in items.into_iter().enumerate() {
+        let mut at = location.clone();
+        at.item = Some(i + 1);
+        if let Some(&line) = lines.get(i).filter(|&&l| l > 0) {
+            at.line = Some(line);
         }
-    } else if let Some(kind) = checked_kind(&value) {
-        inputs.items.push(Item::Rollout(Manifest {
+        add_manifest(inputs, at, object);
+    }
+}
+
+fn add_manifest(inputs: &mut Inputs, location: Location, object: Value) {
+    match checked_kind(&object) {
+        Some(kind) => inputs.items.push(Item::Rollout(Manifest {
             location,
             kind,
-            object: value,
-        }));
-    } else {
-        inputs.skipped += 1;
+            object,
+        })),
+        None => inputs.skipped += 1,
     }
 }
 

@@ -63,50 +63,19 @@ fn attribute<'a>(key: &'a str, value: &str) -> Attribute<'a> {
     }
 }
 
-/// Text content escaped by [`escape`].
-fn text(content: &str) -> Event<'static> {
-    Event::Text(BytesText::from_escaped(escape(content, false)))
-}
-
-/// The class name of a file's test cases: the path with dots replaced, as
-/// Jenkins would read `a.yaml` as package `a`, class `yaml`.
-fn class_name(file: &str) -> String {
-    file.replace('.', "_")
-}
-
-struct Counts {
-    tests: usize,
-    failures: usize,
-    errors: usize,
-}
-
-impl Counts {
-    fn of<'a>(entries: impl Iterator<Item = &'a CheckEntry>) -> Self {
-        let mut counts = Self {
-            tests: 0,
-            failures: 0,
-            errors: 0,
-        };
-        for entry in entries {
-            counts.tests += 1;
-            match entry {
-                CheckEntry::Rollout(judged) if judged.denied() => counts.failures += 1,
-                CheckEntry::Rollout(_) => {}
-                CheckEntry::Problem(_) => counts.errors += 1,
-            }
-        }
-        counts
-    }
-
-    /// A `<testsuites>` or `<testsuite>` start tag named `name`, with the counts.
-    fn start<'a>(&self, tag: &'a str, name: &str) -> BytesStart<'a> {
-        BytesStart::new(tag).with_attributes([
-            attribute("name", name),
-            attribute("tests", &self.tests.to_string()),
-            attribute("failures", &self.failures.to_string()),
-            attribute("errors", &self.errors.to_string()),
-        ])
-    }
+/// A `<testsuites>` or `<testsuite>` start tag named `name`, with the
+/// counts of `entries`.
+fn suite_start<'a>(tag: &'a str, name: &str, entries: &[CheckEntry]) -> BytesStart<'a> {
+    let count = |f: fn(&CheckEntry) -> bool| entries.iter().filter(|e| f(e)).count().to_string();
+    BytesStart::new(tag).with_attributes([
+        attribute("name", name),
+        attribute("tests", &entries.len().to_string()),
+        attribute(
+            "failures",
+            &count(|e| matches!(e, CheckEntry::Rollout(judged) if judged.denied())),
+        ),
+        attribute("errors", &count(|e| matches!(e, CheckEntry::Problem(_)))),
+    ])
 }
 
 type Xml = Writer<Vec<u8>>;
@@ -124,13 +93,12 @@ pub fn render(report: &CheckReport) -> String {
 
 fn write_report(xml: &mut Xml, report: &CheckReport) -> io::Result<()> {
     xml.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
-    let all = Counts::of(report.entries.iter());
-    xml.write_event(Event::Start(all.start("testsuites", SUITES_NAME)))?;
+    let all = suite_start("testsuites", SUITES_NAME, &report.entries);
+    xml.write_event(Event::Start(all))?;
     // Entries are in input order, so each file's entries are together.
     for group in report.entries.chunk_by(|a, b| a.file() == b.file()) {
         let file = group[0].file();
-        let suite = Counts::of(group.iter())
-            .start("testsuite", file)
+        let suite = suite_start("testsuite", file, group)
             .with_attributes([attribute("skipped", "0"), attribute("time", "0")]);
         xml.write_event(Event::Start(suite))?;
         for entry in group {
@@ -147,7 +115,9 @@ fn write_report(xml: &mut Xml, report: &CheckReport) -> io::Result<()> {
 fn case_start<'a>(name: &str, file: &str, line: Option<usize>) -> BytesStart<'a> {
     let mut case = BytesStart::new("testcase").with_attributes([
         attribute("name", name),
-        attribute("classname", &class_name(file)),
+        // The path with dots replaced, as Jenkins would read `a.yaml` as
+        // package `a`, class `yaml`.
+        attribute("classname", &file.replace('.', "_")),
         attribute("file", file),
     ]);
     if let Some(line) = line {
@@ -161,7 +131,7 @@ fn case_start<'a>(name: &str, file: &str, line: Option<usize>) -> BytesStart<'a>
 fn element(xml: &mut Xml, start: BytesStart<'_>, content: &str) -> io::Result<()> {
     let end = start.to_end().into_owned();
     xml.write_event(Event::Start(start))?;
-    xml.write_event(text(content))?;
+    xml.write_event(Event::Text(BytesText::from_escaped(escape(content, false))))?;
     xml.write_event(Event::End(end))
 }
 

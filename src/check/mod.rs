@@ -81,14 +81,11 @@ pub fn check(policy: &Policy, args: &CheckArgs) -> CheckReport {
             match item {
                 Item::Rollout(manifest) => {
                     let (namespace, name) = judge::identity(&manifest.object, &args.namespace);
+                    // The first one of a name wins.
                     if let Some(name) = name {
-                        deployed.insert(
-                            manifest.kind,
-                            namespace,
-                            name,
-                            manifest.object,
-                            manifest.location.label(),
-                        );
+                        deployed
+                            .entry((manifest.kind, namespace, name))
+                            .or_insert((manifest.object, manifest.location.label()));
                     }
                 }
                 Item::Problem(problem) => report.entries.push(CheckEntry::Problem(problem)),
