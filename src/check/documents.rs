@@ -39,11 +39,9 @@ enum LineKind {
     Start(bool),
     /// `...`.
     End,
-    /// `%YAML`, `%TAG`: before a `---` only.
-    Directive,
-    /// Blank, or only a comment.
+    /// Blank, only a comment, or a directive (`%YAML`, `%TAG`: before a
+    /// `---` only).
     Blank,
-    /// Anything else.
     Content,
 }
 
@@ -59,9 +57,8 @@ fn classify(line: &str) -> LineKind {
         LineKind::Start(!rest.is_empty() && !rest.starts_with('#'))
     } else if is_marker(line, "...") {
         LineKind::End
-    } else if line.starts_with('%') {
-        LineKind::Directive
-    } else if line.trim().is_empty() || line.trim_start().starts_with('#') {
+    } else if line.starts_with('%') || line.trim().is_empty() || line.trim_start().starts_with('#')
+    {
         LineKind::Blank
     } else {
         LineKind::Content
@@ -122,7 +119,7 @@ pub fn split_yaml(text: &str) -> Vec<RawDocument<'_>> {
                 close(&pending, offset + line.len());
                 pending = Pending::new(offset + line.len(), number + 1);
             }
-            LineKind::Directive | LineKind::Blank => {}
+            LineKind::Blank => {}
             LineKind::Content => {
                 pending.content.get_or_insert(number);
             }

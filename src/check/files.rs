@@ -27,15 +27,12 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// reports for it.
 #[derive(Debug, thiserror::Error)]
 enum FileError {
-    /// Opening or reading failed.
     #[error("cannot read the file: {0}; check the path")]
     Unreadable(#[from] std::io::Error),
-    /// Larger than `check` reads.
     #[error(
         "the file is {0} bytes, more than the {MAX_FILE_BYTES} bytes check reads: check the path, or split the manifests into smaller files"
     )]
     TooLarge(u64),
-    /// Not UTF-8 text.
     #[error("not UTF-8 text (invalid byte at offset {0}): save the manifest as UTF-8")]
     NotUtf8(usize),
 }

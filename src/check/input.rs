@@ -46,34 +46,32 @@ impl Location {
     }
 }
 
-/// A manifest of a guarded kind.
+/// A manifest of a kind `check` judges.
 #[derive(Debug, Clone)]
 pub struct Manifest {
-    /// Where it is.
     pub location: Location,
-    /// What it is.
     pub kind: Resource,
-    /// The object.
     pub object: Value,
 }
 
 /// Input that could not be read: a file, or one document of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// Where.
     pub location: Location,
     /// What is wrong, and how to fix it.
     pub message: String,
 }
 
-/// One thing found in the input, in input order.
+/// One thing found in the input (a [`Manifest`]), or judged (a
+/// [`super::report::JudgedManifest`]), in input order.
 #[derive(Debug, Clone)]
-pub enum Item {
+pub enum Entry<T> {
     /// An object to judge (a PipelineRollout or another guarded kind).
-    Rollout(Manifest),
-    /// Something unreadable.
+    Rollout(T),
     Problem(Problem),
 }
+
+pub type Item = Entry<Manifest>;
 
 /// Everything read from the paths given.
 #[derive(Debug, Default)]
@@ -88,26 +86,19 @@ pub struct Inputs {
     pub empty_dirs: Vec<String>,
 }
 
-/// The guarded kind a manifest is, by its apiVersion's group and its kind.
-pub fn guarded_kind(object: &Value) -> Option<Kind> {
-    let group = object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .and_then(|v| v.split_once('/'))
-        .map(|(group, _)| group)?;
-    Kind::from_kind(group, object.get("kind").and_then(Value::as_str)?)
-}
-
-/// What a manifest is, if `check` judges it: a guarded kind, or a
-/// ConfigMap labelled as Numaplane's namespace-level configuration or as
-/// Numaflow controller definitions.
+/// What a manifest is, if `check` judges it: a guarded kind (by its
+/// apiVersion's group and its kind), or a ConfigMap labelled as
+/// Numaplane's namespace-level configuration or as Numaflow controller
+/// definitions.
 pub fn checked_kind(object: &Value) -> Option<Resource> {
-    if let Some(kind) = guarded_kind(object) {
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    let kind = object.get("kind").and_then(Value::as_str);
+    let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
+    if let Some(kind) = group.zip(kind).and_then(|(g, k)| Kind::from_kind(g, k)) {
         return Some(Resource::Guarded(kind));
     }
-    let core_config_map = object.get("apiVersion").and_then(Value::as_str)
-        == Some(Resource::ConfigMap.version())
-        && object.get("kind").and_then(Value::as_str) == Some(Resource::ConfigMap.kind());
+    let core_config_map = api_version == Some(Resource::ConfigMap.version())
+        && kind == Some(Resource::ConfigMap.kind());
     let labelled = object
         .pointer(&format!(
             "/metadata/labels/{}",
@@ -160,11 +151,10 @@ pub fn read_text(inputs: &mut Inputs, file: &str, text: &str, json_only: bool) {
 
 fn doc_location(file: &str, document: usize, multi: bool, line: usize) -> Location {
     Location {
-        file: file.to_owned(),
         document: Some(document),
         multi,
         line: (line > 0).then_some(line),
-        item: None,
+        ..Location::file(file)
     }
 }
 

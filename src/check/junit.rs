@@ -18,10 +18,8 @@ use quick_xml::name::QName;
 use super::report::{CheckEntry, CheckReport, JudgedManifest, Severity};
 use crate::check::input::Problem;
 
-/// The name of the whole run.
 const SUITES_NAME: &str = "pipelinerollout-webhook check";
 
-/// Characters XML 1.0 cannot hold at all become U+FFFD.
 fn xml_chars(text: &str) -> Cow<'_, str> {
     let forbidden = |c: char| {
         (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
@@ -80,7 +78,6 @@ fn suite_start<'a>(tag: &'a str, name: &str, entries: &[CheckEntry]) -> BytesSta
 
 type Xml = Writer<Vec<u8>>;
 
-/// Renders the report as a JUnit XML document.
 pub fn render(report: &CheckReport) -> String {
     let mut xml = Writer::new_with_indent(Vec::new(), b' ', 2);
     // Writing to a Vec does not fail.

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::input::{Location, Problem};
+use super::input::{Entry, Location, Problem};
 use crate::kinds::{Kind, Resource};
 use crate::policy::rules::Rule;
 use crate::rollout::KIND;
@@ -79,12 +79,7 @@ impl JudgedManifest {
 }
 
 /// One entry of the report, in input order.
-#[derive(Debug, Clone)]
-pub enum CheckEntry {
-    Rollout(JudgedManifest),
-    /// Input that could not be read.
-    Problem(Problem),
-}
+pub type CheckEntry = Entry<JudgedManifest>;
 
 impl CheckEntry {
     pub fn file(&self) -> &str {

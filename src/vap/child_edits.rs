@@ -16,7 +16,7 @@
 //! more.
 
 use super::validation::{Assertion, assertion, permission};
-use super::variables::{self, Var, Vars};
+use super::variables::{Var, Vars};
 use super::{CHILDREN, cel};
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
@@ -79,8 +79,7 @@ fn optional_at(root: &str, parent: &str, key: &str) -> String {
 /// The variables and validations of the child edit policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let edit = &policy.force_reapply.edit_children;
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     let controllers = [
         policy.numaplane.controller_account.clone(),
         policy.numaflow.controller_account.clone(),

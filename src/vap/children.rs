@@ -34,8 +34,7 @@ const PAUSE_LABELS: Labels = Labels {
 
 /// The variables and validations of the child Pipeline policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     variables::scope_vars(&mut vars, &policy.drain_timeout, PAUSE_SCOPE);
     variables::scope_vars(&mut vars, &policy.deletion_timeout, DELETION_SCOPE);
     vars.add(

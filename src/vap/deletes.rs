@@ -29,8 +29,7 @@ use crate::rollout::{DEFAULT_DELETION_WORDS, LifecycleKey};
 /// The variables and validation of the child DELETE policy (rule 20).
 pub fn children(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let undrained = &policy.force_reapply.delete_undrained;
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     vars.add("parent", labelled_parent("oldObject"));
     let exempt: Vec<String> = std::iter::once(policy.numaplane.controller_account.clone())
         .chain(undrained.own.system_deleters.iter().cloned())
@@ -66,8 +65,7 @@ pub fn children(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
 /// number or a boolean; an array or object is shown by its kind, as CEL
 /// cannot write JSON.
 fn rollout_vars() -> Vec<Var> {
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     let lifecycle = cel::steps("oldObject", ROLLOUT_LIFECYCLE, Some(3));
     let readable = format!("{} && ", cel::all_maps(&lifecycle));
     for (key, names) in [

@@ -52,14 +52,6 @@ pub const EXCLUDED_NAMESPACES: [&str; 2] = ["pipelinerollout-webhook", "kube-sys
 /// policies whose rules name `*` versions.
 pub const API_VERSION: &str = crate::rollout::VERSION;
 
-/// The suffixes of the policies after the first, by what they judge.
-pub const CHILDREN_SUFFIX: &str = "-pipelines";
-/// The child DELETE policy's suffix.
-pub const DELETES_SUFFIX: &str = "-child-deletes";
-/// The child edit policy's suffix (rule 26).
-pub const CHILD_EDITS_SUFFIX: &str = "-child-edits";
-/// The namespace-level ConfigMap policy's suffix.
-pub const NAMESPACE_CONFIG_SUFFIX: &str = "-namespace-config";
 /// The rollout DELETE warning policy's suffix (rule 21's warning).
 pub const ROLLOUT_DELETE_WARNINGS_SUFFIX: &str = "-rollout-delete-warnings";
 /// The rollout DELETE gate policy's suffix (rule 21 under
@@ -167,19 +159,19 @@ pub fn export(policy: &Policy, name: &str) -> Export {
             rules::rules(policy),
         ),
         wrap(
-            CHILDREN_SUFFIX,
+            "-pipelines",
             "Pipelines, CREATE and UPDATE: their own lifecycle (rules 2 to 4 and 16 to 18, by anyone but numaplane.controllerAccount) and pause-timestamp (rule 19)",
             Match::new(&[Kind::Pipeline], CREATE_UPDATE),
             children::rules(policy),
         ),
         wrap(
-            DELETES_SUFFIX,
+            "-child-deletes",
             "Pipelines, MonoVertices and InterStepBufferServices, DELETE: an owned child's deletion needs forceReapply.deleteUndrained (rule 20)",
             Match::new(&CHILDREN, &["DELETE"]),
             deletes::children(policy),
         ),
         wrap(
-            NAMESPACE_CONFIG_SUFFIX,
+            "-namespace-config",
             "Numaplane's namespace-level ConfigMaps and Numaflow controller definitions, CREATE and UPDATE: data.upgradeStrategy (rules 23 and 24), definitions outside numaplane.namespace (rule 27)",
             Match {
                 kinds: vec![("", CONFIGMAPS.to_owned())],
@@ -206,7 +198,7 @@ pub fn export(policy: &Policy, name: &str) -> Export {
     }
     let status = |k: &Kind| [k.resource().to_owned(), format!("{}/status", k.resource())];
     policies.push(wrap(
-        CHILD_EDITS_SUFFIX,
+        "-child-edits",
         "Pipelines, MonoVertices and InterStepBufferServices, CREATE and UPDATE (and their /status): an owned child's spec but scaling and pausing, status, ownerReferences, finalizers and Numaplane's and Numaflow's keys are changed by anyone but numaplane.controllerAccount and numaflow.controllerAccount only with forceReapply.editChildren (rule 26)",
         Match {
             kinds: CHILDREN

@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 
 use super::cel::{self, Step};
 use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars, scoped};
-use super::variables::{ROLLOUT_LIFECYCLE, Var, Vars, pausing, request_vars, scope_vars};
+use super::variables::{ROLLOUT_LIFECYCLE, Var, Vars, pausing, scope_vars};
 use super::{
     CREATE_UPDATE, Match, RenderError, document, k8s_variables, match_resources, metadata,
 };
@@ -48,8 +48,7 @@ pub struct MutatingExport {
 /// `{name}-defaults`.
 pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
     let name = format!("{name}{MUTATING_SUFFIX}");
-    let mut vars = Vars::default();
-    request_vars(&mut vars);
+    let mut vars = Vars::request();
     scope_vars(&mut vars, &policy.drain_timeout, PAUSE_SCOPE);
     scope_vars(&mut vars, &policy.deletion_timeout, DELETION_SCOPE);
     let mut mutations = vec![json_patch(defaults(&mut vars, policy))];

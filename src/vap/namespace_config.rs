@@ -26,8 +26,7 @@ use crate::policy::model::Policy;
 /// The variables and validations of the namespace-level ConfigMap policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let strategy = &policy.force_reapply.namespace_strategy;
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     let label = cel::string(CONFIG_LABEL);
     let key = cel::string(UPGRADE_STRATEGY_KEY);
     let folded = cel::string(&UPGRADE_STRATEGY_KEY.to_ascii_lowercase());

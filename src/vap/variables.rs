@@ -32,8 +32,7 @@ pub const ROLLOUT_LIFECYCLE: &[&str] = TIMEOUT_FIELD.parent().keys();
 /// those it reads.
 pub fn variables(policy: &Policy) -> Vec<Var> {
     let dt = &policy.drain_timeout;
-    let mut vars = Vars::default();
-    request_vars(&mut vars);
+    let mut vars = Vars::request();
     scope_vars(&mut vars, dt, PAUSE_SCOPE);
     scope_vars(&mut vars, &policy.deletion_timeout, DELETION_SCOPE);
     for (prefix, root) in [("", "object"), ("old", "oldObject")] {
@@ -117,6 +116,25 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
 pub struct Vars(pub Vec<Var>);
 
 impl Vars {
+    /// `ns`, `name` and `user`: the request's namespace, object name and
+    /// username, `''` where absent.
+    pub fn request() -> Self {
+        let mut vars = Self::default();
+        // request.name is omitted for generateName; request.namespace is
+        // always there for a namespaced resource, but costs nothing to
+        // guard. (`namespace` is a reserved word in CEL.)
+        vars.add(
+            "ns",
+            "has(request.namespace) ? request.namespace : ''".into(),
+        );
+        vars.add("name", "has(request.name) ? request.name : ''".into());
+        vars.add(
+            "user",
+            "has(request.userInfo.username) ? request.userInfo.username : ''".into(),
+        );
+        vars
+    }
+
     /// Adds `variables.NAME`.
     pub fn add(&mut self, name: &'static str, expression: String) {
         self.0.push(Var { name, expression });
@@ -184,23 +202,6 @@ pub fn guarded(root: &str, expression: String, otherwise: &str) -> String {
     } else {
         expression
     }
-}
-
-/// `ns`, `name` and `user`: the request's namespace, object name and
-/// username, `''` where absent.
-pub fn request_vars(vars: &mut Vars) {
-    // request.name is omitted for generateName; request.namespace is always
-    // there for a namespaced resource, but costs nothing to guard.
-    // (`namespace` is a reserved word in CEL.)
-    vars.add(
-        "ns",
-        "has(request.namespace) ? request.namespace : ''".into(),
-    );
-    vars.add("name", "has(request.name) ? request.name : ''".into());
-    vars.add(
-        "user",
-        "has(request.userInfo.username) ? request.userInfo.username : ''".into(),
-    );
 }
 
 /// The scope of `dt` for the request's namespace (none without overrides).
