@@ -83,12 +83,9 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
         variables: Some(k8s_variables(used(vars, &mutations))),
         ..MutatingAdmissionPolicySpec::default()
     };
-    let mut inexpressible = Vec::new();
-    if policy.force_promote.one_shot {
-        inexpressible.push(
-            "forcePromote.oneShot: /mutate records which progressive upgrade forcePromote was set for (the force-promote-for annotation, rule 25) and resets forcePromote once it is over; this export writes neither".to_owned(),
-        );
-    }
+    let inexpressible = policy.force_promote.one_shot.then(|| {
+        "forcePromote.oneShot: /mutate records which progressive upgrade forcePromote was set for (the force-promote-for annotation, rule 25) and resets forcePromote once it is over; this export writes neither".to_owned()
+    });
     MutatingExport {
         policy: MutatingAdmissionPolicy {
             metadata: metadata(&name),
@@ -102,21 +99,17 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
             }),
         },
         mutations: what,
-        left_out: left_out(),
-        inexpressible,
+        // What `/mutate` does that no MutatingAdmissionPolicy can.
+        left_out: [
+            "warnings: a MutatingAdmissionPolicy shows none, so neither \"no default drain timeouts set\" (a value on the way is not an object) nor the one-shot reset's warning",
+            "the audit annotations drain-timeout-default, deletion-timeout-default and force-reapply-reset, and the ForceReapplyReset Event",
+            "the webhook's decision log and metrics",
+            "validation: a MutatingAdmissionPolicy judges nothing; keep the webhook's /validate or the ValidatingAdmissionPolicies of export-vap beside it",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        inexpressible: inexpressible.into_iter().collect(),
     }
-}
-
-/// What `/mutate` does that no MutatingAdmissionPolicy can.
-fn left_out() -> Vec<String> {
-    [
-        "warnings: a MutatingAdmissionPolicy shows none, so neither \"no default drain timeouts set\" (a value on the way is not an object) nor the one-shot reset's warning",
-        "the audit annotations drain-timeout-default, deletion-timeout-default and force-reapply-reset, and the ForceReapplyReset Event",
-        "the webhook's decision log and metrics",
-        "validation: a MutatingAdmissionPolicy judges nothing; keep the webhook's /validate or the ValidatingAdmissionPolicies of export-vap beside it",
-    ]
-    .map(str::to_owned)
-    .to_vec()
 }
 
 /// The variables the mutations read, directly or through a later
