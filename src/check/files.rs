@@ -38,7 +38,8 @@ enum FileError {
 }
 
 /// Reads every path: files, directories (recursively, `.yaml`, `.yml` and
-/// `.json`, sorted, hidden entries skipped) and `-` for standard input.
+/// `.json`, sorted, hidden entries skipped) and `-` for standard input;
+/// warns of directories that hold no such files.
 pub fn read_paths(paths: &[String]) -> Inputs {
     let mut inputs = Inputs::default();
     let mut stdin_read = false;
@@ -74,6 +75,11 @@ pub fn read_paths(paths: &[String]) -> Inputs {
             inputs.files += 1;
             read_file(&mut inputs, &file);
         }
+    }
+    for dir in &inputs.empty_dirs {
+        eprintln!(
+            "warning: {dir} holds no .yaml, .yml or .json files (hidden files and directories are skipped)"
+        );
     }
     inputs
 }

@@ -151,9 +151,7 @@ impl ManifestJudge<'_> {
         }
         match view(&object) {
             Ok(view) => {
-                let verdict = decide(Webhook::Validate, &view);
-                remarks.extend(denials(&verdict));
-                warnings(&mut remarks, &verdict);
+                remarks.extend(validated(&decide(Webhook::Validate, &view)));
             }
             Err(e) => remarks.push(internal(&e)),
         }
@@ -187,10 +185,7 @@ impl ManifestJudge<'_> {
             webhook: Webhook::Validate,
             subject: Subject::NamespaceConfig { write, name },
         };
-        let verdict = decide_offline(self.policy, input);
-        let mut remarks = denials(&verdict);
-        warnings(&mut remarks, &verdict);
-        remarks
+        validated(&decide_offline(self.policy, input))
     }
 
     fn default_message(&self, seconds: u64) -> String {
@@ -252,8 +247,9 @@ fn prepare(object: &mut Value, namespace: &str, old: Option<&Value>) {
     }
 }
 
-fn denials(verdict: &Verdict) -> Vec<Remark> {
-    verdict
+/// What `/validate` says: its denials, then its warnings.
+fn validated(verdict: &Verdict) -> Vec<Remark> {
+    let mut remarks: Vec<Remark> = verdict
         .denials
         .iter()
         .map(|denial| Remark {
@@ -262,7 +258,9 @@ fn denials(verdict: &Verdict) -> Vec<Remark> {
             field: denial.field(),
             message: denial.to_string(),
         })
-        .collect()
+        .collect();
+    warnings(&mut remarks, verdict);
+    remarks
 }
 
 fn warnings(remarks: &mut Vec<Remark>, verdict: &Verdict) {

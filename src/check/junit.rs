@@ -16,7 +16,7 @@ use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::name::QName;
 
 use super::report::{CheckEntry, CheckReport, JudgedManifest, Severity};
-use crate::check::input::Problem;
+use crate::check::input::{Location, Problem};
 
 const SUITES_NAME: &str = "pipelinerollout-webhook check";
 
@@ -109,15 +109,15 @@ fn write_report(xml: &mut Xml, report: &CheckReport) -> io::Result<()> {
     xml.write_event(Event::End(BytesEnd::new("testsuites")))
 }
 
-fn case_start<'a>(name: &str, file: &str, line: Option<usize>) -> BytesStart<'a> {
+fn case_start<'a>(name: &str, at: &Location) -> BytesStart<'a> {
     let mut case = BytesStart::new("testcase").with_attributes([
         attribute("name", name),
         // The path with dots replaced, as Jenkins would read `a.yaml` as
         // package `a`, class `yaml`.
-        attribute("classname", &file.replace('.', "_")),
-        attribute("file", file),
+        attribute("classname", &at.file.replace('.', "_")),
+        attribute("file", &at.file),
     ]);
-    if let Some(line) = line {
+    if let Some(line) = at.line {
         case.push_attribute(attribute("line", &line.to_string()));
     }
     case.push_attribute(attribute("time", "0"));
@@ -133,13 +133,11 @@ fn element(xml: &mut Xml, start: BytesStart<'_>, content: &str) -> io::Result<()
 }
 
 fn rollout_case(xml: &mut Xml, judged: &JudgedManifest) -> io::Result<()> {
-    let case = case_start(&judged.id(), &judged.location.file, judged.location.line);
-    let denials: Vec<_> = judged.of(Severity::Error).collect();
-    let notes: Vec<_> = judged
+    let case = case_start(&judged.id(), &judged.location);
+    let (denials, notes): (Vec<_>, Vec<_>) = judged
         .remarks
         .iter()
-        .filter(|f| f.severity != Severity::Error)
-        .collect();
+        .partition(|f| f.severity == Severity::Error);
     if denials.is_empty() && notes.is_empty() && judged.deployed.is_none() {
         return xml.write_event(Event::Empty(case));
     }
@@ -148,17 +146,10 @@ fn rollout_case(xml: &mut Xml, judged: &JudgedManifest) -> io::Result<()> {
         let message: Vec<&str> = denials.iter().map(|f| f.message.as_str()).collect();
         let mut body = String::new();
         for f in &denials {
-            let rule = f
-                .rule
-                .map(|r| format!("rule {}", r.number()))
-                .unwrap_or_default();
-            let field = f.field.as_deref().unwrap_or_default();
-            let place = [rule.as_str(), field]
-                .into_iter()
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join(", ");
-            let _ = writeln!(body, "error ({place}): {}", f.message);
+            let rule = f.rule.map(|r| format!("rule {}", r.number()));
+            let mut place: Vec<String> = rule.into_iter().chain(f.field.clone()).collect();
+            place.retain(|s| !s.is_empty());
+            let _ = writeln!(body, "error ({}): {}", place.join(", "), f.message);
         }
         let failure = BytesStart::new("failure").with_attributes([
             attribute("type", "denied"),
@@ -183,11 +174,7 @@ fn rollout_case(xml: &mut Xml, judged: &JudgedManifest) -> io::Result<()> {
 }
 
 fn problem_case(xml: &mut Xml, problem: &Problem) -> io::Result<()> {
-    let case = case_start(
-        &problem.location.label(),
-        &problem.location.file,
-        problem.location.line,
-    );
+    let case = case_start(&problem.location.label(), &problem.location);
     xml.write_event(Event::Start(case))?;
     let error = BytesStart::new("error").with_attributes([
         attribute("type", "unreadable"),

@@ -18,7 +18,7 @@ pub mod report;
 use std::path::PathBuf;
 
 use crate::policy::Policy;
-use input::{Inputs, Item};
+use input::Item;
 use judge::{Deployed, ManifestJudge};
 use report::{CheckEntry, CheckReport};
 
@@ -76,7 +76,6 @@ pub fn check(policy: &Policy, args: &CheckArgs) -> CheckReport {
     let mut deployed = Deployed::default();
     if report.against {
         let found = files::read_paths(&args.against);
-        warn_empty(&found);
         for item in found.items {
             match item {
                 Item::Rollout(manifest) => {
@@ -93,7 +92,6 @@ pub fn check(policy: &Policy, args: &CheckArgs) -> CheckReport {
         }
     }
     let inputs = files::read_paths(&args.paths);
-    warn_empty(&inputs);
     report.files = inputs.files;
     report.skipped = inputs.skipped;
     let judge = ManifestJudge {
@@ -111,12 +109,4 @@ pub fn check(policy: &Policy, args: &CheckArgs) -> CheckReport {
         });
     }
     report
-}
-
-fn warn_empty(inputs: &Inputs) {
-    for dir in &inputs.empty_dirs {
-        eprintln!(
-            "warning: {dir} holds no .yaml, .yml or .json files (hidden files and directories are skipped)"
-        );
-    }
 }

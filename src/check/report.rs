@@ -156,20 +156,18 @@ impl CheckReport {
                 plural(updates, "judged as an update", "judged as updates")
             ));
         }
-        let notes = if notes.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", notes.join("; "))
-        };
+        let notes = (!notes.is_empty())
+            .then(|| format!(" ({})", notes.join("; ")))
+            .unwrap_or_default();
         let problems = self.problems().count();
-        let unreadable = if problems > 0 {
-            format!(
-                ", {}",
-                plural(problems, "unreadable input", "unreadable inputs")
-            )
-        } else {
-            String::new()
-        };
+        let unreadable = (problems > 0)
+            .then(|| {
+                format!(
+                    ", {}",
+                    plural(problems, "unreadable input", "unreadable inputs")
+                )
+            })
+            .unwrap_or_default();
         let others = self
             .rollouts()
             .filter(|j| j.kind != Resource::Guarded(Kind::PipelineRollout))

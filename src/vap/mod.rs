@@ -357,8 +357,7 @@ impl Export {
     /// The YAML: the comment block, then each policy and its binding as
     /// two documents.
     pub fn to_yaml(&self) -> Result<String, RenderError> {
-        let mut out = String::new();
-        out.push_str(&format!(
+        let mut out = format!(
             "# Exported by `pipelinerollout-webhook export-vap` ({}): the validations of\n\
              # the webhook's validating webhooks under the policy, as ValidatingAdmissionPolicies\n\
              # and their bindings (see docs/vap.md). The policy's values are written into the\n\
@@ -367,7 +366,7 @@ impl Export {
              #\n\
              # Not covered by this export (the webhook does these):\n",
             env!("CARGO_PKG_VERSION")
-        ));
+        );
         for line in &self.not_covered {
             out.push_str(&format!("# - {line}\n"));
         }
@@ -405,23 +404,22 @@ pub fn valid_name(name: &str) -> bool {
 
 /// The `minPauseAge` settings above 0, by key.
 pub fn inexpressible(policy: &Policy) -> Vec<String> {
-    let mut found = Vec::new();
-    let top = policy.force_reapply.min_pause_age_seconds;
-    if top > 0 {
-        found.push(format!(
-            "forceReapply.minPauseAge is {}",
-            format_seconds(top)
-        ));
-    }
-    for (i, ns) in policy.drain_timeout.namespaces.iter().enumerate() {
-        if let Some(age) = ns.min_pause_age_seconds.filter(|a| *a > 0) {
-            found.push(format!(
-                "drainTimeout.namespaces[{i}].minPauseAge is {}",
-                format_seconds(age)
-            ));
-        }
-    }
-    found
+    let top = (
+        "forceReapply".to_owned(),
+        policy.force_reapply.min_pause_age_seconds,
+    );
+    let namespaces = policy.drain_timeout.namespaces.iter().enumerate();
+    let per = namespaces.filter_map(|(i, ns)| {
+        Some((
+            format!("drainTimeout.namespaces[{i}]"),
+            ns.min_pause_age_seconds?,
+        ))
+    });
+    std::iter::once(top)
+        .chain(per)
+        .filter(|(_, age)| *age > 0)
+        .map(|(key, age)| format!("{key}.minPauseAge is {}", format_seconds(age)))
+        .collect()
 }
 
 /// What the export never covers, whatever the policy: the kinds it does
@@ -458,16 +456,13 @@ pub fn not_covered(policy: &Policy) -> Vec<String> {
         "messages: the API server shows the first failing validation's message; the webhook lists every violation".to_owned(),
     ]);
     let ages = inexpressible(policy);
-    if ages.is_empty() {
-        lines.push(
-            "forceReapply.minPauseAge (CEL in admission has no clock): not used by this policy"
-                .to_owned(),
-        );
-    } else {
-        lines.push(format!(
-            "forceReapply.minPauseAge (CEL in admission has no clock): NOT ENFORCED here, although {}",
-            ages.join(", ")
-        ));
-    }
+    lines.push(format!(
+        "forceReapply.minPauseAge (CEL in admission has no clock): {}",
+        if ages.is_empty() {
+            "not used by this policy".to_owned()
+        } else {
+            format!("NOT ENFORCED here, although {}", ages.join(", "))
+        }
+    ));
     lines
 }
