@@ -156,18 +156,15 @@ impl CheckReport {
                 plural(updates, "judged as an update", "judged as updates")
             ));
         }
-        let notes = (!notes.is_empty())
-            .then(|| format!(" ({})", notes.join("; ")))
-            .unwrap_or_default();
-        let problems = self.problems().count();
-        let unreadable = (problems > 0)
-            .then(|| {
-                format!(
-                    ", {}",
-                    plural(problems, "unreadable input", "unreadable inputs")
-                )
-            })
-            .unwrap_or_default();
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", notes.join("; "))
+        };
+        let unreadable = match self.problems().count() {
+            0 => String::new(),
+            n => format!(", {}", plural(n, "unreadable input", "unreadable inputs")),
+        };
         let others = self
             .rollouts()
             .filter(|j| j.kind != Resource::Guarded(Kind::PipelineRollout))
