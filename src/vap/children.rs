@@ -24,14 +24,6 @@ use crate::rollout::{ANNOTATIONS, FieldPath, LifecycleKey};
 /// The pause timeout's path on a Pipeline.
 const PAUSE_FIELD: FieldPath = LifecycleKey::Pause.child_field();
 
-const PAUSE_LABELS: Labels = Labels {
-    integer: "rule 2: a Pipeline's pause timeout is an integer",
-    min: "rule 3: a Pipeline's pause timeout is at least min",
-    max: "rule 3: a Pipeline's pause timeout is at most max, or no timeout",
-    no_timeout: "rule 3: a Pipeline's pause timeout means no timeout only where allowed",
-    overflow: "rule 4: a Pipeline's pause timeout fits Numaflow's clock",
-};
-
 /// The variables and validations of the child Pipeline policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let mut vars = Vars::request();
@@ -72,7 +64,13 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
         &policy.drain_timeout,
         Field::Pause(PAUSE_FIELD, "p", false),
         exempt,
-        PAUSE_LABELS,
+        Labels {
+            integer: "rule 2: a Pipeline's pause timeout is an integer",
+            min: "rule 3: a Pipeline's pause timeout is at least min",
+            max: "rule 3: a Pipeline's pause timeout is at most max, or no timeout",
+            no_timeout: "rule 3: a Pipeline's pause timeout means no timeout only where allowed",
+            overflow: "rule 4: a Pipeline's pause timeout fits Numaflow's clock",
+        },
     );
     checks.extend(timeout::checks(
         &policy.deletion_timeout,

@@ -104,24 +104,12 @@ impl Export {
     }
 }
 
-/// What one policy matches.
-struct Match {
-    kinds: Vec<(&'static str, String)>,
-    operations: &'static [&'static str],
-    object_selector: Option<LabelSelector>,
-}
-
-impl Match {
-    fn new(kinds: &[Kind], operations: &'static [&'static str]) -> Self {
-        Self {
-            kinds: kinds
-                .iter()
-                .map(|k| (k.group(), k.resource().to_owned()))
-                .collect(),
-            operations,
-            object_selector: None,
-        }
-    }
+/// The API group and resource of each of `kinds`.
+fn resources(kinds: &[Kind]) -> Vec<(&'static str, String)> {
+    kinds
+        .iter()
+        .map(|k| (k.group(), k.resource().to_owned()))
+        .collect()
 }
 
 /// Exports `policy` under `name`: the PipelineRollout policy named as
@@ -130,16 +118,16 @@ impl Match {
 /// ConfigMaps, PipelineRollout DELETEs' warning and, under
 /// `gateRolloutDeletes`, their gate, then owned children's edits.
 pub fn export(policy: &Policy, name: &str) -> Export {
-    let wrap = |suffix: &str, covers, matches: Match, rules| {
+    let wrap = |suffix: &str, covers, matches, rules| {
         wrap(
             policy.mode,
             &format!("{name}{suffix}"),
             covers,
-            &matches,
+            matches,
             rules,
         )
     };
-    let rollout_deletes = || Match::new(&[Kind::PipelineRollout], &["DELETE"]);
+    let rollouts = || resources(&[Kind::PipelineRollout]);
     let config_maps = LabelSelector {
         match_expressions: Some(vec![LabelSelectorRequirement {
             key: CONFIG_LABEL.to_owned(),
@@ -155,36 +143,36 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         wrap(
             "",
             "PipelineRollouts, CREATE and UPDATE: rules 2 to 8, 16 to 18, and 19 in spec.pipeline.metadata",
-            Match::new(&[Kind::PipelineRollout], CREATE_UPDATE),
+            match_resources(rollouts(), CREATE_UPDATE, None),
             rules::rules(policy),
         ),
         wrap(
             "-pipelines",
             "Pipelines, CREATE and UPDATE: their own lifecycle (rules 2 to 4 and 16 to 18, by anyone but numaplane.controllerAccount) and pause-timestamp (rule 19)",
-            Match::new(&[Kind::Pipeline], CREATE_UPDATE),
+            match_resources(resources(&[Kind::Pipeline]), CREATE_UPDATE, None),
             children::rules(policy),
         ),
         wrap(
             "-child-deletes",
             "Pipelines, MonoVertices and InterStepBufferServices, DELETE: an owned child's deletion needs forceReapply.deleteUndrained (rule 20)",
-            Match::new(&CHILDREN, &["DELETE"]),
+            match_resources(resources(&CHILDREN), &["DELETE"], None),
             deletes::children(policy),
         ),
         wrap(
             "-namespace-config",
             "Numaplane's namespace-level ConfigMaps and Numaflow controller definitions, CREATE and UPDATE: data.upgradeStrategy (rules 23 and 24), definitions outside numaplane.namespace (rule 27)",
-            Match {
-                kinds: vec![("", CONFIGMAPS.to_owned())],
-                operations: CREATE_UPDATE,
-                object_selector: Some(config_maps),
-            },
+            match_resources(
+                vec![("", CONFIGMAPS.to_owned())],
+                CREATE_UPDATE,
+                Some(config_maps),
+            ),
             namespace_config::rules(policy),
         ),
         // Warns whatever the mode: the webhook's warning is no denial.
         warning_only(wrap(
             ROLLOUT_DELETE_WARNINGS_SUFFIX,
             "PipelineRollouts, DELETE: the warning naming the deletion timeout its Pipelines are drained for (rule 21), bound with validationActions [Warn]",
-            rollout_deletes(),
+            match_resources(rollouts(), &["DELETE"], None),
             deletes::rollout_warnings(policy),
         )),
     ];
@@ -192,7 +180,7 @@ pub fn export(policy: &Policy, name: &str) -> Export {
         policies.push(wrap(
             ROLLOUT_DELETES_SUFFIX,
             "PipelineRollouts, DELETE: forceReapply.deleteUndrained.gateRolloutDeletes, the deleteUndrained permission (rule 21)",
-            rollout_deletes(),
+            match_resources(rollouts(), &["DELETE"], None),
             gate,
         ));
     }
@@ -200,13 +188,14 @@ pub fn export(policy: &Policy, name: &str) -> Export {
     policies.push(wrap(
         "-child-edits",
         "Pipelines, MonoVertices and InterStepBufferServices, CREATE and UPDATE (and their /status): an owned child's spec but scaling and pausing, status, ownerReferences, finalizers and Numaplane's and Numaflow's keys are changed by anyone but numaplane.controllerAccount and numaflow.controllerAccount only with forceReapply.editChildren (rule 26)",
-        Match {
-            kinds: CHILDREN
+        match_resources(
+            CHILDREN
                 .iter()
                 .flat_map(|k| status(k).map(|resource| (k.group(), resource)))
                 .collect(),
-            ..Match::new(&[], CREATE_UPDATE)
-        },
+            CREATE_UPDATE,
+            None,
+        ),
         child_edits::rules(policy),
     ));
     Export {
@@ -228,13 +217,13 @@ fn wrap(
     mode: Mode,
     name: &str,
     covers: &'static str,
-    matches: &Match,
+    matches: MatchResources,
     (variables, checks): (Vec<Var>, Vec<Assertion>),
 ) -> Exported {
     let validations = checks.iter().map(|c| c.rule).collect();
     let spec = ValidatingAdmissionPolicySpec {
         failure_policy: Some("Fail".to_owned()),
-        match_constraints: Some(match_resources(matches)),
+        match_constraints: Some(matches),
         variables: Some(k8s_variables(variables)),
         validations: Some(
             checks
@@ -283,18 +272,22 @@ fn k8s_variables(vars: Vec<Var>) -> Vec<Variable> {
 }
 
 /// What a policy matches, as the webhook configurations match it: the
-/// kinds and operations in `matches`, never in [`EXCLUDED_NAMESPACES`].
-fn match_resources(matches: &Match) -> MatchResources {
-    let resource_rules = matches
-        .kinds
-        .iter()
+/// `resources` (API group and resource) and `operations`, never in
+/// [`EXCLUDED_NAMESPACES`].
+fn match_resources(
+    resources: Vec<(&str, String)>,
+    operations: &[&str],
+    object_selector: Option<LabelSelector>,
+) -> MatchResources {
+    let resource_rules = resources
+        .into_iter()
         .map(|(group, resource)| NamedRuleWithOperations {
-            api_groups: Some(vec![(*group).to_owned()]),
+            api_groups: Some(vec![group.to_owned()]),
             api_versions: Some(vec![
                 if group.is_empty() { "v1" } else { API_VERSION }.to_owned(),
             ]),
-            operations: Some(matches.operations.iter().map(|o| (*o).to_owned()).collect()),
-            resources: Some(vec![resource.clone()]),
+            operations: Some(operations.iter().map(|o| (*o).to_owned()).collect()),
+            resources: Some(vec![resource]),
             scope: Some("Namespaced".to_owned()),
             ..NamedRuleWithOperations::default()
         })
@@ -310,7 +303,7 @@ fn match_resources(matches: &Match) -> MatchResources {
     MatchResources {
         match_policy: Some("Equivalent".to_owned()),
         namespace_selector: Some(namespace_selector),
-        object_selector: matches.object_selector.clone(),
+        object_selector,
         resource_rules: Some(resource_rules),
         ..MatchResources::default()
     }

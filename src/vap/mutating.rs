@@ -17,7 +17,7 @@ use super::cel::{self, Step};
 use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars, scoped};
 use super::variables::{ROLLOUT_LIFECYCLE, Var, Vars, pausing, scope_vars};
 use super::{
-    CREATE_UPDATE, Match, RenderError, document, k8s_variables, match_resources, metadata,
+    CREATE_UPDATE, RenderError, document, k8s_variables, match_resources, metadata, resources,
 };
 use crate::kinds::Kind;
 use crate::policy::model::{DrainTimeout, Policy};
@@ -63,10 +63,11 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
     }
     let spec = MutatingAdmissionPolicySpec {
         failure_policy: Some("Fail".to_owned()),
-        match_constraints: Some(match_resources(&Match::new(
-            &[Kind::PipelineRollout],
+        match_constraints: Some(match_resources(
+            resources(&[Kind::PipelineRollout]),
             CREATE_UPDATE,
-        ))),
+            None,
+        )),
         // As the mutating webhook's configuration: Numaplane's controller
         // never waits for it.
         match_conditions: Some(vec![MatchCondition {

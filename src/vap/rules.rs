@@ -15,15 +15,6 @@ use crate::rollout::{
     TIMEOUT_FIELD, UPGRADE_IN_PROGRESS,
 };
 
-/// The labels of the pause timeout's checks (rules 2 to 4).
-const PAUSE_LABELS: Labels = Labels {
-    integer: "rule 2: the timeout is an integer",
-    min: "rule 3: at least min",
-    max: "rule 3: at most max, or no timeout",
-    no_timeout: "rule 3: no timeout only where allowed",
-    overflow: "rule 4: the timeout times the recycle multiplier fits Numaflow's clock",
-};
-
 /// The variables and validations of the PipelineRollout policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let mut checks = vec![
@@ -85,7 +76,13 @@ fn timeout_checks(dt: &DrainTimeout) -> Vec<Assertion> {
         dt,
         Field::Pause(TIMEOUT_FIELD, "t", true),
         None,
-        PAUSE_LABELS,
+        Labels {
+            integer: "rule 2: the timeout is an integer",
+            min: "rule 3: at least min",
+            max: "rule 3: at most max, or no timeout",
+            no_timeout: "rule 3: no timeout only where allowed",
+            overflow: "rule 4: the timeout times the recycle multiplier fits Numaflow's clock",
+        },
     ));
     checks
 }

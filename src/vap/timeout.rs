@@ -86,19 +86,6 @@ pub fn scoped(
         })
 }
 
-/// The allowed values of a scope, as the webhook's advice words them.
-fn allowed_values(dt: &DrainTimeout, scope: ScopeVars) -> String {
-    let no_timeout = dt.no_timeout_seconds;
-    scoped(dt, scope, |r| {
-        let (min, max) = (r.min, r.max);
-        cel::string(&if r.allow_no_timeout {
-            format!("set {min} to {max} seconds, or {no_timeout} (or more) for no timeout")
-        } else {
-            format!("set {min} to {max} seconds")
-        })
-    })
-}
-
 /// The integer, range, no-timeout and overflow checks of one field of
 /// `dt`, exempting requests for which `exempt` (CEL) holds.
 pub fn checks(
@@ -142,14 +129,27 @@ pub fn checks(
     if let Field::Deletion(_) = judged {
         scope = format!("{} + {scope}", cel::string(&format!("{section} in ")));
     }
-    let fix = allowed_values(dt, scope_vars);
     let no_timeout = dt.no_timeout_seconds;
-    let min = scoped(dt, scope_vars, |r| r.min.to_string());
-    let max = scoped(dt, scope_vars, |r| r.max.to_string());
-    let (v, int) = (
-        format!("variables.{value}"),
-        format!("variables.{value}Int"),
-    );
+    // The allowed values, as the webhook's advice words them.
+    let fix = scoped(dt, scope_vars, |r| {
+        let (min, max) = (r.min, r.max);
+        cel::string(&if r.allow_no_timeout {
+            format!("set {min} to {max} seconds, or {no_timeout} (or more) for no timeout")
+        } else {
+            format!("set {min} to {max} seconds")
+        })
+    });
+    // A bound: its seconds, and its words.
+    let bound = |of: fn(&TimeoutRules) -> u64| {
+        let words = |r: &TimeoutRules| format!("{} ({})", of(r), format_seconds(of(r)));
+        (
+            scoped(dt, scope_vars, |r| of(r).to_string()),
+            scoped(dt, scope_vars, |r| cel::string(&words(r))),
+        )
+    };
+    let ((min, min_words), (max, max_words)) = (bound(|r| r.min), bound(|r| r.max));
+    let v = format!("variables.{value}");
+    let int = format!("variables.{value}Int");
     let exempt = exempt.map(|e| format!("{e} || ")).unwrap_or_default();
     let mut checks = vec![
         assertion(
@@ -166,13 +166,8 @@ pub fn checks(
             format!("{exempt}{int} == null || {int} >= {min} || {same}"),
             &format!("{f} is below the minimum the policy sets for this namespace"),
             format!(
-                "{field} + string({int}) + ', below the minimum of ' + {} + ' set by ' + {scope} +\n  \
+                "{field} + string({int}) + ', below the minimum of ' + {min_words} + ' set by ' + {scope} +\n  \
                  ({int} < 1 ? {} : '') + ': ' + {fix}",
-                scoped(dt, scope_vars, |r| cel::string(&format!(
-                    "{} ({})",
-                    r.min,
-                    format_seconds(r.min)
-                ))),
                 cel::string(zero_effect)
             ),
         ),
@@ -183,12 +178,7 @@ pub fn checks(
                 "{f} is above the maximum the policy sets for this namespace, and below noTimeoutSeconds ({no_timeout})"
             ),
             format!(
-                "{field} + string({int}) + ', above the maximum of ' + {} + ' set by ' + {scope} + ': ' + {fix}",
-                scoped(dt, scope_vars, |r| cel::string(&format!(
-                    "{} ({})",
-                    r.max,
-                    format_seconds(r.max)
-                )))
+                "{field} + string({int}) + ', above the maximum of ' + {max_words} + ' set by ' + {scope} + ': ' + {fix}"
             ),
         ),
     ];
