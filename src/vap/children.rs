@@ -45,18 +45,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
         let steps = cel::steps(root, PAUSE_FIELD.keys(), Some(1));
         variables::value_var(&mut vars, names, &steps, "");
     }
-    vars.add(
-        "pSame",
-        format!(
-            "oldObject != null && variables.p != null && variables.oldP != null && ({})",
-            cel::same(
-                "variables.p",
-                "variables.pInt",
-                "variables.oldP",
-                "variables.oldPInt"
-            )
-        ),
-    );
+    vars.add("pSame", variables::same_timeout("p", "oldP"));
     variables::deletion_vars(&mut vars, LifecycleKey::child_field, Some(1), ["", ""]);
     vars.optional_key("pt", "oldPt", ANNOTATIONS.keys(), PAUSE_TIMESTAMP);
     let exempt = Some("variables.controller");

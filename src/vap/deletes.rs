@@ -80,14 +80,7 @@ fn rollout_vars() -> Vec<Var> {
             &readable,
         );
     }
-    vars.add(
-        "rdJ",
-        "variables.rdD != null ? variables.rdD : variables.rdDD".into(),
-    );
-    vars.add(
-        "rdJInt",
-        "variables.rdD != null ? variables.rdDInt : variables.rdDDInt".into(),
-    );
+    variables::numaflow_reads(&mut vars, ["rdJ", "rdJInt"], "rdD", "rdDD");
     let quoted = "('\"' + string(variables.rdJ) + '\"')";
     vars.add(
         "rdWords",

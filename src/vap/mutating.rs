@@ -14,13 +14,13 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 
 use super::cel::{self, Step};
-use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars, scoped};
+use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, scoped};
 use super::variables::{ROLLOUT_LIFECYCLE, Var, Vars, pausing, scope_vars};
 use super::{
     CREATE_UPDATE, RenderError, document, k8s_variables, match_resources, metadata, resources,
 };
 use crate::kinds::Kind;
-use crate::policy::model::{DrainTimeout, Policy};
+use crate::policy::model::Policy;
 use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, LifecycleKey};
 
 /// The suffix of the MutatingAdmissionPolicy's name.
@@ -154,11 +154,6 @@ fn add(pointer: &str, value: &str) -> String {
     )
 }
 
-/// The default of `dt` in the request's namespace, in seconds (CEL text).
-fn default_seconds(dt: &DrainTimeout, scope: ScopeVars) -> String {
-    scoped(dt, scope, |r| dt.default_seconds(r.default).to_string())
-}
-
 /// The defaults' variables and their JSON Patch: where the lifecycle's
 /// objects stop (`lBlock`, `lDepth`), which timeouts are set, and the
 /// scope's values.
@@ -183,14 +178,16 @@ fn defaults(vars: &mut Vars, policy: &Policy) -> String {
             set(LifecycleKey::DeprecatedDeletion)
         ),
     );
-    vars.add(
-        "pauseDefault",
-        default_seconds(&policy.drain_timeout, PAUSE_SCOPE),
-    );
-    vars.add(
-        "deletionDefault",
-        default_seconds(&policy.deletion_timeout, DELETION_SCOPE),
-    );
+    // The defaults in the request's namespace, in seconds.
+    for (name, dt, scope) in [
+        ("pauseDefault", &policy.drain_timeout, PAUSE_SCOPE),
+        ("deletionDefault", &policy.deletion_timeout, DELETION_SCOPE),
+    ] {
+        vars.add(
+            name,
+            scoped(dt, scope, |r| dt.default_seconds(r.default).to_string()),
+        );
+    }
     let (pause, deletion) = (
         LifecycleKey::Pause.rollout_field().name(),
         LifecycleKey::Deletion.rollout_field().name(),
@@ -209,17 +206,12 @@ fn defaults(vars: &mut Vars, policy: &Policy) -> String {
     }
     created.reverse();
     let lifecycle_pointer = crate::rollout::TIMEOUT_FIELD.parent().pointer();
+    let default = |key: &str, value| add(&format!("{lifecycle_pointer}/{key}"), value);
     format!(
         "variables.lBlock != '' ? [] :\n{}\n(variables.pauseSet ? [] : [{}]) +\n(variables.deletionSet ? [] : [{}])",
         created.join("\n"),
-        add(
-            &format!("{lifecycle_pointer}/{pause}"),
-            "variables.pauseDefault"
-        ),
-        add(
-            &format!("{lifecycle_pointer}/{deletion}"),
-            "variables.deletionDefault"
-        ),
+        default(pause, "variables.pauseDefault"),
+        default(deletion, "variables.deletionDefault"),
     )
 }
 

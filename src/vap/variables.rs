@@ -290,14 +290,7 @@ pub fn deletion_vars(
             value_var(vars, names, &cel::steps(root, path.keys(), schemaless), ub);
         }
     }
-    vars.add(
-        "dJ",
-        "variables.d != null ? variables.d : variables.dd".into(),
-    );
-    vars.add(
-        "dJInt",
-        "variables.d != null ? variables.dInt : variables.ddInt".into(),
-    );
+    numaflow_reads(vars, ["dJ", "dJInt"], "d", "dd");
     vars.add(
         "dField",
         format!(
@@ -321,20 +314,31 @@ pub fn deletion_vars(
     );
 }
 
+/// Whether the timeouts `variables.NEW` and the stored object's
+/// `variables.OLD` are both present and the same (rule 8), by
+/// [`cel::same`] on them and their integer views (`NEWInt`, `OLDInt`).
+pub fn same_timeout(new: &str, old: &str) -> String {
+    let (n, o) = (format!("variables.{new}"), format!("variables.{old}"));
+    format!(
+        "oldObject != null && {n} != null && {o} != null && ({})",
+        cel::same(&n, &format!("{n}Int"), &o, &format!("{o}Int"))
+    )
+}
+
+/// `j`: the deletion timeout Numaflow reads, `variables.D` unless it is
+/// null, else the deprecated `variables.DD`; `j_int`: its integer view.
+pub fn numaflow_reads(vars: &mut Vars, [j, j_int]: [&'static str; 2], d: &str, dd: &str) {
+    vars.add(
+        j,
+        format!("variables.{d} != null ? variables.{d} : variables.{dd}"),
+    );
+    let int = format!("variables.{d} != null ? variables.{d}Int : variables.{dd}Int");
+    vars.add(j_int, int);
+}
+
 /// What ratcheting (rule 8) and the gates (rules 6 and 7) compare.
 fn comparison_vars(vars: &mut Vars) {
-    vars.add(
-        "tSame",
-        format!(
-            "oldObject != null && variables.t != null && variables.oldT != null && ({})",
-            cel::same(
-                "variables.t",
-                "variables.tInt",
-                "variables.oldT",
-                "variables.oldTInt"
-            )
-        ),
-    );
+    vars.add("tSame", same_timeout("t", "oldT"));
     vars.add(
         "sValid",
         "variables.s == null || (variables.sInt != null && variables.sInt >= 1 && variables.sInt <= 100)"
