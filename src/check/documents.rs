@@ -132,12 +132,10 @@ pub fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// A JSON document read, with its text (for [`list_item_lines`]).
-pub type JsonDocument<'a> = (RawDocument<'a>, Value);
-
-/// Reads a stream of JSON values (one, usually), each with its start line.
-/// An error ends the stream: what came before it is kept.
-pub fn parse_json(text: &str) -> (Vec<JsonDocument<'_>>, Option<DocumentError>) {
+/// Reads a stream of JSON values (one, usually), each with its start line
+/// and text (for [`list_item_lines`]). An error ends the stream: what came
+/// before it is kept.
+pub fn parse_json(text: &str) -> (Vec<(RawDocument<'_>, Value)>, Option<DocumentError>) {
     let mut values = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut end = 0;
@@ -157,15 +155,9 @@ pub fn parse_json(text: &str) -> (Vec<JsonDocument<'_>>, Option<DocumentError>) 
                 values.push((doc, value));
             }
             Some(Err(e)) => {
-                let error = DocumentError {
-                    line: e.line(),
-                    message: format!(
-                        "not valid JSON at line {}, column {}: {e}",
-                        e.line(),
-                        e.column()
-                    ),
-                };
-                return (values, Some(error));
+                let (line, column) = (e.line(), e.column());
+                let message = format!("not valid JSON at line {line}, column {column}: {e}");
+                return (values, Some(DocumentError { line, message }));
             }
         }
     }
