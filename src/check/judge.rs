@@ -237,13 +237,9 @@ fn prepare(object: &mut Value, namespace: &str, old: Option<&Value>) {
     }
     if let Some(old) = old {
         match old.get("status") {
-            Some(status) => {
-                map.insert("status".into(), status.clone());
-            }
-            None => {
-                map.remove("status");
-            }
-        }
+            Some(status) => map.insert("status".into(), status.clone()),
+            None => map.remove("status"),
+        };
     }
 }
 
