@@ -109,14 +109,6 @@ pub fn checked_kind(object: &Value) -> Option<Resource> {
     (core_config_map && labelled).then_some(Resource::ConfigMap)
 }
 
-fn is_list(object: &Value) -> bool {
-    object
-        .get("kind")
-        .and_then(Value::as_str)
-        .is_some_and(|kind| kind.ends_with("List"))
-        && object.get("items").is_some_and(Value::is_array)
-}
-
 /// Reads one file's text: JSON (a stream of values) when `json_only` or
 /// when it parses as JSON, YAML documents otherwise.
 pub fn read_text(inputs: &mut Inputs, file: &str, text: &str, json_only: bool) {
@@ -168,20 +160,19 @@ fn problem(mut location: Location, error: DocumentError) -> Item {
 
 /// Files one parsed document: a PipelineRollout, a List's items, or a
 /// skipped document (`null` documents are not counted).
-fn add_object(inputs: &mut Inputs, location: Location, value: Value, doc: &RawDocument) {
+fn add_object(inputs: &mut Inputs, location: Location, mut value: Value, doc: &RawDocument) {
     if value.is_null() {
         return;
     }
-    if !is_list(&value) {
+    let kind = value.get("kind").and_then(Value::as_str);
+    let is_list = kind.is_some_and(|kind| kind.ends_with("List"));
+    let items = value
+        .get_mut("items")
+        .filter(|items| is_list && items.is_array());
+    let Some(Value::Array(items)) = items.map(Value::take) else {
         return add_manifest(inputs, location, value);
-    }
+    };
     let lines = documents::list_item_lines(doc);
-    let Value::Object(mut list) = value else {
-        return;
-    };
-    let Some(Value::Array(items)) = list.remove("items") else {
-        return;
-    };
     for (i, object) in items.into_iter().enumerate() {
         let mut at = location.clone();
         at.item = Some(i + 1);

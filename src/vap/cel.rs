@@ -8,20 +8,14 @@
 //! only selected after `has()` and a `type(...) == map` check of its parent,
 //! so a wrongly typed value never raises a CEL runtime error.
 
-/// A CEL string literal: single-quoted, with `\` and `'` escaped.
+/// A CEL string literal: single-quoted, with `\`, `'` and line breaks escaped.
 pub fn string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
+    // The backslashes first: the other escapes add some.
+    let escaped = text
+        .replace('\\', "\\\\")
+        .replace('\'', "\\'")
+        .replace('\n', "\\n");
+    format!("'{escaped}'")
 }
 
 /// A CEL list of string literals.
