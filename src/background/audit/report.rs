@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::hash::{Hash as _, Hasher as _};
 
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::audited::KINDS;
@@ -33,10 +32,9 @@ pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
 /// a deletion).
 #[derive(Debug, Clone, Default)]
 pub struct Report {
-    /// The PolicyReport as JSON text (held as text until written, so a
-    /// report waiting for its turn costs its size and no more); `None` to
+    /// The PolicyReport, built when its write's turn comes; `None` to
     /// delete it (no objects left).
-    pub body: Option<Box<RawValue>>,
+    pub body: Option<Value>,
     /// The hash of [`content`] of the body (0 for a deletion).
     pub hash: u64,
 }
@@ -166,12 +164,11 @@ pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report 
         summary,
         results,
     };
-    // Writing plain structs and maps to JSON does not fail; the tree is
-    // hashed as it is, then held as text.
+    // Writing plain structs and maps to JSON does not fail.
     let value = serde_json::to_value(&out).unwrap_or_default();
     Report {
         hash: content_hash(&value),
-        body: RawValue::from_string(value.to_string()).ok(),
+        body: Some(value),
     }
 }
 
@@ -243,9 +240,7 @@ mod tests {
             ]),
         );
         let report = build("team-a", &objects);
-        let body: Value =
-            serde_json::from_str(report.body.as_ref().expect("a body").get()).expect("JSON");
-        let body = &body;
+        let body = report.body.as_ref().expect("a body");
         assert_eq!(
             body["summary"],
             json!({"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0})
@@ -295,7 +290,7 @@ mod tests {
             entry(vec![(Rule::TimeoutRange, Status::Fail)]),
         );
         let report = build("big", &objects);
-        let body: Value = serde_json::from_str(report.body.expect("a body").get()).expect("JSON");
+        let body = report.body.expect("a body");
         assert!(body.to_string().len() <= MAX_REPORT_BYTES + 4096);
         assert_eq!(body["summary"]["pass"], 8_000);
         assert_eq!(body["results"].as_array().map(Vec::len), Some(1));
