@@ -44,21 +44,9 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
         vars.add(block, guarded(root, cel::first_non_map(&steps[..4]), "''"));
         let unblocked = format!("variables.{block} == '' && ");
         value_var(&mut vars, [name("t"), name("tInt")], &steps, &unblocked);
-        let steps = cel::steps(root, SCALE_FACTOR_FIELD.keys(), None);
-        let (levels, leaf) = steps.split_at(3);
         let s = name("s");
-        vars.add(
-            s,
-            guarded(
-                root,
-                format!(
-                    "{} && has({leaf}) ?\n  dyn({leaf}) : null",
-                    cel::all_maps(levels),
-                    leaf = leaf[0].select
-                ),
-                "null",
-            ),
-        );
+        let scale = |leaf: &str| format!("?\n  dyn({leaf}) : null");
+        vars.add(s, leaf_read(root, SCALE_FACTOR_FIELD.keys(), scale, "null"));
         // S as the rules use it: the rollout's own, else the policy default.
         let default = dt.default_recycle_scale_factor;
         let eff = name("sEff");
@@ -81,20 +69,9 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
             annotations,
             ALLOW_DATA_LOSS,
         );
-        let steps = cel::steps(root, FORCE_PROMOTE_FIELD.keys(), None);
-        let (levels, leaf) = steps.split_at(3);
-        vars.add(
-            name("forcePromote"),
-            guarded(
-                root,
-                format!(
-                    "{} && has({leaf}) && {leaf} == true",
-                    cel::all_maps(levels),
-                    leaf = leaf[0].select
-                ),
-                "false",
-            ),
-        );
+        let on = |leaf: &str| format!("&& {leaf} == true");
+        let force_promote = leaf_read(root, FORCE_PROMOTE_FIELD.keys(), on, "false");
+        vars.add(name("forcePromote"), force_promote);
     }
     comparison_vars(&mut vars);
     deletion_vars(
@@ -192,6 +169,17 @@ fn var_name(prefix: &str, name: &'static str) -> &'static str {
         (_, "forcePromote") => "oldForcePromote",
         (_, other) => other,
     }
+}
+
+/// A read of the leaf below three levels of `keys` under `root`: the
+/// levels all maps and the leaf present, then `rest` of the leaf's select;
+/// `otherwise` for a stored object that is absent.
+fn leaf_read(root: &str, keys: &[&str], rest: impl Fn(&str) -> String, otherwise: &str) -> String {
+    let steps = cel::steps(root, keys, None);
+    let (levels, leaf) = steps.split_at(3);
+    let leaf = &leaf[0].select;
+    let read = format!("{} && has({leaf}) {}", cel::all_maps(levels), rest(leaf));
+    guarded(root, read, otherwise)
 }
 
 /// For the stored object every expression starts with `oldObject != null`
