@@ -33,39 +33,11 @@ pub struct DocumentError {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LineKind {
-    /// `---`, with (true) or without content after it on the same line.
-    Start(bool),
-    /// `...`.
-    End,
-    /// `%YAML`, `%TAG`: before a `---` only.
-    Directive,
-    /// Blank, or only a comment.
-    Blank,
-    /// Anything else.
-    Content,
-}
-
+/// Whether `line` is the document marker `marker` (`---` or `...`): the
+/// marker alone, or followed by a space or tab.
 fn is_marker(line: &str, marker: &str) -> bool {
     line.strip_prefix(marker)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
-}
-
-fn classify(line: &str) -> LineKind {
-    let line = line.trim_end_matches(['\n', '\r']);
-    if is_marker(line, "---") {
-        let rest = line[3..].trim();
-        LineKind::Start(!rest.is_empty() && !rest.starts_with('#'))
-    } else if is_marker(line, "...") {
-        LineKind::End
-    } else if line.starts_with('%') {
-        LineKind::Directive
-    } else if line.trim().is_empty() || line.trim_start().starts_with('#') {
-        LineKind::Blank
-    } else {
-        LineKind::Content
-    }
 }
 
 /// A document being gathered: where it begins, and its first content line.
@@ -88,7 +60,8 @@ impl Pending {
 }
 
 /// Splits a YAML stream into its non-empty documents (a document of only
-/// markers, comments and blank lines is left out and not counted).
+/// markers, comments, directives and blank lines is left out and not
+/// counted).
 pub fn split_yaml(text: &str) -> Vec<RawDocument<'_>> {
     let mut docs = Vec::new();
     let mut close = |pending: &Pending, end: usize| {
@@ -103,31 +76,30 @@ pub fn split_yaml(text: &str) -> Vec<RawDocument<'_>> {
     };
     let mut pending = Pending::new(0, 1);
     let mut offset = 0;
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        let number = i + 1;
-        match classify(line) {
-            LineKind::Start(content) => {
-                // Comments and directives before the first `---` belong to
-                // its document.
-                if pending.marker || pending.content.is_some() {
-                    close(&pending, offset);
-                    pending = Pending::new(offset, number);
-                }
-                pending.marker = true;
-                if content {
-                    pending.content = Some(number);
-                }
+    for (i, raw) in text.split_inclusive('\n').enumerate() {
+        let (number, line) = (i + 1, raw.trim_end_matches(['\n', '\r']));
+        if is_marker(line, "---") {
+            // Comments and directives before the first `---` belong to its
+            // document.
+            if pending.marker || pending.content.is_some() {
+                close(&pending, offset);
+                pending = Pending::new(offset, number);
             }
-            LineKind::End => {
-                close(&pending, offset + line.len());
-                pending = Pending::new(offset + line.len(), number + 1);
+            pending.marker = true;
+            let rest = line[3..].trim();
+            if !rest.is_empty() && !rest.starts_with('#') {
+                pending.content = Some(number);
             }
-            LineKind::Directive | LineKind::Blank => {}
-            LineKind::Content => {
-                pending.content.get_or_insert(number);
-            }
+        } else if is_marker(line, "...") {
+            close(&pending, offset + raw.len());
+            pending = Pending::new(offset + raw.len(), number + 1);
+        } else if !line.starts_with('%') // a directive: before a `---` only
+            && !line.trim().is_empty()
+            && !line.trim_start().starts_with('#')
+        {
+            pending.content.get_or_insert(number);
         }
-        offset += line.len();
+        offset += raw.len();
     }
     close(&pending, text.len());
     docs
@@ -160,12 +132,10 @@ pub fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// A JSON document read, with its text (for [`list_item_lines`]).
-pub type JsonDocument<'a> = (RawDocument<'a>, Value);
-
-/// Reads a stream of JSON values (one, usually), each with its start line.
-/// An error ends the stream: what came before it is kept.
-pub fn parse_json(text: &str) -> (Vec<JsonDocument<'_>>, Option<DocumentError>) {
+/// Reads a stream of JSON values (one, usually), each with its start line
+/// and text (for [`list_item_lines`]). An error ends the stream: what came
+/// before it is kept.
+pub fn parse_json(text: &str) -> (Vec<(RawDocument<'_>, Value)>, Option<DocumentError>) {
     let mut values = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut end = 0;
@@ -185,15 +155,9 @@ pub fn parse_json(text: &str) -> (Vec<JsonDocument<'_>>, Option<DocumentError>) 
                 values.push((doc, value));
             }
             Some(Err(e)) => {
-                let error = DocumentError {
-                    line: e.line(),
-                    message: format!(
-                        "not valid JSON at line {}, column {}: {e}",
-                        e.line(),
-                        e.column()
-                    ),
-                };
-                return (values, Some(error));
+                let (line, column) = (e.line(), e.column());
+                let message = format!("not valid JSON at line {line}, column {column}: {e}");
+                return (values, Some(DocumentError { line, message }));
             }
         }
     }

@@ -27,21 +27,19 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// reports for it.
 #[derive(Debug, thiserror::Error)]
 enum FileError {
-    /// Opening or reading failed.
     #[error("cannot read the file: {0}; check the path")]
     Unreadable(#[from] std::io::Error),
-    /// Larger than `check` reads.
     #[error(
         "the file is {0} bytes, more than the {MAX_FILE_BYTES} bytes check reads: check the path, or split the manifests into smaller files"
     )]
     TooLarge(u64),
-    /// Not UTF-8 text.
     #[error("not UTF-8 text (invalid byte at offset {0}): save the manifest as UTF-8")]
     NotUtf8(usize),
 }
 
 /// Reads every path: files, directories (recursively, `.yaml`, `.yml` and
-/// `.json`, sorted, hidden entries skipped) and `-` for standard input.
+/// `.json`, sorted, hidden entries skipped) and `-` for standard input;
+/// warns of directories that hold no such files.
 pub fn read_paths(paths: &[String]) -> Inputs {
     let mut inputs = Inputs::default();
     let mut stdin_read = false;
@@ -77,6 +75,11 @@ pub fn read_paths(paths: &[String]) -> Inputs {
             inputs.files += 1;
             read_file(&mut inputs, &file);
         }
+    }
+    for dir in &inputs.empty_dirs {
+        eprintln!(
+            "warning: {dir} holds no .yaml, .yml or .json files (hidden files and directories are skipped)"
+        );
     }
     inputs
 }

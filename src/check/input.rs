@@ -46,34 +46,32 @@ impl Location {
     }
 }
 
-/// A manifest of a guarded kind.
+/// A manifest of a kind `check` judges.
 #[derive(Debug, Clone)]
 pub struct Manifest {
-    /// Where it is.
     pub location: Location,
-    /// What it is.
     pub kind: Resource,
-    /// The object.
     pub object: Value,
 }
 
 /// Input that could not be read: a file, or one document of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// Where.
     pub location: Location,
     /// What is wrong, and how to fix it.
     pub message: String,
 }
 
-/// One thing found in the input, in input order.
+/// One thing found in the input (a [`Manifest`]), or judged (a
+/// [`super::report::JudgedManifest`]), in input order.
 #[derive(Debug, Clone)]
-pub enum Item {
+pub enum Entry<T> {
     /// An object to judge (a PipelineRollout or another guarded kind).
-    Rollout(Manifest),
-    /// Something unreadable.
+    Rollout(T),
     Problem(Problem),
 }
+
+pub type Item = Entry<Manifest>;
 
 /// Everything read from the paths given.
 #[derive(Debug, Default)]
@@ -88,26 +86,19 @@ pub struct Inputs {
     pub empty_dirs: Vec<String>,
 }
 
-/// The guarded kind a manifest is, by its apiVersion's group and its kind.
-pub fn guarded_kind(object: &Value) -> Option<Kind> {
-    let group = object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .and_then(|v| v.split_once('/'))
-        .map(|(group, _)| group)?;
-    Kind::from_kind(group, object.get("kind").and_then(Value::as_str)?)
-}
-
-/// What a manifest is, if `check` judges it: a guarded kind, or a
-/// ConfigMap labelled as Numaplane's namespace-level configuration or as
-/// Numaflow controller definitions.
+/// What a manifest is, if `check` judges it: a guarded kind (by its
+/// apiVersion's group and its kind), or a ConfigMap labelled as
+/// Numaplane's namespace-level configuration or as Numaflow controller
+/// definitions.
 pub fn checked_kind(object: &Value) -> Option<Resource> {
-    if let Some(kind) = guarded_kind(object) {
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    let kind = object.get("kind").and_then(Value::as_str);
+    let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
+    if let Some(kind) = group.zip(kind).and_then(|(g, k)| Kind::from_kind(g, k)) {
         return Some(Resource::Guarded(kind));
     }
-    let core_config_map = object.get("apiVersion").and_then(Value::as_str)
-        == Some(Resource::ConfigMap.version())
-        && object.get("kind").and_then(Value::as_str) == Some(Resource::ConfigMap.kind());
+    let core_config_map = api_version == Some(Resource::ConfigMap.version())
+        && kind == Some(Resource::ConfigMap.kind());
     let labelled = object
         .pointer(&format!(
             "/metadata/labels/{}",
@@ -116,14 +107,6 @@ pub fn checked_kind(object: &Value) -> Option<Resource> {
         .and_then(Value::as_str)
         .is_some_and(|v| v == NAMESPACE_CONFIG || v == CONTROLLER_DEFINITIONS);
     (core_config_map && labelled).then_some(Resource::ConfigMap)
-}
-
-fn is_list(object: &Value) -> bool {
-    object
-        .get("kind")
-        .and_then(Value::as_str)
-        .is_some_and(|kind| kind.ends_with("List"))
-        && object.get("items").is_some_and(Value::is_array)
 }
 
 /// Reads one file's text: JSON (a stream of values) when `json_only` or
@@ -160,11 +143,10 @@ pub fn read_text(inputs: &mut Inputs, file: &str, text: &str, json_only: bool) {
 
 fn doc_location(file: &str, document: usize, multi: bool, line: usize) -> Location {
     Location {
-        file: file.to_owned(),
         document: Some(document),
         multi,
         line: (line > 0).then_some(line),
-        item: None,
+        ..Location::file(file)
     }
 }
 
@@ -178,43 +160,37 @@ fn problem(mut location: Location, error: DocumentError) -> Item {
 
 /// Files one parsed document: a PipelineRollout, a List's items, or a
 /// skipped document (`null` documents are not counted).
-fn add_object(inputs: &mut Inputs, location: Location, value: Value, doc: &RawDocument) {
+fn add_object(inputs: &mut Inputs, location: Location, mut value: Value, doc: &RawDocument) {
     if value.is_null() {
         return;
     }
-    if is_list(&value) {
-        let lines = documents::list_item_lines(doc);
-        let Value::Object(mut list) = value else {
-            return;
-        };
-        let items = match list.remove("items") {
-            Some(Value::Array(items)) => items,
-            _ => Vec::new(),
-        };
-        for (i, item) in items.into_iter().enumerate() {
-            let mut at = location.clone();
-            at.item = Some(i + 1);
-            if let Some(&line) = lines.get(i).filter(|&&l| l > 0) {
-                at.line = Some(line);
-            }
-            if let Some(kind) = checked_kind(&item) {
-                inputs.items.push(Item::Rollout(Manifest {
-                    location: at,
-                    kind,
-                    object: item,
-                }));
-            } else {
-                inputs.skipped += 1;
-            }
+    let kind = value.get("kind").and_then(Value::as_str);
+    let is_list = kind.is_some_and(|kind| kind.ends_with("List"));
+    let items = value
+        .get_mut("items")
+        .filter(|items| is_list && items.is_array());
+    let Some(Value::Array(items)) = items.map(Value::take) else {
+        return add_manifest(inputs, location, value);
+    };
+    let lines = documents::list_item_lines(doc);
+    for (i, object) in items.into_iter().enumerate() {
+        let mut at = location.clone();
+        at.item = Some(i + 1);
+        if let Some(&line) = lines.get(i).filter(|&&l| l > 0) {
+            at.line = Some(line);
         }
-    } else if let Some(kind) = checked_kind(&value) {
-        inputs.items.push(Item::Rollout(Manifest {
+        add_manifest(inputs, at, object);
+    }
+}
+
+fn add_manifest(inputs: &mut Inputs, location: Location, object: Value) {
+    match checked_kind(&object) {
+        Some(kind) => inputs.items.push(Item::Rollout(Manifest {
             location,
             kind,
-            object: value,
-        }));
-    } else {
-        inputs.skipped += 1;
+            object,
+        })),
+        None => inputs.skipped += 1,
     }
 }
 

@@ -13,8 +13,7 @@ use super::input::Manifest;
 use super::report::{JudgedManifest, Remark, Severity};
 use crate::admission::{self, Input, Subject, Webhook};
 use crate::authz::StaticLists;
-use crate::kinds::Kind;
-use crate::kinds::Resource;
+use crate::kinds::{Kind, Resource};
 use crate::policy::rules::{GuardedWrite, Operation, Origin, StrategyWrite, Verdict};
 use crate::policy::{Policy, UserInfo, format_seconds};
 use crate::rollout::{GuardedObject, TIMEOUT_FIELD};
@@ -22,32 +21,12 @@ use crate::rollout::{GuardedObject, TIMEOUT_FIELD};
 /// The group every authenticated user is in; the API server adds it.
 const AUTHENTICATED: &str = "system:authenticated";
 
-/// The deployed objects, by kind, namespace and name.
-#[derive(Debug, Default)]
-pub struct Deployed {
-    objects: HashMap<(Resource, String, String), (Value, String)>,
-}
+/// Why `check` can grant a force only from the policy's lists.
+const OFFLINE_PERMISSION: &str = "`check` runs without an API server; it judges --as and --as-group against the policy's users and groups lists only";
 
-impl Deployed {
-    /// Adds a deployed object found in `file`; the first one of a name wins.
-    pub fn insert(
-        &mut self,
-        kind: Resource,
-        namespace: String,
-        name: String,
-        object: Value,
-        file: String,
-    ) {
-        self.objects
-            .entry((kind, namespace, name))
-            .or_insert((object, file));
-    }
-
-    fn get(&self, kind: Resource, namespace: &str, name: &str) -> Option<&(Value, String)> {
-        self.objects
-            .get(&(kind, namespace.to_owned(), name.to_owned()))
-    }
-}
+/// The deployed objects by kind, namespace and name, each with the file
+/// it came from.
+pub type Deployed = HashMap<(Resource, String, String), (Value, String)>;
 
 /// The namespace and name of a manifest: its `metadata.namespace`, else
 /// `default_namespace`; its `metadata.name`, if any.
@@ -69,9 +48,7 @@ pub fn identity(object: &Value, default_namespace: &str) -> (String, Option<Stri
 /// Judges manifests under one policy, for one requester.
 #[derive(Debug)]
 pub struct ManifestJudge<'a> {
-    /// The policy.
     pub policy: &'a Policy,
-    /// The requester's name.
     pub user: &'a str,
     /// The requester's groups (`system:authenticated` is added).
     pub groups: &'a [String],
@@ -92,12 +69,12 @@ impl ManifestJudge<'_> {
         UserInfo::new(self.user, &groups)
     }
 
-    /// Judges one manifest.
     pub fn judge(&self, manifest: Manifest) -> JudgedManifest {
         let (namespace, name) = identity(&manifest.object, self.default_namespace);
-        let deployed = name
-            .as_deref()
-            .and_then(|name| self.deployed.get(manifest.kind, &namespace, name));
+        let deployed = name.as_ref().and_then(|name| {
+            let key = (manifest.kind, namespace.clone(), name.clone());
+            self.deployed.get(&key)
+        });
         let mut object = manifest.object;
         let old = deployed.map(|(old, _)| old);
         prepare(&mut object, &namespace, old);
@@ -136,17 +113,25 @@ impl ManifestJudge<'_> {
             Ok(old) => old,
             Err(e) => return vec![internal(&e)],
         };
-        let write = Write {
-            kind,
-            namespace,
-            name,
-            user: self.user_info(),
-            old,
+        let user = self.user_info();
+        let decide = |webhook, object: &GuardedObject| {
+            let write = GuardedWrite {
+                kind,
+                operation: operation(old.is_some()),
+                namespace,
+                user: &user,
+                object,
+                old_object: old.as_ref(),
+                now: self.now,
+                origin: Origin::Request,
+            };
+            let subject = Subject::Write { write, name };
+            decide_offline(self.policy, Input { webhook, subject })
         };
         let mut remarks = Vec::new();
         match view(&object) {
             Ok(view) => {
-                let verdict = self.decide(Webhook::Mutate, &write, &view);
+                let verdict = decide(Webhook::Mutate, &view);
                 if let Some(seconds) = verdict.defaulted {
                     remarks.push(Remark {
                         severity: Severity::Info,
@@ -166,9 +151,7 @@ impl ManifestJudge<'_> {
         }
         match view(&object) {
             Ok(view) => {
-                let verdict = self.decide(Webhook::Validate, &write, &view);
-                remarks.extend(denials(&verdict));
-                warnings(&mut remarks, &verdict);
+                remarks.extend(validated(&decide(Webhook::Validate, &view)));
             }
             Err(e) => remarks.push(internal(&e)),
         }
@@ -190,11 +173,7 @@ impl ManifestJudge<'_> {
         };
         let user = self.user_info();
         let write = StrategyWrite {
-            operation: if old.is_some() {
-                Operation::Update
-            } else {
-                Operation::Create
-            },
+            operation: operation(old.is_some()),
             namespace,
             user: &user,
             object: object.config_read(),
@@ -206,10 +185,7 @@ impl ManifestJudge<'_> {
             webhook: Webhook::Validate,
             subject: Subject::NamespaceConfig { write, name },
         };
-        let verdict = decide_offline(self.policy, input);
-        let mut remarks = denials(&verdict);
-        warnings(&mut remarks, &verdict);
-        remarks
+        validated(&decide_offline(self.policy, input))
     }
 
     fn default_message(&self, seconds: u64) -> String {
@@ -223,26 +199,14 @@ impl ManifestJudge<'_> {
             TIMEOUT_FIELD.name()
         )
     }
+}
 
-    /// The verdict of `webhook` on the write of `object`.
-    fn decide(&self, webhook: Webhook, write: &Write<'_>, object: &GuardedObject) -> Verdict {
-        let input = Input {
-            webhook,
-            subject: Subject::Write {
-                write: GuardedWrite {
-                    kind: write.kind,
-                    operation: write.operation(),
-                    namespace: write.namespace,
-                    user: &write.user,
-                    object,
-                    old_object: write.old.as_ref(),
-                    now: self.now,
-                    origin: Origin::Request,
-                },
-                name: write.name,
-            },
-        };
-        decide_offline(self.policy, input)
+/// CREATE, or UPDATE from the deployed object.
+fn operation(update: bool) -> Operation {
+    if update {
+        Operation::Update
+    } else {
+        Operation::Create
     }
 }
 
@@ -273,41 +237,15 @@ fn prepare(object: &mut Value, namespace: &str, old: Option<&Value>) {
     }
     if let Some(old) = old {
         match old.get("status") {
-            Some(status) => {
-                map.insert("status".into(), status.clone());
-            }
-            None => {
-                map.remove("status");
-            }
-        }
+            Some(status) => map.insert("status".into(), status.clone()),
+            None => map.remove("status"),
+        };
     }
 }
 
-/// The write judged: one manifest's kind, place, requester and deployed
-/// object.
-struct Write<'a> {
-    kind: Kind,
-    namespace: &'a str,
-    name: &'a str,
-    user: UserInfo,
-    old: Option<GuardedObject>,
-}
-
-impl Write<'_> {
-    /// CREATE, or UPDATE from the deployed object.
-    fn operation(&self) -> Operation {
-        match self.old {
-            Some(_) => Operation::Update,
-            None => Operation::Create,
-        }
-    }
-}
-
-/// Why `check` can grant a force only from the policy's lists.
-const OFFLINE_PERMISSION: &str = "`check` runs without an API server; it judges --as and --as-group against the policy's users and groups lists only";
-
-fn denials(verdict: &Verdict) -> Vec<Remark> {
-    verdict
+/// What `/validate` says: its denials, then its warnings.
+fn validated(verdict: &Verdict) -> Vec<Remark> {
+    let mut remarks: Vec<Remark> = verdict
         .denials
         .iter()
         .map(|denial| Remark {
@@ -316,7 +254,9 @@ fn denials(verdict: &Verdict) -> Vec<Remark> {
             field: denial.field(),
             message: denial.to_string(),
         })
-        .collect()
+        .collect();
+    warnings(&mut remarks, verdict);
+    remarks
 }
 
 fn warnings(remarks: &mut Vec<Remark>, verdict: &Verdict) {

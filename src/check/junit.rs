@@ -16,22 +16,9 @@ use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::name::QName;
 
 use super::report::{CheckEntry, CheckReport, JudgedManifest, Severity};
-use crate::check::input::Problem;
+use crate::check::input::{Location, Problem};
 
-/// The name of the whole run.
 const SUITES_NAME: &str = "pipelinerollout-webhook check";
-
-/// Characters XML 1.0 cannot hold at all become U+FFFD.
-fn xml_chars(text: &str) -> Cow<'_, str> {
-    let forbidden = |c: char| {
-        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
-    };
-    if text.contains(forbidden) {
-        Cow::Owned(text.replace(forbidden, "\u{fffd}"))
-    } else {
-        Cow::Borrowed(text)
-    }
-}
 
 /// Escapes text for XML 1.0 content with quick-xml (`&`, `<`, `>`, and a
 /// carriage return as a reference); `attribute`: for a double-quoted
@@ -39,20 +26,17 @@ fn xml_chars(text: &str) -> Cow<'_, str> {
 /// kept as references (a reader would otherwise turn them into spaces).
 /// Characters XML 1.0 cannot hold at all become U+FFFD.
 pub fn escape(text: &str, attribute: bool) -> String {
-    let content = partial_escape(xml_chars(text)).into_owned();
-    if !attribute || !content.contains(['"', '\n', '\t']) {
+    let forbidden = |c: char| {
+        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+    };
+    let content = partial_escape(text.replace(forbidden, "\u{fffd}")).into_owned();
+    if !attribute {
         return content;
     }
-    let mut out = String::with_capacity(content.len() + 16);
-    for c in content.chars() {
-        match c {
-            '"' => out.push_str("&quot;"),
-            '\n' => out.push_str("&#10;"),
-            '\t' => out.push_str("&#9;"),
-            c => out.push(c),
-        }
-    }
-    out
+    content
+        .replace('"', "&quot;")
+        .replace('\n', "&#10;")
+        .replace('\t', "&#9;")
 }
 
 /// An attribute whose value is escaped by [`escape`].
@@ -63,55 +47,23 @@ fn attribute<'a>(key: &'a str, value: &str) -> Attribute<'a> {
     }
 }
 
-/// Text content escaped by [`escape`].
-fn text(content: &str) -> Event<'static> {
-    Event::Text(BytesText::from_escaped(escape(content, false)))
-}
-
-/// The class name of a file's test cases: the path with dots replaced, as
-/// Jenkins would read `a.yaml` as package `a`, class `yaml`.
-fn class_name(file: &str) -> String {
-    file.replace('.', "_")
-}
-
-struct Counts {
-    tests: usize,
-    failures: usize,
-    errors: usize,
-}
-
-impl Counts {
-    fn of<'a>(entries: impl Iterator<Item = &'a CheckEntry>) -> Self {
-        let mut counts = Self {
-            tests: 0,
-            failures: 0,
-            errors: 0,
-        };
-        for entry in entries {
-            counts.tests += 1;
-            match entry {
-                CheckEntry::Rollout(judged) if judged.denied() => counts.failures += 1,
-                CheckEntry::Rollout(_) => {}
-                CheckEntry::Problem(_) => counts.errors += 1,
-            }
-        }
-        counts
-    }
-
-    /// A `<testsuites>` or `<testsuite>` start tag named `name`, with the counts.
-    fn start<'a>(&self, tag: &'a str, name: &str) -> BytesStart<'a> {
-        BytesStart::new(tag).with_attributes([
-            attribute("name", name),
-            attribute("tests", &self.tests.to_string()),
-            attribute("failures", &self.failures.to_string()),
-            attribute("errors", &self.errors.to_string()),
-        ])
-    }
+/// A `<testsuites>` or `<testsuite>` start tag named `name`, with the
+/// counts of `entries`.
+fn suite_start<'a>(tag: &'a str, name: &str, entries: &[CheckEntry]) -> BytesStart<'a> {
+    let count = |f: fn(&CheckEntry) -> bool| entries.iter().filter(|e| f(e)).count().to_string();
+    BytesStart::new(tag).with_attributes([
+        attribute("name", name),
+        attribute("tests", &entries.len().to_string()),
+        attribute(
+            "failures",
+            &count(|e| matches!(e, CheckEntry::Rollout(judged) if judged.denied())),
+        ),
+        attribute("errors", &count(|e| matches!(e, CheckEntry::Problem(_)))),
+    ])
 }
 
 type Xml = Writer<Vec<u8>>;
 
-/// Renders the report as a JUnit XML document.
 pub fn render(report: &CheckReport) -> String {
     let mut xml = Writer::new_with_indent(Vec::new(), b' ', 2);
     // Writing to a Vec does not fail.
@@ -124,13 +76,12 @@ pub fn render(report: &CheckReport) -> String {
 
 fn write_report(xml: &mut Xml, report: &CheckReport) -> io::Result<()> {
     xml.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
-    let all = Counts::of(report.entries.iter());
-    xml.write_event(Event::Start(all.start("testsuites", SUITES_NAME)))?;
+    let all = suite_start("testsuites", SUITES_NAME, &report.entries);
+    xml.write_event(Event::Start(all))?;
     // Entries are in input order, so each file's entries are together.
     for group in report.entries.chunk_by(|a, b| a.file() == b.file()) {
         let file = group[0].file();
-        let suite = Counts::of(group.iter())
-            .start("testsuite", file)
+        let suite = suite_start("testsuite", file, group)
             .with_attributes([attribute("skipped", "0"), attribute("time", "0")]);
         xml.write_event(Event::Start(suite))?;
         for entry in group {
@@ -144,13 +95,15 @@ fn write_report(xml: &mut Xml, report: &CheckReport) -> io::Result<()> {
     xml.write_event(Event::End(BytesEnd::new("testsuites")))
 }
 
-fn case_start<'a>(name: &str, file: &str, line: Option<usize>) -> BytesStart<'a> {
+fn case_start<'a>(name: &str, at: &Location) -> BytesStart<'a> {
     let mut case = BytesStart::new("testcase").with_attributes([
         attribute("name", name),
-        attribute("classname", &class_name(file)),
-        attribute("file", file),
+        // The path with dots replaced, as Jenkins would read `a.yaml` as
+        // package `a`, class `yaml`.
+        attribute("classname", &at.file.replace('.', "_")),
+        attribute("file", &at.file),
     ]);
-    if let Some(line) = line {
+    if let Some(line) = at.line {
         case.push_attribute(attribute("line", &line.to_string()));
     }
     case.push_attribute(attribute("time", "0"));
@@ -161,18 +114,16 @@ fn case_start<'a>(name: &str, file: &str, line: Option<usize>) -> BytesStart<'a>
 fn element(xml: &mut Xml, start: BytesStart<'_>, content: &str) -> io::Result<()> {
     let end = start.to_end().into_owned();
     xml.write_event(Event::Start(start))?;
-    xml.write_event(text(content))?;
+    xml.write_event(Event::Text(BytesText::from_escaped(escape(content, false))))?;
     xml.write_event(Event::End(end))
 }
 
 fn rollout_case(xml: &mut Xml, judged: &JudgedManifest) -> io::Result<()> {
-    let case = case_start(&judged.id(), &judged.location.file, judged.location.line);
-    let denials: Vec<_> = judged.of(Severity::Error).collect();
-    let notes: Vec<_> = judged
+    let case = case_start(&judged.id(), &judged.location);
+    let (denials, notes): (Vec<_>, Vec<_>) = judged
         .remarks
         .iter()
-        .filter(|f| f.severity != Severity::Error)
-        .collect();
+        .partition(|f| f.severity == Severity::Error);
     if denials.is_empty() && notes.is_empty() && judged.deployed.is_none() {
         return xml.write_event(Event::Empty(case));
     }
@@ -181,17 +132,10 @@ fn rollout_case(xml: &mut Xml, judged: &JudgedManifest) -> io::Result<()> {
         let message: Vec<&str> = denials.iter().map(|f| f.message.as_str()).collect();
         let mut body = String::new();
         for f in &denials {
-            let rule = f
-                .rule
-                .map(|r| format!("rule {}", r.number()))
-                .unwrap_or_default();
-            let field = f.field.as_deref().unwrap_or_default();
-            let place = [rule.as_str(), field]
-                .into_iter()
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join(", ");
-            let _ = writeln!(body, "error ({place}): {}", f.message);
+            let rule = f.rule.map(|r| format!("rule {}", r.number()));
+            let mut place: Vec<String> = rule.into_iter().chain(f.field.clone()).collect();
+            place.retain(|s| !s.is_empty());
+            let _ = writeln!(body, "error ({}): {}", place.join(", "), f.message);
         }
         let failure = BytesStart::new("failure").with_attributes([
             attribute("type", "denied"),
@@ -216,11 +160,7 @@ fn rollout_case(xml: &mut Xml, judged: &JudgedManifest) -> io::Result<()> {
 }
 
 fn problem_case(xml: &mut Xml, problem: &Problem) -> io::Result<()> {
-    let case = case_start(
-        &problem.location.label(),
-        &problem.location.file,
-        problem.location.line,
-    );
+    let case = case_start(&problem.location.label(), &problem.location);
     xml.write_event(Event::Start(case))?;
     let error = BytesStart::new("error").with_attributes([
         attribute("type", "unreadable"),

@@ -18,7 +18,7 @@ pub mod report;
 use std::path::PathBuf;
 
 use crate::policy::Policy;
-use input::{Inputs, Item};
+use input::Item;
 use judge::{Deployed, ManifestJudge};
 use report::{CheckEntry, CheckReport};
 
@@ -76,19 +76,15 @@ pub fn check(policy: &Policy, args: &CheckArgs) -> CheckReport {
     let mut deployed = Deployed::default();
     if report.against {
         let found = files::read_paths(&args.against);
-        warn_empty(&found);
         for item in found.items {
             match item {
                 Item::Rollout(manifest) => {
                     let (namespace, name) = judge::identity(&manifest.object, &args.namespace);
+                    // The first one of a name wins.
                     if let Some(name) = name {
-                        deployed.insert(
-                            manifest.kind,
-                            namespace,
-                            name,
-                            manifest.object,
-                            manifest.location.label(),
-                        );
+                        deployed
+                            .entry((manifest.kind, namespace, name))
+                            .or_insert((manifest.object, manifest.location.label()));
                     }
                 }
                 Item::Problem(problem) => report.entries.push(CheckEntry::Problem(problem)),
@@ -96,7 +92,6 @@ pub fn check(policy: &Policy, args: &CheckArgs) -> CheckReport {
         }
     }
     let inputs = files::read_paths(&args.paths);
-    warn_empty(&inputs);
     report.files = inputs.files;
     report.skipped = inputs.skipped;
     let judge = ManifestJudge {
@@ -114,12 +109,4 @@ pub fn check(policy: &Policy, args: &CheckArgs) -> CheckReport {
         });
     }
     report
-}
-
-fn warn_empty(inputs: &Inputs) {
-    for dir in &inputs.empty_dirs {
-        eprintln!(
-            "warning: {dir} holds no .yaml, .yml or .json files (hidden files and directories are skipped)"
-        );
-    }
 }

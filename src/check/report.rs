@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::input::{Location, Problem};
+use super::input::{Entry, Location, Problem};
+use crate::kinds::{Kind, Resource};
 use crate::policy::rules::Rule;
 use crate::rollout::KIND;
 
@@ -20,7 +21,6 @@ pub enum Severity {
 }
 
 impl Severity {
-    /// The word used in output.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Error => "error",
@@ -33,7 +33,6 @@ impl Severity {
 /// One thing the webhook would say about a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remark {
-    /// How bad it is.
     pub severity: Severity,
     /// The rule broken (docs/rules.md), for denials.
     pub rule: Option<Rule>,
@@ -43,17 +42,14 @@ pub struct Remark {
     pub message: String,
 }
 
-/// One PipelineRollout, judged.
+/// One manifest, judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JudgedManifest {
-    /// Where its manifest is.
     pub location: Location,
     /// The namespace it was judged in.
     pub namespace: String,
-    /// Its name (`None` when the manifest has none).
     pub name: Option<String>,
-    /// What it is.
-    pub kind: crate::kinds::Resource,
+    pub kind: Resource,
     /// CREATE, or UPDATE when `--against` holds a deployed object.
     pub operation: &'static str,
     /// Where the deployed object came from, for an UPDATE.
@@ -77,23 +73,15 @@ impl JudgedManifest {
         self.remarks.iter().any(|f| f.severity == Severity::Error)
     }
 
-    /// The remarks of one severity.
     pub fn of(&self, severity: Severity) -> impl Iterator<Item = &Remark> {
         self.remarks.iter().filter(move |f| f.severity == severity)
     }
 }
 
 /// One entry of the report, in input order.
-#[derive(Debug, Clone)]
-pub enum CheckEntry {
-    /// A PipelineRollout, judged.
-    Rollout(JudgedManifest),
-    /// Input that could not be read.
-    Problem(Problem),
-}
+pub type CheckEntry = Entry<JudgedManifest>;
 
 impl CheckEntry {
-    /// The file the entry belongs to.
     pub fn file(&self) -> &str {
         match self {
             Self::Rollout(judged) => &judged.location.file,
@@ -119,13 +107,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// One line, whatever the message holds.
-fn one_line(text: &str) -> String {
-    text.replace(['\r', '\n'], " ")
-}
-
 impl CheckReport {
-    /// The judged rollouts.
     pub fn rollouts(&self) -> impl Iterator<Item = &JudgedManifest> {
         self.entries.iter().filter_map(|e| match e {
             CheckEntry::Rollout(judged) => Some(judged),
@@ -133,7 +115,6 @@ impl CheckReport {
         })
     }
 
-    /// The input problems.
     pub fn problems(&self) -> impl Iterator<Item = &Problem> {
         self.entries.iter().filter_map(|e| match e {
             CheckEntry::Problem(problem) => Some(problem),
@@ -144,13 +125,6 @@ impl CheckReport {
     /// How many rollouts would be refused.
     pub fn denied(&self) -> usize {
         self.rollouts().filter(|j| j.denied()).count()
-    }
-
-    /// How many warnings there are.
-    pub fn warnings(&self) -> usize {
-        self.rollouts()
-            .map(|j| j.of(Severity::Warning).count())
-            .sum()
     }
 
     /// 2 when any input was unreadable, else 1 when any rollout would be
@@ -187,20 +161,13 @@ impl CheckReport {
         } else {
             format!(" ({})", notes.join("; "))
         };
-        let problems = self.problems().count();
-        let unreadable = if problems > 0 {
-            format!(
-                ", {}",
-                plural(problems, "unreadable input", "unreadable inputs")
-            )
-        } else {
-            String::new()
+        let unreadable = match self.problems().count() {
+            0 => String::new(),
+            n => format!(", {}", plural(n, "unreadable input", "unreadable inputs")),
         };
         let others = self
             .rollouts()
-            .filter(|j| {
-                j.kind != crate::kinds::Resource::Guarded(crate::kinds::Kind::PipelineRollout)
-            })
+            .filter(|j| j.kind != Resource::Guarded(Kind::PipelineRollout))
             .count();
         let checked = match others {
             0 => plural(rollouts, KIND, &format!("{KIND}s")),
@@ -210,66 +177,41 @@ impl CheckReport {
                 plural(others, "other guarded object", "other guarded objects")
             ),
         };
+        let warnings = self.rollouts().map(|j| j.of(Severity::Warning).count());
         format!(
             "checked {checked} in {}{notes}: {} denied, {}{unreadable}",
             plural(self.files, "file", "files"),
             self.denied(),
-            plural(self.warnings(), "warning", "warnings"),
+            plural(warnings.sum(), "warning", "warnings"),
         )
     }
 
-    /// `FILE[:DOC] NAMESPACE/NAME: SEVERITY: MESSAGE` per remark (and
-    /// `FILE[:DOC]: error: MESSAGE` per unreadable input), then the summary.
-    pub fn text(&self) -> String {
-        let mut out = String::new();
-        for entry in &self.entries {
-            match entry {
-                CheckEntry::Rollout(judged) => {
-                    for f in &judged.remarks {
-                        out.push_str(&format!(
-                            "{} {}: {}: {}\n",
-                            judged.location.label(),
-                            judged.id(),
-                            f.severity.as_str(),
-                            one_line(&f.message)
-                        ));
-                    }
-                }
-                CheckEntry::Problem(problem) => out.push_str(&format!(
-                    "{}: error: {}\n",
-                    problem.location.label(),
-                    one_line(&problem.message)
-                )),
-            }
-        }
-        out.push_str(&self.summary());
-        out.push('\n');
-        out
-    }
-
-    /// A JSON array of every remark and unreadable input.
-    pub fn json(&self) -> String {
+    /// Every remark and unreadable input, in input order: what the text and
+    /// JSON outputs list.
+    fn records(&self) -> Vec<Record<'_>> {
         let mut records = Vec::new();
         for entry in &self.entries {
             match entry {
                 CheckEntry::Rollout(judged) => {
-                    for f in &judged.remarks {
-                        records.push(JsonRemark {
-                            file: &judged.location.file,
-                            document: judged.location.document,
-                            item: judged.location.item,
-                            line: judged.location.line,
-                            namespace: Some(&judged.namespace),
-                            name: judged.name.as_deref(),
-                            operation: Some(judged.operation),
-                            severity: f.severity,
-                            rule: f.rule.map(Rule::number),
-                            field: f.field.as_deref(),
-                            message: &f.message,
-                        });
-                    }
+                    records.extend(judged.remarks.iter().map(|f| Record {
+                        at: &judged.location,
+                        id: Some(judged.id()),
+                        file: &judged.location.file,
+                        document: judged.location.document,
+                        item: judged.location.item,
+                        line: judged.location.line,
+                        namespace: Some(&judged.namespace),
+                        name: judged.name.as_deref(),
+                        operation: Some(judged.operation),
+                        severity: f.severity,
+                        rule: f.rule.map(Rule::number),
+                        field: f.field.as_deref(),
+                        message: &f.message,
+                    }));
                 }
-                CheckEntry::Problem(problem) => records.push(JsonRemark {
+                CheckEntry::Problem(problem) => records.push(Record {
+                    at: &problem.location,
+                    id: None,
                     file: &problem.location.file,
                     document: problem.location.document,
                     item: problem.location.item,
@@ -284,14 +226,43 @@ impl CheckReport {
                 }),
             }
         }
+        records
+    }
+
+    /// `FILE[:DOC] NAMESPACE/NAME: SEVERITY: MESSAGE` per remark (and
+    /// `FILE[:DOC]: error: MESSAGE` per unreadable input), then the summary.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for r in self.records() {
+            let id = r.id.map(|id| format!(" {id}")).unwrap_or_default();
+            out.push_str(&format!(
+                "{}{id}: {}: {}\n",
+                r.at.label(),
+                r.severity.as_str(),
+                // One line, whatever the message holds.
+                r.message.replace(['\r', '\n'], " ")
+            ));
+        }
+        out.push_str(&self.summary());
+        out.push('\n');
+        out
+    }
+
+    /// A JSON array of every remark and unreadable input.
+    pub fn json(&self) -> String {
         // Plain strings, numbers and options: serialising cannot fail.
-        serde_json::to_string_pretty(&records).unwrap_or_else(|e| format!("[\"{e}\"]"))
+        serde_json::to_string_pretty(&self.records()).unwrap_or_else(|e| format!("[\"{e}\"]"))
     }
 }
 
-/// One element of the JSON output.
+/// One remark or unreadable input, as the JSON output holds it.
 #[derive(Serialize)]
-struct JsonRemark<'a> {
+struct Record<'a> {
+    #[serde(skip)]
+    at: &'a Location,
+    /// `NAMESPACE/NAME`, for a remark.
+    #[serde(skip)]
+    id: Option<String>,
     file: &'a str,
     document: Option<usize>,
     item: Option<usize>,
@@ -306,116 +277,4 @@ struct JsonRemark<'a> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
-    use super::*;
-
-    pub fn location(file: &str, document: usize, multi: bool, line: usize) -> Location {
-        Location {
-            file: file.into(),
-            document: Some(document),
-            multi,
-            line: Some(line),
-            item: None,
-        }
-    }
-
-    pub fn remark(severity: Severity, rule: Option<u8>, message: &str) -> Remark {
-        Remark {
-            severity,
-            rule: rule.map(|n| Rule::ALL[usize::from(n)]),
-            field: rule.map(|_| "spec.x".into()),
-            message: message.into(),
-        }
-    }
-
-    pub fn sample() -> CheckReport {
-        let denied = JudgedManifest {
-            kind: crate::kinds::Resource::Guarded(crate::kinds::Kind::PipelineRollout),
-            location: location("a.yaml", 2, true, 7),
-            namespace: "team-a".into(),
-            name: Some("p1".into()),
-            operation: "CREATE",
-            deployed: None,
-            remarks: vec![
-                remark(
-                    Severity::Info,
-                    None,
-                    "pauseGracePeriodSeconds will be set to 300 (5m)",
-                ),
-                remark(Severity::Error, Some(3), "too short\nreally"),
-                remark(Severity::Warning, None, "careful"),
-            ],
-        };
-        let clean = JudgedManifest {
-            kind: crate::kinds::Resource::Guarded(crate::kinds::Kind::PipelineRollout),
-            location: location("b.yaml", 1, false, 1),
-            namespace: "default".into(),
-            name: None,
-            operation: "UPDATE",
-            deployed: Some("dump.yaml".into()),
-            remarks: vec![],
-        };
-        CheckReport {
-            files: 3,
-            skipped: 1,
-            against: true,
-            entries: vec![
-                CheckEntry::Rollout(denied),
-                CheckEntry::Problem(Problem {
-                    location: location("c.yaml", 1, false, 4),
-                    message: "not valid YAML: oops at line 4, column 1".into(),
-                }),
-                CheckEntry::Rollout(clean),
-            ],
-        }
-    }
-
-    #[test]
-    fn text_has_one_line_per_finding_and_a_summary() {
-        let text = sample().text();
-        assert_eq!(
-            text,
-            "a.yaml:2 team-a/p1: info: pauseGracePeriodSeconds will be set to 300 (5m)\n\
-             a.yaml:2 team-a/p1: error: too short really\n\
-             a.yaml:2 team-a/p1: warning: careful\n\
-             c.yaml: error: not valid YAML: oops at line 4, column 1\n\
-             checked 2 PipelineRollouts in 3 files (1 other document skipped; 1 judged as an update of deployed objects): 1 denied, 1 warning, 1 unreadable input\n"
-        );
-    }
-
-    #[test]
-    fn summary_without_extras_and_exit_codes() {
-        let mut report = sample();
-        assert_eq!(report.exit_code(), 2);
-        report.entries.remove(1);
-        assert_eq!(report.exit_code(), 1);
-        report.entries.remove(0);
-        assert_eq!(report.exit_code(), 0);
-        report.skipped = 0;
-        report.against = false;
-        report.files = 1;
-        assert_eq!(
-            report.summary(),
-            "checked 1 PipelineRollout in 1 file: 0 denied, 0 warnings"
-        );
-    }
-
-    #[test]
-    fn json_lists_every_finding_with_its_place() {
-        let json: serde_json::Value = serde_json::from_str(&sample().json()).expect("valid JSON");
-        let records = json.as_array().expect("an array");
-        assert_eq!(records.len(), 4);
-        assert_eq!(
-            records[1],
-            serde_json::json!({
-                "file": "a.yaml", "document": 2, "item": null, "line": 7,
-                "namespace": "team-a", "name": "p1", "operation": "CREATE",
-                "severity": "error", "rule": 3, "field": "spec.x",
-                "message": "too short\nreally",
-            })
-        );
-        assert_eq!(records[3]["severity"], "error");
-        assert_eq!(records[3]["name"], serde_json::Value::Null);
-        assert_eq!(records[3]["line"], 4);
-    }
-}
+pub(super) mod tests;

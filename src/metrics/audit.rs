@@ -1,7 +1,7 @@
 //! The metrics of the audit of stored rollouts (`background::audit`), and
 //! what the audit reports into them ([`AuditEvent`]).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -24,10 +24,8 @@ pub enum WriteOutcome {
     Deleted,
     /// Refused or failed; retried with backoff.
     Failed,
-    /// Refused because the report changed since this replica last read or
-    /// wrote it (its `resourceVersion` precondition failed): another
-    /// replica wrote it, or someone edited it. Read again, retried with
-    /// backoff.
+    /// Its `resourceVersion` precondition failed (another replica wrote
+    /// it, or someone edited it): read again, retried with backoff.
     Conflict,
 }
 
@@ -45,18 +43,15 @@ impl WriteOutcome {
 
 /// The number of results that are not a pass, by namespace, rule and
 /// outcome (fail, warn, error).
-pub type Violations = BTreeMap<(String, &'static str, &'static str), i64>;
+pub type Violations = HashMap<ViolationLabels, i64>;
 
 /// Something the audit did.
 #[derive(Debug)]
 pub enum AuditEvent<'a> {
     /// Every object was judged (a full audit), at `at`, taking `took`.
     Completed {
-        /// When it ended.
         at: SystemTime,
-        /// How long judging took.
         took: Duration,
-        /// How many objects were judged.
         objects: usize,
     },
     /// The violations now (replacing the previous ones).
@@ -79,25 +74,19 @@ pub struct ViolationLabels {
     pub result: String,
 }
 
-/// The metrics of the audit (`background::audit`).
+/// The metrics of the audit (`background::audit`), each described where
+/// it is registered.
 #[derive(Debug, Clone)]
 pub struct AuditMetrics {
-    /// Results that are not a pass, by namespace, rule and result.
     pub violations: Family<ViolationLabels, Gauge>,
-    /// The same, summed over namespaces and rules: by result (fail, warn,
-    /// error), each exported from the start.
+    /// Each result exported from the start.
     pub results: Family<ResultLabels, Gauge>,
     /// The label sets set last, so that those gone are removed.
     violation_labels: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<ViolationLabels>>>,
-    /// When the last full audit ended, as a Unix timestamp.
     pub last_audit: Gauge,
-    /// How long the last full audit took, in seconds.
     pub last_audit_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
-    /// Objects judged by the last full audit.
     pub audited_objects: Gauge,
-    /// PolicyReport writes, by result (written, deleted, failed, conflict).
     pub report_writes: Family<ResultLabels, Counter>,
-    /// Times the audit's watch failed and was restarted.
     pub watch_restarts: Counter,
 }
 
@@ -126,10 +115,8 @@ impl AuditMetrics {
             metrics.results.clone(),
         );
         for result in RESULTS {
-            metrics
-                .results
-                .get_or_create(&ResultLabels { result })
-                .set(0);
+            // Created at 0.
+            let _ = metrics.results.get_or_create(&ResultLabels { result });
         }
         registry.register_with_unit(
             "audit_last_completed_timestamp",
@@ -175,16 +162,7 @@ impl AuditMetrics {
                     .set(i64::try_from(objects).unwrap_or(i64::MAX));
             }
             AuditEvent::Violations(counts) => {
-                self.set_violations(counts.iter().map(|((namespace, rule, result), n)| {
-                    (
-                        ViolationLabels {
-                            rollout_namespace: namespace.clone(),
-                            rule: (*rule).to_owned(),
-                            result: (*result).to_owned(),
-                        },
-                        *n,
-                    )
-                }));
+                self.set_violations(counts.iter().map(|(labels, n)| (labels.clone(), *n)));
             }
             AuditEvent::ReportWrite(outcome) => {
                 self.report_writes

@@ -1,113 +1,29 @@
 //! The metrics of the certificates the webhook manages (`serve
-//! --manage-certs`, `background::certs`), and what that work reports into
-//! them ([`CertEvent`]).
+//! --manage-certs`, `background::certs`).
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// One thing the certificate work did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CertEvent {
-    /// A certificate was issued: `ca` or `serving`, and why (the label of
-    /// the plan's reason).
-    Issued {
-        /// ca or serving.
-        kind: &'static str,
-        /// initial, rotation, names, invalid, deleted or ca-switch.
-        reason: &'static str,
-    },
-    /// A CA rotation step: started, switched or completed.
-    Rotation(&'static str),
-    /// A caBundle was written into a configuration (validating, mutating).
-    BundleUpdated(&'static str),
-    /// Something failed, or was held back, and is retried.
-    Error(CertOperation),
-}
+/// `N` labels, each a name and a value.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
 
-/// What failed, or was held back, in the certificate work: the `operation`
-/// label of `certs_errors`, each series started at zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CertOperation {
-    /// Reading or writing a certificate Secret.
-    Secret,
-    /// Writing a caBundle into a webhook configuration.
-    Bundle,
-    /// Watching the Secrets and configurations.
-    Watch,
-    /// Issuing a certificate.
-    Issue,
-    /// A Secret write held back: written too often.
-    Rate,
-}
-
-impl CertOperation {
-    /// Every operation, in the order the help text names them.
-    pub const ALL: [Self; 5] = [
-        Self::Secret,
-        Self::Bundle,
-        Self::Watch,
-        Self::Issue,
-        Self::Rate,
-    ];
-
-    /// The label value.
-    pub const fn label(self) -> &'static str {
-        match self {
-            Self::Secret => "secret",
-            Self::Bundle => "bundle",
-            Self::Watch => "watch",
-            Self::Issue => "issue",
-            Self::Rate => "rate",
-        }
+/// Creates the series of `family` whose `key` is each of `values`, at zero.
+fn at_zero(family: &Family<Labels<1>, Counter>, key: &'static str, values: &[&'static str]) {
+    for &value in values {
+        family.get_or_create(&[(key, value)]).inc_by(0);
     }
-}
-
-/// Labels of an issued certificate.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct IssueLabels {
-    /// ca or serving.
-    pub kind: &'static str,
-    /// initial, rotation, names, invalid, deleted or ca-switch.
-    pub reason: &'static str,
-}
-
-/// Labels of a CA rotation step.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StepLabels {
-    /// started, switched or completed.
-    pub step: &'static str,
-}
-
-/// Labels of a caBundle write.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ConfigurationLabels {
-    /// validating or mutating.
-    pub configuration: &'static str,
-}
-
-/// Labels of a failed certificate operation.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperationLabels {
-    /// One of [`CertOperation`]'s labels.
-    pub operation: &'static str,
 }
 
 /// The metrics of the certificate controller and of the trust check.
 #[derive(Debug, Clone)]
 pub struct CertMetrics {
-    /// Certificates issued, by kind and reason.
-    pub issued: Family<IssueLabels, Counter>,
-    /// CA rotation steps.
-    pub ca_rotations: Family<StepLabels, Counter>,
-    /// caBundle writes, by configuration.
-    pub bundle_updates: Family<ConfigurationLabels, Counter>,
-    /// Failed operations (retried), by operation.
-    pub errors: Family<OperationLabels, Counter>,
-    /// 1 when the caBundle trusts the served certificate.
-    pub trusted: Gauge,
+    issued: Family<Labels<2>, Counter>,
+    ca_rotations: Family<Labels<1>, Counter>,
+    bundle_updates: Family<Labels<1>, Counter>,
+    errors: Family<Labels<1>, Counter>,
+    trusted: Gauge,
 }
 
 impl CertMetrics {
@@ -157,57 +73,44 @@ impl CertMetrics {
             ] {
                 metrics
                     .issued
-                    .get_or_create(&IssueLabels { kind, reason })
+                    .get_or_create(&[("kind", kind), ("reason", reason)])
                     .inc_by(0);
             }
         }
-        for step in ["started", "switched", "completed"] {
-            metrics
-                .ca_rotations
-                .get_or_create(&StepLabels { step })
-                .inc_by(0);
-        }
-        for configuration in ["validating", "mutating"] {
-            metrics
-                .bundle_updates
-                .get_or_create(&ConfigurationLabels { configuration })
-                .inc_by(0);
-        }
-        for operation in CertOperation::ALL {
-            metrics
-                .errors
-                .get_or_create(&OperationLabels {
-                    operation: operation.label(),
-                })
-                .inc_by(0);
-        }
+        let steps = ["started", "switched", "completed"];
+        at_zero(&metrics.ca_rotations, "step", &steps);
+        let configurations = ["validating", "mutating"];
+        at_zero(&metrics.bundle_updates, "configuration", &configurations);
+        let operations = ["secret", "bundle", "watch", "issue", "rate"];
+        at_zero(&metrics.errors, "operation", &operations);
         metrics
     }
 
-    /// Counts one thing the certificate work did.
-    pub fn record_cert(&self, event: CertEvent) {
-        match event {
-            CertEvent::Issued { kind, reason } => {
-                self.issued
-                    .get_or_create(&IssueLabels { kind, reason })
-                    .inc();
-            }
-            CertEvent::Rotation(step) => {
-                self.ca_rotations.get_or_create(&StepLabels { step }).inc();
-            }
-            CertEvent::BundleUpdated(configuration) => {
-                self.bundle_updates
-                    .get_or_create(&ConfigurationLabels { configuration })
-                    .inc();
-            }
-            CertEvent::Error(operation) => {
-                self.errors
-                    .get_or_create(&OperationLabels {
-                        operation: operation.label(),
-                    })
-                    .inc();
-            }
-        }
+    /// Counts a certificate issued: `kind` ca or serving, for `reason`
+    /// (the label of the plan's reason).
+    pub fn issued(&self, kind: &'static str, reason: &'static str) {
+        self.issued
+            .get_or_create(&[("kind", kind), ("reason", reason)])
+            .inc();
+    }
+
+    /// Counts a CA rotation step: started, switched or completed.
+    pub fn rotation(&self, step: &'static str) {
+        self.ca_rotations.get_or_create(&[("step", step)]).inc();
+    }
+
+    /// Counts a caBundle written into `configuration` (validating or
+    /// mutating).
+    pub fn bundle_updated(&self, configuration: &'static str) {
+        self.bundle_updates
+            .get_or_create(&[("configuration", configuration)])
+            .inc();
+    }
+
+    /// Counts an `operation` that failed, or was held back, and is
+    /// retried: secret, bundle, watch, issue or rate.
+    pub fn error(&self, operation: &'static str) {
+        self.errors.get_or_create(&[("operation", operation)]).inc();
     }
 
     /// Whether the caBundle trusts the served certificate.

@@ -37,16 +37,12 @@ pub struct TransitionLabels {
     pub transition: &'static str,
 }
 
-/// The metrics of leader election.
+/// The metrics of leader election, each described where it is registered.
 #[derive(Debug, Clone)]
 pub struct LeaderMetrics {
-    /// 1 while this replica runs the background controllers.
     pub leader: Gauge,
-    /// Changes, by transition.
     pub transitions: Family<TransitionLabels, Counter>,
-    /// Failed calls about the Lease.
     pub lease_errors: Counter,
-    /// Seconds this replica has followed others without holding the Lease.
     pub lease_followed: Gauge,
 }
 

@@ -8,20 +8,14 @@
 //! only selected after `has()` and a `type(...) == map` check of its parent,
 //! so a wrongly typed value never raises a CEL runtime error.
 
-/// A CEL string literal: single-quoted, with `\` and `'` escaped.
+/// A CEL string literal: single-quoted, with `\`, `'` and line breaks escaped.
 pub fn string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
+    // The backslashes first: the other escapes add some.
+    let escaped = text
+        .replace('\\', "\\\\")
+        .replace('\'', "\\'")
+        .replace('\n', "\\n");
+    format!("'{escaped}'")
 }
 
 /// A CEL list of string literals.
@@ -86,7 +80,9 @@ pub fn all_maps(steps: &[Step]) -> String {
 }
 
 /// The first step that is present, not null and not a map, as the text
-/// `PATH is KIND` (`''` when there is none): the webhook's "blocked" path.
+/// `PATH is KIND` (`''` when there is none), its JSON kind worded as the
+/// webhook words it (`a string`, `an array`, ...): the webhook's "blocked"
+/// path.
 /// An absent or null step ends the walk with `''`. A null is found by its
 /// type: `x == null` does not type-check where the schema makes `x` a map
 /// (`metadata.annotations` is a `map(string, string)`).
@@ -95,21 +91,13 @@ pub fn first_non_map(steps: &[Step]) -> String {
     for step in steps.iter().rev() {
         let s = &step.select;
         expr = format!(
-            "(!has({s}) || type({s}) == null_type) ? '' :\n  type({s}) != map ? {} + {} :\n  {expr}",
+            "(!has({s}) || type({s}) == null_type) ? '' :\n  type({s}) != map ? {} + \
+             (type({s}) == string ? 'a string' : type({s}) == list ? 'an array' : \
+             type({s}) == bool ? 'a boolean' : 'a number') :\n  {expr}",
             string(&format!("{} is ", step.dotted)),
-            kind_of_non_map(s),
         );
     }
     expr
-}
-
-/// The JSON kind of a value that is neither null nor a map, as the
-/// webhook words it (`a string`, `an array`, ...).
-pub fn kind_of_non_map(x: &str) -> String {
-    format!(
-        "(type({x}) == string ? 'a string' : type({x}) == list ? 'an array' : \
-         type({x}) == bool ? 'a boolean' : 'a number')"
-    )
 }
 
 /// The integer view of a JSON number, or `null`: an int as it is, and a

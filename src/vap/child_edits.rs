@@ -15,9 +15,9 @@
 //! webhook lists it: sorted within each part, the first four, then how many
 //! more.
 
-use super::cel;
-use super::validation::{Assertion, Grantees, assertion};
-use super::variables::{self, Var, Vars};
+use super::validation::{Assertion, assertion, permission};
+use super::variables::{Var, Vars};
+use super::{CHILDREN, cel};
 use crate::kinds::{
     BOOKKEEPING_ANNOTATIONS, BOOKKEEPING_LABELS, FORCE_PROMOTE_LABEL, Kind, MARKED_FOR_DELETION,
     NUMAFLOW_GROUP, NUMAPLANE_GROUP, PARENT_ROLLOUT, PAUSE_TIMESTAMP,
@@ -26,20 +26,25 @@ use crate::policy::model::Policy;
 use crate::policy::rules::child_edits::DELETION_FINALIZERS;
 use crate::rollout::DESIRED_PHASE;
 
-/// The kinds whose writes the policy judges.
-pub const KINDS: [Kind; 3] = [
-    Kind::Pipeline,
-    Kind::MonoVertex,
-    Kind::InterStepBufferService,
-];
+/// A CEL map from each owned kind's resource to `text` of the kind, read
+/// at the request's resource.
+pub(super) fn by_resource(text: impl Fn(Kind) -> String) -> String {
+    let entries = CHILDREN
+        .iter()
+        .map(|k| format!("{}: {}", cel::string(k.resource()), cel::string(&text(*k))))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("{{{entries}}}[request.resource.resource]")
+}
 
-/// The `/status` subresource of a kind's resource, as rules name it.
-pub const fn status_of(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Pipeline => "pipelines/status",
-        Kind::MonoVertex => "monovertices/status",
-        _ => "interstepbufferservices/status",
-    }
+/// The rollout `root` (CEL text, may be null) names in its
+/// parent-rollout-name label, as an optional.
+pub(super) fn labelled_parent(root: &str) -> String {
+    let label = cel::string(PARENT_ROLLOUT);
+    format!(
+        "{root} != null && has({root}.metadata.labels) && {label} in {root}.metadata.labels ?\n  \
+         optional.of({root}.metadata.labels[{label}]) : optional.none()"
+    )
 }
 
 /// The CEL list of the keys of `map` (CEL text, a map) whose values differ
@@ -74,8 +79,7 @@ fn optional_at(root: &str, parent: &str, key: &str) -> String {
 /// The variables and validations of the child edit policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let edit = &policy.force_reapply.edit_children;
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     let controllers = [
         policy.numaplane.controller_account.clone(),
         policy.numaflow.controller_account.clone(),
@@ -84,19 +88,18 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
         "exempt",
         format!("variables.user in {}", cel::string_list(&controllers)),
     );
+    // The Kubernetes deleters, who add and remove the deletion finalizers
+    // and remove ownerReferences as they delete and orphan.
+    let deleters = &policy.force_reapply.delete_undrained.own.system_deleters;
     vars.add(
         "deleter",
-        format!(
-            "variables.user in {}",
-            cel::string_list(&edit_deleters(policy))
-        ),
+        format!("variables.user in {}", cel::string_list(deleters)),
     );
     let rollout_kinds: Vec<String> = Kind::ALL
         .iter()
         .filter(|k| !k.is_child())
         .map(|k| k.kind().to_owned())
         .collect();
-    let label = cel::string(PARENT_ROLLOUT);
     for (root, [refs, by_ref, owner]) in [
         ("object", ["refs", "byRef", "owner"]),
         ("oldObject", ["oldRefs", "oldByRef", "oldOwner"]),
@@ -122,9 +125,8 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
             owner,
             format!(
                 "variables.{by_ref}.size() > 0 ?\n  \
-                 optional.of(has(variables.{by_ref}[0].name) ? variables.{by_ref}[0].name : '?') :\n  \
-                 {root} != null && has({root}.metadata.labels) && {label} in {root}.metadata.labels ?\n  \
-                 optional.of({root}.metadata.labels[{label}]) : optional.none()"
+                 optional.of(has(variables.{by_ref}[0].name) ? variables.{by_ref}[0].name : '?') :\n  {}",
+                labelled_parent(root)
             ),
         );
     }
@@ -191,20 +193,9 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
          variables.labelFields.size() + variables.annotationFields.size()"
             .to_owned(),
     );
-    let grantees = Grantees(edit.grant());
-    let permitted = grantees
-        .permitted("authorizer.group(request.resource.group).resource(request.resource.resource)");
-    let refused = grantees.refused("request.resource.resource + '.' + request.resource.group");
-    let by_resource = |text: &dyn Fn(Kind) -> String| {
-        let entries = KINDS
-            .iter()
-            .map(|k| format!("{}: {}", cel::string(k.resource()), cel::string(&text(*k))))
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!("{{{entries}}}[request.resource.resource]")
-    };
-    let of_rollout = by_resource(&|k| format!("{} of {}", k.kind(), k.rollout().kind()));
-    let rollout = by_resource(&|k| k.rollout().kind().to_owned());
+    let (permitted, refused) = permission(edit.grant(), None);
+    let of_rollout = by_resource(|k| format!("{} of {}", k.kind(), k.rollout().kind()));
+    let rollout = by_resource(|k| k.rollout().kind().to_owned());
     let shown = "([0, 1, 2, 3].filter(i, i < variables.fields.size()).map(i, variables.fields[i])\n  \
                  .map(f, f.size() > 80 ? f.substring(0, 79) + '…' : f) +\n  \
                  (variables.count > 4 ? [string(variables.count - 4) + ' more'] : [])).join(', ')";
@@ -334,19 +325,6 @@ pub fn skipped_namespaces_vars() -> Vec<Var> {
     spec_vars(&mut vars);
     key_vars(&mut vars, &[FORCE_PROMOTE_LABEL], &[MARKED_FOR_DELETION]);
     vars.0
-}
-
-/// The Kubernetes deleters, who add and remove the deletion finalizers and
-/// remove ownerReferences as they delete and orphan.
-fn edit_deleters(policy: &Policy) -> Vec<String> {
-    policy
-        .force_reapply
-        .delete_undrained
-        .own
-        .system_deleters
-        .iter()
-        .cloned()
-        .collect()
 }
 
 /// The CEL list of what changed in `part` (`spec` or `status`) between

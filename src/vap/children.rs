@@ -14,8 +14,7 @@
 //! still read through `dyn()` and guarded, as the rollout's are.
 
 use super::cel;
-use super::rules::{DELETION_LABELS, deletion};
-use super::timeout::{self, CelOverflow, Judged, Labels, PAUSE_SCOPE};
+use super::timeout::{self, DELETION_LABELS, DELETION_SCOPE, Field, Labels, PAUSE_SCOPE};
 use super::validation::{Assertion, assertion};
 use super::variables::{self, Var, Vars};
 use crate::kinds::PAUSE_TIMESTAMP;
@@ -25,20 +24,11 @@ use crate::rollout::{ANNOTATIONS, FieldPath, LifecycleKey};
 /// The pause timeout's path on a Pipeline.
 const PAUSE_FIELD: FieldPath = LifecycleKey::Pause.child_field();
 
-const PAUSE_LABELS: Labels = Labels {
-    integer: "rule 2: a Pipeline's pause timeout is an integer",
-    min: "rule 3: a Pipeline's pause timeout is at least min",
-    max: "rule 3: a Pipeline's pause timeout is at most max, or no timeout",
-    no_timeout: "rule 3: a Pipeline's pause timeout means no timeout only where allowed",
-    overflow: "rule 4: a Pipeline's pause timeout fits Numaflow's clock",
-};
-
 /// The variables and validations of the child Pipeline policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     variables::scope_vars(&mut vars, &policy.drain_timeout, PAUSE_SCOPE);
-    variables::scope_vars(&mut vars, &policy.deletion_timeout, timeout::DELETION_SCOPE);
+    variables::scope_vars(&mut vars, &policy.deletion_timeout, DELETION_SCOPE);
     vars.add(
         "controller",
         format!(
@@ -55,45 +45,31 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
         let steps = cel::steps(root, PAUSE_FIELD.keys(), Some(1));
         variables::value_var(&mut vars, names, &steps, "");
     }
-    vars.add(
-        "pSame",
-        format!(
-            "oldObject != null && variables.p != null && variables.oldP != null && ({})",
-            cel::same(
-                "variables.p",
-                "variables.pInt",
-                "variables.oldP",
-                "variables.oldPInt"
-            )
-        ),
-    );
+    vars.add("pSame", variables::same_timeout("p", "oldP"));
     variables::deletion_vars(&mut vars, LifecycleKey::child_field, Some(1), ["", ""]);
     vars.optional_key("pt", "oldPt", ANNOTATIONS.keys(), PAUSE_TIMESTAMP);
-    let mut checks = timeout::checks(&Judged {
-        dt: &policy.drain_timeout,
-        section: "drainTimeout",
-        section_in_scope: false,
-        scope: PAUSE_SCOPE,
-        field: cel::string(PAUSE_FIELD.dotted()),
-        field_text: PAUSE_FIELD.to_string(),
-        value: "p",
-        int: "pInt",
-        same: "pSame",
-        exempt: "variables.controller".to_owned(),
-        zero_effect: " (0 or less ends the pause at once, without draining)",
-        overflow: CelOverflow::Clock,
-        labels: PAUSE_LABELS,
-    });
-    let mut deletion = deletion(
-        &policy.deletion_timeout,
-        LifecycleKey::child_field,
-        "variables.controller",
+    let exempt = Some("variables.controller");
+    let mut checks = timeout::checks(
+        &policy.drain_timeout,
+        Field::Pause(PAUSE_FIELD, "p", false),
+        exempt,
+        Labels {
+            integer: "rule 2: a Pipeline's pause timeout is an integer",
+            min: "rule 3: a Pipeline's pause timeout is at least min",
+            max: "rule 3: a Pipeline's pause timeout is at most max, or no timeout",
+            no_timeout: "rule 3: a Pipeline's pause timeout means no timeout only where allowed",
+            overflow: "rule 4: a Pipeline's pause timeout fits Numaflow's clock",
+        },
     );
-    deletion.labels = Labels {
-        integer: "rule 16: a Pipeline's deletion timeout is an integer",
-        ..DELETION_LABELS
-    };
-    checks.extend(timeout::checks(&deletion));
+    checks.extend(timeout::checks(
+        &policy.deletion_timeout,
+        Field::Deletion(LifecycleKey::child_field),
+        exempt,
+        Labels {
+            integer: "rule 16: a Pipeline's deletion timeout is an integer",
+            ..DELETION_LABELS
+        },
+    ));
     checks.push(pause_timestamp_check(&policy.numaflow.controller_account));
     (vars.0, checks)
 }

@@ -6,25 +6,23 @@
 //!
 //! Six or seven policies, each with its binding: [`rules`] (PipelineRollouts,
 //! with [`variables`]), [`children`] (a Pipeline's own writes), [`deletes`]
-//! (an owned child's DELETE), [`namespace_config`] (Numaplane's
-//! namespace-level ConfigMap), [`rollout_deletes`] (a PipelineRollout's
-//! DELETE: its warning, and its gate where the policy asks for one) and
-//! [`child_edits`] (an owned child's CREATE and UPDATE, rule 26) build
-//! the CEL, with [`cel`]'s pieces, [`validation`]'s grants and [`timeout`]'s
-//! drain-timeout checks; this module wraps it in the Kubernetes objects,
-//! and [`coverage`] says what the export does not cover.
+//! (an owned child's DELETE, and a PipelineRollout's: its warning, and its
+//! gate where the policy asks for one), [`namespace_config`] (Numaplane's
+//! namespace-level ConfigMap) and [`child_edits`] (an owned child's CREATE
+//! and UPDATE, rule 26) build the CEL, with [`cel`]'s pieces,
+//! [`validation`]'s grants and [`timeout`]'s drain-timeout checks; this
+//! module wraps it in the Kubernetes objects, and says what the export
+//! does not cover.
 
 pub mod cel;
 pub mod child_edits;
-pub mod children;
-pub mod coverage;
-pub mod deletes;
+mod children;
+mod deletes;
 pub mod mutating;
-pub mod namespace_config;
-pub mod rollout_deletes;
-pub mod rules;
-pub mod timeout;
-pub mod validation;
+mod namespace_config;
+mod rules;
+mod timeout;
+mod validation;
 pub mod variables;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -38,9 +36,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 
 use crate::kinds::{CONFIGMAPS, Kind};
 use crate::namespace_config::{CONFIG_LABEL, CONTROLLER_DEFINITIONS, NAMESPACE_CONFIG};
+use crate::policy::format_seconds;
 use crate::policy::model::{Mode, Policy};
-pub use coverage::left_out;
-use coverage::{inexpressible, not_covered};
 use validation::Assertion;
 use variables::Var;
 
@@ -55,19 +52,20 @@ pub const EXCLUDED_NAMESPACES: [&str; 2] = ["pipelinerollout-webhook", "kube-sys
 /// policies whose rules name `*` versions.
 pub const API_VERSION: &str = crate::rollout::VERSION;
 
-/// The suffixes of the policies after the first, by what they judge.
-pub const CHILDREN_SUFFIX: &str = "-pipelines";
-/// The child DELETE policy's suffix.
-pub const DELETES_SUFFIX: &str = "-child-deletes";
-/// The child edit policy's suffix (rule 26).
-pub const CHILD_EDITS_SUFFIX: &str = "-child-edits";
-/// The namespace-level ConfigMap policy's suffix.
-pub const NAMESPACE_CONFIG_SUFFIX: &str = "-namespace-config";
 /// The rollout DELETE warning policy's suffix (rule 21's warning).
 pub const ROLLOUT_DELETE_WARNINGS_SUFFIX: &str = "-rollout-delete-warnings";
 /// The rollout DELETE gate policy's suffix (rule 21 under
 /// `gateRolloutDeletes`).
 pub const ROLLOUT_DELETES_SUFFIX: &str = "-rollout-deletes";
+
+/// The kinds a rollout owns, whose DELETEs and edits the export judges.
+const CHILDREN: [Kind; 3] = [
+    Kind::Pipeline,
+    Kind::MonoVertex,
+    Kind::InterStepBufferService,
+];
+
+const CREATE_UPDATE: &[&str] = &["CREATE", "UPDATE"];
 
 /// One exported ValidatingAdmissionPolicy and its binding.
 #[derive(Debug, Clone)]
@@ -85,11 +83,8 @@ pub struct Exported {
 /// What `export-vap` produced for a policy.
 #[derive(Debug, Clone)]
 pub struct Export {
-    /// The policies, each with its binding: PipelineRollouts (named as
-    /// asked), then child Pipelines' writes, owned children's DELETEs,
-    /// Numaplane's namespace-level ConfigMaps, PipelineRollout DELETEs'
-    /// warning and, under `gateRolloutDeletes`, their gate, then owned
-    /// children's edits (the name and a suffix).
+    /// The policies, each with its binding, in the order [`export`] builds
+    /// them.
     pub policies: Vec<Exported>,
     /// What the exported policies do not do that the webhook does, one
     /// line each (the comment block).
@@ -98,7 +93,7 @@ pub struct Export {
     /// fails on these): a `minPauseAge` above 0.
     pub inexpressible: Vec<String>,
     /// What the export leaves to the webhook by design, whatever the
-    /// policy (`--strict` names these and still succeeds): see [`left_out`].
+    /// policy (`--strict` names these and still succeeds).
     pub left_out: Vec<String>,
 }
 
@@ -109,121 +104,99 @@ impl Export {
     }
 }
 
-/// What one policy matches.
-struct Match {
-    kinds: Vec<(&'static str, &'static str)>,
-    operations: &'static [&'static str],
-    object_selector: Option<LabelSelector>,
+/// The API group and resource of each of `kinds`.
+fn resources(kinds: &[Kind]) -> Vec<(&'static str, String)> {
+    kinds
+        .iter()
+        .map(|k| (k.group(), k.resource().to_owned()))
+        .collect()
 }
 
-/// Exports `policy` under `name`.
+/// Exports `policy` under `name`: the PipelineRollout policy named as
+/// asked, then the others, named with their suffixes: child Pipelines'
+/// writes, owned children's DELETEs, Numaplane's namespace-level
+/// ConfigMaps, PipelineRollout DELETEs' warning and, under
+/// `gateRolloutDeletes`, their gate, then owned children's edits.
 pub fn export(policy: &Policy, name: &str) -> Export {
-    let built = rules::rules(policy);
-    let resource = |k: Kind| (k.group(), k.resource());
-    let create_update: &[&str] = &["CREATE", "UPDATE"];
-    let (child_vars, child_checks) = children::rules(policy);
-    let (delete_vars, delete_checks) = deletes::rules(policy);
-    let (edit_vars, edit_checks) = child_edits::rules(policy);
-    let (config_vars, config_checks) = namespace_config::rules(policy);
-    let (warning_vars, warning_checks) = rollout_deletes::warnings(policy);
-    let rollout_deletes = Match {
-        kinds: vec![resource(Kind::PipelineRollout)],
-        operations: &["DELETE"],
-        object_selector: None,
+    let wrap = |suffix: &str, covers, matches, rules| {
+        wrap(
+            policy.mode,
+            &format!("{name}{suffix}"),
+            covers,
+            matches,
+            rules,
+        )
+    };
+    let rollouts = || resources(&[Kind::PipelineRollout]);
+    let config_maps = LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: CONFIG_LABEL.to_owned(),
+            operator: "In".to_owned(),
+            values: Some(vec![
+                NAMESPACE_CONFIG.to_owned(),
+                CONTROLLER_DEFINITIONS.to_owned(),
+            ]),
+        }]),
+        ..LabelSelector::default()
     };
     let mut policies = vec![
         wrap(
-            policy.mode,
-            name,
+            "",
             "PipelineRollouts, CREATE and UPDATE: rules 2 to 8, 16 to 18, and 19 in spec.pipeline.metadata",
-            &Match {
-                kinds: vec![resource(Kind::PipelineRollout)],
-                operations: create_update,
-                object_selector: None,
-            },
-            built.variables,
-            built.checks,
+            match_resources(rollouts(), CREATE_UPDATE, None),
+            rules::rules(policy),
         ),
         wrap(
-            policy.mode,
-            &format!("{name}{CHILDREN_SUFFIX}"),
+            "-pipelines",
             "Pipelines, CREATE and UPDATE: their own lifecycle (rules 2 to 4 and 16 to 18, by anyone but numaplane.controllerAccount) and pause-timestamp (rule 19)",
-            &Match {
-                kinds: vec![resource(Kind::Pipeline)],
-                operations: create_update,
-                object_selector: None,
-            },
-            child_vars,
-            child_checks,
+            match_resources(resources(&[Kind::Pipeline]), CREATE_UPDATE, None),
+            children::rules(policy),
         ),
         wrap(
-            policy.mode,
-            &format!("{name}{DELETES_SUFFIX}"),
+            "-child-deletes",
             "Pipelines, MonoVertices and InterStepBufferServices, DELETE: an owned child's deletion needs forceReapply.deleteUndrained (rule 20)",
-            &Match {
-                kinds: deletes::KINDS.iter().map(|k| resource(*k)).collect(),
-                operations: &["DELETE"],
-                object_selector: None,
-            },
-            delete_vars,
-            delete_checks,
+            match_resources(resources(&CHILDREN), &["DELETE"], None),
+            deletes::children(policy),
         ),
         wrap(
-            policy.mode,
-            &format!("{name}{NAMESPACE_CONFIG_SUFFIX}"),
+            "-namespace-config",
             "Numaplane's namespace-level ConfigMaps and Numaflow controller definitions, CREATE and UPDATE: data.upgradeStrategy (rules 23 and 24), definitions outside numaplane.namespace (rule 27)",
-            &Match {
-                kinds: vec![("", CONFIGMAPS)],
-                operations: create_update,
-                object_selector: Some(LabelSelector {
-                    match_expressions: Some(vec![LabelSelectorRequirement {
-                        key: CONFIG_LABEL.to_owned(),
-                        operator: "In".to_owned(),
-                        values: Some(vec![
-                            NAMESPACE_CONFIG.to_owned(),
-                            CONTROLLER_DEFINITIONS.to_owned(),
-                        ]),
-                    }]),
-                    ..LabelSelector::default()
-                }),
-            },
-            config_vars,
-            config_checks,
+            match_resources(
+                vec![("", CONFIGMAPS.to_owned())],
+                CREATE_UPDATE,
+                Some(config_maps),
+            ),
+            namespace_config::rules(policy),
         ),
         // Warns whatever the mode: the webhook's warning is no denial.
         warning_only(wrap(
-            policy.mode,
-            &format!("{name}{ROLLOUT_DELETE_WARNINGS_SUFFIX}"),
+            ROLLOUT_DELETE_WARNINGS_SUFFIX,
             "PipelineRollouts, DELETE: the warning naming the deletion timeout its Pipelines are drained for (rule 21), bound with validationActions [Warn]",
-            &rollout_deletes,
-            warning_vars,
-            warning_checks,
+            match_resources(rollouts(), &["DELETE"], None),
+            deletes::rollout_warnings(policy),
         )),
     ];
-    if let Some((gate_vars, gate_checks)) = rollout_deletes::gate(policy) {
+    if let Some(gate) = deletes::rollout_gate(policy) {
         policies.push(wrap(
-            policy.mode,
-            &format!("{name}{ROLLOUT_DELETES_SUFFIX}"),
+            ROLLOUT_DELETES_SUFFIX,
             "PipelineRollouts, DELETE: forceReapply.deleteUndrained.gateRolloutDeletes, the deleteUndrained permission (rule 21)",
-            &rollout_deletes,
-            gate_vars,
-            gate_checks,
+            match_resources(rollouts(), &["DELETE"], None),
+            gate,
         ));
     }
+    let status = |k: &Kind| [k.resource().to_owned(), format!("{}/status", k.resource())];
     policies.push(wrap(
-        policy.mode,
-        &format!("{name}{CHILD_EDITS_SUFFIX}"),
+        "-child-edits",
         "Pipelines, MonoVertices and InterStepBufferServices, CREATE and UPDATE (and their /status): an owned child's spec but scaling and pausing, status, ownerReferences, finalizers and Numaplane's and Numaflow's keys are changed by anyone but numaplane.controllerAccount and numaflow.controllerAccount only with forceReapply.editChildren (rule 26)",
-        &Match {
-            kinds: child_edits::KINDS
+        match_resources(
+            CHILDREN
                 .iter()
-                .flat_map(|k| [resource(*k), (k.group(), child_edits::status_of(*k))])
+                .flat_map(|k| status(k).map(|resource| (k.group(), resource)))
                 .collect(),
-            operations: create_update,
-            object_selector: None,
-        },
-        edit_vars,
-        edit_checks,
+            CREATE_UPDATE,
+            None,
+        ),
+        child_edits::rules(policy),
     ));
     Export {
         policies,
@@ -244,28 +217,14 @@ fn wrap(
     mode: Mode,
     name: &str,
     covers: &'static str,
-    matches: &Match,
-    variables: Vec<Var>,
-    checks: Vec<Assertion>,
+    matches: MatchResources,
+    (variables, checks): (Vec<Var>, Vec<Assertion>),
 ) -> Exported {
     let validations = checks.iter().map(|c| c.rule).collect();
-    let meta = ObjectMeta {
-        name: Some(name.to_owned()),
-        labels: Some(labels()),
-        ..ObjectMeta::default()
-    };
     let spec = ValidatingAdmissionPolicySpec {
         failure_policy: Some("Fail".to_owned()),
-        match_constraints: Some(match_resources(matches)),
-        variables: Some(
-            variables
-                .into_iter()
-                .map(|v| Variable {
-                    name: v.name.to_owned(),
-                    expression: v.expression,
-                })
-                .collect(),
-        ),
+        match_constraints: Some(matches),
+        variables: Some(k8s_variables(variables)),
         validations: Some(
             checks
                 .into_iter()
@@ -287,12 +246,12 @@ fn wrap(
     Exported {
         covers,
         policy: ValidatingAdmissionPolicy {
-            metadata: meta.clone(),
+            metadata: metadata(name),
             spec: Some(spec),
             status: None,
         },
         binding: ValidatingAdmissionPolicyBinding {
-            metadata: meta,
+            metadata: metadata(name),
             spec: ValidatingAdmissionPolicyBindingSpec {
                 policy_name: name.to_owned(),
                 validation_actions: actions,
@@ -303,19 +262,32 @@ fn wrap(
     }
 }
 
+fn k8s_variables(vars: Vec<Var>) -> Vec<Variable> {
+    vars.into_iter()
+        .map(|v| Variable {
+            name: v.name.to_owned(),
+            expression: v.expression,
+        })
+        .collect()
+}
+
 /// What a policy matches, as the webhook configurations match it: the
-/// kinds and operations in `matches`, never in [`EXCLUDED_NAMESPACES`].
-fn match_resources(matches: &Match) -> MatchResources {
-    let resource_rules = matches
-        .kinds
-        .iter()
+/// `resources` (API group and resource) and `operations`, never in
+/// [`EXCLUDED_NAMESPACES`].
+fn match_resources(
+    resources: Vec<(&str, String)>,
+    operations: &[&str],
+    object_selector: Option<LabelSelector>,
+) -> MatchResources {
+    let resource_rules = resources
+        .into_iter()
         .map(|(group, resource)| NamedRuleWithOperations {
-            api_groups: Some(vec![(*group).to_owned()]),
+            api_groups: Some(vec![group.to_owned()]),
             api_versions: Some(vec![
                 if group.is_empty() { "v1" } else { API_VERSION }.to_owned(),
             ]),
-            operations: Some(matches.operations.iter().map(|o| (*o).to_owned()).collect()),
-            resources: Some(vec![(*resource).to_owned()]),
+            operations: Some(operations.iter().map(|o| (*o).to_owned()).collect()),
+            resources: Some(vec![resource]),
             scope: Some("Namespaced".to_owned()),
             ..NamedRuleWithOperations::default()
         })
@@ -331,19 +303,26 @@ fn match_resources(matches: &Match) -> MatchResources {
     MatchResources {
         match_policy: Some("Equivalent".to_owned()),
         namespace_selector: Some(namespace_selector),
-        object_selector: matches.object_selector.clone(),
+        object_selector,
         resource_rules: Some(resource_rules),
         ..MatchResources::default()
     }
 }
 
-/// The labels every exported object carries.
-fn labels() -> std::collections::BTreeMap<String, String> {
-    [(
-        "app.kubernetes.io/name".to_owned(),
-        "pipelinerollout-webhook".to_owned(),
-    )]
-    .into()
+/// The metadata of every exported object: its name, and the labels all
+/// carry.
+fn metadata(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        labels: Some(
+            [(
+                "app.kubernetes.io/name".to_owned(),
+                "pipelinerollout-webhook".to_owned(),
+            )]
+            .into(),
+        ),
+        ..ObjectMeta::default()
+    }
 }
 
 /// The export could not be written as YAML.
@@ -356,12 +335,22 @@ pub struct RenderError {
     pub reason: String,
 }
 
+/// `object` as a YAML document, after its `---`.
+fn document(what: &'static str, object: &impl serde::Serialize) -> Result<String, RenderError> {
+    match serde_saphyr::to_string(object) {
+        Ok(yaml) => Ok(format!("---\n{yaml}")),
+        Err(e) => Err(RenderError {
+            what,
+            reason: e.to_string(),
+        }),
+    }
+}
+
 impl Export {
     /// The YAML: the comment block, then each policy and its binding as
     /// two documents.
     pub fn to_yaml(&self) -> Result<String, RenderError> {
-        let mut out = String::new();
-        out.push_str(&format!(
+        let mut out = format!(
             "# Exported by `pipelinerollout-webhook export-vap` ({}): the validations of\n\
              # the webhook's validating webhooks under the policy, as ValidatingAdmissionPolicies\n\
              # and their bindings (see docs/vap.md). The policy's values are written into the\n\
@@ -370,7 +359,7 @@ impl Export {
              #\n\
              # Not covered by this export (the webhook does these):\n",
             env!("CARGO_PKG_VERSION")
-        ));
+        );
         for line in &self.not_covered {
             out.push_str(&format!("# - {line}\n"));
         }
@@ -385,18 +374,8 @@ impl Export {
             }
         }
         for exported in &self.policies {
-            let policy = serde_saphyr::to_string(&exported.policy).map_err(|e| RenderError {
-                what: "a ValidatingAdmissionPolicy",
-                reason: e.to_string(),
-            })?;
-            let binding = serde_saphyr::to_string(&exported.binding).map_err(|e| RenderError {
-                what: "a binding",
-                reason: e.to_string(),
-            })?;
-            out.push_str("---\n");
-            out.push_str(&policy);
-            out.push_str("---\n");
-            out.push_str(&binding);
+            out.push_str(&document("a ValidatingAdmissionPolicy", &exported.policy)?);
+            out.push_str(&document("a binding", &exported.binding)?);
         }
         Ok(out)
     }
@@ -414,4 +393,69 @@ pub fn valid_name(name: &str) -> bool {
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
+}
+
+/// The `minPauseAge` settings above 0, by key.
+pub fn inexpressible(policy: &Policy) -> Vec<String> {
+    let top = (
+        "forceReapply".to_owned(),
+        policy.force_reapply.min_pause_age_seconds,
+    );
+    let namespaces = policy.drain_timeout.namespaces.iter().enumerate();
+    let per = namespaces.filter_map(|(i, ns)| {
+        Some((
+            format!("drainTimeout.namespaces[{i}]"),
+            ns.min_pause_age_seconds?,
+        ))
+    });
+    std::iter::once(top)
+        .chain(per)
+        .filter(|(_, age)| *age > 0)
+        .map(|(key, age)| format!("{key}.minPauseAge is {}", format_seconds(age)))
+        .collect()
+}
+
+/// What the export never covers, whatever the policy: the kinds it does
+/// not match, and the rules on the kinds it matches that it leaves to the
+/// webhook.
+pub fn left_out() -> Vec<String> {
+    vec![
+        "MonoVertexRollouts and ISBServiceRollouts, and the writes of MonoVertices and InterStepBufferServices but an owned one's edits (which the child edit policy judges): no exported policy matches them; keep the webhook's validate-monovertexrollouts, validate-isbservicerollouts and validate-children webhooks for them".to_owned(),
+        "rules 13 to 15: the force-promote label, marked-for-deletion and Numaplane's bookkeeping keys (in spec.pipeline.metadata and on the children): they need the rollout's or child's upgrade state and several gates' permissions; keep the webhooks for them".to_owned(),
+        "a namespace left to Numaplane's cluster default strategy (rule 24): a DELETE of a namespace-level ConfigMap, its label removed, or no upgradeStrategy in it; that default is in Numaplane's own ConfigMap, which CEL cannot read; keep the webhook's validate-namespace-config for them".to_owned(),
+        "what Numaflow makes for a rollout's child (rule 29: its Vertices, the daemon Service and Deployment, the vertices' and the buffer service's workloads): whether their Pipeline, MonoVertex or InterStepBufferService is a rollout's is on that object, which CEL cannot read; keep the webhook's validate-numaflow-vertices and validate-numaflow-workloads for them".to_owned(),
+        "the Numaflow controller version a NumaflowController or NumaflowControllerRollout names (rule 27): where Numaplane would take it from is in the controller definitions' ConfigMaps, which CEL cannot read; keep the webhook's validate-numaflow-controllers for them".to_owned(),
+        "Go's folding of non-ASCII key characters (the long s as s, the Kelvin sign as k), which Numaplane's encoding/json decoding applies: CEL folds keys with lowerAscii() only; the keys the export folds, a ConfigMap's data, can only be ASCII, so its upgradeStrategy is read as Numaplane reads it, but no exported rule reads another object Numaplane decodes that way".to_owned(),
+    ]
+}
+
+/// What the comment block lists as not covered: [`left_out`], then what
+/// the webhook does besides validating, for `policy`.
+pub fn not_covered(policy: &Policy) -> Vec<String> {
+    let mut lines = left_out();
+    lines.extend([
+        "warnings without a violation: the deprecated or ignored deleteGracePeriodSeconds (rules 16 to 18) and the notes on a namespace-level ConfigMap without data or upgradeStrategy (rule 23)".to_owned(),
+        "defaulting: /mutate writes drainTimeout.default where a rollout sets no timeout, and deletionTimeout.default where it sets no deletion timeout; a ValidatingAdmissionPolicy cannot change objects".to_owned(),
+    ]);
+    if policy.force_reapply.one_shot {
+        lines.push("the one-shot reset (forceReapply.oneShot): /mutate and the sweeper set allow-data-loss back to \"false\" once the pause is over".to_owned());
+    }
+    if policy.force_promote.one_shot {
+        lines.push("the one-shot forcePromote (forcePromote.oneShot): /mutate records the upgrade it is for and resets it once that upgrade is over".to_owned());
+    }
+    lines.extend([
+        "Events (ForceReapplyAllowed, ForceReapplyDenied, ForcePromoteAllowed) and the force-reapply and force-promote audit annotations".to_owned(),
+        "warnings: a violation whose inputs are unchanged on UPDATE (rule 8) and allow-data-loss left at \"true\" while nothing pauses (rule 11) and forcePromote kept on (rule 12) and an HPA rider (rule 22) and a rider that grants access (rule 28) are allowed silently".to_owned(),
+        "messages: the API server shows the first failing validation's message; the webhook lists every violation".to_owned(),
+    ]);
+    let ages = inexpressible(policy);
+    lines.push(format!(
+        "forceReapply.minPauseAge (CEL in admission has no clock): {}",
+        if ages.is_empty() {
+            "not used by this policy".to_owned()
+        } else {
+            format!("NOT ENFORCED here, although {}", ages.join(", "))
+        }
+    ));
+    lines
 }

@@ -10,17 +10,18 @@
 
 use k8s_openapi::api::admissionregistration::v1::{
     JSONPatch, MatchCondition, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
-    MutatingAdmissionPolicyBindingSpec, MutatingAdmissionPolicySpec, Mutation, Variable,
+    MutatingAdmissionPolicyBindingSpec, MutatingAdmissionPolicySpec, Mutation,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::cel::{self, Step};
-use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars, scoped};
-use super::variables::{ROLLOUT_LIFECYCLE, Vars, request_vars, scope_vars};
-use super::{Match, RenderError, labels, match_resources};
+use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, scoped};
+use super::variables::{ROLLOUT_LIFECYCLE, Var, Vars, pausing, scope_vars};
+use super::{
+    CREATE_UPDATE, RenderError, document, k8s_variables, match_resources, metadata, resources,
+};
 use crate::kinds::Kind;
-use crate::policy::model::{DrainTimeout, Policy};
-use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, LifecycleKey, UPGRADE_IN_PROGRESS};
+use crate::policy::model::Policy;
+use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, LifecycleKey};
 
 /// The suffix of the MutatingAdmissionPolicy's name.
 pub const MUTATING_SUFFIX: &str = "-defaults";
@@ -47,8 +48,7 @@ pub struct MutatingExport {
 /// `{name}-defaults`.
 pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
     let name = format!("{name}{MUTATING_SUFFIX}");
-    let mut vars = Vars::default();
-    request_vars(&mut vars);
+    let mut vars = Vars::request();
     scope_vars(&mut vars, &policy.drain_timeout, PAUSE_SCOPE);
     scope_vars(&mut vars, &policy.deletion_timeout, DELETION_SCOPE);
     let mut mutations = vec![json_patch(defaults(&mut vars, policy))];
@@ -61,21 +61,13 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
             "forceReapply.oneShot: on an UPDATE that keeps allow-data-loss \"true\" after the stored object's pause is over, allow-data-loss becomes \"false\"",
         );
     }
-    let meta = ObjectMeta {
-        name: Some(name.clone()),
-        labels: Some(labels()),
-        ..ObjectMeta::default()
-    };
     let spec = MutatingAdmissionPolicySpec {
         failure_policy: Some("Fail".to_owned()),
-        match_constraints: Some(match_resources(&Match {
-            kinds: vec![(
-                Kind::PipelineRollout.group(),
-                Kind::PipelineRollout.resource(),
-            )],
-            operations: &["CREATE", "UPDATE"],
-            object_selector: None,
-        })),
+        match_constraints: Some(match_resources(
+            resources(&[Kind::PipelineRollout]),
+            CREATE_UPDATE,
+            None,
+        )),
         // As the mutating webhook's configuration: Numaplane's controller
         // never waits for it.
         match_conditions: Some(vec![MatchCondition {
@@ -89,56 +81,41 @@ pub fn export_mutating(policy: &Policy, name: &str) -> MutatingExport {
         // Another mutation may remove a default after this one ran; the
         // patches are idempotent.
         reinvocation_policy: Some("IfNeeded".to_owned()),
-        variables: Some(
-            used(vars, &mutations)
-                .into_iter()
-                .map(|v| Variable {
-                    name: v.name.to_owned(),
-                    expression: v.expression,
-                })
-                .collect(),
-        ),
+        variables: Some(k8s_variables(used(vars, &mutations))),
         ..MutatingAdmissionPolicySpec::default()
     };
-    let mut inexpressible = Vec::new();
-    if policy.force_promote.one_shot {
-        inexpressible.push(
-            "forcePromote.oneShot: /mutate records which progressive upgrade forcePromote was set for (the force-promote-for annotation, rule 25) and resets forcePromote once it is over; this export writes neither".to_owned(),
-        );
-    }
+    let inexpressible = policy.force_promote.one_shot.then(|| {
+        "forcePromote.oneShot: /mutate records which progressive upgrade forcePromote was set for (the force-promote-for annotation, rule 25) and resets forcePromote once it is over; this export writes neither".to_owned()
+    });
     MutatingExport {
         policy: MutatingAdmissionPolicy {
-            metadata: meta.clone(),
+            metadata: metadata(&name),
             spec: Some(spec),
         },
         binding: MutatingAdmissionPolicyBinding {
-            metadata: meta,
+            metadata: metadata(&name),
             spec: Some(MutatingAdmissionPolicyBindingSpec {
                 policy_name: Some(name),
                 ..MutatingAdmissionPolicyBindingSpec::default()
             }),
         },
         mutations: what,
-        left_out: left_out(),
-        inexpressible,
+        // What `/mutate` does that no MutatingAdmissionPolicy can.
+        left_out: [
+            "warnings: a MutatingAdmissionPolicy shows none, so neither \"no default drain timeouts set\" (a value on the way is not an object) nor the one-shot reset's warning",
+            "the audit annotations drain-timeout-default, deletion-timeout-default and force-reapply-reset, and the ForceReapplyReset Event",
+            "the webhook's decision log and metrics",
+            "validation: a MutatingAdmissionPolicy judges nothing; keep the webhook's /validate or the ValidatingAdmissionPolicies of export-vap beside it",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        inexpressible: inexpressible.into_iter().collect(),
     }
-}
-
-/// What `/mutate` does that no MutatingAdmissionPolicy can.
-fn left_out() -> Vec<String> {
-    [
-        "warnings: a MutatingAdmissionPolicy shows none, so neither \"no default drain timeouts set\" (a value on the way is not an object) nor the one-shot reset's warning",
-        "the audit annotations drain-timeout-default, deletion-timeout-default and force-reapply-reset, and the ForceReapplyReset Event",
-        "the webhook's decision log and metrics",
-        "validation: a MutatingAdmissionPolicy judges nothing; keep the webhook's /validate or the ValidatingAdmissionPolicies of export-vap beside it",
-    ]
-    .map(str::to_owned)
-    .to_vec()
 }
 
 /// The variables the mutations read, directly or through a later
 /// variable (the shared builders add some these mutations do not need).
-fn used(vars: Vars, mutations: &[Mutation]) -> Vec<super::variables::Var> {
+fn used(vars: Vars, mutations: &[Mutation]) -> Vec<Var> {
     let mut texts: Vec<String> = mutations
         .iter()
         .filter_map(|m| m.json_patch.as_ref()?.expression.clone())
@@ -177,11 +154,6 @@ fn add(pointer: &str, value: &str) -> String {
     )
 }
 
-/// The default of `dt` in the request's namespace, in seconds (CEL text).
-fn default_seconds(dt: &DrainTimeout, scope: ScopeVars) -> String {
-    scoped(dt, scope, |r| dt.default_seconds(r.default).to_string())
-}
-
 /// The defaults' variables and their JSON Patch: where the lifecycle's
 /// objects stop (`lBlock`, `lDepth`), which timeouts are set, and the
 /// scope's values.
@@ -206,14 +178,16 @@ fn defaults(vars: &mut Vars, policy: &Policy) -> String {
             set(LifecycleKey::DeprecatedDeletion)
         ),
     );
-    vars.add(
-        "pauseDefault",
-        default_seconds(&policy.drain_timeout, PAUSE_SCOPE),
-    );
-    vars.add(
-        "deletionDefault",
-        default_seconds(&policy.deletion_timeout, DELETION_SCOPE),
-    );
+    // The defaults in the request's namespace, in seconds.
+    for (name, dt, scope) in [
+        ("pauseDefault", &policy.drain_timeout, PAUSE_SCOPE),
+        ("deletionDefault", &policy.deletion_timeout, DELETION_SCOPE),
+    ] {
+        vars.add(
+            name,
+            scoped(dt, scope, |r| dt.default_seconds(r.default).to_string()),
+        );
+    }
     let (pause, deletion) = (
         LifecycleKey::Pause.rollout_field().name(),
         LifecycleKey::Deletion.rollout_field().name(),
@@ -232,17 +206,12 @@ fn defaults(vars: &mut Vars, policy: &Policy) -> String {
     }
     created.reverse();
     let lifecycle_pointer = crate::rollout::TIMEOUT_FIELD.parent().pointer();
+    let default = |key: &str, value| add(&format!("{lifecycle_pointer}/{key}"), value);
     format!(
         "variables.lBlock != '' ? [] :\n{}\n(variables.pauseSet ? [] : [{}]) +\n(variables.deletionSet ? [] : [{}])",
         created.join("\n"),
-        add(
-            &format!("{lifecycle_pointer}/{pause}"),
-            "variables.pauseDefault"
-        ),
-        add(
-            &format!("{lifecycle_pointer}/{deletion}"),
-            "variables.deletionDefault"
-        ),
+        default(pause, "variables.pauseDefault"),
+        default(deletion, "variables.deletionDefault"),
     )
 }
 
@@ -266,14 +235,7 @@ fn one_shot_reset(vars: &mut Vars) -> String {
     // PipelinePausingOrPaused condition that is True.
     vars.add(
         "oldPauseOver",
-        format!(
-            "oldObject != null && !(has(oldObject.status) && type(oldObject.status) == map && (\n  \
-             (has({upgrade}) && {upgrade} == 'PipelinePauseAndDrain') ||\n  \
-             (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
-             oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
-             has(c.status) && c.status == 'True'))))",
-            upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
-        ),
+        format!("oldObject != null && !({})", pausing("")),
     );
     // Escaped as the webhook's own reset escapes it (`stale_force_reset`).
     let pointer =
@@ -307,21 +269,10 @@ impl MutatingExport {
         for line in self.left_out.iter().chain(&self.inexpressible) {
             out.push_str(&format!("# - {line}\n"));
         }
-        let render = |what: &'static str, text: Result<String, serde_saphyr::ser::Error>| {
-            text.map_err(|e| RenderError {
-                what,
-                reason: e.to_string(),
-            })
-        };
-        out.push_str("---\n");
-        out.push_str(&render(
-            "a MutatingAdmissionPolicy",
-            serde_saphyr::to_string(&self.policy),
-        )?);
-        out.push_str("---\n");
-        out.push_str(&render(
+        out.push_str(&document("a MutatingAdmissionPolicy", &self.policy)?);
+        out.push_str(&document(
             "a MutatingAdmissionPolicyBinding",
-            serde_saphyr::to_string(&self.binding),
+            &self.binding,
         )?);
         Ok(out)
     }

@@ -14,7 +14,7 @@
 //! `forceReapply.controllerDefinitions`.
 
 use super::cel;
-use super::validation::{Assertion, Grantees, assertion};
+use super::validation::{Assertion, assertion, permission};
 use super::variables::{self, Var, Vars};
 use crate::kinds::CONFIGMAPS;
 use crate::namespace_config::{
@@ -26,8 +26,7 @@ use crate::policy::model::Policy;
 /// The variables and validations of the namespace-level ConfigMap policy.
 pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let strategy = &policy.force_reapply.namespace_strategy;
-    let mut vars = Vars::default();
-    variables::request_vars(&mut vars);
+    let mut vars = Vars::request();
     let label = cel::string(CONFIG_LABEL);
     let key = cel::string(UPGRADE_STRATEGY_KEY);
     let folded = cel::string(&UPGRADE_STRATEGY_KEY.to_ascii_lowercase());
@@ -120,12 +119,7 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
             ))
         ),
     );
-    let grantees = Grantees(strategy.grant());
-    let permitted = grantees.permitted(&format!(
-        "authorizer.group('').resource({})",
-        cel::string(CONFIGMAPS)
-    ));
-    let refused = grantees.refused(&cel::string(CONFIGMAPS));
+    let (permitted, refused) = permission(strategy.grant(), Some(("", CONFIGMAPS)));
     let gated = assertion(
         "rule 24: a strategy that skips draining needs forceReapply.namespaceStrategy",
         format!("!variables.skips || variables.oldSkips ||\n  {permitted}"),
@@ -148,12 +142,10 @@ pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
 /// on every write that leaves the label on.
 fn definitions(policy: &Policy) -> Assertion {
     let label = cel::string(CONFIG_LABEL);
-    let grantees = Grantees(policy.force_reapply.controller_definitions.grant());
-    let permitted = grantees.permitted(&format!(
-        "authorizer.group('').resource({})",
-        cel::string(CONFIGMAPS)
-    ));
-    let refused = grantees.refused(&cel::string(CONFIGMAPS));
+    let (permitted, refused) = permission(
+        policy.force_reapply.controller_definitions.grant(),
+        Some(("", CONFIGMAPS)),
+    );
     let home = &policy.numaplane.namespace;
     assertion(
         "rule 27: Numaflow controller definitions outside Numaplane's namespace need forceReapply.controllerDefinitions",

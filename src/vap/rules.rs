@@ -5,93 +5,33 @@
 //! values are written into the expressions.
 
 use super::cel;
-use super::timeout::{self, CelOverflow, DELETION_SCOPE, Judged, Labels, PAUSE_SCOPE};
-use super::validation::{Assertion, Grantees, assertion};
+use super::timeout::{self, DELETION_LABELS, Field, Labels};
+use super::validation::{Assertion, assertion, permission};
 use super::variables::{self, Var};
 use crate::kinds::{Kind, PAUSE_TIMESTAMP};
 use crate::policy::model::{DrainTimeout, Policy};
 use crate::rollout::{
-    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, FieldPath, GROUP, LifecycleKey, Map, RESOURCE,
-    SCALE_FACTOR_FIELD, TIMEOUT_FIELD, UPGRADE_IN_PROGRESS,
+    ALLOW_DATA_LOSS, FORCE_PROMOTE_FIELD, GROUP, LifecycleKey, Map, RESOURCE, SCALE_FACTOR_FIELD,
+    TIMEOUT_FIELD, UPGRADE_IN_PROGRESS,
 };
 
-/// The labels of the pause timeout's checks (rules 2 to 4).
-const PAUSE_LABELS: Labels = Labels {
-    integer: "rule 2: the timeout is an integer",
-    min: "rule 3: at least min",
-    max: "rule 3: at most max, or no timeout",
-    no_timeout: "rule 3: no timeout only where allowed",
-    overflow: "rule 4: the timeout times the recycle multiplier fits Numaflow's clock",
-};
-
-/// The labels of the deletion timeout's checks (rules 16 to 18).
-pub const DELETION_LABELS: Labels = Labels {
-    integer: "rule 16: the deletion timeout is an integer",
-    min: "rule 17: the deletion timeout is at least min",
-    max: "rule 17: the deletion timeout is at most max, or no timeout",
-    no_timeout: "rule 17: the deletion timeout means no timeout only where allowed",
-    overflow: "rule 18: the deletion timeout fits Numaflow's clock",
-};
-
-/// The deletion timeout Numaflow reads (`variables.dJ`, see
-/// [`variables::deletion_vars`]) as rules 16 to 18 judge it, exempting
-/// requests for which `exempt` (CEL) holds; `field` places the timeouts
-/// (`LifecycleKey::rollout_field` or `child_field`).
-pub fn deletion<'a>(
-    dt: &'a DrainTimeout,
-    field: fn(LifecycleKey) -> FieldPath,
-    exempt: &str,
-) -> Judged<'a> {
-    let field_text = format!(
-        "{} (or the deprecated {})",
-        field(LifecycleKey::Deletion),
-        LifecycleKey::DeprecatedDeletion.json_name()
-    );
-    Judged {
-        dt,
-        section: "deletionTimeout",
-        section_in_scope: true,
-        scope: DELETION_SCOPE,
-        field: "variables.dField".to_owned(),
-        field_text,
-        value: "dJ",
-        int: "dJInt",
-        same: "dSame",
-        exempt: exempt.to_owned(),
-        zero_effect: " (0 or less deletes the Pipeline's buffers at once, dropping unconsumed messages)",
-        overflow: CelOverflow::Clock,
-        labels: DELETION_LABELS,
-    }
-}
-
-/// Everything the exported policy evaluates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rules {
-    /// The variables, each after those it reads.
-    pub variables: Vec<Var>,
-    /// The validations.
-    pub checks: Vec<Assertion>,
-}
-
-/// Builds the variables and validations for `policy`.
-pub fn rules(policy: &Policy) -> Rules {
+/// The variables and validations of the PipelineRollout policy.
+pub fn rules(policy: &Policy) -> (Vec<Var>, Vec<Assertion>) {
     let mut checks = vec![
         metadata_check(),
         scale_check(policy.drain_timeout.default_recycle_scale_factor),
     ];
     checks.extend(timeout_checks(&policy.drain_timeout));
-    checks.extend(timeout::checks(&deletion(
+    checks.extend(timeout::checks(
         &policy.deletion_timeout,
-        LifecycleKey::rollout_field,
-        "false",
-    )));
+        Field::Deletion(LifecycleKey::rollout_field),
+        None,
+        DELETION_LABELS,
+    ));
     checks.push(annotation_check());
     checks.extend(force_checks(policy));
     checks.push(template_pause_timestamp_check());
-    Rules {
-        variables: variables::variables(policy),
-        checks,
-    }
+    (variables::variables(policy), checks)
 }
 
 fn metadata_check() -> Assertion {
@@ -132,21 +72,18 @@ fn timeout_checks(dt: &DrainTimeout) -> Vec<Assertion> {
             ))
         ),
     )];
-    checks.extend(timeout::checks(&Judged {
+    checks.extend(timeout::checks(
         dt,
-        section: "drainTimeout",
-        section_in_scope: false,
-        scope: PAUSE_SCOPE,
-        field: cel::string(TIMEOUT_FIELD.dotted()),
-        field_text: TIMEOUT_FIELD.to_string(),
-        value: "t",
-        int: "tInt",
-        same: "tSame",
-        exempt: "false".to_owned(),
-        zero_effect: " (0 or less ends the pause at once, without draining)",
-        overflow: CelOverflow::Recycle,
-        labels: PAUSE_LABELS,
-    }));
+        Field::Pause(TIMEOUT_FIELD, "t", true),
+        None,
+        Labels {
+            integer: "rule 2: the timeout is an integer",
+            min: "rule 3: at least min",
+            max: "rule 3: at most max, or no timeout",
+            no_timeout: "rule 3: no timeout only where allowed",
+            overflow: "rule 4: the timeout times the recycle multiplier fits Numaflow's clock",
+        },
+    ));
     checks
 }
 
@@ -171,13 +108,7 @@ fn annotation_check() -> Assertion {
 /// permission and the pause are two validations.
 fn force_checks(policy: &Policy) -> Vec<Assertion> {
     let force = &policy.force_reapply;
-    let grantees = Grantees(force.grant());
-    let permitted = grantees.permitted(&format!(
-        "authorizer.group({}).resource({})",
-        cel::string(GROUP),
-        cel::string(RESOURCE)
-    ));
-    let refused = grantees.refused(&cel::string(&format!("{RESOURCE}.{GROUP}")));
+    let (permitted, refused) = permission(force.grant(), Some((GROUP, RESOURCE)));
     let reapply = format!(
         "may not set metadata.annotations[\"{ALLOW_DATA_LOSS}\"] to \"true\" (a forced re-apply skips draining and can lose data): "
     );

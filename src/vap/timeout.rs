@@ -8,14 +8,14 @@ use super::cel;
 use super::validation::{Assertion, assertion};
 use crate::policy::format_seconds;
 use crate::policy::model::{DrainTimeout, MAX_CLOCK_SECONDS, TimeoutRules};
+use crate::rollout::{FieldPath, LifecycleKey};
 
-/// The variables a scope choice reads: the index of the first matching
-/// override (`-1`: none) and its words.
+/// The variables a scope choice reads: `variables.INDEX`, the index of
+/// the first matching override (`-1`: none), and `variables.NAME`, its
+/// words ("the policy for namespaces ...").
 #[derive(Debug, Clone, Copy)]
 pub struct ScopeVars {
-    /// `variables.NAME`: the override's index.
     pub index: &'static str,
-    /// `variables.NAME`: "the policy for namespaces ...".
     pub name: &'static str,
 }
 
@@ -31,62 +31,37 @@ pub const DELETION_SCOPE: ScopeVars = ScopeVars {
     name: "dScopeName",
 };
 
-/// How the overflow rule reads a timeout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CelOverflow {
-    /// A rollout's pause timeout: multiplied by `variables.multiplier`
-    /// (rule 4), judged only with a valid scale factor.
-    Recycle,
-    /// As it is (rule 4 on a child, rule 18).
-    Clock,
-}
-
 /// The rule labels of one field's checks, for the comment block.
 #[derive(Debug, Clone, Copy)]
 pub struct Labels {
-    /// The integer rule.
     pub integer: &'static str,
-    /// At least min.
     pub min: &'static str,
-    /// At most max, or no timeout.
     pub max: &'static str,
-    /// No timeout only where allowed.
     pub no_timeout: &'static str,
-    /// The clock.
     pub overflow: &'static str,
 }
 
-/// One judged timeout field.
-#[derive(Debug, Clone)]
-pub struct Judged<'a> {
-    /// The policy section.
-    pub dt: &'a DrainTimeout,
-    /// Its section's name, for the deletion timeout's scope words and the
-    /// clock's advice (`drainTimeout`, `deletionTimeout`).
-    pub section: &'static str,
-    /// Whether the scope words name the section (`deletionTimeout in the
-    /// policy`), as the deletion timeout's do.
-    pub section_in_scope: bool,
-    /// Its scope variables.
-    pub scope: ScopeVars,
-    /// CEL text: the field's dotted path, as a string.
-    pub field: String,
-    /// The field's path for static messages.
-    pub field_text: String,
-    /// Variable names: the raw value, its integer view, and "unchanged".
-    pub value: &'static str,
-    /// The integer view.
-    pub int: &'static str,
-    /// Unchanged from the stored object (rule 8).
-    pub same: &'static str,
-    /// CEL text that, when true, exempts the request (`false`: none).
-    pub exempt: String,
-    /// What 0 or less does, as the webhook words it.
-    pub zero_effect: &'static str,
-    /// The overflow rule.
-    pub overflow: CelOverflow,
-    /// The labels.
-    pub labels: Labels,
+/// The labels of the deletion timeout's checks (rules 16 to 18).
+pub const DELETION_LABELS: Labels = Labels {
+    integer: "rule 16: the deletion timeout is an integer",
+    min: "rule 17: the deletion timeout is at least min",
+    max: "rule 17: the deletion timeout is at most max, or no timeout",
+    no_timeout: "rule 17: the deletion timeout means no timeout only where allowed",
+    overflow: "rule 18: the deletion timeout fits Numaflow's clock",
+};
+
+/// The timeout field judged.
+#[derive(Debug, Clone, Copy)]
+pub enum Field {
+    /// The pause timeout at the path, read as `variables.NAME` (with
+    /// `NAMEInt` and `NAMESame`, unchanged from the stored object); `true`:
+    /// the overflow rule multiplies it by `variables.multiplier` (a
+    /// rollout's, rule 4, judged only with a valid scale factor).
+    Pause(FieldPath, &'static str, bool),
+    /// The deletion timeout Numaflow reads (`variables.dJ`, see
+    /// [`super::variables::deletion_vars`]), placed by
+    /// `LifecycleKey::rollout_field` or `child_field`.
+    Deletion(fn(LifecycleKey) -> FieldPath),
 }
 
 /// `value(rules)` for the namespace's scope: a literal when every scope
@@ -111,56 +86,74 @@ pub fn scoped(
         })
 }
 
-/// The scope's words, as CEL text.
-fn scope_words(j: &Judged<'_>) -> String {
-    let name = if j.dt.namespaces.is_empty() {
+/// The integer, range, no-timeout and overflow checks of one field of
+/// `dt`, exempting requests for which `exempt` (CEL) holds.
+pub fn checks(
+    dt: &DrainTimeout,
+    judged: Field,
+    exempt: Option<&str>,
+    labels: Labels,
+) -> Vec<Assertion> {
+    // The field (CEL text, and for static messages), its variables, what
+    // 0 or less does (as the webhook words it) and the section.
+    let (field, f, value, same, zero_effect, section, scope_vars) = match judged {
+        Field::Pause(path, value, _) => (
+            cel::string(path.dotted()),
+            path.to_string(),
+            value,
+            format!("variables.{value}Same"),
+            " (0 or less ends the pause at once, without draining)",
+            "drainTimeout",
+            PAUSE_SCOPE,
+        ),
+        Field::Deletion(path) => (
+            "variables.dField".to_owned(),
+            format!(
+                "{} (or the deprecated {})",
+                path(LifecycleKey::Deletion),
+                LifecycleKey::DeprecatedDeletion.json_name()
+            ),
+            "dJ",
+            "variables.dSame".to_owned(),
+            " (0 or less deletes the Pipeline's buffers at once, dropping unconsumed messages)",
+            "deletionTimeout",
+            DELETION_SCOPE,
+        ),
+    };
+    let field = format!("{field} + ' is '");
+    let mut scope = if dt.namespaces.is_empty() {
         "'the policy'".to_owned()
     } else {
-        format!("variables.{}", j.scope.name)
+        format!("variables.{}", scope_vars.name)
     };
-    if j.section_in_scope {
-        format!("{} + {name}", cel::string(&format!("{} in ", j.section)))
-    } else {
-        name
+    if let Field::Deletion(_) = judged {
+        scope = format!("{} + {scope}", cel::string(&format!("{section} in ")));
     }
-}
-
-/// The allowed values of a scope, as the webhook's advice words them.
-fn allowed_values(dt: &DrainTimeout, scope: ScopeVars) -> String {
     let no_timeout = dt.no_timeout_seconds;
-    scoped(dt, scope, |r| {
+    // The allowed values, as the webhook's advice words them.
+    let fix = scoped(dt, scope_vars, |r| {
         let (min, max) = (r.min, r.max);
         cel::string(&if r.allow_no_timeout {
             format!("set {min} to {max} seconds, or {no_timeout} (or more) for no timeout")
         } else {
             format!("set {min} to {max} seconds")
         })
-    })
-}
-
-/// The integer, range, no-timeout and overflow checks of one field.
-pub fn checks(j: &Judged<'_>) -> Vec<Assertion> {
-    let dt = j.dt;
-    let field = format!("{} + ' is '", j.field);
-    let f = &j.field_text;
-    let scope = scope_words(j);
-    let fix = allowed_values(dt, j.scope);
-    let no_timeout = dt.no_timeout_seconds;
-    let min = scoped(dt, j.scope, |r| r.min.to_string());
-    let max = scoped(dt, j.scope, |r| r.max.to_string());
-    let (v, int, same) = (
-        format!("variables.{}", j.value),
-        format!("variables.{}", j.int),
-        format!("variables.{}", j.same),
-    );
-    let exempt = if j.exempt == "false" {
-        String::new()
-    } else {
-        format!("{} || ", j.exempt)
+    });
+    // A bound: its seconds, and its words.
+    let bound = |of: fn(&TimeoutRules) -> u64| {
+        let words = |r: &TimeoutRules| format!("{} ({})", of(r), format_seconds(of(r)));
+        (
+            scoped(dt, scope_vars, |r| of(r).to_string()),
+            scoped(dt, scope_vars, |r| cel::string(&words(r))),
+        )
     };
+    let ((min, min_words), (max, max_words)) = (bound(|r| r.min), bound(|r| r.max));
+    let v = format!("variables.{value}");
+    let int = format!("variables.{value}Int");
+    let exempt = exempt.map(|e| format!("{e} || ")).unwrap_or_default();
     let mut checks = vec![
         assertion(
-            j.labels.integer,
+            labels.integer,
             format!("{exempt}{v} == null || {int} != null || {same}"),
             &format!("{f} is not an integer number of seconds: write an integer, e.g. 3600 for 1h"),
             format!(
@@ -169,41 +162,31 @@ pub fn checks(j: &Judged<'_>) -> Vec<Assertion> {
             ),
         ),
         assertion(
-            j.labels.min,
+            labels.min,
             format!("{exempt}{int} == null || {int} >= {min} || {same}"),
             &format!("{f} is below the minimum the policy sets for this namespace"),
             format!(
-                "{field} + string({int}) + ', below the minimum of ' + {} + ' set by ' + {scope} +\n  \
+                "{field} + string({int}) + ', below the minimum of ' + {min_words} + ' set by ' + {scope} +\n  \
                  ({int} < 1 ? {} : '') + ': ' + {fix}",
-                scoped(dt, j.scope, |r| cel::string(&format!(
-                    "{} ({})",
-                    r.min,
-                    format_seconds(r.min)
-                ))),
-                cel::string(j.zero_effect)
+                cel::string(zero_effect)
             ),
         ),
         assertion(
-            j.labels.max,
+            labels.max,
             format!("{exempt}{int} == null || {int} <= {max} || {int} >= {no_timeout} || {same}"),
             &format!(
                 "{f} is above the maximum the policy sets for this namespace, and below noTimeoutSeconds ({no_timeout})"
             ),
             format!(
-                "{field} + string({int}) + ', above the maximum of ' + {} + ' set by ' + {scope} + ': ' + {fix}",
-                scoped(dt, j.scope, |r| cel::string(&format!(
-                    "{} ({})",
-                    r.max,
-                    format_seconds(r.max)
-                )))
+                "{field} + string({int}) + ', above the maximum of ' + {max_words} + ' set by ' + {scope} + ': ' + {fix}"
             ),
         ),
     ];
     // Only where some scope forbids no timeout.
-    let allow = scoped(dt, j.scope, |r| r.allow_no_timeout.to_string());
+    let allow = scoped(dt, scope_vars, |r| r.allow_no_timeout.to_string());
     if allow != "true" {
         checks.push(assertion(
-            j.labels.no_timeout,
+            labels.no_timeout,
             format!("{exempt}{int} == null || {int} < {no_timeout} || {allow} || {same}"),
             &format!(
                 "{f} means no timeout (at or above {no_timeout}), which the policy does not allow in this namespace"
@@ -213,11 +196,11 @@ pub fn checks(j: &Judged<'_>) -> Vec<Assertion> {
             ),
         ));
     }
-    checks.push(match j.overflow {
-        // T x multiplier > clock, tested by division: the product can
-        // overflow int64 in CEL.
-        CelOverflow::Recycle => assertion(
-            j.labels.overflow,
+    // T x multiplier > clock, tested by division: the product can overflow
+    // int64 in CEL.
+    checks.push(if let Field::Pause(_, _, true) = judged {
+        assertion(
+            labels.overflow,
             format!(
                 "{exempt}{int} == null || !variables.sValid || {int} <= {MAX_CLOCK_SECONDS} / variables.multiplier ||\n  \
                  ({same} && variables.sSame)"
@@ -230,9 +213,10 @@ pub fn checks(j: &Judged<'_>) -> Vec<Assertion> {
                  ' (scaleFactor ' + string(variables.sInt) + '%) and ' + string({int}) + ' x ' + string(variables.multiplier) +\n  \
                  ' seconds overflow Numaflow\\'s clock (at most {MAX_CLOCK_SECONDS}): set at most ' + string({MAX_CLOCK_SECONDS} / variables.multiplier)"
             ),
-        ),
-        CelOverflow::Clock => assertion(
-            j.labels.overflow,
+        )
+    } else {
+        assertion(
+            labels.overflow,
             format!("{exempt}{int} == null || {int} <= {MAX_CLOCK_SECONDS} || {same}"),
             &format!(
                 "{f} overflows Go's time.Duration, in which Numaflow counts it (at most {MAX_CLOCK_SECONDS} seconds)"
@@ -241,10 +225,10 @@ pub fn checks(j: &Judged<'_>) -> Vec<Assertion> {
                 "{field} + string({int}) + {}",
                 cel::string(&format!(
                     "; Numaflow counts it in Go's time.Duration, which overflows above {MAX_CLOCK_SECONDS} seconds: set at most {MAX_CLOCK_SECONDS}, or the {} policy's no-timeout value if it allows one",
-                    j.section
+                    section
                 ))
             ),
-        ),
+        )
     });
     checks
 }

@@ -8,8 +8,12 @@
 
 use super::cel::{self, Step};
 use super::timeout::{DELETION_SCOPE, PAUSE_SCOPE, ScopeVars};
+use crate::kinds::PAUSE_TIMESTAMP;
 use crate::policy::model::{DrainTimeout, Policy};
-use crate::rollout::{ALLOW_DATA_LOSS, ANNOTATIONS, FieldPath, LifecycleKey, UPGRADE_IN_PROGRESS};
+use crate::rollout::{
+    ALLOW_DATA_LOSS, ANNOTATIONS, FORCE_PROMOTE_FIELD, FieldPath, LifecycleKey, SCALE_FACTOR_FIELD,
+    TEMPLATE_ANNOTATIONS, TIMEOUT_FIELD, UPGRADE_IN_PROGRESS,
+};
 
 /// A named CEL expression that validations read as `variables.NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,28 +24,54 @@ pub struct Var {
     pub expression: String,
 }
 
-const TIMEOUT_KEYS: &[&str] = crate::rollout::TIMEOUT_FIELD.keys();
-const SCALE_KEYS: &[&str] = crate::rollout::SCALE_FACTOR_FIELD.keys();
-const PROMOTE_KEYS: &[&str] = crate::rollout::FORCE_PROMOTE_FIELD.keys();
 /// Where a PipelineRollout's drain timeouts are: its embedded Pipeline's
 /// `spec.lifecycle`, below the schemaless `spec.pipeline.spec` (step 3).
-pub const ROLLOUT_LIFECYCLE: &[&str] = crate::rollout::TIMEOUT_FIELD.parent().keys();
-/// The template's annotations of a PipelineRollout.
-pub const TEMPLATE_ANNOTATIONS: &[&str] = crate::rollout::TEMPLATE_ANNOTATIONS.keys();
+pub const ROLLOUT_LIFECYCLE: &[&str] = TIMEOUT_FIELD.parent().keys();
 
 /// The variables of the PipelineRollout policy for `policy`, each after
 /// those it reads.
 pub fn variables(policy: &Policy) -> Vec<Var> {
     let dt = &policy.drain_timeout;
-    let mut vars = Vars::default();
-    request_vars(&mut vars);
+    let mut vars = Vars::request();
     scope_vars(&mut vars, dt, PAUSE_SCOPE);
     scope_vars(&mut vars, &policy.deletion_timeout, DELETION_SCOPE);
     for (prefix, root) in [("", "object"), ("old", "oldObject")] {
-        timeout_vars(&mut vars, prefix, root);
-        scale_vars(&mut vars, prefix, root, dt.default_recycle_scale_factor);
-        annotation_vars(&mut vars, prefix, root);
-        promote_var(&mut vars, prefix, root);
+        let name = |name| var_name(prefix, name);
+        // The timeout, read where no level on the way is blocked: every
+        // present level is then a map.
+        let steps = cel::steps(root, TIMEOUT_FIELD.keys(), Some(3));
+        let block = name("tBlock");
+        vars.add(block, guarded(root, cel::first_non_map(&steps[..4]), "''"));
+        let unblocked = format!("variables.{block} == '' && ");
+        value_var(&mut vars, [name("t"), name("tInt")], &steps, &unblocked);
+        let s = name("s");
+        let scale = |leaf: &str| format!("?\n  dyn({leaf}) : null");
+        vars.add(s, leaf_read(root, SCALE_FACTOR_FIELD.keys(), scale, "null"));
+        // S as the rules use it: the rollout's own, else the policy default.
+        let default = dt.default_recycle_scale_factor;
+        let eff = name("sEff");
+        vars.add(
+            eff,
+            format!("variables.{s} == null ? {default} : variables.{s}"),
+        );
+        vars.add(name("sInt"), cel::int_view(&format!("variables.{eff}")));
+        let steps = cel::steps(root, ANNOTATIONS.keys(), None);
+        let bad = name("metaBad");
+        vars.add(bad, guarded(root, cel::first_non_map(&steps), "''"));
+        // An optional, as a `string` and a `null` branch do not type-check.
+        let unblocked = format!("variables.{bad} == '' && ");
+        let annotations = ANNOTATIONS.keys();
+        optional_key(
+            &mut vars,
+            name("a"),
+            root,
+            &unblocked,
+            annotations,
+            ALLOW_DATA_LOSS,
+        );
+        let on = |leaf: &str| format!("&& {leaf} == true");
+        let force_promote = leaf_read(root, FORCE_PROMOTE_FIELD.keys(), on, "false");
+        vars.add(name("forcePromote"), force_promote);
     }
     comparison_vars(&mut vars);
     deletion_vars(
@@ -53,12 +83,8 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
             "variables.oldTBlock == '' && ",
         ],
     );
-    vars.optional_key(
-        "tpt",
-        "oldTpt",
-        TEMPLATE_ANNOTATIONS,
-        crate::kinds::PAUSE_TIMESTAMP,
-    );
+    let template = TEMPLATE_ANNOTATIONS.keys();
+    vars.optional_key("tpt", "oldTpt", template, PAUSE_TIMESTAMP);
     vars.0
 }
 
@@ -67,33 +93,65 @@ pub fn variables(policy: &Policy) -> Vec<Var> {
 pub struct Vars(pub Vec<Var>);
 
 impl Vars {
+    /// `ns`, `name` and `user`: the request's namespace, object name and
+    /// username, `''` where absent.
+    pub fn request() -> Self {
+        let mut vars = Self::default();
+        // request.name is omitted for generateName; request.namespace is
+        // always there for a namespaced resource, but costs nothing to
+        // guard. (`namespace` is a reserved word in CEL.)
+        vars.add(
+            "ns",
+            "has(request.namespace) ? request.namespace : ''".into(),
+        );
+        vars.add("name", "has(request.name) ? request.name : ''".into());
+        vars.add(
+            "user",
+            "has(request.userInfo.username) ? request.userInfo.username : ''".into(),
+        );
+        vars
+    }
+
     /// Adds `variables.NAME`.
     pub fn add(&mut self, name: &'static str, expression: String) {
         self.0.push(Var { name, expression });
     }
 
     /// `new` and `old`: the string at `key` of the map at `path` of the
-    /// object and of the stored object, as optionals (none when a step on
-    /// the way is absent or not a map, or the key is absent or null).
+    /// object and of the stored object, as optionals (see [`optional_key`]).
     pub fn optional_key(&mut self, new: &'static str, old: &'static str, path: &[&str], key: &str) {
-        let key = cel::string(key);
-        for (name, root) in [(new, "object"), (old, "oldObject")] {
-            let steps = cel::steps(root, path, None);
-            let map = &steps[steps.len() - 1].select;
-            self.add(
-                name,
-                guarded(
-                    root,
-                    format!(
-                        "{} && {key} in {map} && type({map}[{key}]) != null_type ?\n  \
-                         optional.of({map}[{key}]) : optional.none()",
-                        cel::all_maps(&steps)
-                    ),
-                    "optional.none()",
-                ),
-            );
-        }
+        optional_key(self, new, "object", "", path, key);
+        optional_key(self, old, "oldObject", "", path, key);
     }
+}
+
+/// `name`: the string at `key` of the map at `path` of `root`, as an
+/// optional: none when `unblocked` (CEL text ending in `&& `, or empty) is
+/// false, a step on the way is absent or not a map, or the key is absent
+/// or null.
+fn optional_key(
+    vars: &mut Vars,
+    name: &'static str,
+    root: &str,
+    unblocked: &str,
+    path: &[&str],
+    key: &str,
+) {
+    let key = cel::string(key);
+    let steps = cel::steps(root, path, None);
+    let map = &steps[steps.len() - 1].select;
+    vars.add(
+        name,
+        guarded(
+            root,
+            format!(
+                "{unblocked}{} && {key} in {map} && type({map}[{key}]) != null_type ?\n  \
+                 optional.of({map}[{key}]) : optional.none()",
+                cel::all_maps(&steps)
+            ),
+            "optional.none()",
+        ),
+    );
 }
 
 /// `old` + `Name`, or `name`: the variable for the stored object.
@@ -113,6 +171,17 @@ fn var_name(prefix: &str, name: &'static str) -> &'static str {
     }
 }
 
+/// A read of the leaf below three levels of `keys` under `root`: the
+/// levels all maps and the leaf present, then `rest` of the leaf's select;
+/// `otherwise` for a stored object that is absent.
+fn leaf_read(root: &str, keys: &[&str], rest: impl Fn(&str) -> String, otherwise: &str) -> String {
+    let steps = cel::steps(root, keys, None);
+    let (levels, leaf) = steps.split_at(3);
+    let leaf = &leaf[0].select;
+    let read = format!("{} && has({leaf}) {}", cel::all_maps(levels), rest(leaf));
+    guarded(root, read, otherwise)
+}
+
 /// For the stored object every expression starts with `oldObject != null`
 /// (it is null on CREATE).
 pub fn guarded(root: &str, expression: String, otherwise: &str) -> String {
@@ -121,23 +190,6 @@ pub fn guarded(root: &str, expression: String, otherwise: &str) -> String {
     } else {
         expression
     }
-}
-
-/// `ns`, `name` and `user`: the request's namespace, object name and
-/// username, `''` where absent.
-pub fn request_vars(vars: &mut Vars) {
-    // request.name is omitted for generateName; request.namespace is always
-    // there for a namespaced resource, but costs nothing to guard.
-    // (`namespace` is a reserved word in CEL.)
-    vars.add(
-        "ns",
-        "has(request.namespace) ? request.namespace : ''".into(),
-    );
-    vars.add("name", "has(request.name) ? request.name : ''".into());
-    vars.add(
-        "user",
-        "has(request.userInfo.username) ? request.userInfo.username : ''".into(),
-    );
 }
 
 /// The scope of `dt` for the request's namespace (none without overrides).
@@ -167,19 +219,6 @@ pub fn scope_vars(vars: &mut Vars, dt: &DrainTimeout, names: ScopeVars) {
     }
     vars.add(names.index, scope);
     vars.add(names.name, scope_name);
-}
-
-fn timeout_vars(vars: &mut Vars, prefix: &str, root: &str) {
-    let steps = cel::steps(root, TIMEOUT_KEYS, Some(3));
-    let block = var_name(prefix, "tBlock");
-    vars.add(block, guarded(root, cel::first_non_map(&steps[..4]), "''"));
-    // With no level blocked, every present level is a map.
-    value_var(
-        vars,
-        [var_name(prefix, "t"), var_name(prefix, "tInt")],
-        &steps,
-        &format!("variables.{block} == '' && "),
-    );
 }
 
 /// `names[0]`: the value at the end of `steps` (`null` when a step is
@@ -239,14 +278,7 @@ pub fn deletion_vars(
             value_var(vars, names, &cel::steps(root, path.keys(), schemaless), ub);
         }
     }
-    vars.add(
-        "dJ",
-        "variables.d != null ? variables.d : variables.dd".into(),
-    );
-    vars.add(
-        "dJInt",
-        "variables.d != null ? variables.dInt : variables.ddInt".into(),
-    );
+    numaflow_reads(vars, ["dJ", "dJInt"], "d", "dd");
     vars.add(
         "dField",
         format!(
@@ -270,87 +302,31 @@ pub fn deletion_vars(
     );
 }
 
-fn scale_vars(vars: &mut Vars, prefix: &str, root: &str, default: u64) {
-    let steps = cel::steps(root, SCALE_KEYS, None);
-    let (levels, leaf) = steps.split_at(3);
-    let s = var_name(prefix, "s");
-    vars.add(
-        s,
-        guarded(
-            root,
-            format!(
-                "{} && has({leaf}) ?\n  dyn({leaf}) : null",
-                cel::all_maps(levels),
-                leaf = leaf[0].select
-            ),
-            "null",
-        ),
-    );
-    // S as the rules use it: the rollout's own, else the policy default.
-    let eff = var_name(prefix, "sEff");
-    vars.add(
-        eff,
-        format!("variables.{s} == null ? {default} : variables.{s}"),
-    );
-    vars.add(
-        var_name(prefix, "sInt"),
-        cel::int_view(&format!("variables.{eff}")),
-    );
+/// Whether the timeouts `variables.NEW` and the stored object's
+/// `variables.OLD` are both present and the same (rule 8), by
+/// [`cel::same`] on them and their integer views (`NEWInt`, `OLDInt`).
+pub fn same_timeout(new: &str, old: &str) -> String {
+    let (n, o) = (format!("variables.{new}"), format!("variables.{old}"));
+    format!(
+        "oldObject != null && {n} != null && {o} != null && ({})",
+        cel::same(&n, &format!("{n}Int"), &o, &format!("{o}Int"))
+    )
 }
 
-fn annotation_vars(vars: &mut Vars, prefix: &str, root: &str) {
-    let steps = cel::steps(root, ANNOTATIONS.keys(), None);
-    let bad = var_name(prefix, "metaBad");
-    vars.add(bad, guarded(root, cel::first_non_map(&steps), "''"));
-    let annotations = &steps[1].select;
-    let key = cel::string(ALLOW_DATA_LOSS);
-    // The annotation, if set and not null: an optional, as a `string` and
-    // a `null` branch do not type-check.
+/// `j`: the deletion timeout Numaflow reads, `variables.D` unless it is
+/// null, else the deprecated `variables.DD`; `j_int`: its integer view.
+pub fn numaflow_reads(vars: &mut Vars, [j, j_int]: [&'static str; 2], d: &str, dd: &str) {
     vars.add(
-        var_name(prefix, "a"),
-        guarded(
-            root,
-            format!(
-                "variables.{bad} == '' && {} && {key} in {annotations} && type({annotations}[{key}]) != null_type ?\n  \
-                 optional.of({annotations}[{key}]) : optional.none()",
-                cel::all_maps(&steps)
-            ),
-            "optional.none()",
-        ),
+        j,
+        format!("variables.{d} != null ? variables.{d} : variables.{dd}"),
     );
-}
-
-fn promote_var(vars: &mut Vars, prefix: &str, root: &str) {
-    let steps = cel::steps(root, PROMOTE_KEYS, None);
-    let (levels, leaf) = steps.split_at(3);
-    vars.add(
-        var_name(prefix, "forcePromote"),
-        guarded(
-            root,
-            format!(
-                "{} && has({leaf}) && {leaf} == true",
-                cel::all_maps(levels),
-                leaf = leaf[0].select
-            ),
-            "false",
-        ),
-    );
+    let int = format!("variables.{d} != null ? variables.{d}Int : variables.{dd}Int");
+    vars.add(j_int, int);
 }
 
 /// What ratcheting (rule 8) and the gates (rules 6 and 7) compare.
 fn comparison_vars(vars: &mut Vars) {
-    vars.add(
-        "tSame",
-        format!(
-            "oldObject != null && variables.t != null && variables.oldT != null && ({})",
-            cel::same(
-                "variables.t",
-                "variables.tInt",
-                "variables.oldT",
-                "variables.oldTInt"
-            )
-        ),
-    );
+    vars.add("tSame", same_timeout("t", "oldT"));
     vars.add(
         "sValid",
         "variables.s == null || (variables.sInt != null && variables.sInt >= 1 && variables.sInt <= 100)"
@@ -395,12 +371,23 @@ fn comparison_vars(vars: &mut Vars) {
     vars.add(
         "pausing",
         format!(
-            "oldObject != null && has(oldObject.status) && type(oldObject.status) == map && (\n  \
-             (has({upgrade}) && {upgrade} == 'PipelinePauseAndDrain') ||\n  \
-             (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
-             oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
-             has(c.status) && c.status == 'True' && has(c.reason) && c.reason == 'PipelinePausing')))",
-            upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
+            "oldObject != null && {}",
+            pausing(" && has(c.reason) && c.reason == 'PipelinePausing'")
         ),
     );
+}
+
+/// Whether the stored object's status shows a pause (CEL text, after
+/// `oldObject != null`): a pause-and-drain upgrade, or a
+/// PipelinePausingOrPaused condition that is True and `and_condition`
+/// (CEL text on `c`, starting with ` && `, or empty).
+pub fn pausing(and_condition: &str) -> String {
+    format!(
+        "has(oldObject.status) && type(oldObject.status) == map && (\n  \
+         (has({upgrade}) && {upgrade} == 'PipelinePauseAndDrain') ||\n  \
+         (has(oldObject.status.conditions) && type(oldObject.status.conditions) == list &&\n   \
+         oldObject.status.conditions.exists(c, type(c) == map && has(c.type) && c.type == 'PipelinePausingOrPaused' &&\n     \
+         has(c.status) && c.status == 'True'{and_condition})))",
+        upgrade = UPGRADE_IN_PROGRESS.cel("oldObject")
+    )
 }

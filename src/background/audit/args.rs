@@ -37,18 +37,14 @@ impl AuditArgs {
 /// the flag).
 #[derive(Debug, thiserror::Error)]
 pub enum FlagValueError {
-    /// A duration of zero where one above zero is needed.
     #[error("must be above 0, e.g. 1h")]
     ZeroDuration,
-    /// Not a duration at all.
     #[error("{0}: write a duration such as 30m or 1h")]
     NotADuration(#[from] humantime::DurationError),
-    /// Not a request rate above zero.
     #[error("must be a number of requests a second above 0, e.g. 5 or 0.5")]
     NotARate,
 }
 
-/// A duration above zero.
 fn parse_positive_duration(text: &str) -> Result<Duration, FlagValueError> {
     match humantime::parse_duration(text)? {
         d if d.is_zero() => Err(FlagValueError::ZeroDuration),
@@ -56,7 +52,6 @@ fn parse_positive_duration(text: &str) -> Result<Duration, FlagValueError> {
     }
 }
 
-/// A request rate: a number above 0.
 fn parse_qps(text: &str) -> Result<f64, FlagValueError> {
     match text.parse::<f64>() {
         Ok(q) if q.is_finite() && q > 0.0 => Ok(q),

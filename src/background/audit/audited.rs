@@ -5,9 +5,9 @@
 //! table; adding a kind is a line in [`KINDS`] and its watch in
 //! `watch::all`.
 //!
-//! A stored object is read from the API server's bytes by admission's
-//! reader into the rules' view, bounded
-//! ([`GuardedObject::from_stored`]): what is kept of it does not grow
+//! A stored object is read once from the API server's bytes by admission's
+//! reader into its identity and the rules' view, bounded
+//! ([`GuardedObject::stored_with_meta`]): what is kept of it does not grow
 //! with what a tenant stores.
 
 use std::borrow::Cow;
@@ -21,7 +21,6 @@ use serde::de::{Deserializer, Error as _};
 use serde_json::value::RawValue;
 
 use crate::kinds::{Kind, Resource};
-use crate::lenient::{Obj, Text};
 use crate::namespace_config::LABELLED_SELECTOR;
 use crate::policy::rules::Rule;
 use crate::rollout::GuardedObject;
@@ -29,7 +28,7 @@ use crate::rollout::GuardedObject;
 /// One kind in the audit's table.
 #[derive(Debug)]
 pub struct KindEntry {
-    /// What it is: a rollout's kind, or the ConfigMap.
+    /// A rollout's kind, or the ConfigMap.
     pub resource: Resource,
     /// The rules every object of this kind gets a result for, in order.
     pub rules: &'static [Rule],
@@ -60,13 +59,11 @@ impl KindEntry {
 /// How many kinds the audit judges.
 pub const COUNT: usize = 4;
 
-/// [`KINDS`]' entry of PipelineRollouts (the kind the sweeper watches too).
+/// The kinds' indexes in [`KINDS`] (PipelineRollouts: the kind the sweeper
+/// watches too; the ConfigMaps: Numaplane's labelled ones).
 pub const PIPELINE_ROLLOUTS: usize = 0;
-/// [`KINDS`]' entry of MonoVertexRollouts.
 pub const MONO_VERTEX_ROLLOUTS: usize = 1;
-/// [`KINDS`]' entry of ISBServiceRollouts.
 pub const ISB_SERVICE_ROLLOUTS: usize = 2;
-/// [`KINDS`]' entry of Numaplane's labelled ConfigMaps.
 pub const NAMESPACE_CONFIGS: usize = 3;
 
 /// The kinds audited, in report order, at the indexes named above. A watch
@@ -127,28 +124,7 @@ pub const OTHER_ROLLOUT_RULES: &[Rule] = &[
 pub struct Audited<const KIND: usize> {
     /// Name, namespace, uid and resourceVersion only.
     pub metadata: ObjectMeta,
-    /// What the rules read.
     pub view: Arc<GuardedObject>,
-}
-
-/// The identity a report names, and the version a watch resumes from.
-#[derive(Default, Deserialize)]
-struct Identity {
-    #[serde(default)]
-    metadata: Obj<IdentityMeta>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct IdentityMeta {
-    #[serde(default)]
-    name: Text,
-    #[serde(default)]
-    namespace: Text,
-    #[serde(default)]
-    uid: Text,
-    #[serde(default)]
-    resource_version: Text,
 }
 
 impl<const KIND: usize> Audited<KIND> {
@@ -158,31 +134,14 @@ impl<const KIND: usize> Audited<KIND> {
         &KINDS[KIND]
     };
 
-    /// Reads one stored object from its JSON: its identity, and its view
-    /// as [`GuardedObject::from_stored`] keeps it (the resourceVersion is
-    /// not in the view, so a write that changes nothing the rules read
-    /// leaves the view as it was). Only invalid JSON fails.
+    /// Reads one stored object from its JSON in one read
+    /// ([`GuardedObject::stored_with_meta`]): its identity, and its view
+    /// without the resourceVersion, so a write that changes nothing the
+    /// rules read leaves the view as it was. Only invalid JSON fails.
     pub fn from_json(json: &[u8]) -> Result<Self, serde_json::Error> {
-        let Identity { metadata } = crate::skim::from_slice(json)?;
-        let IdentityMeta {
-            name,
-            namespace,
-            uid,
-            resource_version,
-        } = match metadata {
-            Obj::Present(meta) => meta,
-            _ => IdentityMeta::default(),
-        };
-        Ok(Self {
-            metadata: ObjectMeta {
-                name: name.0,
-                namespace: namespace.0,
-                uid: uid.0,
-                resource_version: resource_version.0,
-                ..ObjectMeta::default()
-            },
-            view: Arc::new(GuardedObject::from_stored(json)?),
-        })
+        let (metadata, view) = GuardedObject::stored_with_meta(json)?;
+        let view = Arc::new(view);
+        Ok(Self { metadata, view })
     }
 }
 
@@ -211,19 +170,19 @@ impl<const KIND: usize> kube::Resource for Audited<KIND> {
     type DynamicType = ();
     type Scope = k8s_openapi::NamespaceResourceScope;
 
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+    fn kind(_: &()) -> Cow<'_, str> {
         Self::ENTRY.kind().into()
     }
 
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+    fn group(_: &()) -> Cow<'_, str> {
         Self::ENTRY.resource.group().into()
     }
 
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+    fn version(_: &()) -> Cow<'_, str> {
         Self::ENTRY.resource.version().into()
     }
 
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+    fn plural(_: &()) -> Cow<'_, str> {
         Self::ENTRY.resource.resource().into()
     }
 
@@ -240,13 +199,10 @@ impl<const KIND: usize> kube::Resource for Audited<KIND> {
 /// the rules' view of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
-    /// Its namespace.
     pub namespace: String,
-    /// Its name.
     pub name: String,
-    /// Its uid, for the report's resource reference.
+    /// For the report's resource reference.
     pub uid: Option<String>,
-    /// What the rules read.
     pub view: Arc<GuardedObject>,
 }
 

@@ -54,7 +54,6 @@ impl Status {
 pub struct RuleResult {
     /// The rule (a report names it by [`Rule::name`]).
     pub rule: Rule,
-    /// The outcome.
     pub status: Status,
     /// What is wrong and how to fix it (the denial's words), when not a pass.
     pub message: Option<Box<str>>,
@@ -75,8 +74,7 @@ pub struct Judge<'a> {
 }
 
 impl<'a> Judge<'a> {
-    /// Judges under `policy` (already turned to enforce mode; `warn_only`
-    /// says whether the policy in force is in warn mode) at `now`.
+    /// Judges under `policy` as [`enforcing`] turns it, at `now`.
     pub fn new(policy: &'a Policy, warn_only: bool, now: OffsetDateTime) -> Self {
         Self {
             policy,
@@ -127,38 +125,13 @@ impl<'a> Judge<'a> {
             subject,
         };
         // A stored object's judgement asks for no permission; were one
-        // asked, it would be refused.
-        let verdict = admission::decide(self.policy, input)
-            .finish(|_| Permission::Refused(STORED.to_owned()));
+        // asked, it would be refused: who wrote it is unknown.
+        let unknown = "who wrote a stored object is unknown to the audit";
+        let verdict =
+            admission::decide(self.policy, input).finish(|_| Permission::Refused(unknown.into()));
         self.results(entry, &verdict)
     }
-}
 
-/// Why no permission is granted for a stored object.
-const STORED: &str = "who wrote a stored object is unknown to the audit";
-
-/// `policy` as the audit judges with it: in enforce mode, so every
-/// violation comes back as a denial; and whether it was in warn mode.
-pub fn enforcing(policy: &Policy) -> (Policy, bool) {
-    let mut enforcing = policy.clone();
-    let warn_only = enforcing.mode == Mode::Warn;
-    enforcing.mode = Mode::Enforce;
-    (enforcing, warn_only)
-}
-
-/// Whether a violation says the object has a wrong shape rather than a
-/// wrong value.
-fn is_shape_problem(violation: &Violation) -> bool {
-    matches!(
-        violation,
-        Violation::TimeoutUnreachable { .. }
-            | Violation::MetadataMalformed { .. }
-            | Violation::TemplateMalformed { .. }
-            | Violation::Unjudgeable(_)
-    )
-}
-
-impl Judge<'_> {
     /// The results of one object, one per rule of its kind, from the
     /// violations decided and the states of what it holds.
     fn results(&self, entry: &KindEntry, verdict: &Verdict) -> ObjectResults {
@@ -167,7 +140,8 @@ impl Judge<'_> {
             .iter()
             .find(|v| matches!(v, Violation::Unjudgeable(_)))
         {
-            return unjudgeable(why.clone());
+            let message = format!("cannot be judged: {why}");
+            return vec![result(Rule::Judgeable, Status::Error, Some(message))];
         }
         let broken = if self.warn_only {
             Status::Warn
@@ -190,14 +164,9 @@ impl Judge<'_> {
             }
             let stored = verdict.stored.iter().find(|s| s.rule == rule);
             let result = match rule {
-                Rule::ForcePromoteLabel | Rule::DeleteUndrained if template_unreadable => result(
-                    rule,
-                    Status::Skip,
-                    Some(format!(
-                        "the child template's metadata cannot be read (see {})",
-                        Rule::Bookkeeping.name()
-                    )),
-                ),
+                Rule::ForcePromoteLabel | Rule::DeleteUndrained if template_unreadable => {
+                    skipped(rule, "the child template's metadata", Rule::Bookkeeping)
+                }
                 _ if !found.is_empty() => {
                     let status = if found.iter().any(|v| is_shape_problem(v)) {
                         Status::Error
@@ -218,14 +187,7 @@ impl Judge<'_> {
                 | Rule::DeletionTimeoutOverflow
                     if unreachable =>
                 {
-                    result(
-                        rule,
-                        Status::Skip,
-                        Some(format!(
-                            "the drain timeout cannot be read (see {})",
-                            Rule::TimeoutInteger.name()
-                        )),
-                    )
+                    skipped(rule, "the drain timeout", Rule::TimeoutInteger)
                 }
                 _ => stored.map_or_else(|| result(rule, Status::Pass, None), stored_result),
             };
@@ -233,6 +195,27 @@ impl Judge<'_> {
         }
         results
     }
+}
+
+/// `policy` as the audit judges with it: in enforce mode, so every
+/// violation comes back as a denial; and whether it was in warn mode.
+pub fn enforcing(policy: &Policy) -> (Policy, bool) {
+    let mut enforcing = policy.clone();
+    let warn_only = enforcing.mode == Mode::Warn;
+    enforcing.mode = Mode::Enforce;
+    (enforcing, warn_only)
+}
+
+/// Whether a violation says the object has a wrong shape rather than a
+/// wrong value.
+fn is_shape_problem(violation: &Violation) -> bool {
+    matches!(
+        violation,
+        Violation::TimeoutUnreachable { .. }
+            | Violation::MetadataMalformed { .. }
+            | Violation::TemplateMalformed { .. }
+            | Violation::Unjudgeable(_)
+    )
 }
 
 /// A state the rules found stored: it fails or warns whatever the mode.
@@ -245,20 +228,18 @@ fn stored_result(state: &StoredState) -> RuleResult {
     result(state.rule, status, Some(state.message.clone()))
 }
 
-pub(super) fn result(rule: Rule, status: Status, message: Option<String>) -> RuleResult {
+/// `rule` skipped: `what` it reads cannot be read, as `see` reports.
+fn skipped(rule: Rule, what: &str, see: Rule) -> RuleResult {
+    let message = format!("{what} cannot be read (see {})", see.name());
+    result(rule, Status::Skip, Some(message))
+}
+
+fn result(rule: Rule, status: Status, message: Option<String>) -> RuleResult {
     RuleResult {
         rule,
         status,
         message: message.map(String::into_boxed_str),
     }
-}
-
-fn unjudgeable(why: String) -> ObjectResults {
-    vec![result(
-        Rule::Judgeable,
-        Status::Error,
-        Some(format!("cannot be judged: {why}")),
-    )]
 }
 
 #[cfg(test)]

@@ -1,18 +1,11 @@
 //! The audit: every stored object of the kinds the webhook guards
 //! ([`audited::KINDS`]) judged again as a CREATE of it would be, by the
 //! same [`crate::admission::decide`] as admission, with the results written as one
-//! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace.
-//!
-//! - [`watch`]: kube-runtime's watcher per kind, restarted with backoff,
-//!   reading each object by admission's reader into the rules' view,
-//!   bounded ([`audited::Audited`]); the PipelineRollouts come from the
-//!   reader the sweeper shares ([`crate::background::rollout_watch`]).
-//! - [`store`]: the objects and their results, by namespace.
-//! - [`judge`]: one object through `/validate` as stored; its forces by state.
-//! - [`report`]: one namespace's PolicyReport, and its content hash.
-//! - [`writer`]: kube-runtime's applier keyed by namespace, writing the
-//!   reports whose content changes, within a request budget (a rate limit
-//!   on its client), retried by its error policy.
+//! `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace. The objects come
+//! from kube-runtime's watchers ([`watch`]; the PipelineRollouts from the
+//! reader the sweeper shares, [`crate::background::rollout_watch`]) into
+//! reflector stores ([`store`]), are judged ([`judge`]) into reports
+//! ([`report`]) that kube-runtime's applier writes ([`writer`]).
 //!
 //! Objects are judged when the first list is complete, on every change the
 //! watch delivers (whatever has arrived is taken in as one batch, with no
@@ -41,7 +34,7 @@ use self::judge::{Judge, Status};
 use self::store::Store;
 use self::watch::WatchItem;
 use self::writer::Note;
-use crate::metrics::audit::{AuditEvent, AuditMetrics, Violations};
+use crate::metrics::audit::{AuditEvent, AuditMetrics, ViolationLabels, Violations};
 use crate::policy::Policy;
 
 /// How the audit runs.
@@ -49,14 +42,12 @@ use crate::policy::Policy;
 pub struct AuditOptions {
     /// How often every object is judged again, changed or not.
     pub interval: Duration,
-    /// The audit's API requests a second (report writes, deletions, the
-    /// CRD look-up), after the burst.
+    /// The writer's request budget ([`writer::rate_limited`]).
     pub qps: f64,
-    /// The audit's API requests at once before `qps` applies.
     pub burst: u32,
     /// How long a namespace's report waits after its results change before
-    /// it is written, each further change restarting the wait (the report
-    /// writer's debounce): one write per namespace for a burst of changes.
+    /// it is written, each further change restarting the wait: one write
+    /// per namespace for a burst of changes.
     pub debounce: Duration,
 }
 
@@ -76,7 +67,6 @@ impl Default for AuditOptions {
 pub struct AuditContext {
     /// The policy in force; every object is judged again when it changes.
     pub policy: tokio::sync::watch::Receiver<Arc<Policy>>,
-    /// Where what the audit does is counted.
     pub metrics: AuditMetrics,
 }
 
@@ -119,7 +109,7 @@ pub async fn run(
         policy: context.policy,
         metrics: context.metrics,
         store,
-        judged_under: None,
+        judged: false,
         reports,
         full_since: None,
     };
@@ -131,14 +121,14 @@ pub async fn run(
 }
 
 struct Auditor {
-    /// The policy in force.
     policy: tokio::sync::watch::Receiver<Arc<Policy>>,
     metrics: AuditMetrics,
     /// Shared with the writer, which builds each report when it writes it.
     store: Arc<Mutex<Store>>,
-    /// The policy the results were judged under.
-    judged_under: Option<Arc<Policy>>,
-    /// What changed, to the writer.
+    /// Whether every object has been judged once (a new policy then
+    /// judges them all again).
+    judged: bool,
+    /// To the writer.
     reports: mpsc::UnboundedSender<Note>,
     /// When the current full audit began, while one is under way.
     full_since: Option<Instant>,
@@ -164,42 +154,38 @@ impl Auditor {
         // burst into one write per namespace).
         let mut batches = watches.ready_chunks(BATCH);
         loop {
-            tokio::select! {
+            let judge = tokio::select! {
                 () = stop.cancelled() => return,
-                batch = batches.next() => match batch {
-                    None => {
+                batch = batches.next() => {
+                    let Some(items) = batch else {
                         tracing::error!("the audit's watches ended; the audit stops");
                         return;
+                    };
+                    for item in items {
+                        self.take(item);
                     }
-                    Some(items) => {
-                        for item in items {
-                            self.take(item);
-                        }
-                        if !self.judge_if_listed(stop).await {
-                            return;
-                        }
-                    }
+                    true
                 },
                 changed = self.policy.changed(), if policy_open => {
-                    if changed.is_err() {
-                        policy_open = false;
-                    } else if self.judged_under.is_some() {
+                    policy_open = changed.is_ok();
+                    let again = policy_open && self.judged;
+                    if again {
                         tracing::info!("audit: the policy changed, judging every object again");
                         self.begin_full();
-                        if !self.judge_if_listed(stop).await {
-                            return;
-                        }
                     }
+                    again
                 },
                 _ = interval.tick() => {
                     let _ = self.reports.send(Note::Reread);
-                    if self.store().listed(KINDS.len()) {
+                    let listed = self.store().listed(KINDS.len());
+                    if listed {
                         self.begin_full();
-                        if !self.judge_if_listed(stop).await {
-                            return;
-                        }
                     }
+                    listed
                 },
+            };
+            if judge && !self.judge_if_listed(stop).await {
+                return;
             }
         }
     }
@@ -228,7 +214,7 @@ impl Auditor {
             let completed = store.take(item);
             (completed, store.listed(KINDS.len()), store.len())
         };
-        if completed && listed && self.judged_under.is_none() {
+        if completed && listed && !self.judged {
             tracing::info!(objects, "audit: first list complete, judging every object");
             self.begin_full();
         }
@@ -245,24 +231,18 @@ impl Auditor {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The policy in force now, marked as seen.
-    fn policy_in_force(&mut self) -> Arc<Policy> {
-        Arc::clone(&self.policy.borrow_and_update())
-    }
-
     fn begin_full(&mut self) {
         self.store().judge_all_again();
-        self.judged_under = Some(self.policy_in_force());
+        self.judged = true;
         self.full_since.get_or_insert_with(Instant::now);
     }
 
     /// Judges every object waiting, then sends the reports that changed;
     /// false when stopped on the way.
     async fn judge_pending(&mut self, stop: &CancellationToken) -> bool {
-        let policy = self.policy_in_force();
-        if self.judged_under.is_none() {
-            self.judged_under = Some(Arc::clone(&policy));
-        }
+        // The policy in force now, marked as seen.
+        let policy = Arc::clone(&self.policy.borrow_and_update());
+        self.judged = true;
         let (enforcing, warn_only) = judge::enforcing(&policy);
         let judge = Judge::new(&enforcing, warn_only, time::OffsetDateTime::now_utc());
         let mut judged = 0;
@@ -274,17 +254,18 @@ impl Auditor {
             if chunk.is_empty() {
                 break;
             }
-            let mut done = Vec::with_capacity(chunk.len());
-            for (namespace, key, view) in chunk {
-                let entry = &KINDS[key.0];
-                let results = judge.object(entry, &namespace, &key.1, &view);
-                done.push((namespace, key, view, results));
-            }
+            let done: Vec<_> = chunk
+                .into_iter()
+                .map(|(namespace, key, view)| {
+                    let results = judge.object(&KINDS[key.0], &namespace, &key.1, &view);
+                    (namespace, key, view, results)
+                })
+                .collect();
+            judged += done.len();
             {
                 let mut store = self.store();
                 for (namespace, key, view, results) in done {
                     store.set_results(&namespace, &key, &view, results);
-                    judged += 1;
                 }
             }
             tokio::task::yield_now().await;
@@ -306,7 +287,7 @@ impl Auditor {
     /// Hands the namespaces whose results changed to the writer; updates
     /// the violations.
     fn publish(&mut self) {
-        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut store = self.store();
         for namespace in store.take_changed() {
             let _ = self.reports.send(Note::Changed(namespace));
         }
@@ -315,9 +296,12 @@ impl Auditor {
         for (namespace, objects) in store.all() {
             for r in objects.values().flat_map(|e| e.results.iter()) {
                 if matches!(r.status, Status::Fail | Status::Warn | Status::Error) {
-                    *violations
-                        .entry((namespace.clone(), r.rule.name(), r.status.as_str()))
-                        .or_default() += 1;
+                    let labels = ViolationLabels {
+                        rollout_namespace: namespace.clone(),
+                        rule: r.rule.name().to_owned(),
+                        result: r.status.as_str().to_owned(),
+                    };
+                    *violations.entry(labels).or_default() += 1;
                 }
             }
         }

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::hash::{Hash as _, Hasher as _};
 
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::audited::KINDS;
@@ -16,13 +15,9 @@ use super::store::{Name, StoredObject};
 
 /// The reports' name, policy and source: the webhook's.
 pub const REPORT_NAME: &str = "pipelinerollout-webhook";
-/// The reports' API group.
 pub const REPORT_GROUP: &str = "wgpolicyk8s.io";
-/// The reports' version.
 pub const REPORT_VERSION: &str = "v1alpha2";
-/// The reports' kind.
 pub const REPORT_KIND: &str = "PolicyReport";
-/// The reports' resource name.
 pub const REPORT_PLURAL: &str = "policyreports";
 /// The label that marks the reports the audit writes.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -33,31 +28,24 @@ pub const OMITTED: &str = "pipelinerollout-webhook.numaplane.numaproj.io/results
 /// left out first (the summary still counts them), then the rest.
 pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
 
-/// A report to write: its body and the hash of its content.
-#[derive(Debug, Clone)]
+/// A report to write: its body and the hash of its content (the default:
+/// a deletion).
+#[derive(Debug, Clone, Default)]
 pub struct Report {
-    /// The namespace.
-    pub namespace: String,
-    /// The PolicyReport as JSON text (held as text until written, so a
-    /// report waiting for its turn costs its size and no more); `None` to
+    /// The PolicyReport, built when its write's turn comes; `None` to
     /// delete it (no objects left).
-    pub body: Option<Box<RawValue>>,
+    pub body: Option<Value>,
     /// The hash of [`content`] of the body (0 for a deletion).
     pub hash: u64,
 }
 
 /// The counts of a report's results, by outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
-    /// pass results.
     pub pass: u64,
-    /// fail results.
     pub fail: u64,
-    /// warn results.
     pub warn: u64,
-    /// error results.
     pub error: u64,
-    /// skip results.
     pub skip: u64,
 }
 
@@ -105,41 +93,8 @@ struct ReportOut<'a> {
     api_version: String,
     kind: &'static str,
     metadata: Value,
-    summary: SummaryOut,
+    summary: Summary,
     results: Vec<ResultOut<'a>>,
-}
-
-#[derive(Serialize)]
-struct SummaryOut {
-    pass: u64,
-    fail: u64,
-    warn: u64,
-    error: u64,
-    skip: u64,
-}
-
-fn result_out<'a>(
-    namespace: &'a str,
-    (kind, name): &'a Name,
-    entry: &'a StoredObject,
-    r: &'a super::judge::RuleResult,
-) -> ResultOut<'a> {
-    let entry_kind = &KINDS[*kind];
-    ResultOut {
-        policy: REPORT_NAME,
-        rule: r.rule.name(),
-        result: r.status.as_str(),
-        source: REPORT_NAME,
-        scored: true,
-        resources: [ResourceOut {
-            api_version: entry_kind.api_version(),
-            kind: entry_kind.kind(),
-            namespace,
-            name,
-            uid: entry.object.uid.as_deref(),
-        }],
-        message: r.message.as_deref(),
-    }
 }
 
 /// The size of a result as JSON, near enough (the fixed keys and the texts).
@@ -155,22 +110,32 @@ fn size_of(r: &ResultOut<'_>) -> usize {
 pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report {
     let mut summary = Summary::default();
     let mut results = Vec::new();
-    let mut failing_bytes = 0;
-    let mut passing_bytes = 0;
+    let mut bytes = 0;
     // In name order, each object's rules in order.
-    for (key, entry) in objects {
+    for ((kind, name), entry) in objects {
         for r in &entry.results {
             summary.add(r.status);
-            let out = result_out(namespace, key, entry, r);
-            match r.status {
-                Status::Pass | Status::Skip => passing_bytes += size_of(&out),
-                _ => failing_bytes += size_of(&out),
-            }
+            let out = ResultOut {
+                policy: REPORT_NAME,
+                rule: r.rule.name(),
+                result: r.status.as_str(),
+                source: REPORT_NAME,
+                scored: true,
+                resources: [ResourceOut {
+                    api_version: KINDS[*kind].api_version(),
+                    kind: KINDS[*kind].kind(),
+                    namespace,
+                    name,
+                    uid: entry.object.uid.as_deref(),
+                }],
+                message: r.message.as_deref(),
+            };
+            bytes += size_of(&out);
             results.push(out);
         }
     }
     let mut omitted = 0;
-    if failing_bytes + passing_bytes > MAX_REPORT_BYTES {
+    if bytes > MAX_REPORT_BYTES {
         let before = results.len();
         results.retain(|r| r.result != Status::Pass.as_str() && r.result != Status::Skip.as_str());
         let mut used = 0;
@@ -196,37 +161,21 @@ pub fn build(namespace: &str, objects: &BTreeMap<Name, StoredObject>) -> Report 
         api_version: format!("{REPORT_GROUP}/{REPORT_VERSION}"),
         kind: REPORT_KIND,
         metadata,
-        summary: SummaryOut {
-            pass: summary.pass,
-            fail: summary.fail,
-            warn: summary.warn,
-            error: summary.error,
-            skip: summary.skip,
-        },
+        summary,
         results,
     };
-    // Writing plain structs and maps to JSON does not fail; the tree is
-    // hashed as it is, then held as text.
+    // Writing plain structs and maps to JSON does not fail.
     let value = serde_json::to_value(&out).unwrap_or_default();
     Report {
-        namespace: namespace.to_owned(),
         hash: content_hash(&value),
-        body: RawValue::from_string(value.to_string()).ok(),
-    }
-}
-
-/// The deletion of `namespace`'s report.
-pub fn deletion(namespace: &str) -> Report {
-    Report {
-        namespace: namespace.to_owned(),
-        body: None,
-        hash: 0,
+        body: Some(value),
     }
 }
 
 /// What a report says: its summary, results and omitted count, as
-/// canonical JSON (keys sorted), so that a report read back from the API
-/// server hashes the same as the one written.
+/// canonical JSON (keys sorted: serde_json's maps are sorted, without its
+/// `preserve_order`), so that a report read back from the API server
+/// hashes the same as the one written.
 pub fn content(report: &Value) -> String {
     let omitted = report
         .pointer(&format!(
@@ -235,14 +184,12 @@ pub fn content(report: &Value) -> String {
         ))
         .cloned()
         .unwrap_or(Value::Null);
-    let parts = json!({
+    json!({
         "summary": report.get("summary").cloned().unwrap_or(Value::Null),
         "results": report.get("results").cloned().unwrap_or(Value::Null),
         "omitted": omitted,
-    });
-    let mut out = String::new();
-    canonical(&parts, &mut out);
-    out
+    })
+    .to_string()
 }
 
 /// The hash of [`content`].
@@ -250,35 +197,6 @@ pub fn content_hash(report: &Value) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     content(report).hash(&mut hasher);
     hasher.finish()
-}
-
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
-            out.push('{');
-            for (i, (k, v)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::from(k.as_str()).to_string());
-                out.push(':');
-                canonical(v, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(v, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 #[cfg(test)]
@@ -322,9 +240,7 @@ mod tests {
             ]),
         );
         let report = build("team-a", &objects);
-        let body: Value =
-            serde_json::from_str(report.body.as_ref().expect("a body").get()).expect("JSON");
-        let body = &body;
+        let body = report.body.as_ref().expect("a body");
         assert_eq!(
             body["summary"],
             json!({"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0})
@@ -349,6 +265,18 @@ mod tests {
     }
 
     #[test]
+    fn content_is_canonical_json_whatever_the_key_order() {
+        let read: Value = serde_json::from_str(
+            r#"{"results": [{"z": 1, "a": {"y": 2, "b": 3}}], "summary": {"pass": 1}}"#,
+        )
+        .expect("JSON");
+        assert_eq!(
+            content(&read),
+            r#"{"omitted":null,"results":[{"a":{"b":3,"y":2},"z":1}],"summary":{"pass":1}}"#
+        );
+    }
+
+    #[test]
     fn an_oversized_report_leaves_out_passing_results_first() {
         let mut objects = BTreeMap::new();
         for i in 0..8_000 {
@@ -362,7 +290,7 @@ mod tests {
             entry(vec![(Rule::TimeoutRange, Status::Fail)]),
         );
         let report = build("big", &objects);
-        let body: Value = serde_json::from_str(report.body.expect("a body").get()).expect("JSON");
+        let body = report.body.expect("a body");
         assert!(body.to_string().len() <= MAX_REPORT_BYTES + 4096);
         assert_eq!(body["summary"]["pass"], 8_000);
         assert_eq!(body["results"].as_array().map(Vec::len), Some(1));

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures_util::FutureExt as _;
-use kube::runtime::reflector::{ObjectRef, Store as Reflected, store::Writer};
+use kube::runtime::reflector::{ObjectRef, store::Writer};
 use kube::runtime::watcher::Event;
 
 use super::audited::{COUNT, Entry};
@@ -24,17 +24,14 @@ pub type Name = (usize, String);
 /// One judged object: as it was judged, and its results.
 #[derive(Debug, Clone)]
 pub struct StoredObject {
-    /// The object as judged.
     pub object: Arc<Entry>,
-    /// Its results.
     pub results: ObjectResults,
 }
 
 /// Every object the watches deliver, and what is left to do.
 pub struct Store {
-    /// Per kind, the writer of its reflector store, and the store.
-    kinds: Vec<(Writer<Entry>, Reflected<Entry>)>,
-    /// The judged objects' results, by namespace.
+    /// Per kind, the writer of its reflector store.
+    kinds: Vec<Writer<Entry>>,
     namespaces: BTreeMap<String, BTreeMap<Name, StoredObject>>,
     /// Objects to judge.
     unjudged: BTreeSet<(String, Name)>,
@@ -44,15 +41,8 @@ pub struct Store {
 
 impl Default for Store {
     fn default() -> Self {
-        let kinds = (0..COUNT)
-            .map(|kind| {
-                let writer = Writer::new(kind);
-                let store = writer.as_reader();
-                (writer, store)
-            })
-            .collect();
         Self {
-            kinds,
+            kinds: (0..COUNT).map(Writer::new).collect(),
             namespaces: BTreeMap::new(),
             unjudged: BTreeSet::new(),
             changed: BTreeSet::new(),
@@ -65,7 +55,7 @@ impl Store {
     pub fn take(&mut self, item: WatchItem) -> bool {
         match item {
             WatchItem::Event { kind, event } => {
-                self.kinds[kind].0.apply_watcher_event(&event);
+                self.kinds[kind].apply_watcher_event(&event);
                 match event {
                     Event::Apply(object) => {
                         if let Some(stored) = self.get(kind, &object.namespace, &object.name) {
@@ -87,7 +77,7 @@ impl Store {
             }
             WatchItem::Absent { kind } => {
                 // Not served: it has no objects, and its list is complete.
-                let (writer, _) = &mut self.kinds[kind];
+                let writer = &mut self.kinds[kind];
                 writer.apply_watcher_event(&Event::Init);
                 writer.apply_watcher_event(&Event::InitDone);
                 self.relisted(kind);
@@ -100,7 +90,7 @@ impl Store {
     /// The object of `kind` stored as `namespace`/`name`.
     fn get(&self, kind: usize, namespace: &str, name: &str) -> Option<Arc<Entry>> {
         self.kinds[kind]
-            .1
+            .as_reader()
             .get(&ObjectRef::new_with(name, kind).within(namespace))
     }
 
@@ -137,7 +127,7 @@ impl Store {
         for (namespace, key) in gone {
             self.remove(&namespace, &key);
         }
-        for stored in self.kinds[kind].1.state() {
+        for stored in self.kinds[kind].as_reader().state() {
             self.offer(kind, stored);
         }
     }
@@ -160,13 +150,13 @@ impl Store {
     pub fn listed(&self, kinds: usize) -> bool {
         self.kinds[..kinds]
             .iter()
-            .all(|(_, store)| store.wait_until_ready().now_or_never().is_some())
+            .all(|w| w.as_reader().wait_until_ready().now_or_never().is_some())
     }
 
     /// Marks every object to be judged again (a new policy, the interval).
     pub fn judge_all_again(&mut self) {
-        for (kind, (_, store)) in self.kinds.iter().enumerate() {
-            for stored in store.state() {
+        for (kind, writer) in self.kinds.iter().enumerate() {
+            for stored in writer.as_reader().state() {
                 let key = (kind, stored.name.clone());
                 self.unjudged.insert((stored.namespace.clone(), key));
             }
@@ -240,7 +230,7 @@ impl Store {
 
     /// How many objects are held.
     pub fn len(&self) -> usize {
-        self.kinds.iter().map(|(_, store)| store.len()).sum()
+        self.kinds.iter().map(|w| w.as_reader().len()).sum()
     }
 
     /// Whether none are.

@@ -1,5 +1,5 @@
 //! The watches of the audited kinds: kube-runtime's watcher over
-//! [`Audited`] objects, one per kind in [`KINDS`](super::audited::KINDS), listed as
+//! [`Audited`] objects, one per kind in [`KINDS`], listed as
 //! [`crate::background::list`] lists (one object at a time where the API
 //! server streams lists), restarted with backoff when it breaks, turned
 //! into [`WatchItem`]s: the events the audit's reflector stores take in.
@@ -20,76 +20,62 @@ use super::audited::{
     PIPELINE_ROLLOUTS,
 };
 
-/// What a watch delivered, for the kind at `kind` in [`KINDS`](super::audited::KINDS).
+/// What a watch delivered, for the kind at `kind` in [`KINDS`].
 #[derive(Debug)]
 pub enum WatchItem {
     /// A watch event, for the kind's reflector store.
-    Event {
-        /// The kind's index in [`KINDS`](super::audited::KINDS).
-        kind: usize,
-        /// The event, its object as the store holds it.
-        event: Event<Entry>,
-    },
+    Event { kind: usize, event: Event<Entry> },
     /// The kind is not served (its CRD is not installed): it has no
     /// objects. Sent once each time the kind goes missing; the watch keeps
     /// retrying with backoff, silently, and lists it once it is served.
-    Absent {
-        /// The kind's index in [`KINDS`](super::audited::KINDS).
-        kind: usize,
-    },
+    Absent { kind: usize },
     /// The watch failed; it is restarted with backoff.
-    Failed {
-        /// The kind's index in [`KINDS`](super::audited::KINDS).
-        kind: usize,
-        /// Why.
-        error: String,
-    },
+    Failed { kind: usize, error: String },
 }
 
 /// The watch events of one audited kind, restarted with backoff.
 pub type Events<const KIND: usize> = BoxStream<'static, watcher::Result<Event<Audited<KIND>>>>;
 
-/// Watches every kind in [`KINDS`](super::audited::KINDS), each reporting
-/// its own index; the PipelineRollouts from `rollouts` (the reader the
-/// leader's controllers share, [`crate::background::rollout_watch`]).
+/// Watches every kind in [`KINDS`], each reporting its own index; the
+/// PipelineRollouts from `rollouts` (the reader the leader's controllers
+/// share, [`crate::background::rollout_watch`]).
 pub fn all(
     client: &kube::Client,
     rollouts: Events<PIPELINE_ROLLOUTS>,
 ) -> impl futures_util::Stream<Item = WatchItem> + Unpin {
     let watches: [BoxStream<'static, WatchItem>; COUNT] = [
-        items::<PIPELINE_ROLLOUTS>(rollouts),
-        items::<MONO_VERTEX_ROLLOUTS>(events::<MONO_VERTEX_ROLLOUTS>(client.clone())),
-        items::<ISB_SERVICE_ROLLOUTS>(events::<ISB_SERVICE_ROLLOUTS>(client.clone())),
-        items::<NAMESPACE_CONFIGS>(events::<NAMESPACE_CONFIGS>(client.clone())),
+        items(rollouts),
+        items(events::<MONO_VERTEX_ROLLOUTS>(client.clone())),
+        items(events::<ISB_SERVICE_ROLLOUTS>(client.clone())),
+        items(events::<NAMESPACE_CONFIGS>(client.clone())),
     ];
     futures_util::stream::select_all(watches)
+}
+
+/// The HTTP status code the API server answered a list or watch with.
+fn code(error: &watcher::Error) -> Option<u16> {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(status.code),
+        watcher::Error::WatchError(status) => Some(status.code),
+        _ => None,
+    }
 }
 
 /// Whether a watch error says the resource is not served at all (a list
 /// or watch answered 404: no CRD for it; the API server's answer is then
 /// plain text, so only the code says so).
 pub fn not_served(error: &watcher::Error) -> bool {
-    match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
-        watcher::Error::WatchError(status) => status.code == 404,
-        _ => false,
-    }
+    code(error) == Some(404)
 }
 
 /// Whether a watch error says the audit may not list the resource (403).
 /// For the namespace-level ConfigMaps (a kind whose watch selects by
 /// label) this counts as nothing to judge, like a kind not served, so an
 /// install whose RBAC predates that watch still audits its rollouts.
-pub fn forbidden(error: &watcher::Error) -> bool {
-    match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 403,
-        watcher::Error::WatchError(status) => status.code == 403,
-        _ => false,
-    }
+fn forbidden(error: &watcher::Error) -> bool {
+    code(error) == Some(403)
 }
 
 /// The watcher's default backoff (0.8 s doubling to 30 s, with jitter),
@@ -118,9 +104,8 @@ impl Backoff for ListBackoff {
     }
 }
 
-/// Watches every object of the kind at `KIND` in [`KINDS`](super::audited::KINDS),
-/// listed as [`crate::background::list`] lists, restarted with
-/// [`ListBackoff`].
+/// Watches every object of the kind at `KIND` in [`KINDS`], listed as
+/// [`crate::background::list`] lists, restarted with [`ListBackoff`].
 pub fn events<const KIND: usize>(client: kube::Client) -> Events<KIND> {
     let api: Api<Audited<KIND>> = Api::all(client);
     let init = Arc::new(AtomicBool::new(false));

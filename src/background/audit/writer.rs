@@ -4,8 +4,8 @@
 //! the identity of every report wanted (one per namespace that has
 //! objects or had a report), and its queue is the namespaces whose results
 //! changed. Its reconciler builds the namespace's report from the audit's
-//! store when its turn comes (so only the report being written is held as
-//! text) and writes it when its content differs from what is stored; the
+//! store when its turn comes (so only the report being written is held) and
+//! writes it when its content differs from what is stored; the
 //! scheduler merges repeated requests, and a refused write is counted and
 //! requeued by the error policy with the namespace's backoff. Requests go
 //! out within a budget (`--audit-qps`, `--audit-burst`: tower's rate limit
@@ -34,6 +34,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::{Action, Config, applier};
 use kube::runtime::reflector::{ObjectRef, store::Writer};
 use kube::runtime::watcher::Event;
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -45,15 +46,14 @@ use super::store::Store;
 use crate::background::backoff::Backoff;
 use crate::metrics::audit::{AuditEvent, AuditMetrics, WriteOutcome};
 
-/// The field manager of the audit's writes.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook-audit";
 /// The longest wait between two looks for the CRD while it is missing or
 /// cannot be looked for: the first is after 1 s, doubled each time, so a
 /// CRD installed beside the webhook, or a failed look, costs seconds.
 const CRD_RECHECK: Duration = Duration::from_secs(60);
-/// The first retry of a refused write, doubled each time up to [`MAX_BACKOFF`].
+/// A refused write is retried after 1 s, the wait doubled each time up
+/// to a minute.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait before retrying a refused write.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// `client` with its requests limited to `burst` at once, then `qps` a
@@ -89,8 +89,6 @@ pub enum Note {
     Reread,
 }
 
-/// The waits before retrying a refused write: from [`FIRST_BACKOFF`],
-/// doubled each time, up to [`MAX_BACKOFF`].
 fn report_backoff() -> Backoff {
     Backoff::new(FIRST_BACKOFF, MAX_BACKOFF)
 }
@@ -105,9 +103,9 @@ fn api_resource() -> ApiResource {
 /// What the writer knows of one stored report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct KnownReport {
-    /// The hash of its content.
+    /// The hash of its [`report::content`].
     hash: u64,
-    /// Its `resourceVersion`: the precondition of the next write.
+    /// The precondition of the next write.
     resource_version: Option<String>,
 }
 
@@ -121,30 +119,20 @@ impl KnownReport {
     }
 }
 
-/// `body` (a PolicyReport as JSON text) with `metadata.resourceVersion`
-/// set to `resource_version` when one is known: server-side apply then
-/// writes only over that version.
-fn with_precondition(
-    body: &str,
-    resource_version: Option<&str>,
-) -> serde_json::Result<serde_json::Value> {
-    let mut value: serde_json::Value = serde_json::from_str(body)?;
-    if let Some(rv) = resource_version
-        && let Some(object) = value.as_object_mut()
-    {
-        let metadata = object
-            .entry("metadata")
-            .or_insert_with(|| serde_json::json!({}));
-        if let Some(metadata) = metadata.as_object_mut() {
-            metadata.insert("resourceVersion".to_owned(), rv.into());
-        }
+/// `body` (a PolicyReport) with `metadata.resourceVersion` set to
+/// `resource_version` when one is known: server-side apply then writes only
+/// over that version.
+fn with_precondition(mut body: Value, resource_version: Option<&str>) -> Value {
+    if let Some(rv) = resource_version {
+        // An object (report::build's), whose metadata is an object or absent.
+        body["metadata"]["resourceVersion"] = rv.into();
     }
-    Ok(value)
+    body
 }
 
-/// Whether `e` is a failed precondition (409 Conflict).
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(status) if status.code == 409)
+/// Whether the API server answered `code` (409: a failed precondition).
+fn answered(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == code)
 }
 
 /// What the applier's reconciler works with: the reports as known, the
@@ -179,11 +167,7 @@ fn report_key(namespace: &str) -> DynamicObject {
     DynamicObject::new(REPORT_NAME, &api_resource()).within(namespace)
 }
 
-/// Writes what `notes` brings until `stop`: kube-runtime's applier
-/// reconciles one namespace's report at a time (the scheduler merges
-/// repeated requests; a refused write is requeued by the error policy with
-/// the namespace's backoff). Its store holds the namespaces asked for so
-/// far, by the report's identity only.
+/// Writes what `notes` brings until `stop`.
 pub async fn run(
     client: kube::Client,
     metrics: AuditMetrics,
@@ -204,10 +188,11 @@ pub async fn run(
     // Filled by hand, not by a watch: ready (for the applier) at once.
     keys.apply_watcher_event(&Event::Init);
     keys.apply_watcher_event(&Event::InitDone);
-    let (requests, queue) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
-    let queue = futures_util::stream::unfold(queue, |mut rx| async {
-        let request = rx.recv().await?;
-        Some((Ok::<_, std::convert::Infallible>(request), rx))
+    let (requests, mut queue) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
+    let queue = futures_util::stream::poll_fn(move |cx| {
+        queue
+            .poll_recv(cx)
+            .map(|r| r.map(Ok::<_, std::convert::Infallible>))
     });
     let applier = applier(
         |key, reports: Arc<Reports>| Box::pin(reconcile(key, reports)),
@@ -215,8 +200,8 @@ pub async fn run(
         Arc::clone(&reports),
         keys.as_reader(),
         queue,
-        // One report at a time: only the report being written is held as
-        // text (a hundred at once, waiting for the rate limit, took the
+        // One report at a time: only the report being written is held (a
+        // hundred at once, waiting for the rate limit, took the
         // leader from 47 to 63 MiB in audit_bench). A namespace's burst of
         // changes is one write: its request waits out the debounce.
         Config::default().concurrency(1).debounce(debounce),
@@ -246,15 +231,10 @@ pub async fn run(
                 found = reports.look_for_crd(first_check) => found,
             };
             first_check = false;
-            if found {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    all = reports.read_stored() => for namespace in all.into_iter().flatten() {
-                        wanted.want(namespace, true);
-                    },
-                }
-                was_on = reports.on.load(Ordering::Relaxed);
+            if found && !wanted.read_stored(&reports, &stop).await {
+                return;
             }
+            was_on = reports.on.load(Ordering::Relaxed);
             continue;
         }
         tokio::select! {
@@ -266,15 +246,11 @@ pub async fn run(
                     wanted.want(namespace, on);
                     wanted.ready(on);
                 }
-                Some(Note::Reread) if on => {
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        all = reports.read_stored() => for namespace in all.into_iter().flatten() {
-                            wanted.want(namespace, on);
-                        },
+                Some(Note::Reread) => {
+                    if on && !wanted.read_stored(&reports, &stop).await {
+                        return;
                     }
                 }
-                Some(Note::Reread) => {}
                 None => return,
             },
             () = tokio::time::sleep_until(next_crd_check), if !on => {}
@@ -310,6 +286,19 @@ impl Wanted {
             .send(ObjectRef::from_obj_with(&key, api_resource()));
     }
 
+    /// Reads the stored reports and asks for every namespace to look at;
+    /// false when stopped on the way.
+    async fn read_stored(&mut self, reports: &Reports, stop: &CancellationToken) -> bool {
+        let all = tokio::select! {
+            () = stop.cancelled() => return false,
+            all = reports.read_stored() => all,
+        };
+        for namespace in all {
+            self.want(namespace, true);
+        }
+        true
+    }
+
     /// The first list is judged: what waited is asked for.
     fn ready(&mut self, on: bool) {
         if self.ready {
@@ -337,59 +326,41 @@ async fn reconcile(key: Arc<DynamicObject>, reports: Arc<Reports>) -> Result<Act
         Some(_) => known.as_ref().map(|k| k.hash) == Some(report.hash),
         None => known.is_none(),
     };
-    if current {
-        lock(&reports.failing).remove(namespace);
-        return Ok(Action::await_change());
-    }
-    let precondition = known.and_then(|k| k.resource_version);
-    match reports.write(&report, precondition.as_deref()).await {
-        Ok((outcome, resource_version)) => {
-            reports
-                .metrics
-                .record_audit(AuditEvent::ReportWrite(outcome));
-            let mut known = lock(&reports.known);
-            match outcome {
-                WriteOutcome::Deleted => {
-                    known.remove(namespace);
+    if !current {
+        let precondition = known.and_then(|k| k.resource_version);
+        let deletion = report.body.is_none();
+        let written = reports
+            .write(namespace, report, precondition.as_deref())
+            .await;
+        let outcome = match &written {
+            Ok(_) if deletion => WriteOutcome::Deleted,
+            Ok(_) => WriteOutcome::Written,
+            Err(e) if answered(e, 409) => WriteOutcome::Conflict,
+            Err(_) => WriteOutcome::Failed,
+        };
+        reports
+            .metrics
+            .record_audit(AuditEvent::ReportWrite(outcome));
+        match written {
+            Ok(None) => lock(&reports.known).remove(namespace),
+            Ok(Some(written)) => lock(&reports.known).insert(namespace.to_owned(), written),
+            Err(error) => {
+                if outcome == WriteOutcome::Conflict {
+                    reports.reread(namespace).await;
                 }
-                _ => {
-                    let report = KnownReport {
-                        hash: report.hash,
-                        resource_version,
-                    };
-                    known.insert(namespace.to_owned(), report);
+                if answered(&error, 404) && !deletion {
+                    // The CRD went away: look for it again.
+                    reports.on.store(false, Ordering::Relaxed);
                 }
+                return Err(Refused {
+                    error,
+                    precondition,
+                });
             }
-            drop(known);
-            lock(&reports.failing).remove(namespace);
-            Ok(Action::await_change())
-        }
-        Err(error) => {
-            let conflict = is_conflict(&error);
-            let outcome = if conflict {
-                WriteOutcome::Conflict
-            } else {
-                WriteOutcome::Failed
-            };
-            reports
-                .metrics
-                .record_audit(AuditEvent::ReportWrite(outcome));
-            if conflict {
-                reports.reread(namespace).await;
-            }
-            if let kube::Error::Api(status) = &error
-                && status.code == 404
-                && report.body.is_some()
-            {
-                // The CRD went away: look for it again.
-                reports.on.store(false, Ordering::Relaxed);
-            }
-            Err(Refused {
-                error,
-                precondition,
-            })
-        }
+        };
     }
+    lock(&reports.failing).remove(namespace);
+    Ok(Action::await_change())
 }
 
 /// A refused write is tried again after the namespace's next backoff.
@@ -402,7 +373,7 @@ fn error_policy(key: Arc<DynamicObject>, refused: &Refused, reports: Arc<Reports
     *attempt += 1;
     let wait = backoff.next_wait();
     let attempt = *attempt;
-    if is_conflict(&refused.error) {
+    if answered(&refused.error, 409) {
         tracing::warn!(%namespace, resource_version = ?refused.precondition, attempt, retry_in = ?wait, "PolicyReport not written: it changed since this replica last read or wrote it (another replica wrote it, or someone edited it); reading it again, retrying with backoff");
     } else {
         tracing::warn!(%namespace, error = %refused.error, attempt, retry_in = ?wait, "PolicyReport not written; retrying with backoff");
@@ -411,10 +382,6 @@ fn error_policy(key: Arc<DynamicObject>, refused: &Refused, reports: Arc<Reports
 }
 
 impl Reports {
-    fn api_all(&self) -> Api<DynamicObject> {
-        Api::all_with(self.client.clone(), &api_resource())
-    }
-
     fn api(&self, namespace: &str) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), namespace, &api_resource())
     }
@@ -442,13 +409,14 @@ impl Reports {
     /// Reads the stored reports' content, so that an unchanged one is not
     /// written again and a missing or edited one is; says which
     /// namespaces to look at: those with objects, and those with a report
-    /// from an earlier run (`None` when the read failed).
-    async fn read_stored(&self) -> Option<Vec<String>> {
+    /// from an earlier run (none when the read failed).
+    async fn read_stored(&self) -> Vec<String> {
         // The field selector lets RBAC narrow `list` to the report's name.
         let params = ListParams::default()
             .labels(&format!("{MANAGED_BY}={REPORT_NAME}"))
             .fields(&format!("metadata.name={REPORT_NAME}"));
-        match self.api_all().list(&params).await {
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &api_resource());
+        match api.list(&params).await {
             Ok(list) => {
                 let stored: HashMap<String, KnownReport> = list
                     .items
@@ -467,11 +435,11 @@ impl Reports {
                 all.extend(stored.keys().cloned());
                 *lock(&self.known) = stored;
                 self.on.store(true, Ordering::Relaxed);
-                Some(all)
+                all
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list the stored PolicyReports; trying again with backoff (1 s doubling to a minute)");
-                None
+                Vec::new()
             }
         }
     }
@@ -481,7 +449,7 @@ impl Reports {
         let store = lock(&self.store);
         match store.objects(namespace) {
             Some(objects) => report::build(namespace, objects),
-            None => report::deletion(namespace),
+            None => Report::default(),
         }
     }
 
@@ -489,42 +457,39 @@ impl Reports {
     /// retry writes over the version stored now.
     async fn reread(&self, namespace: &str) {
         match self.api(namespace).get_opt(REPORT_NAME).await {
-            Ok(Some(stored)) => match KnownReport::of(&stored) {
-                Some(stored) => {
-                    lock(&self.known).insert(namespace.to_owned(), stored);
-                }
-                None => {
-                    lock(&self.known).remove(namespace);
-                }
-            },
-            Ok(None) => {
-                lock(&self.known).remove(namespace);
+            Ok(stored) => {
+                let mut known = lock(&self.known);
+                match stored.as_ref().and_then(KnownReport::of) {
+                    Some(stored) => known.insert(namespace.to_owned(), stored),
+                    None => known.remove(namespace),
+                };
             }
-            Err(e) => {
-                // Retried with the next write, which conflicts again.
-                tracing::warn!(%namespace, error = %e, "cannot read the PolicyReport again");
-            }
+            // Retried with the next write, which conflicts again.
+            Err(e) => tracing::warn!(%namespace, error = %e, "cannot read the PolicyReport again"),
         }
     }
 
-    /// Writes `report` over the stored version `precondition` (none: the
-    /// report is not known to be stored); the outcome and the
-    /// `resourceVersion` written.
+    /// Writes `namespace`'s `report` over the stored version
+    /// `precondition` (none: the report is not known to be stored); what is
+    /// stored then (`None` once deleted).
     async fn write(
         &self,
-        report: &Report,
+        namespace: &str,
+        report: Report,
         precondition: Option<&str>,
-    ) -> Result<(WriteOutcome, Option<String>), kube::Error> {
-        let api = self.api(&report.namespace);
-        match &report.body {
+    ) -> Result<Option<KnownReport>, kube::Error> {
+        let api = self.api(namespace);
+        match report.body {
             Some(body) => {
-                let body =
-                    with_precondition(body.get(), precondition).map_err(kube::Error::SerdeError)?;
+                let body = with_precondition(body, precondition);
                 let params = PatchParams::apply(FIELD_MANAGER).force();
                 let written = api
                     .patch(REPORT_NAME, &params, &Patch::Apply(&body))
                     .await?;
-                Ok((WriteOutcome::Written, written.metadata.resource_version))
+                Ok(Some(KnownReport {
+                    hash: report.hash,
+                    resource_version: written.metadata.resource_version,
+                }))
             }
             None => {
                 let params = DeleteParams {
@@ -535,11 +500,8 @@ impl Reports {
                     ..DeleteParams::default()
                 };
                 match api.delete(REPORT_NAME, &params).await {
-                    Ok(_) => Ok((WriteOutcome::Deleted, None)),
-                    Err(kube::Error::Api(status)) if status.code == 404 => {
-                        Ok((WriteOutcome::Deleted, None))
-                    }
-                    Err(e) => Err(e),
+                    Err(e) if !answered(&e, 404) => Err(e),
+                    _ => Ok(None),
                 }
             }
         }
@@ -552,18 +514,14 @@ mod tests {
 
     #[test]
     fn the_precondition_is_the_resource_version_last_seen() {
-        let body = r#"{"apiVersion":"wgpolicyk8s.io/v1alpha2","kind":"PolicyReport","metadata":{"name":"r","namespace":"a"},"results":[]}"#;
-        let with = with_precondition(body, Some("42")).expect("JSON");
+        let body = serde_json::json!({"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport", "metadata": {"name": "r", "namespace": "a"}, "results": []});
+        let with = with_precondition(body.clone(), Some("42"));
         assert_eq!(with["metadata"]["resourceVersion"], "42");
         assert_eq!(with["metadata"]["name"], "r", "the rest is kept");
         assert_eq!(with["results"], serde_json::json!([]));
-        let without = with_precondition(body, None).expect("JSON");
-        assert_eq!(
-            without,
-            serde_json::from_str::<serde_json::Value>(body).expect("JSON")
-        );
+        assert_eq!(with_precondition(body.clone(), None), body);
         assert!(
-            with_precondition(r#"{"kind":"PolicyReport"}"#, Some("7")).expect("JSON")["metadata"]["resourceVersion"]
+            with_precondition(serde_json::json!({"kind": "PolicyReport"}), Some("7"))["metadata"]["resourceVersion"]
                 == "7",
             "a body without metadata gets it"
         );

@@ -65,15 +65,8 @@ pub struct CertArgs {
 /// Why the `--manage-certs` flags cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CertArgsError {
-    /// A lifetime is too short to rotate in.
     #[error("--{flag} {value} is too short: at least 3s")]
-    TooShort {
-        /// The flag.
-        flag: &'static str,
-        /// Its value.
-        value: String,
-    },
-    /// The lifetimes cannot be kept to with the propagation delay.
+    TooShort { flag: &'static str, value: String },
     #[error(transparent)]
     Lifetimes(#[from] super::schedule::LifetimeError),
 }

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::inspect;
-use super::material::Material;
+use super::material::{self, Material};
 use super::plan::{Change, Plan};
 use super::schedule;
 
@@ -75,15 +74,13 @@ impl Lingering {
                 continue;
             }
             // What it remembers was checked when the plan made it.
-            let Ok(info) = inspect::check_ca_cert(pem) else {
-                continue;
-            };
-            if now >= info.not_after {
+            let not_after = material::check_ca_cert(pem).map_or(now, |v| v.not_after);
+            if now >= not_after {
                 continue;
             }
             self.entries.push(Entry {
                 pem: pem.clone(),
-                not_after: info.not_after,
+                not_after,
                 left_at: None,
             });
             kept += 1;
@@ -94,15 +91,15 @@ impl Lingering {
     }
 
     /// The caBundle: the lingering CAs, then the plan's.
-    pub fn bundle(&self, material: &Material) -> String {
-        let planned = material.bundle_cas();
-        self.entries
-            .iter()
-            .map(|e| e.pem.as_str())
-            .filter(|pem| !planned.contains(pem))
-            .chain(planned.iter().copied())
-            .map(|pem| format!("{}\n", pem.trim_end()))
-            .collect()
+    pub fn bundle(&self, planned: &Material) -> String {
+        let planned = planned.bundle_cas();
+        material::bundle(
+            self.entries
+                .iter()
+                .map(|e| e.pem.as_str())
+                .filter(|pem| !planned.contains(pem))
+                .chain(planned.iter().copied()),
+        )
     }
 
     /// After `material`'s writes at `now`: remembers what the replicas
@@ -131,7 +128,6 @@ impl Lingering {
     }
 }
 
-/// When a lingering CA leaves the caBundle.
 fn leaves(entry: &Entry, propagation: Duration) -> OffsetDateTime {
     entry.left_at.map_or(entry.not_after, |t| {
         schedule::retire_after(t, propagation).min(entry.not_after)

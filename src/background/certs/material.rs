@@ -10,47 +10,49 @@
 //! - The serving Secret (`--cert-secret`, `kubernetes.io/tls`, what every
 //!   replica mounts) holds the serving certificate and its key (`tls.crt`,
 //!   `tls.key`) and the one CA certificate that signed it (`ca.crt`).
+//!
+//! A CA is the webhook's when its certificate is exactly one CA
+//! certificate, the key beside it is its key (the webhook keeps the key of
+//! every CA it signs with, in a Secret no pod mounts), it has not expired,
+//! and a serving certificate it signs for the Service's names verifies
+//! (a CA whose name constraints exclude the Service cannot serve it).
 
 use std::collections::BTreeMap;
 
+use rcgen::{KeyPair, PublicKeyData as _};
+use rustls_pki_types::CertificateDer;
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use x509_parser::extensions::GeneralName;
 
-use super::inspect::{self, CertInfo, CheckError, For, ServingCheck};
-use crate::pki::PemPair;
+use super::{CertOptions, trust};
+use crate::pki::{self, PemPair, Validity};
 
-/// The serving certificate.
 pub const TLS_CERT: &str = "tls.crt";
-/// The serving certificate's key.
 pub const TLS_KEY: &str = "tls.key";
 /// The CA that signs (CA Secret), or that signed the serving certificate
 /// (serving Secret).
 pub const CA_CERT: &str = "ca.crt";
-/// Its key (CA Secret only).
 pub const CA_KEY: &str = "ca.key";
-/// The CA being introduced (in the caBundle, not yet signing).
 pub const NEXT_CA_CERT: &str = "ca-next.crt";
-/// Its key.
 pub const NEXT_CA_KEY: &str = "ca-next.key";
-/// The CA being retired (still in the caBundle, no longer signing).
 pub const PREVIOUS_CA_CERT: &str = "ca-previous.crt";
-/// When the retired CA may leave the caBundle (RFC 3339).
+/// The annotation of the CA Secret that says when the retired CA may
+/// leave the caBundle (RFC 3339).
 pub const RETIRE_AFTER: &str = "pipelinerollout-webhook.numaproj.io/retire-previous-ca-after";
 
 /// A CA being retired: in the caBundle until `retire_after`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Previous {
-    /// Its certificate.
     pub cert_pem: String,
-    /// When it may leave the caBundle.
     pub retire_after: OffsetDateTime,
 }
 
-/// A serving certificate and the CA certificate that signed it.
+/// A serving certificate and its key, and the CA certificate that signed
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Serving {
-    /// The certificate and its key.
     pub pair: PemPair,
-    /// The CA that signed it.
     pub ca_pem: String,
 }
 
@@ -64,8 +66,7 @@ pub struct Material {
     /// The CA being retired, during the second half (or after the CA was
     /// replaced, the CA the replicas' certificate is from).
     pub previous_ca: Option<Previous>,
-    /// The serving certificate (`None`: none yet, the CA has not reached
-    /// every webhook's caBundle).
+    /// `None`: none yet, the CA has not reached every webhook's caBundle.
     pub serving: Option<Serving>,
 }
 
@@ -82,39 +83,36 @@ impl Material {
     #[cfg(test)]
     /// The caBundle: those CAs, concatenated.
     pub fn bundle(&self) -> String {
-        self.bundle_cas()
-            .iter()
-            .map(|pem| format!("{}\n", pem.trim_end()))
-            .collect()
+        bundle(self.bundle_cas())
     }
 
-    /// The CA Secret's data.
-    pub fn ca_data(&self) -> BTreeMap<String, String> {
-        let mut data = BTreeMap::new();
-        data.insert(CA_CERT.to_owned(), self.ca.cert_pem.clone());
-        data.insert(CA_KEY.to_owned(), self.ca.key_pem.clone());
+    pub fn ca_data(&self) -> Served {
+        let mut data = Served::new();
+        let mut put = |key: &str, pem: &str| data.insert(key.to_owned(), pem.as_bytes().to_vec());
+        put(CA_CERT, &self.ca.cert_pem);
+        put(CA_KEY, &self.ca.key_pem);
         if let Some(next) = &self.next_ca {
-            data.insert(NEXT_CA_CERT.to_owned(), next.cert_pem.clone());
-            data.insert(NEXT_CA_KEY.to_owned(), next.key_pem.clone());
+            put(NEXT_CA_CERT, &next.cert_pem);
+            put(NEXT_CA_KEY, &next.key_pem);
         }
         if let Some(previous) = &self.previous_ca {
-            data.insert(PREVIOUS_CA_CERT.to_owned(), previous.cert_pem.clone());
+            put(PREVIOUS_CA_CERT, &previous.cert_pem);
         }
         data
     }
 
     /// The serving Secret's data, when there is a serving certificate.
-    pub fn serving_data(&self) -> Option<BTreeMap<String, String>> {
+    pub fn serving_data(&self) -> Option<Served> {
         let serving = self.serving.as_ref()?;
-        Some(BTreeMap::from([
-            (TLS_CERT.to_owned(), serving.pair.cert_pem.clone()),
-            (TLS_KEY.to_owned(), serving.pair.key_pem.clone()),
-            (CA_CERT.to_owned(), serving.ca_pem.clone()),
-        ]))
+        let mut data = Served::new();
+        let mut put = |key: &str, pem: &str| data.insert(key.to_owned(), pem.as_bytes().to_vec());
+        put(TLS_CERT, &serving.pair.cert_pem);
+        put(TLS_KEY, &serving.pair.key_pem);
+        put(CA_CERT, &serving.ca_pem);
+        Some(data)
     }
 
-    /// The CA Secret's rotation annotation (the retire time, when a CA is
-    /// being retired).
+    /// The value of [`RETIRE_AFTER`], when a CA is being retired.
     pub fn annotation(&self) -> Option<String> {
         self.previous_ca
             .as_ref()
@@ -122,51 +120,47 @@ impl Material {
     }
 }
 
-/// `t` in RFC 3339.
-pub fn rfc3339(t: OffsetDateTime) -> Option<String> {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .ok()
+/// A caBundle of `cas` (PEM each), one after the other.
+pub fn bundle<'a>(cas: impl IntoIterator<Item = &'a str>) -> String {
+    cas.into_iter()
+        .map(|pem| format!("{}\n", pem.trim_end()))
+        .collect()
 }
 
-/// The CA Secret as read: its data (decoded) and the retire annotation.
+pub fn rfc3339(t: OffsetDateTime) -> Option<String> {
+    t.format(&Rfc3339).ok()
+}
+
+/// The CA Secret as read: its data (decoded) and the value of
+/// [`RETIRE_AFTER`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stored {
-    /// Key to bytes.
     pub data: BTreeMap<String, Vec<u8>>,
-    /// The value of [`RETIRE_AFTER`], if set.
     pub retire_after: Option<String>,
 }
 
-/// The serving Secret as read: key to bytes.
+/// The serving Secret's data as read.
 pub type Served = BTreeMap<String, Vec<u8>>;
 
 /// Why an entry of a Secret is unusable. The texts are what the
 /// controller logs when it replaces or drops the entry.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SecretError {
-    /// The key is absent from the Secret's data.
     #[error("{0} is missing")]
     Missing(&'static str),
-    /// The value is not UTF-8.
     #[error("{0} is not text")]
     NotText(&'static str),
     /// A CA (the signing one or the one being introduced) failed its check.
     #[error("the CA in {cert} and {key}: {check}")]
     Ca {
-        /// Where its certificate is.
         cert: &'static str,
-        /// Where its key is.
         key: &'static str,
-        /// What the check found.
         check: CheckError,
     },
-    /// The CA being retired is not one CA certificate.
     #[error("{entry}: {0}", entry = PREVIOUS_CA_CERT)]
     PreviousCa(CheckError),
-    /// The CA being retired has no retire time.
     #[error("{} has no {} annotation", PREVIOUS_CA_CERT, RETIRE_AFTER)]
     NoRetireAfter,
-    /// The retire time is not RFC 3339.
     #[error("{entry}: {0}", entry = RETIRE_AFTER)]
     RetireAfter(time::error::Parse),
     /// The CA being retired is still there past the latest time it may
@@ -183,9 +177,43 @@ pub enum SecretError {
         PREVIOUS_CA_CERT
     )]
     TwoRotations,
-    /// The serving certificate failed its check.
     #[error(transparent)]
     Serving(CheckError),
+    /// The serving certificate is valid, but for other names than the
+    /// Service's (renewed, not replaced as unusable).
+    #[error("{} is for other names than the Service's", TLS_CERT)]
+    OtherNames,
+}
+
+/// Why a certificate (and its key) failed its check.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    #[error("no PEM certificate")]
+    NoPem,
+    #[error("{0} certificates where exactly one belongs")]
+    NotOne(usize),
+    #[error("not an X.509 certificate: {0}")]
+    NotX509(x509_parser::nom::Err<x509_parser::error::X509Error>),
+    /// A validity bound is outside what a date can hold.
+    #[error(transparent)]
+    Validity(#[from] time::error::ComponentRange),
+    #[error("the key is unreadable: {0}")]
+    UnreadableKey(rcgen::Error),
+    #[error("the key does not belong to the certificate")]
+    KeyMismatch,
+    #[error("not a CA certificate")]
+    NotCa,
+    #[error("expired at {0}")]
+    Expired(OffsetDateTime),
+    /// The CA does not trust the serving certificate for the Service.
+    #[error(transparent)]
+    Untrusted(#[from] trust::TrustError),
+    #[error("cannot sign a serving certificate: {0}")]
+    CannotSign(String),
+    /// A serving certificate the CA signs does not verify for the Service
+    /// (name constraints, for one).
+    #[error("a serving certificate it signs is not trusted for {name}: {why}")]
+    CannotServe { name: String, why: String },
 }
 
 fn text(data: &BTreeMap<String, Vec<u8>>, key: &'static str) -> Result<String, SecretError> {
@@ -205,109 +233,203 @@ fn pair(
 }
 
 impl Stored {
-    fn checked_ca(
+    /// The CA in `cert` and `key` (the signing one: [`CA_CERT`] and
+    /// [`CA_KEY`]), if present and the webhook's at `now`.
+    pub fn ca(
         &self,
         cert: &'static str,
         key: &'static str,
-        target: For<'_>,
+        options: &CertOptions,
         now: OffsetDateTime,
-    ) -> Result<(PemPair, CertInfo), SecretError> {
+    ) -> Result<(PemPair, Validity), SecretError> {
         let pair = pair(&self.data, cert, key)?;
-        let info = inspect::check_ca(&pair, target, now).map_err(|check| SecretError::Ca {
-            cert,
-            key,
-            check,
-        })?;
-        Ok((pair, info))
-    }
-
-    /// The signing CA, if present and the webhook's at `now`.
-    pub fn ca(
-        &self,
-        target: For<'_>,
-        now: OffsetDateTime,
-    ) -> Result<(PemPair, CertInfo), SecretError> {
-        self.checked_ca(CA_CERT, CA_KEY, target, now)
+        let validity =
+            check_ca(&pair, options, now).map_err(|check| SecretError::Ca { cert, key, check })?;
+        Ok((pair, validity))
     }
 
     /// The CA being introduced: `None` when there is none, `Err` when it
     /// is there but unusable.
     pub fn next_ca(
         &self,
-        target: For<'_>,
+        options: &CertOptions,
         now: OffsetDateTime,
-    ) -> Option<Result<(PemPair, CertInfo), SecretError>> {
+    ) -> Option<Result<(PemPair, Validity), SecretError>> {
         if !self.data.contains_key(NEXT_CA_CERT) && !self.data.contains_key(NEXT_CA_KEY) {
             return None;
         }
-        Some(self.checked_ca(NEXT_CA_CERT, NEXT_CA_KEY, target, now))
+        Some(self.ca(NEXT_CA_CERT, NEXT_CA_KEY, options, now))
     }
 
     /// The CA being retired, with its validity and when it may leave as
     /// written: `None` when there is none, `Err` when it is there but
     /// unusable.
-    pub fn previous_ca(&self) -> Option<Result<(Previous, CertInfo), SecretError>> {
+    pub fn previous_ca(&self) -> Option<Result<(Previous, Validity), SecretError>> {
         if !self.data.contains_key(PREVIOUS_CA_CERT) {
             return None;
         }
         Some(text(&self.data, PREVIOUS_CA_CERT).and_then(|pem| {
-            let info = inspect::check_ca_cert(&pem).map_err(SecretError::PreviousCa)?;
+            let validity = check_ca_cert(&pem).map_err(SecretError::PreviousCa)?;
             let after = self
                 .retire_after
                 .as_deref()
                 .ok_or(SecretError::NoRetireAfter)?;
-            let after =
-                OffsetDateTime::parse(after, &time::format_description::well_known::Rfc3339)
-                    .map_err(SecretError::RetireAfter)?;
+            let after = OffsetDateTime::parse(after, &Rfc3339).map_err(SecretError::RetireAfter)?;
             let previous = Previous {
                 cert_pem: pem,
                 retire_after: after,
             };
-            Ok((previous, info))
+            Ok((previous, validity))
         }))
     }
 }
 
-/// What is wrong with a stored serving certificate.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ServingProblem {
-    /// Absent, unreadable, not matching its key, or not signed by the CA.
-    Invalid(SecretError),
-    /// Valid, but for other names than the Service's.
-    Names(Vec<String>),
-}
-
-impl From<ServingCheck> for ServingProblem {
-    fn from(check: ServingCheck) -> Self {
-        match check {
-            ServingCheck::Invalid(c) => Self::Invalid(SecretError::Serving(c)),
-            ServingCheck::Names(names) => Self::Names(names),
-        }
-    }
-}
-
-/// The serving certificate of `served`, checked against the CA
-/// certificate `ca_pem`.
+/// The serving certificate of `served`, checked: its key, signed by the
+/// CA certificate `ca_pem` and valid for the Service's name at `now`, and
+/// for exactly the Service's names.
 pub fn serving(
     served: &Served,
     ca_pem: &str,
-    target: For<'_>,
+    options: &CertOptions,
     now: OffsetDateTime,
-) -> Result<(PemPair, CertInfo), ServingProblem> {
-    let pair = pair(served, TLS_CERT, TLS_KEY).map_err(ServingProblem::Invalid)?;
-    let info = inspect::check_serving(&pair, ca_pem, target, now)?;
-    Ok((pair, info))
+) -> Result<(PemPair, Validity), SecretError> {
+    let invalid = SecretError::Serving;
+    let pair = pair(served, TLS_CERT, TLS_KEY)?;
+    let der = one_certificate(&pair.cert_pem).map_err(invalid)?;
+    let parsed = parse(&der).map_err(invalid)?;
+    key_matches(&pair.key_pem, &parsed.spki).map_err(invalid)?;
+    let name = options.server_name();
+    if parsed.dns_names.contains(&name) {
+        trust::verify(ca_pem.as_bytes(), &[der], &name, unix(now))
+            .map_err(|e| invalid(CheckError::Untrusted(e)))?;
+    }
+    let mut want = options.dns_names();
+    want.sort();
+    if parsed.dns_names != want {
+        return Err(SecretError::OtherNames);
+    }
+    Ok((pair, parsed.validity))
 }
 
 /// The CA certificate of the serving Secret when it is one CA certificate
 /// that signed the serving certificate beside it (what the replicas serve
-/// now), valid for `target` at `now`.
+/// now), valid for the Service at `now`.
 pub fn serving_ca(
     served: &Served,
-    target: For<'_>,
+    options: &CertOptions,
     now: OffsetDateTime,
-) -> Option<(String, CertInfo)> {
+) -> Option<(String, Validity)> {
     let pem = text(served, CA_CERT).ok()?;
-    let info = inspect::check_ca_cert(&pem).ok()?;
-    serving(served, &pem, target, now).ok().map(|_| (pem, info))
+    let validity = check_ca_cert(&pem).ok()?;
+    serving(served, &pem, options, now)
+        .ok()
+        .map(|_| (pem, validity))
+}
+
+fn one_certificate(pem: &str) -> Result<CertificateDer<'static>, CheckError> {
+    let mut all = trust::pem_certificates(pem.as_bytes());
+    match all.len() {
+        0 => Err(CheckError::NoPem),
+        1 => Ok(all.remove(0)),
+        n => Err(CheckError::NotOne(n)),
+    }
+}
+
+/// The parts of a certificate the checks look at.
+struct Parsed {
+    validity: Validity,
+    is_ca: bool,
+    spki: Vec<u8>,
+    /// Sorted.
+    dns_names: Vec<String>,
+}
+
+fn parse(der: &CertificateDer<'_>) -> Result<Parsed, CheckError> {
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der.as_ref()).map_err(CheckError::NotX509)?;
+    let time = |t: x509_parser::time::ASN1Time| OffsetDateTime::from_unix_timestamp(t.timestamp());
+    let mut dns_names: Vec<String> = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .iter()
+        .flat_map(|san| &san.value.general_names)
+        .filter_map(|n| match n {
+            GeneralName::DNSName(name) => Some((*name).to_owned()),
+            _ => None,
+        })
+        .collect();
+    dns_names.sort();
+    Ok(Parsed {
+        validity: Validity {
+            not_before: time(cert.validity().not_before)?,
+            not_after: time(cert.validity().not_after)?,
+        },
+        is_ca: cert.is_ca(),
+        spki: cert.tbs_certificate.subject_pki.raw.to_vec(),
+        dns_names,
+    })
+}
+
+fn key_matches(key_pem: &str, spki: &[u8]) -> Result<(), CheckError> {
+    let key = KeyPair::from_pem(key_pem).map_err(CheckError::UnreadableKey)?;
+    if key.subject_public_key_info() == spki {
+        Ok(())
+    } else {
+        Err(CheckError::KeyMismatch)
+    }
+}
+
+/// The validity of the first certificate in `pem`.
+pub fn validity(pem: &str) -> Option<Validity> {
+    let der = trust::pem_certificates(pem.as_bytes()).into_iter().next()?;
+    parse(&der).ok().map(|p| p.validity)
+}
+
+/// Checks a CA certificate without its key: exactly one CA certificate.
+pub fn check_ca_cert(cert_pem: &str) -> Result<Validity, CheckError> {
+    let parsed = parse(&one_certificate(cert_pem)?)?;
+    if parsed.is_ca {
+        Ok(parsed.validity)
+    } else {
+        Err(CheckError::NotCa)
+    }
+}
+
+/// Checks a CA the webhook signs with: exactly one CA certificate, its
+/// key, within its validity at `now`, and able to sign a serving
+/// certificate that verifies for the Service.
+pub fn check_ca(
+    pair: &PemPair,
+    options: &CertOptions,
+    now: OffsetDateTime,
+) -> Result<Validity, CheckError> {
+    let parsed = parse(&one_certificate(&pair.cert_pem)?)?;
+    if !parsed.is_ca {
+        return Err(CheckError::NotCa);
+    }
+    key_matches(&pair.key_pem, &parsed.spki)?;
+    let not_after = parsed.validity.not_after;
+    if now >= not_after {
+        return Err(CheckError::Expired(not_after));
+    }
+    let probe = Validity {
+        not_before: now - time::Duration::minutes(1),
+        not_after: (now + time::Duration::minutes(1)).min(not_after),
+    };
+    let name = options.server_name();
+    let leaf = pki::issue_serving(pair, &name, &options.dns_names(), probe)
+        .map_err(|e| CheckError::CannotSign(e.to_string()))?;
+    let der = one_certificate(&leaf.cert_pem)?;
+    trust::verify(pair.cert_pem.as_bytes(), &[der], &name, unix(now)).map_err(|e| {
+        CheckError::CannotServe {
+            name: name.clone(),
+            why: e.to_string(),
+        }
+    })?;
+    Ok(parsed.validity)
+}
+
+fn unix(now: OffsetDateTime) -> u64 {
+    u64::try_from(now.unix_timestamp()).unwrap_or(0)
 }

@@ -1,5 +1,5 @@
 //! Certificates without cert-manager (`serve --manage-certs`): the
-//! webhook keeps its own CA and serving certificate in a Secret and its CA
+//! webhook keeps its own CA and serving certificate in Secrets and its CA
 //! in the caBundle of its own webhooks.
 //!
 //! - [`controller::run`] (one replica, the leader) keeps two Secrets
@@ -8,9 +8,9 @@
 //!   serving Secret every replica mounts. It creates them when absent,
 //!   renews the serving certificate ([`schedule`]) or when its names no
 //!   longer match the Service, rotates the CA in three steps ([`plan`]),
-//!   replaces what a hand edit made invalid or foreign ([`inspect`]), and
-//!   writes the caBundle ([`bundle`]), putting it back when someone else
-//!   overwrites it (it watches both Secrets and both configurations).
+//!   replaces what a hand edit made invalid or foreign, and writes the
+//!   caBundle ([`bundle`]), putting it back when someone else overwrites
+//!   it (it watches both Secrets and both configurations).
 //! - [`readiness::run`] (every replica) reports whether the certificate
 //!   this replica serves is trusted by the caBundle of every webhook that
 //!   calls the Service, which `/readyz` waits for.
@@ -26,7 +26,6 @@
 pub mod args;
 pub mod bundle;
 pub mod controller;
-pub mod inspect;
 pub mod linger;
 pub mod material;
 pub mod plan;
@@ -37,19 +36,23 @@ pub mod trust;
 
 use std::time::Duration;
 
-pub use self::bundle::ServiceRef;
-
 /// The default name of the serving Secret (every replica mounts it).
 pub const DEFAULT_SECRET: &str = "pipelinerollout-webhook-tls";
 /// The default name of the CA Secret (no pod mounts it).
 pub const DEFAULT_CA_SECRET: &str = "pipelinerollout-webhook-ca";
 
-/// What the certificates are for and where they are kept.
+/// The Service the certificates are for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRef {
+    pub name: String,
+    pub namespace: String,
+}
+
+/// What the certificates are for, where they are kept and how long they
+/// live.
 #[derive(Debug, Clone)]
 pub struct CertOptions {
-    /// The serving Secret's name.
     pub secret: String,
-    /// The CA Secret's name.
     pub ca_secret: String,
     /// The Secrets' namespace (the webhook's own).
     pub secret_namespace: String,
@@ -60,9 +63,8 @@ pub struct CertOptions {
     pub validating: String,
     /// The MutatingWebhookConfiguration's name.
     pub mutating: String,
-    /// How long a CA is valid.
     pub ca_validity: Duration,
-    /// How long a serving certificate is valid.
+    /// How long a serving certificate is valid (never beyond its CA).
     pub cert_validity: Duration,
     /// How long a new CA, or a serving certificate from it, takes to reach
     /// every replica (the kubelet's sync of the Secret volume) and API
@@ -82,20 +84,10 @@ impl CertOptions {
         ]
     }
 
-    /// The name the API server checks the certificate for.
+    /// The name the API server checks the certificate for, and the
+    /// serving certificate's common name.
     pub fn server_name(&self) -> String {
         format!("{}.{}.svc", self.service.name, self.service.namespace)
-    }
-
-    /// The rotation settings.
-    pub fn settings(&self) -> plan::Settings {
-        plan::Settings {
-            common_name: self.server_name(),
-            names: self.dns_names(),
-            ca_validity: self.ca_validity,
-            cert_validity: self.cert_validity,
-            propagation: self.propagation,
-        }
     }
 }
 

@@ -24,47 +24,18 @@
 //! caBundle beside the new CA until every replica serves a certificate
 //! from the new CA.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use time::OffsetDateTime;
 
-use super::inspect::{self, CertInfo, CheckError, For};
+use super::CertOptions;
 use super::material::{
-    self, Material, Previous, SecretError, Served, Serving, ServingProblem, Stored,
+    self, CA_CERT, CA_KEY, CheckError, Material, Previous, SecretError, Served, Serving, Stored,
 };
 use super::schedule::{self, BACKDATE, signed};
 use crate::pki::{self, CertError, PemPair, Validity};
 
-/// What the certificates are made for and how long they live.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The serving certificate's common name, the name the API server
-    /// checks (`NAME.NAMESPACE.svc`).
-    pub common_name: String,
-    /// Its DNS names.
-    pub names: Vec<String>,
-    /// How long a CA is valid.
-    pub ca_validity: Duration,
-    /// How long a serving certificate is valid (never beyond its CA).
-    pub cert_validity: Duration,
-    /// How long a change takes to reach every replica and API server.
-    pub propagation: Duration,
-}
-
-impl Settings {
-    fn target(&self) -> For<'_> {
-        For {
-            names: &self.names,
-            server_name: &self.common_name,
-        }
-    }
-}
-
 /// Why no plan could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// A certificate could not be issued.
     #[error(transparent)]
     Issue(#[from] CertError),
     /// A CA just issued failed its own check.
@@ -75,9 +46,7 @@ pub enum PlanError {
 /// Why a certificate was issued.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reason {
-    /// Nothing existed yet.
     Initial,
-    /// It was due.
     Due,
     /// Its names were not the Service's.
     Names,
@@ -108,7 +77,6 @@ impl Reason {
 pub enum Change {
     /// A new signing CA (no rotation: none was usable).
     CaIssued(Reason),
-    /// A new serving certificate.
     ServingIssued(Reason),
     /// CA rotation step 1: a new CA joins the caBundle.
     RotationStarted,
@@ -122,45 +90,53 @@ pub enum Change {
     Dropped(SecretError),
 }
 
-/// The Secrets' next contents.
+/// The Secrets' next contents, what changed, which Secrets to write, and
+/// when to look again at the latest.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// What they should hold.
     pub material: Material,
-    /// What changed.
     pub changes: Vec<Change>,
-    /// Whether the CA Secret must be written.
     pub write_ca: bool,
-    /// Whether the serving Secret must be written.
     pub write_serving: bool,
-    /// When to look again at the latest.
     pub wake_at: OffsetDateTime,
 }
 
-fn new_ca(settings: &Settings, now: OffsetDateTime) -> Result<PemPair, CertError> {
-    let name = format!("pipelinerollout-webhook {}", settings.common_name);
-    pki::issue_ca(
-        &name,
-        Validity {
-            not_before: now - signed(BACKDATE),
-            not_after: now + signed(settings.ca_validity),
-        },
-    )
+/// A new CA, checked.
+fn new_ca(options: &CertOptions, now: OffsetDateTime) -> Result<(PemPair, Validity), PlanError> {
+    let name = format!("pipelinerollout-webhook {}", options.server_name());
+    let validity = Validity {
+        not_before: now - signed(BACKDATE),
+        not_after: now + signed(options.ca_validity),
+    };
+    let ca = pki::issue_ca(&name, validity)?;
+    let validity = material::check_ca(&ca, options, now)?;
+    Ok((ca, validity))
 }
 
-fn issued(info: &CertInfo) -> OffsetDateTime {
-    schedule::issued(info.not_before, info.not_after)
+/// `cert_pem` as the CA being retired, one propagation delay and a margin
+/// after `switched`.
+fn retiring(cert_pem: String, switched: OffsetDateTime, options: &CertOptions) -> Previous {
+    let retire_after = schedule::retire_after(switched, options.propagation);
+    Previous {
+        cert_pem,
+        retire_after,
+    }
 }
 
-fn renew_at(info: &CertInfo, settings: &Settings) -> OffsetDateTime {
-    schedule::renew_at(info.not_before, info.not_after, settings.propagation)
+fn issued(validity: &Validity) -> OffsetDateTime {
+    schedule::issued(validity.not_before, validity.not_after)
 }
 
-fn differs(stored: &BTreeMap<String, Vec<u8>>, planned: &BTreeMap<String, String>) -> bool {
-    stored.len() != planned.len()
-        || planned
-            .iter()
-            .any(|(k, v)| stored.get(k).map(Vec::as_slice) != Some(v.as_bytes()))
+fn renew_at(validity: &Validity, options: &CertOptions) -> OffsetDateTime {
+    schedule::renew_at(validity.not_before, validity.not_after, options.propagation)
+}
+
+/// A rotation entry of the CA Secret; `None` when absent, or unusable and
+/// dropped (a change).
+fn usable<T>(entry: Option<Result<T, SecretError>>, changes: &mut Vec<Change>) -> Option<T> {
+    entry?
+        .map_err(|why| changes.push(Change::Dropped(why)))
+        .ok()
 }
 
 /// Plans the Secrets' next contents from the CA Secret `ca_secret` and
@@ -171,22 +147,21 @@ pub fn plan(
     ca_secret: Option<&Stored>,
     served: Option<&Served>,
     now: OffsetDateTime,
-    settings: &Settings,
+    options: &CertOptions,
     carried: impl Fn(&[&str]) -> bool,
 ) -> Result<Plan, PlanError> {
-    let target = settings.target();
-    let propagation = signed(settings.propagation);
+    let propagation = signed(options.propagation);
     let initial = ca_secret.is_none() && served.is_none();
     let empty = Stored::default();
     let stored = ca_secret.unwrap_or(&empty);
     let mut changes = Vec::new();
     let mut wake_at = now + time::Duration::hours(1);
+    let soon = now + time::Duration::seconds(1);
 
-    let (mut ca, mut ca_info, replaced) = match stored.ca(target, now) {
+    let (mut ca, mut ca_info, replaced) = match stored.ca(CA_CERT, CA_KEY, options, now) {
         Ok((ca, info)) => (ca, info, false),
         Err(why) => {
-            let ca = new_ca(settings, now)?;
-            let info = inspect::check_ca(&ca, target, now)?;
+            let (ca, info) = new_ca(options, now)?;
             changes.push(Change::CaIssued(if initial {
                 Reason::Initial
             } else if ca_secret.is_none() {
@@ -200,22 +175,8 @@ pub fn plan(
     let mut next = None;
     let mut previous = None;
     if !replaced {
-        next = match stored.next_ca(target, now) {
-            None => None,
-            Some(Ok(next)) => Some(next),
-            Some(Err(why)) => {
-                changes.push(Change::Dropped(why));
-                None
-            }
-        };
-        previous = match stored.previous_ca() {
-            None => None,
-            Some(Ok(previous)) => Some(previous),
-            Some(Err(why)) => {
-                changes.push(Change::Dropped(why));
-                None
-            }
-        };
+        next = usable(stored.next_ca(options, now), &mut changes);
+        previous = usable(stored.previous_ca(), &mut changes);
         if next.is_some() && previous.is_some() {
             changes.push(Change::Dropped(SecretError::TwoRotations));
             previous = None;
@@ -228,44 +189,27 @@ pub fn plan(
         // caBundle carries it (the webhook put it there), so that a
         // serving Secret edited to a foreign CA never brings it in.
         previous = served
-            .and_then(|s| material::serving_ca(s, target, now))
+            .and_then(|s| material::serving_ca(s, options, now))
             .filter(|(pem, _)| *pem != ca.cert_pem)
             .filter(|(pem, _)| carried(&[pem.as_str()]))
-            .map(|(pem, info)| {
-                let retire_after = schedule::retire_after(now + propagation, settings.propagation);
-                (
-                    Previous {
-                        cert_pem: pem,
-                        retire_after,
-                    },
-                    info,
-                )
-            });
+            .map(|(pem, info)| (retiring(pem, now + propagation, options), info));
     }
 
     if let Some((candidate, info)) = next.take() {
         let switch_at = issued(&info) + propagation;
         if now >= switch_at && carried(&[&ca.cert_pem, &candidate.cert_pem]) {
-            let retire_after = schedule::retire_after(now, settings.propagation);
-            previous = Some((
-                Previous {
-                    cert_pem: ca.cert_pem,
-                    retire_after,
-                },
-                ca_info,
-            ));
+            previous = Some((retiring(ca.cert_pem, now, options), ca_info));
             (ca, ca_info) = (candidate, info);
             changes.push(Change::RotationSwitched);
         } else {
-            wake_at = wake_at.min(switch_at.max(now + time::Duration::seconds(1)));
+            wake_at = wake_at.min(switch_at.max(soon));
             next = Some((candidate, info));
         }
     } else if previous.is_none() {
         let due =
-            schedule::rotate_ca_at(ca_info.not_before, ca_info.not_after, settings.propagation);
+            schedule::rotate_ca_at(ca_info.not_before, ca_info.not_after, options.propagation);
         if now >= due {
-            let candidate = new_ca(settings, now)?;
-            let info = inspect::check_ca(&candidate, target, now)?;
+            let (candidate, info) = new_ca(options, now)?;
             wake_at = wake_at.min(issued(&info) + propagation);
             next = Some((candidate, info));
             changes.push(Change::RotationStarted);
@@ -279,26 +223,26 @@ pub fn plan(
     // has reached every API server) from the CA being retired.
     let ca_carried = carried(&[&ca.cert_pem]);
     let ca_settled = ca_carried && now >= issued(&ca_info) + propagation;
-    let under = |ca_pem: &str| served.map(|s| material::serving(s, ca_pem, target, now));
+    let under = |ca_pem: &str| served.map(|s| material::serving(s, ca_pem, options, now));
     let kept = match under(&ca.cert_pem) {
-        Some(Ok((pair, info))) if now < renew_at(&info, settings) => {
-            wake_at = wake_at.min(renew_at(&info, settings));
+        Some(Ok((pair, info))) if now < renew_at(&info, options) => {
+            wake_at = wake_at.min(renew_at(&info, options));
             let ca_pem = ca.cert_pem.clone();
             Ok(Serving { pair, ca_pem })
         }
         Some(Ok(_)) => Err(Reason::Due),
-        Some(Err(ServingProblem::Names(_))) => Err(Reason::Names),
-        Some(Err(ServingProblem::Invalid(why))) => {
+        Some(Err(SecretError::OtherNames)) => Err(Reason::Names),
+        Some(Err(why)) => {
             let from_previous = previous
                 .as_ref()
                 .and_then(|(p, _)| under(&p.cert_pem).map(|r| (p.cert_pem.clone(), r)));
             match from_previous {
                 Some((ca_pem, Ok((pair, info))))
-                    if !ca_settled && now < renew_at(&info, settings) =>
+                    if !ca_settled && now < renew_at(&info, options) =>
                 {
-                    wake_at = wake_at.min(renew_at(&info, settings)).min(
-                        (issued(&ca_info) + propagation).max(now + time::Duration::seconds(1)),
-                    );
+                    wake_at = wake_at
+                        .min(renew_at(&info, options))
+                        .min((issued(&ca_info) + propagation).max(soon));
                     Ok(Serving { pair, ca_pem })
                 }
                 Some((_, Ok(_))) => Err(Reason::CaSwitch),
@@ -313,28 +257,24 @@ pub fn plan(
     let serving = match kept {
         Ok(serving) => Some(serving),
         Err(reason) if ca_carried => {
-            let not_after = schedule::leaf_not_after(
-                now,
-                settings.cert_validity,
-                ca_info.not_after,
-                settings.propagation,
-            );
             let validity = Validity {
                 not_before: now - signed(BACKDATE),
-                not_after,
+                not_after: schedule::leaf_not_after(
+                    now,
+                    options.cert_validity,
+                    ca_info.not_after,
+                    options.propagation,
+                ),
             };
-            let pair = pki::issue_serving(&ca, &settings.common_name, &settings.names, validity)?;
-            let info = CertInfo {
-                not_before: validity.not_before,
-                not_after,
-            };
-            wake_at = wake_at.min(renew_at(&info, settings).max(now + time::Duration::seconds(1)));
+            let pair =
+                pki::issue_serving(&ca, &options.server_name(), &options.dns_names(), validity)?;
+            wake_at = wake_at.min(renew_at(&validity, options).max(soon));
             // The CA being retired leaves a propagation delay and a margin
             // after this certificate, which is not its: no later (a CA
             // kept for a certificate the replicas were serving), and no
             // earlier when they were serving one of its.
             if let Some((p, _)) = previous.as_mut() {
-                let after = schedule::retire_after(now, settings.propagation);
+                let after = schedule::retire_after(now, options.propagation);
                 p.retire_after = if reason == Reason::CaSwitch {
                     after
                 } else {
@@ -347,25 +287,42 @@ pub fn plan(
         }
         // Not until every caBundle carries the CA (this pass writes it).
         Err(_) => {
-            wake_at = wake_at.min(now + time::Duration::seconds(1));
+            wake_at = wake_at.min(soon);
             None
         }
     };
 
     // The CA being retired leaves once every replica serves a certificate
-    // of the signing CA, one propagation delay after it was issued.
-    let previous_ca = match previous {
-        Some((p, _)) if p.cert_pem == ca.cert_pem => None,
-        Some((p, info)) => retire(
-            p,
-            &info,
-            serving.as_ref(),
-            now,
-            settings,
-            &mut changes,
-            &mut wake_at,
-        ),
-        None => None,
+    // of the signing CA, one propagation delay after it was issued; it
+    // stays while they serve its certificate, or none is written yet.
+    let previous_ca = match (previous, &serving) {
+        (Some((p, _)), _) if p.cert_pem == ca.cert_pem => None,
+        (Some((mut p, info)), Some(s)) if s.ca_pem != p.cert_pem => {
+            let serving_issued = material::validity(&s.pair.cert_pem).map_or(now, |v| issued(&v));
+            let by = schedule::retire_by(
+                p.retire_after,
+                info.not_after,
+                serving_issued,
+                options.propagation,
+            );
+            let capped = p.retire_after > by + time::Duration::seconds(1);
+            if now >= by {
+                changes.push(if capped {
+                    Change::Dropped(SecretError::Outstays(by))
+                } else {
+                    Change::RotationCompleted
+                });
+                None
+            } else {
+                if capped {
+                    changes.push(Change::RetireCapped(by));
+                    p.retire_after = by;
+                }
+                wake_at = wake_at.min(by);
+                Some(p)
+            }
+        }
+        (previous, _) => previous.map(|(p, _)| p),
     };
     let material = Material {
         ca,
@@ -373,12 +330,11 @@ pub fn plan(
         previous_ca,
         serving,
     };
-    let write_ca = ca_secret.is_none_or(|s| {
-        differs(&s.data, &material.ca_data()) || s.retire_after != material.annotation()
-    });
+    let write_ca = ca_secret
+        .is_none_or(|s| s.data != material.ca_data() || s.retire_after != material.annotation());
     let write_serving = material
         .serving_data()
-        .is_some_and(|data| served.is_none_or(|s| differs(s, &data)));
+        .is_some_and(|data| served.is_none_or(|s| *s != data));
     Ok(Plan {
         material,
         changes,
@@ -386,42 +342,4 @@ pub fn plan(
         write_serving,
         wake_at,
     })
-}
-
-fn retire(
-    mut previous: Previous,
-    info: &CertInfo,
-    serving: Option<&Serving>,
-    now: OffsetDateTime,
-    settings: &Settings,
-    changes: &mut Vec<Change>,
-    wake_at: &mut OffsetDateTime,
-) -> Option<Previous> {
-    let serving_issued = match serving {
-        // The replicas serve its certificate, or none is written yet.
-        None => return Some(previous),
-        Some(s) if s.ca_pem == previous.cert_pem => return Some(previous),
-        Some(s) => inspect::validity(&s.pair.cert_pem).map_or(now, |v| issued(&v)),
-    };
-    let by = schedule::retire_by(
-        previous.retire_after,
-        info.not_after,
-        serving_issued,
-        settings.propagation,
-    );
-    let capped = previous.retire_after > by + time::Duration::seconds(1);
-    if now >= by {
-        changes.push(if capped {
-            Change::Dropped(SecretError::Outstays(by))
-        } else {
-            Change::RotationCompleted
-        });
-        return None;
-    }
-    if capped {
-        changes.push(Change::RetireCapped(by));
-        previous.retire_after = by;
-    }
-    *wake_at = (*wake_at).min(by);
-    Some(previous)
 }

@@ -13,12 +13,9 @@ use std::time::Duration;
 use rustls_pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 
-use super::bundle::{Configuration, Configurations};
+use super::bundle::{self, OurWebhook};
 use super::{CertOptions, schedule, trust};
 use crate::background::backoff::Backoff;
-
-/// How often the configurations are read.
-pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
 
 /// What the trust check needs from the replica it runs in: the chain it
 /// serves, and where its verdict goes (readiness and the metrics).
@@ -32,26 +29,16 @@ pub trait ServedCertificate: Send + Sync + 'static {
 /// Why the served certificate is not trusted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Untrusted {
-    /// No webhook in either configuration calls the Service.
     #[error("no webhook in the webhook configurations calls the Service of {name}")]
-    NoWebhook {
-        /// The name the certificate is checked for.
-        name: String,
-    },
-    /// A webhook's caBundle does not trust the served chain.
+    NoWebhook { name: String },
     #[error("webhook {webhook}: {why}")]
-    Webhook {
-        /// The webhook's name.
-        webhook: String,
-        /// What the trust check said.
-        why: String,
-    },
+    Webhook { webhook: String, why: String },
 }
 
 /// `Ok` when every webhook in `configurations` that calls the Service
 /// trusts `chain` for `name` at `now` (Unix seconds); otherwise why not.
 pub fn judge(
-    configurations: &[Configuration],
+    configurations: &[Vec<OurWebhook>],
     chain: &[Vec<u8>],
     name: &str,
     now: u64,
@@ -60,7 +47,7 @@ pub fn judge(
         .iter()
         .map(|c| CertificateDer::from(c.as_slice()))
         .collect();
-    let mut ours = configurations.iter().flat_map(|c| &c.ours).peekable();
+    let mut ours = configurations.iter().flatten().peekable();
     if ours.peek().is_none() {
         return Err(Untrusted::NoWebhook {
             name: name.to_owned(),
@@ -82,17 +69,19 @@ pub async fn run<S: ServedCertificate>(
     options: CertOptions,
     stop: CancellationToken,
 ) {
-    let configurations = Configurations::new(
-        client,
-        &options.validating,
-        &options.mutating,
-        options.service.clone(),
-    );
+    let configurations = bundle::configurations(&client, &options);
     let name = options.server_name();
     let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     let mut last: Option<Result<(), Untrusted>> = None;
     loop {
-        let wait = match configurations.read_both().await {
+        let read = async {
+            let mut read = Vec::with_capacity(2);
+            for configuration in &configurations {
+                read.push(configuration.read(&options.service).await?);
+            }
+            Ok::<_, kube::Error>(read)
+        };
+        let wait = match read.await {
             Ok(both) => {
                 backoff.reset();
                 let soon = time::OffsetDateTime::now_utc() + schedule::signed(schedule::MARGIN);
@@ -110,7 +99,7 @@ pub async fn run<S: ServedCertificate>(
                     }
                 }
                 last = Some(verdict);
-                CHECK_INTERVAL
+                Duration::from_secs(2)
             }
             Err(e) => {
                 let wait = backoff.next_wait();

@@ -24,7 +24,6 @@ pub const BACKDATE: Duration = Duration::from_secs(300);
 /// differences, a readiness check's interval, a retried call.
 pub const MARGIN: Duration = Duration::from_secs(3);
 
-/// `d` as a signed duration.
 pub fn signed(d: Duration) -> time::Duration {
     time::Duration::try_from(d).unwrap_or(time::Duration::MAX)
 }
@@ -35,9 +34,16 @@ pub fn issued(not_before: OffsetDateTime, not_after: OffsetDateTime) -> OffsetDa
     (not_before + signed(BACKDATE)).min(not_after)
 }
 
-fn two_thirds(not_before: OffsetDateTime, not_after: OffsetDateTime) -> OffsetDateTime {
+/// Two thirds into a certificate's life, and at the latest `before_end`
+/// before it expires, but never before it was issued.
+fn due(
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+    before_end: time::Duration,
+) -> OffsetDateTime {
     let start = issued(not_before, not_after);
-    start + (not_after - start) * 2 / 3
+    let two_thirds: OffsetDateTime = start + (not_after - start) * 2 / 3;
+    two_thirds.min(not_after - before_end).max(start)
 }
 
 /// When a serving certificate is due: two thirds into its life, and at
@@ -47,10 +53,7 @@ pub fn renew_at(
     not_after: OffsetDateTime,
     propagation: Duration,
 ) -> OffsetDateTime {
-    let latest = not_after - signed(propagation) - signed(MARGIN);
-    two_thirds(not_before, not_after)
-        .min(latest)
-        .max(issued(not_before, not_after))
+    due(not_before, not_after, signed(propagation) + signed(MARGIN))
 }
 
 /// When a CA rotation is due: two thirds into the CA's life, and at the
@@ -60,10 +63,8 @@ pub fn rotate_ca_at(
     not_after: OffsetDateTime,
     propagation: Duration,
 ) -> OffsetDateTime {
-    let latest = not_after - signed(propagation) * 3 - signed(MARGIN) * 2;
-    two_thirds(not_before, not_after)
-        .min(latest)
-        .max(issued(not_before, not_after))
+    let before_end = signed(propagation) * 3 + signed(MARGIN) * 2;
+    due(not_before, not_after, before_end)
 }
 
 /// The notAfter of a serving certificate issued at `now` for `life` by a
@@ -104,35 +105,24 @@ pub fn retire_by(
 /// refuses to start with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LifetimeError {
-    /// A serving certificate is too short-lived to be renewed in time.
     #[error(
         "--cert-validity {cert} is too short for --cert-propagation {propagation}: a serving certificate is renewed at the latest propagation + {margin} before it expires, so it must be valid for at least twice that ({least})"
     )]
     CertTooShort {
-        /// The serving certificates' life.
         cert: String,
-        /// The propagation delay.
         propagation: String,
-        /// [`MARGIN`].
         margin: String,
-        /// The least it may be.
         least: String,
     },
-    /// A CA is too short-lived to be rotated in time.
     #[error(
         "--ca-validity {ca} is too short for --cert-propagation {propagation}: a CA rotation takes three propagation delays + {margins} and starts at the latest that long before the CA expires, so a CA must be valid for at least twice that ({least})"
     )]
     CaTooShort {
-        /// The CAs' life.
         ca: String,
-        /// The propagation delay.
         propagation: String,
-        /// Twice [`MARGIN`].
         margins: String,
-        /// The least it may be.
         least: String,
     },
-    /// The serving certificate would outlive its CA.
     #[error(
         "--cert-validity must be shorter than --ca-validity (a serving certificate never outlives its CA)"
     )]

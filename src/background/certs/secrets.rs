@@ -1,14 +1,13 @@
 //! The two Secrets as Kubernetes objects: what the plan reads from them,
-//! the objects it writes, and the limit on how often they are written.
+//! their writes, and the limit on how often they are written.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::ObjectMeta;
+use kube::api::{Api, ObjectMeta, PostParams};
 
-use super::CertOptions;
 use super::material::{self, Served, Stored};
 
 /// At most this many Secret writes in [`WRITE_WINDOW`]: a CA or Secret
@@ -16,7 +15,6 @@ use super::material::{self, Served, Stored};
 /// slows to this rate instead of looping. A rotation writes one Secret per
 /// step, a repair two.
 pub const WRITE_BURST: usize = 6;
-/// See [`WRITE_BURST`].
 pub const WRITE_WINDOW: Duration = Duration::from_secs(10);
 
 /// The times of the last Secret writes.
@@ -28,13 +26,8 @@ pub struct WriteLimit {
 impl WriteLimit {
     /// How long until the next write may go at `now` (zero: at once).
     pub fn wait(&mut self, now: Instant) -> Duration {
-        while self
-            .recent
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) >= WRITE_WINDOW)
-        {
-            self.recent.pop_front();
-        }
+        self.recent
+            .retain(|t| now.saturating_duration_since(*t) < WRITE_WINDOW);
         match self.recent.front() {
             Some(oldest) if self.recent.len() >= WRITE_BURST => {
                 (*oldest + WRITE_WINDOW).saturating_duration_since(now)
@@ -43,7 +36,6 @@ impl WriteLimit {
         }
     }
 
-    /// Counts a write at `now`.
     pub fn record(&mut self, now: Instant) {
         self.recent.push_back(now);
     }
@@ -66,7 +58,6 @@ pub const SERVING_TYPES: &[&str] = &["kubernetes.io/tls", "Opaque"];
 pub struct WrongType {
     /// namespace/name.
     pub name: String,
-    /// Its type.
     pub found: String,
     /// The types the webhook keeps it as.
     pub wanted: String,
@@ -87,7 +78,8 @@ pub fn check_type(secret: Option<&Secret>, name: &str, allowed: &[&str]) -> Resu
     })
 }
 
-fn data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+/// The serving Secret as the plan reads it.
+pub fn served(secret: &Secret) -> Served {
     secret
         .data
         .iter()
@@ -99,7 +91,7 @@ fn data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 /// The CA Secret as the plan reads it.
 pub fn stored(secret: &Secret) -> Stored {
     Stored {
-        data: data(secret),
+        data: served(secret),
         retire_after: secret
             .metadata
             .annotations
@@ -109,26 +101,22 @@ pub fn stored(secret: &Secret) -> Stored {
     }
 }
 
-/// The serving Secret as the plan reads it.
-pub fn served(secret: &Secret) -> Served {
-    data(secret)
-}
-
-/// A Secret named `name` holding `data`: `existing`'s metadata kept
-/// (without managed fields), the rotation annotation set to `annotation`,
-/// of type `type_` when created.
-pub fn object(
+/// Writes the Secret `name` holding `data`: replaces
+/// `existing` (carrying the resourceVersion it was read with, its other
+/// metadata kept without managed fields), or creates it of type `type_`;
+/// the rotation annotation set to `annotation`.
+pub async fn write(
+    secrets: &Api<Secret>,
     existing: Option<&Secret>,
     name: &str,
-    options: &CertOptions,
     type_: &str,
-    data: BTreeMap<String, String>,
+    data: Served,
     annotation: Option<String>,
-) -> Secret {
+) -> Result<(), kube::Error> {
     let mut metadata = existing.map_or_else(
         || ObjectMeta {
             name: Some(name.to_owned()),
-            namespace: Some(options.secret_namespace.clone()),
+            namespace: secrets.namespace().map(str::to_owned),
             labels: Some(BTreeMap::from([(
                 "app.kubernetes.io/name".to_owned(),
                 "pipelinerollout-webhook".to_owned(),
@@ -138,31 +126,27 @@ pub fn object(
         |s| s.metadata.clone(),
     );
     metadata.managed_fields = None;
-    match annotation {
-        Some(after) => {
-            metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(material::RETIRE_AFTER.to_owned(), after);
-        }
-        None => {
-            if let Some(annotations) = metadata.annotations.as_mut() {
-                annotations.remove(material::RETIRE_AFTER);
-            }
-        }
+    if let Some(after) = annotation {
+        let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(material::RETIRE_AFTER.to_owned(), after);
+    } else if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.remove(material::RETIRE_AFTER);
     }
-    Secret {
+    let secret = Secret {
         metadata,
         type_: existing
             .and_then(|s| s.type_.clone())
             .or_else(|| Some(type_.to_owned())),
-        data: Some(
-            data.into_iter()
-                .map(|(k, v)| (k, ByteString(v.into_bytes())))
-                .collect(),
-        ),
+        data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
         ..Secret::default()
+    };
+    let params = PostParams::default();
+    if existing.is_some() {
+        secrets.replace(name, &params, &secret).await?;
+    } else {
+        secrets.create(&params, &secret).await?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,10 +9,10 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{ServiceReference, WebhookClientConfig};
 use time::OffsetDateTime;
 
-use super::bundle::{self, Configuration, OurWebhook, ServiceRef};
+use super::bundle::{self, OurWebhook};
 use super::material::{self, Material, Served, Stored};
-use super::plan::{self, Change, Plan, Reason, Settings};
-use super::{readiness, trust};
+use super::plan::{self, Change, Plan, Reason};
+use super::{CertOptions, ServiceRef, readiness, trust};
 
 mod deleted;
 mod foreign;
@@ -24,15 +24,17 @@ use world::World;
 
 /// Serving certificates of 30 s, CAs of 75 s, a propagation delay of 10 s:
 /// the end-to-end test's lifetimes.
-fn settings() -> Settings {
-    Settings {
-        common_name: "hook.ns.svc".to_owned(),
-        names: vec![
-            "hook".into(),
-            "hook.ns".into(),
-            "hook.ns.svc".into(),
-            "hook.ns.svc.cluster.local".into(),
-        ],
+fn settings() -> CertOptions {
+    CertOptions {
+        secret: "hook-tls".to_owned(),
+        ca_secret: "hook-ca".to_owned(),
+        secret_namespace: "ns".to_owned(),
+        service: ServiceRef {
+            name: "hook".into(),
+            namespace: "ns".into(),
+        },
+        validating: "hook".to_owned(),
+        mutating: "hook".to_owned(),
         ca_validity: Duration::from_secs(75),
         cert_validity: Duration::from_secs(30),
         propagation: Duration::from_secs(10),
@@ -54,23 +56,14 @@ fn unix(t: OffsetDateTime) -> u64 {
 /// The CA Secret of `material`, as read back.
 fn stored(material: &Material) -> Stored {
     Stored {
-        data: material
-            .ca_data()
-            .into_iter()
-            .map(|(k, v)| (k, v.into_bytes()))
-            .collect(),
+        data: material.ca_data(),
         retire_after: material.annotation(),
     }
 }
 
 /// The serving Secret of `material`, as read back.
 fn served(material: &Material) -> Served {
-    material
-        .serving_data()
-        .expect("a serving certificate")
-        .into_iter()
-        .map(|(k, v)| (k, v.into_bytes()))
-        .collect()
+    material.serving_data().expect("a serving certificate")
 }
 
 /// A fresh install, settled: both Secrets written, the caBundle carried.
@@ -316,8 +309,7 @@ fn through_rotations_deletions_and_foreign_cas_the_ca_bundle_always_trusts_what_
 fn a_serving_certificate_for_other_names_is_reissued() {
     let first = settled();
     let mut moved = settings();
-    moved.names = vec!["other.ns.svc".into()];
-    moved.common_name = "other.ns.svc".into();
+    moved.service.name = "other".into();
     let (s, d) = (stored(&first), served(&first));
     let next = plan::plan(Some(&s), Some(&d), at(2), &moved, |_| true).expect("plan");
     assert_eq!(next.changes, [Change::ServingIssued(Reason::Names)]);
@@ -332,7 +324,7 @@ fn the_serving_certificate_ends_a_propagation_delay_before_its_ca() {
     let d = Served::new();
     let next = plan::plan(Some(&s), Some(&d), at(45), &settings(), |_| true).expect("plan");
     let leaf = next.material.serving.expect("serving").pair.cert_pem;
-    let info = super::inspect::validity(&leaf).expect("validity");
+    let info = material::validity(&leaf).expect("validity");
     assert!(info.not_after <= at(65), "{}", info.not_after);
 }
 
@@ -372,8 +364,7 @@ fn only_webhooks_that_call_the_service_get_the_bundle_and_only_when_stale() {
     let ours = bundle::ours(configs.iter().map(|(n, c)| (*n, c)), &service);
     let names: Vec<&str> = ours.iter().map(|w| w.name.as_str()).collect();
     assert_eq!(names, ["ours-current", "ours-stale"]);
-    let configuration = Configuration { exists: true, ours };
-    let patch = bundle::patch(&configuration, &bundle).expect("a patch");
+    let patch = bundle::patch(&ours, &bundle).expect("a patch");
     let patched: Vec<&str> = patch["webhooks"]
         .as_array()
         .expect("list")
@@ -381,13 +372,10 @@ fn only_webhooks_that_call_the_service_get_the_bundle_and_only_when_stale() {
         .filter_map(|w| w["name"].as_str())
         .collect();
     assert_eq!(patched, ["ours-stale"]);
-    let fresh = Configuration {
-        exists: true,
-        ours: vec![OurWebhook {
-            name: "ours".into(),
-            ca_bundle: bundle.clone().into_bytes(),
-        }],
-    };
+    let fresh = [OurWebhook {
+        name: "ours".into(),
+        ca_bundle: bundle.clone().into_bytes(),
+    }];
     assert_eq!(bundle::patch(&fresh, &bundle), None);
     assert!(bundle::carries(bundle.as_bytes(), &material.bundle_cas()));
     assert!(!bundle::carries(b"", &material.bundle_cas()));
@@ -402,10 +390,7 @@ fn readiness_needs_every_webhook_of_the_service_to_trust_the_served_certificate(
         name: "w".into(),
         ca_bundle: bundle.as_bytes().to_vec(),
     };
-    let config = |hooks: Vec<OurWebhook>| Configuration {
-        exists: true,
-        ours: hooks,
-    };
+    let config = |hooks: Vec<OurWebhook>| hooks;
     let both = format!("{}{}", stranger.bundle(), material.bundle());
     let cases = [
         (

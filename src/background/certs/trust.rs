@@ -22,29 +22,18 @@ pub fn pem_certificates(pem: &[u8]) -> Vec<CertificateDer<'static>> {
 /// `/readyz` and the logs say.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TrustError {
-    /// A certificate of the caBundle cannot be a trust anchor.
     #[error("the caBundle holds an unusable CA: {0}")]
     UnusableCa(rustls::Error),
-    /// The caBundle holds no PEM certificate.
     #[error("the caBundle holds no certificate")]
     EmptyBundle,
-    /// The chain to check is empty.
     #[error("no certificate is served")]
     NothingServed,
-    /// rustls refused to build a verifier for the caBundle (its text).
     #[error("cannot build a verifier: {0}")]
     Verifier(String),
-    /// The name to check is not a DNS name or an IP address.
     #[error("{0}: invalid dns name")]
     InvalidName(String),
-    /// The verifier rejected the chain for the name.
     #[error("the caBundle does not trust the served certificate for {name}: {source}")]
-    Untrusted {
-        /// The name checked.
-        name: String,
-        /// rustls' verdict.
-        source: rustls::Error,
-    },
+    Untrusted { name: String, source: rustls::Error },
 }
 
 /// `Ok` when `bundle` (PEM, one or more CAs) trusts `chain` (DER, leaf

@@ -51,7 +51,6 @@ pub struct LeaseOptions {
     /// The Lease's namespace; `None`: the client's default namespace (in a
     /// pod, the service account's).
     pub namespace: Option<String>,
-    /// The Lease's name.
     pub name: String,
     /// This replica's `holderIdentity`.
     pub identity: String,
@@ -66,38 +65,23 @@ pub struct LeaseOptions {
     pub retry_period: Duration,
 }
 
-/// A Lease setting that cannot work; the message names the flag.
+/// A Lease setting that cannot work; each message names the flag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LeaseOptionsError {
-    /// The duration is not whole seconds, or too short.
     #[error(
         "--leader-elect-lease-duration must be a whole number of seconds, at least 2s (got {0}): the Lease stores it in seconds"
     )]
     Duration(String),
-    /// The retry period is not whole seconds, or zero.
     #[error("--leader-elect-retry-period must be a whole number of seconds, at least 1s (got {0})")]
     RetryPeriod(String),
-    /// The renew deadline is not below the duration.
     #[error(
         "--leader-elect-renew-deadline ({renew}) must be shorter than --leader-elect-lease-duration ({duration}): a leader that cannot renew must stop before another replica may take over"
     )]
-    RenewDeadline {
-        /// The renew deadline given.
-        renew: String,
-        /// The duration given.
-        duration: String,
-    },
-    /// The retry period is not below the renew deadline.
+    RenewDeadline { renew: String, duration: String },
     #[error(
         "--leader-elect-retry-period ({retry}) must be shorter than --leader-elect-renew-deadline ({renew}): the leader renews every retry period and needs more than one try before it gives up"
     )]
-    RetryPeriodTooLong {
-        /// The retry period given.
-        retry: String,
-        /// The renew deadline given.
-        renew: String,
-    },
-    /// The Lease name is not a valid object name.
+    RetryPeriodTooLong { retry: String, renew: String },
     #[error(
         "--leader-elect-lease-name {0:?} is not a valid Lease name: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"
     )]
@@ -166,7 +150,7 @@ impl LeaseArgs {
 }
 
 impl LeaseOptions {
-    /// The Lease's `leaseDurationSeconds`.
+    /// `leaseDurationSeconds`.
     pub fn duration_seconds(&self) -> u64 {
         self.duration.as_secs()
     }

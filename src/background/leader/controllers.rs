@@ -2,9 +2,9 @@
 //! cancellation token, stopped together, and waited for.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -12,11 +12,9 @@ use tokio_util::sync::CancellationToken;
 /// aborting them (they are asked to return within a second).
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// What starting a controller gives: a future that runs until its token
-/// is cancelled.
-pub type WorkerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-
-type Start = Box<dyn Fn(CancellationToken) -> WorkerFuture + Send + Sync>;
+/// Starting a controller gives a future that runs until its token is
+/// cancelled.
+type Start = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// A background controller: a name for the logs, whether it needs the
 /// Lease, and how to start it. One that needs the Lease may be started and
@@ -70,7 +68,6 @@ impl Worker {
         }
     }
 
-    /// Its name.
     pub fn name(&self) -> &'static str {
         self.name
     }

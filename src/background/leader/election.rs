@@ -1,13 +1,11 @@
 //! One replica's part in the election, call by call: read the Lease, then
-//! renew it, take it or follow its holder ([`Observed::decide`]), each write
-//! a merge patch carrying the `resourceVersion` just read, so that of two
-//! replicas writing the same version only one succeeds. [`super::run_elected`]
-//! loops over it.
+//! renew it, take it or follow its holder ([`Observed::decide`]), each
+//! write a merge patch carrying the `resourceVersion` just read.
+//! [`super::run_elected`] loops over it.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -37,18 +35,16 @@ pub(super) enum Outcome {
     /// Another replica wrote the Lease (or made it) between the read and
     /// the write: read it again.
     Lost,
-    /// The Lease does not exist and could not be made.
+    /// A read or a write failed.
     Failed(kube::Error),
 }
-
-type CallFuture = Pin<Box<dyn Future<Output = (Option<Observed>, Outcome)> + Send>>;
 
 /// The call about the Lease in flight, or the wait before the next one.
 pub(super) enum Call {
     /// Waiting until the next call.
     At(Instant),
     /// A call in flight.
-    Calling(CallFuture),
+    Calling(BoxFuture<'static, (Option<Observed>, Outcome)>),
 }
 
 impl Call {
@@ -203,9 +199,7 @@ impl Election {
             Outcome::Failed(e) => {
                 self.metrics.record_lease_error();
                 tracing::warn!(error = %e, holder = self.holds(), "a call about the Lease failed; trying again");
-                if let kube::Error::Api(status) = &e
-                    && status.code == 404
-                {
+                if is_status(&e, 404) {
                     self.held = None;
                 }
                 Instant::now() + retry

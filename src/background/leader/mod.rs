@@ -51,11 +51,14 @@ pub mod args;
 pub mod controllers;
 mod election;
 pub mod observed;
-mod released;
 
 use std::sync::Arc;
 
+use futures_util::StreamExt as _;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -142,7 +145,7 @@ pub async fn run_elected(
         "leader election on: the holder of the Lease runs the background controllers"
     );
     let (released, deleted) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    tokio::spawn(released::watch(
+    tokio::spawn(watch_released(
         Api::namespaced(client, &namespace),
         options.name.clone(),
         (Arc::clone(&released), Arc::clone(&deleted)),
@@ -184,4 +187,42 @@ pub async fn run_elected(
         }
     }
     election.release().await;
+}
+
+/// Wakes `released` whenever the Lease has no holder (released, or never
+/// held), and `deleted` when it is deleted: a replica waiting for the
+/// Lease sleeps until the expiry it last read, so it campaigns at once.
+async fn watch_released(
+    api: Api<Lease>,
+    name: String,
+    (released, deleted): (Arc<Notify>, Arc<Notify>),
+    stop: CancellationToken,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let stream = watcher::watcher(api, config).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        let event = tokio::select! {
+            () = stop.cancelled() => return,
+            event = stream.next() => event,
+        };
+        match event {
+            None => return,
+            Some(Ok(Event::Apply(lease) | Event::InitApply(lease))) => {
+                let free = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.as_deref())
+                    .is_none_or(str::is_empty);
+                if free {
+                    released.notify_one();
+                }
+            }
+            Some(Ok(Event::Delete(_))) => deleted.notify_one(),
+            Some(Ok(Event::Init | Event::InitDone)) => {}
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "the watch of the Lease failed; restarting with backoff");
+            }
+        }
+    }
 }

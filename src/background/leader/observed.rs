@@ -1,20 +1,10 @@
 //! Whether the Lease may be taken, judged by this replica's own monotonic
-//! clock. Pure: the election reads the Lease and passes in what it read
-//! and the time it read it.
-//!
-//! The holder's `renewTime` is a wall-clock time written by the holder's
-//! clock; comparing it with this replica's wall clock would make two
-//! leaders out of a few seconds of clock skew. So it is never compared
-//! with anything here: this replica remembers the version of the Lease it
-//! last saw (holder, `renewTime`, `resourceVersion`) and *when it saw it
-//! change*, on its monotonic clock. The Lease has expired only when it has
-//! not changed for its `leaseDurationSeconds`, counted from that moment.
-//! A holder that keeps renewing changes the Lease every retry period, so it
-//! is never judged expired, whatever its clock says.
-//!
-//! The holder's `leaseDurationSeconds` is trusted only up to this
-//! replica's own duration ([`StatedDuration`]): one write of the Lease
-//! with a duration of years cannot keep every replica from leading.
+//! clock, never by the holder's `renewTime` ([`super`] says why). Pure: the
+//! election passes in what it read and when. This replica remembers the
+//! version of the Lease it last saw (holder, `renewTime`,
+//! `resourceVersion`) and when it saw it change: a holder that keeps
+//! renewing changes the Lease every retry period, so it is never judged
+//! expired, whatever its clock says.
 
 use std::time::{Duration, Instant};
 
@@ -119,10 +109,9 @@ impl Observed {
     }
 }
 
-/// What the Lease's `leaseDurationSeconds` comes to on this replica. The
+/// What the Lease's `leaseDurationSeconds` comes to on this replica: the
 /// holder's word is trusted only up to this replica's own duration (the
-/// bound): a Lease written once with a duration of years, and never
-/// renewed, is taken over one bound after it last changed, like any other.
+/// bound).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatedDuration {
     /// Positive and within the bound: counted as stated.

@@ -87,8 +87,7 @@ pub enum Violation {
         /// The largest value that does not overflow.
         largest: u64,
     },
-    /// Rules 4 and 18: the timeout, as Numaflow reads it (no multiplier),
-    /// overflows its clock.
+    /// Rules 4 and 18: the timeout (no multiplier) overflows Numaflow's clock.
     ClockOverflow {
         /// The timeout.
         field: TimeoutField,
@@ -132,8 +131,7 @@ pub enum Violation {
     },
     /// Rule 23: `data.upgradeStrategy` is not one Numaplane accepts.
     StrategyInvalid {
-        /// The field as written (`data.upgradeStrategy`, or the key
-        /// Numaplane reads as it).
+        /// `data.upgradeStrategy`, or the key Numaplane reads as it.
         field: String,
         /// The value as written (quoted, or JSON when not a string).
         value: String,
@@ -154,8 +152,7 @@ pub enum Violation {
         user: String,
         /// The namespace.
         namespace: String,
-        /// The field as written (`data.upgradeStrategy`, or the key
-        /// Numaplane reads as it).
+        /// `data.upgradeStrategy`, or the key Numaplane reads as it.
         field: String,
         /// The value as written (`"no-strategy"`, or empty or blank).
         shown: String,

@@ -4,10 +4,10 @@
 
 use super::world::World;
 use super::{Served, at, served, served_chain, settings, settled, stored, t0, unix};
-use crate::background::certs::bundle::{Configuration, OurWebhook};
-use crate::background::certs::inspect::CheckError;
+use crate::background::certs::bundle::OurWebhook;
 use crate::background::certs::material::{
-    CA_CERT, CA_KEY, NEXT_CA_CERT, NEXT_CA_KEY, PREVIOUS_CA_CERT, SecretError, TLS_CERT, TLS_KEY,
+    CA_CERT, CA_KEY, CheckError, NEXT_CA_CERT, NEXT_CA_KEY, PREVIOUS_CA_CERT, SecretError,
+    TLS_CERT, TLS_KEY,
 };
 use crate::background::certs::plan::{self, Change, Reason};
 use crate::background::certs::{readiness, trust};
@@ -233,13 +233,10 @@ fn readyz_says_which_webhook_does_not_trust_the_served_certificate_and_why() {
     let chain = served_chain(&material);
     let now = unix(at(2));
     let judge = |bundle: &str, chain: &[Vec<u8>]| {
-        let configs = [Configuration {
-            exists: true,
-            ours: vec![OurWebhook {
-                name: "w".into(),
-                ca_bundle: bundle.as_bytes().to_vec(),
-            }],
-        }];
+        let configs = [vec![OurWebhook {
+            name: "w".into(),
+            ca_bundle: bundle.as_bytes().to_vec(),
+        }]];
         readiness::judge(&configs, chain, "hook.ns.svc", now)
             .expect_err("not trusted")
             .to_string()

@@ -10,12 +10,12 @@
 use time::OffsetDateTime;
 
 use super::{at, served, stored, unix};
-use crate::background::certs::bundle;
 use crate::background::certs::linger::Lingering;
 use crate::background::certs::material::{Material, Served, Stored};
-use crate::background::certs::plan::{self, Change, Reason, Settings};
+use crate::background::certs::plan::{self, Change, Reason};
 use crate::background::certs::schedule::{MARGIN, signed};
 use crate::background::certs::trust;
+use crate::background::certs::{CertOptions, bundle};
 use crate::pki::PemPair;
 
 /// What happened, counted.
@@ -28,7 +28,7 @@ pub struct Counts {
 }
 
 pub struct World {
-    settings: Settings,
+    settings: CertOptions,
     now: OffsetDateTime,
     ca: Option<Stored>,
     serving: Option<Served>,
@@ -49,7 +49,7 @@ pub struct World {
 const LAGS_MS: [i64; 2] = [9_500, 5_000];
 
 impl World {
-    pub fn new(settings: Settings) -> Self {
+    pub fn new(settings: CertOptions) -> Self {
         Self {
             settings,
             now: at(0),
@@ -66,7 +66,7 @@ impl World {
     }
 
     /// The material of a fresh install one second in.
-    pub fn settled_material(settings: Settings) -> Material {
+    pub fn settled_material(settings: CertOptions) -> Material {
         let mut world = Self::new(settings);
         world.run_until(at(1));
         world.material()

@@ -8,15 +8,20 @@ use std::fmt;
 use crate::kinds::UPGRADE_STATE;
 use crate::logtext::cut;
 use crate::policy::duration::format_seconds;
-use crate::policy::rules::timeout_field::TimeoutField;
 use crate::rollout::UPGRADE_IN_PROGRESS;
 
 /// Why the pause condition of rule 6 is not met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NotPausing {
     /// A CREATE: a new object cannot be pausing.
+    #[error(
+        "a new PipelineRollout cannot be pausing: create it without the annotation and set it only while a pause is stuck"
+    )]
     NewObject,
     /// The stored status shows no pause in progress.
+    #[error(
+        "the pipeline is not pausing ({UPGRADE_IN_PROGRESS} is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"
+    )]
     Idle,
 }
 
@@ -65,9 +70,14 @@ impl fmt::Display for NotActable {
 }
 
 /// Why a pause is not old enough for a force (`forceReapply.minPauseAge`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PauseAgeProblem {
     /// The pause began too recently.
+    #[error(
+        "the pause has lasted {}, less than the minimum of {} (forceReapply.minPauseAge) before a force: let it drain, and force only from {allowed_from} if it is still stuck",
+        format_seconds(*.age),
+        format_seconds(*.min)
+    )]
     TooYoung {
         /// How long it has lasted, in seconds.
         age: u64,
@@ -77,6 +87,10 @@ pub enum PauseAgeProblem {
         allowed_from: String,
     },
     /// The status does not say when the pause began in a readable way.
+    #[error(
+        "the pause start cannot be read ({detail}), so its age cannot be checked against the minimum of {} (forceReapply.minPauseAge): wait until the Numaplane controller records it",
+        format_seconds(*.min)
+    )]
     StartUnreadable {
         /// What is wrong with it.
         detail: String,
@@ -85,77 +99,28 @@ pub enum PauseAgeProblem {
     },
 }
 
-impl fmt::Display for PauseAgeProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TooYoung {
-                age,
-                min,
-                allowed_from,
-            } => write!(
+/// The reasons a gated write is refused, joined by "; and ": why the
+/// requester lacks permission (`refused`), with the policy to be added to
+/// and what to `use_instead`, then what in the object's state forbids it.
+pub(super) fn refusal<'a>(
+    refused: Option<&'a str>,
+    policy: &'a str,
+    use_instead: &'a str,
+    state: [Option<&'a dyn fmt::Display>; 2],
+) -> impl fmt::Display + 'a {
+    fmt::from_fn(move |f| {
+        let mut and = "";
+        if let Some(why) = refused {
+            write!(
                 f,
-                "the pause has lasted {}, less than the minimum of {} (forceReapply.minPauseAge) before a force: let it drain, and force only from {allowed_from} if it is still stuck",
-                format_seconds(*age),
-                format_seconds(*min)
-            ),
-            Self::StartUnreadable { detail, min } => write!(
-                f,
-                "the pause start cannot be read ({detail}), so its age cannot be checked against the minimum of {} (forceReapply.minPauseAge): wait until the Numaplane controller records it",
-                format_seconds(*min)
-            ),
+                "{why}; ask a platform admin to add you to {policy}, or use {use_instead}"
+            )?;
+            and = "; and ";
         }
-    }
-}
-
-/// The CRD that describes the object holding `field`.
-pub(super) fn crd_of(field: TimeoutField) -> &'static str {
-    if field.in_rollout {
-        "PipelineRollout"
-    } else {
-        "Pipeline"
-    }
-}
-
-pub(super) fn gate_reasons(
-    refused: Option<&str>,
-    state: Option<&NotActable>,
-    action: &str,
-) -> String {
-    let mut reasons = Vec::new();
-    if let Some(why) = refused {
-        reasons.push(format!(
-            "{why}; ask a platform admin to add you to the webhook's policy, or use {action}"
-        ));
-    }
-    if let Some(state) = state {
-        reasons.push(state.to_string());
-    }
-    reasons.join("; and ")
-}
-
-pub(super) fn force_reapply_reasons(
-    refused: Option<&str>,
-    not_pausing: Option<NotPausing>,
-    too_young: Option<&PauseAgeProblem>,
-) -> String {
-    let mut reasons = Vec::new();
-    if let Some(why) = refused {
-        reasons.push(format!(
-            "{why}; ask a platform admin to add you to forceReapply in the webhook's policy, or use Argo CD's allow-data-loss action"
-        ));
-    }
-    match not_pausing {
-        Some(NotPausing::NewObject) => reasons.push(
-            "a new PipelineRollout cannot be pausing: create it without the annotation and set it only while a pause is stuck"
-                .to_owned(),
-        ),
-        Some(NotPausing::Idle) => reasons.push(format!(
-            "the pipeline is not pausing ({UPGRADE_IN_PROGRESS} is not PipelinePauseAndDrain and no PipelinePausingOrPaused condition has reason PipelinePausing): set it only while a pause is stuck"
-        )),
-        None => {}
-    }
-    if let Some(problem) = too_young {
-        reasons.push(problem.to_string());
-    }
-    reasons.join("; and ")
+        for reason in state.into_iter().flatten() {
+            write!(f, "{and}{reason}")?;
+            and = "; and ";
+        }
+        Ok(())
+    })
 }
