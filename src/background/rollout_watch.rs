@@ -19,7 +19,6 @@ use super::audit::audited::PIPELINE_ROLLOUTS;
 use super::audit::watch;
 use super::audit::{self, AuditContext, AuditOptions};
 use super::sweeper::{self, Rollout, SweeperContext};
-use crate::metrics::sweeper::SweepOutcome;
 
 /// How many objects the sweeper may lag behind the watch before the
 /// watch waits for it.
@@ -64,11 +63,13 @@ pub async fn run(
             .then(move |event| {
                 let mut wake = Vec::new();
                 match &event {
-                    Err(_) => metrics.record_sweep(SweepOutcome::WatchRestart),
+                    Err(_) => {
+                        metrics.watch_restarts.inc();
+                    }
                     Ok(event) => {
                         if matches!(event, Event::Init) {
                             if started {
-                                metrics.record_sweep(SweepOutcome::WatchRestart);
+                                metrics.watch_restarts.inc();
                             }
                             started = true;
                         }
@@ -103,16 +104,11 @@ pub async fn run(
             audit::run(client.clone(), context, options, events, stop.clone()).boxed()
         }
         // Nobody else takes the events: they are polled here, for the sweeper.
-        None => {
-            let stop = stop.clone();
-            async move {
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = events.for_each(|_| std::future::ready(())) => {}
-                }
-            }
-            .boxed()
-        }
+        None => stop
+            .clone()
+            .run_until_cancelled_owned(events.for_each(|_| std::future::ready(())))
+            .map(drop)
+            .boxed(),
     };
     let sweeper = match sweeper_parts {
         Some((context, grace, store, triggers)) => {

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::audit::audited::{Audited, PIPELINE_ROLLOUTS};
 use crate::events::{EventQueue, PendingEvent};
-use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
+use crate::metrics::sweeper::SweeperMetrics;
 use crate::policy::Policy;
 use crate::policy::rules::{EventReason, stale_force_reset};
 use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject};
@@ -61,6 +61,24 @@ pub struct SweeperContext {
     pub events: EventQueue,
     /// Where what it does is counted.
     pub metrics: SweeperMetrics,
+}
+
+/// The stale-force sweeper's flags of `serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SweeperArgs {
+    /// Watch PipelineRollouts and reset allow-data-loss to "false" once a forced re-apply's pause is over (needs get, list, watch and patch on pipelinerollouts).
+    #[arg(long, env = "WEBHOOK_RESET_STALE_FORCE")]
+    pub reset_stale_force: bool,
+    /// How long the pause must have been over before the sweeper resets a force.
+    #[arg(long, env = "WEBHOOK_STALE_FORCE_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub stale_force_grace: Duration,
+}
+
+impl SweeperArgs {
+    /// The grace the sweeper runs with; `None`: no sweeper.
+    pub fn grace(&self) -> Option<Duration> {
+        self.reset_stale_force.then_some(self.stale_force_grace)
+    }
 }
 
 /// An object by namespace and name.
@@ -315,7 +333,7 @@ async fn reset(
         .await
     {
         Ok(_) => {
-            context.metrics.record_sweep(SweepOutcome::Reset);
+            context.metrics.record_reset();
             tracing::info!(%namespace, %name, "stale force reset by the sweeper");
             let note = format!(
                 "allow-data-loss reset to \"false\" by the stale-force sweeper: the pause the forced re-apply was set for has been over for at least {}, so later changes drain as usual",
@@ -331,12 +349,12 @@ async fn reset(
             Ok(())
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
-            context.metrics.record_sweep(SweepOutcome::Conflict);
+            context.metrics.conflicts.inc();
             tracing::debug!(%namespace, %name, code = status.code, "the object changed since it was seen; looking again");
             Ok(())
         }
         Err(e) => {
-            context.metrics.record_sweep(SweepOutcome::Error);
+            context.metrics.errors.inc();
             tracing::warn!(%namespace, %name, error = %e, "stale force not reset; trying again in {RETRY:?}");
             Err(e)
         }

@@ -1,34 +1,16 @@
-//! The metrics of the stale-force sweeper (`background::sweeper`), and
-//! what it reports into them ([`SweepOutcome`]).
+//! The metrics of the stale-force sweeper (`background::sweeper`).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 
 use super::force_resets::{ForceResets, ResetBy};
 
-/// What the sweeper did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepOutcome {
-    /// A stale force was reset.
-    Reset,
-    /// A reset lost to a concurrent change (the object is looked at again).
-    Conflict,
-    /// A reset failed for another reason.
-    Error,
-    /// The watch failed and was restarted.
-    WatchRestart,
-}
-
-/// The metrics of the sweeper.
+/// The metrics of the sweeper, each described where it is registered.
 #[derive(Debug, Clone)]
 pub struct SweeperMetrics {
-    /// Stale forces reset (here: by the sweeper).
     resets: ForceResets,
-    /// Sweeper resets that lost to a concurrent change (looked at again).
     pub conflicts: Counter,
-    /// Sweeper resets that failed for another reason.
     pub errors: Counter,
-    /// Times the sweeper's watch failed and was restarted.
     pub watch_restarts: Counter,
 }
 
@@ -60,19 +42,8 @@ impl SweeperMetrics {
         metrics
     }
 
-    /// Counts one thing the sweeper did.
-    pub fn record_sweep(&self, outcome: SweepOutcome) {
-        match outcome {
-            SweepOutcome::Reset => self.resets.record_reset(ResetBy::Sweeper),
-            SweepOutcome::Conflict => {
-                self.conflicts.inc();
-            }
-            SweepOutcome::Error => {
-                self.errors.inc();
-            }
-            SweepOutcome::WatchRestart => {
-                self.watch_restarts.inc();
-            }
-        }
+    /// Counts a stale force the sweeper reset.
+    pub fn record_reset(&self) {
+        self.resets.record_reset(ResetBy::Sweeper);
     }
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::args::LeaseOptions;
 use super::controllers::{self, Started, Worker};
 use super::observed::{Decision, Observed, StatedDuration, Version, looks_like_a_sibling};
-use crate::metrics::leader::{LeaderMetrics, Transition};
+use crate::metrics::leader::LeaderMetrics;
 
 /// How long releasing the Lease on shutdown may take.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -127,12 +127,12 @@ impl Election {
         if leads && self.leading.is_none() {
             self.leading = Some(controllers::start(controllers));
             self.metrics.set_leading(true);
-            self.metrics.record_transition(Transition::Acquired);
+            self.metrics.record_transition("acquired");
             tracing::info!(identity = %self.options.identity, "this replica leads: background controllers started");
         } else if !leads && let Some(stopping) = self.leading.take() {
             stopping.stop().await;
             self.metrics.set_leading(false);
-            self.metrics.record_transition(Transition::Lost);
+            self.metrics.record_transition("lost");
             let why = if self.holds() {
                 "no renewal of the Lease succeeded within the renew deadline"
             } else {
@@ -189,7 +189,7 @@ impl Election {
             }
             Outcome::Lost => {
                 if self.holds() {
-                    self.metrics.record_lease_error();
+                    self.metrics.lease_errors.inc();
                     tracing::warn!(
                         "the Lease changed between reading and renewing it; reading it again"
                     );
@@ -197,7 +197,7 @@ impl Election {
                 Instant::now() + retry
             }
             Outcome::Failed(e) => {
-                self.metrics.record_lease_error();
+                self.metrics.lease_errors.inc();
                 tracing::warn!(error = %e, holder = self.holds(), "a call about the Lease failed; trying again");
                 if is_status(&e, 404) {
                     self.held = None;
@@ -282,7 +282,7 @@ impl Election {
         if let Some(stopping) = leading {
             stopping.stop().await;
             metrics.set_leading(false);
-            metrics.record_transition(Transition::Released);
+            metrics.record_transition("released");
         }
         let Some(lease) = held else {
             return;
@@ -300,11 +300,11 @@ impl Election {
         match tokio::time::timeout(RELEASE_TIMEOUT, write).await {
             Ok(Ok(_)) => tracing::info!("background controllers stopped; the Lease is released"),
             Ok(Err(e)) => {
-                metrics.record_lease_error();
+                metrics.lease_errors.inc();
                 tracing::warn!(error = %e, "cannot release the Lease: another replica takes over once it expires");
             }
             Err(_) => {
-                metrics.record_lease_error();
+                metrics.lease_errors.inc();
                 tracing::warn!(
                     "releasing the Lease timed out: another replica takes over once it expires"
                 );

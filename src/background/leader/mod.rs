@@ -200,15 +200,9 @@ async fn watch_released(
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher::watcher(api, config).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let event = tokio::select! {
-            () = stop.cancelled() => return,
-            event = stream.next() => event,
-        };
+    let follow = stream.for_each(|event| {
         match event {
-            None => return,
-            Some(Ok(Event::Apply(lease) | Event::InitApply(lease))) => {
+            Ok(Event::Apply(lease) | Event::InitApply(lease)) => {
                 let free = lease
                     .spec
                     .as_ref()
@@ -218,11 +212,13 @@ async fn watch_released(
                     released.notify_one();
                 }
             }
-            Some(Ok(Event::Delete(_))) => deleted.notify_one(),
-            Some(Ok(Event::Init | Event::InitDone)) => {}
-            Some(Err(e)) => {
+            Ok(Event::Delete(_)) => deleted.notify_one(),
+            Ok(Event::Init | Event::InitDone) => {}
+            Err(e) => {
                 tracing::debug!(error = %e, "the watch of the Lease failed; restarting with backoff");
             }
         }
-    }
+        std::future::ready(())
+    });
+    stop.run_until_cancelled(follow).await;
 }
