@@ -42,10 +42,8 @@ use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject};
 /// view of what it stores (the audit's table, kind 0).
 pub type Rollout = Audited<PIPELINE_ROLLOUTS>;
 
-/// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";
 
-/// How many objects are looked at at once.
 const CONCURRENCY: u16 = 4;
 
 /// How long after a failed reset (other than a lost race) it is tried
@@ -57,9 +55,7 @@ const RETRY: Duration = Duration::from_secs(5);
 pub struct SweeperContext {
     /// The policy in force (it may be reloaded while the sweeper runs).
     pub policy: watch::Receiver<Arc<Policy>>,
-    /// Where the sweeper's Events go.
     pub events: EventQueue,
-    /// Where what it does is counted.
     pub metrics: SweeperMetrics,
 }
 
@@ -123,7 +119,6 @@ impl StaleForces {
         }
     }
 
-    /// Forgets an object (reset, or lost a race).
     pub fn forget(&mut self, key: &Key) {
         self.tracked.remove(key);
     }
@@ -145,7 +140,6 @@ impl StaleForces {
         ))
     }
 
-    /// The objects tracked, as the store names them.
     pub fn refs(&self) -> Vec<ObjectRef<Rollout>> {
         self.tracked
             .keys()
@@ -153,13 +147,11 @@ impl StaleForces {
             .collect()
     }
 
-    /// How many objects are tracked.
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.tracked.len()
     }
 
-    /// Whether none are.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.tracked.is_empty()
@@ -188,7 +180,6 @@ fn key_of(object: &Rollout) -> Option<Key> {
     ))
 }
 
-/// What the reconciler works with.
 struct Sweep {
     client: kube::Client,
     context: SweeperContext,
@@ -208,10 +199,10 @@ impl Sweep {
 #[error("stale force not reset: {0}")]
 struct NotReset(kube::Error);
 
-/// Resets, with `context`, the stale forces of the PipelineRollouts in
-/// `store` (those whose force is on) as `triggers` brings them, until `stop` is cancelled; a reset in
-/// flight then finishes (it carries its precondition), within the
-/// leader's stop timeout.
+/// Resets the stale forces of the PipelineRollouts in `store` as
+/// `triggers` brings them, until `stop` is cancelled; a reset in flight
+/// then finishes (it carries its precondition), within the leader's stop
+/// timeout.
 pub async fn run(
     client: kube::Client,
     context: SweeperContext,

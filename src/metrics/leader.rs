@@ -6,10 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// Labels of a change of who runs the background controllers.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TransitionLabels {
-    /// acquired, lost or released.
     pub transition: &'static str,
 }
 

@@ -26,15 +26,6 @@ pub struct Worker {
     start: Start,
 }
 
-impl std::fmt::Debug for Worker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker")
-            .field("name", &self.name)
-            .field("needs_lease", &self.needs_lease)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Worker {
     /// A controller named `name` that `start` runs in the replica that
     /// holds the Lease: given a token, it returns a future that stops all

@@ -30,20 +30,18 @@ pub(super) enum Outcome {
         took: bool,
         lease: Box<Lease>,
     },
-    /// Another replica holds it.
-    Following { holder: String },
+    Following {
+        holder: String,
+    },
     /// Another replica wrote the Lease (or made it) between the read and
     /// the write: read it again.
     Lost,
-    /// A read or a write failed.
     Failed(kube::Error),
 }
 
 /// The call about the Lease in flight, or the wait before the next one.
 pub(super) enum Call {
-    /// Waiting until the next call.
     At(Instant),
-    /// A call in flight.
     Calling(BoxFuture<'static, (Option<Observed>, Outcome)>),
 }
 
@@ -79,12 +77,11 @@ fn wall_now(offset: SignedDuration) -> MicroTime {
     )
 }
 
-/// One replica's part in the election.
 pub(super) struct Election {
     pub(super) options: LeaseOptions,
     pub(super) api: Api<Lease>,
     pub(super) metrics: LeaderMetrics,
-    /// The wall clock's offset in what this replica writes (tests only).
+    /// The offset of [`wall_now`] (tests only).
     pub(super) clock_offset: SignedDuration,
     /// The Lease as this replica last read it, and since when.
     pub(super) observed: Option<Observed>,
@@ -98,7 +95,6 @@ pub(super) struct Election {
     /// Since when this replica has seen the Lease held by others without
     /// holding it or seeing it free; `None` while it holds it.
     pub(super) following_since: Option<Instant>,
-    /// Whether the long follow of `following_since` has been logged.
     pub(super) follow_logged: bool,
 }
 
@@ -108,7 +104,6 @@ pub(super) struct Election {
 pub const FOLLOW_LOG_DURATIONS: u32 = 3;
 
 impl Election {
-    /// Whether this replica holds the Lease by its last call.
     pub(super) fn holds(&self) -> bool {
         self.held.is_some()
     }
@@ -142,7 +137,6 @@ impl Election {
         }
     }
 
-    /// Starts the next call when its time has come.
     pub(super) fn call_now(&mut self) {
         let (api, options, observed) = (
             self.api.clone(),
@@ -250,7 +244,6 @@ impl Election {
         );
     }
 
-    /// The watch says the Lease was released: call at once.
     pub(super) fn released(&mut self) {
         tracing::debug!("the Lease was released: trying to take it");
         self.call = Call::At(Instant::now());
@@ -380,7 +373,6 @@ async fn attempt(
     }
 }
 
-/// Makes the Lease, held by this replica.
 async fn create(api: &Api<Lease>, options: &LeaseOptions, offset: SignedDuration) -> Outcome {
     let now = wall_now(offset);
     let lease = Lease {

@@ -42,10 +42,6 @@
 //!
 //! With election off ([`run_unelected`]) the controllers run from start to
 //! shutdown, in every replica.
-//!
-//! Tests run a replica whose wall clock is off with the environment
-//! variable [`CLOCK_OFFSET_ENV`] (seconds, signed): it shifts only the
-//! times this replica writes into the Lease. `serve` has no flag for it.
 
 pub mod args;
 pub mod controllers;

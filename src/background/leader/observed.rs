@@ -22,7 +22,6 @@ pub struct Version {
 }
 
 impl Version {
-    /// The version of `lease`.
     pub fn of(lease: &Lease) -> Self {
         let spec = lease.spec.as_ref();
         Self {
@@ -40,7 +39,6 @@ impl Version {
 /// The version of the Lease this replica last saw, and when it first saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
-    /// The version seen.
     pub version: Version,
     /// How long the holder may go without renewing: the Lease's
     /// `leaseDurationSeconds`, or this replica's own duration without one.
@@ -61,7 +59,6 @@ pub enum Decision {
     Take,
     /// Another replica holds it; it cannot be taken before `until`.
     Follow {
-        /// The holder.
         holder: String,
         /// When it expires unless it changes before.
         until: Instant,
