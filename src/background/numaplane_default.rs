@@ -66,17 +66,12 @@ async fn follow(client: kube::Client, namespace: &str, into: &ArcSwap<ClusterDef
                 "cannot watch {namespace}/{CONTROLLER_CONFIG}: {e}"
             )),
         };
-        store(into, read);
-    }
-}
-
-/// Stores `read`, logging when it changes.
-fn store(into: &ArcSwap<ClusterDefault>, read: ClusterDefault) {
-    if **into.load() != read {
-        tracing::info!(
-            default = %Escaped(&read.described()),
-            "Numaplane's cluster default upgrade strategy, for namespaces without their own"
-        );
-        into.store(Arc::new(read));
+        if **into.load() != read {
+            tracing::info!(
+                default = %Escaped(&read.described()),
+                "Numaplane's cluster default upgrade strategy, for namespaces without their own"
+            );
+            into.store(Arc::new(read));
+        }
     }
 }

@@ -185,29 +185,21 @@ impl DefinitionLookup for Watched {
                     .to_owned(),
             );
         }
-        let mut found = Definitions::Found {
-            own: false,
-            numaplane: false,
-            elsewhere: None,
-        };
+        let (mut own, mut numaplane, mut elsewhere) = (false, false, None);
         for map in self.definitions.state() {
             let defines = map.data.as_ref().is_some_and(|d| d.contains_key(version));
-            let Definitions::Found {
-                own,
-                numaplane,
-                elsewhere,
-            } = &mut found
-            else {
-                break;
-            };
             match map.metadata.namespace.as_deref() {
-                Some(ns) if defines && ns == numaplane_namespace => *numaplane = true,
-                Some(ns) if defines && ns == namespace => *own = true,
-                Some(ns) if defines => *elsewhere = Some(ns.to_owned()),
+                Some(ns) if defines && ns == numaplane_namespace => numaplane = true,
+                Some(ns) if defines && ns == namespace => own = true,
+                Some(ns) if defines => elsewhere = Some(ns.to_owned()),
                 _ => {}
             }
         }
-        found
+        Definitions::Found {
+            own,
+            numaplane,
+            elsewhere,
+        }
     }
 }
 

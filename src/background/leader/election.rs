@@ -261,23 +261,15 @@ impl Election {
     /// Shutdown: the call in flight is dropped, the controllers stopped,
     /// then the Lease released (a write of the version this replica last
     /// wrote, so a Lease taken since is left alone).
-    pub(super) async fn release(self) {
-        let Election {
-            call,
-            leading,
-            held,
-            metrics,
-            api,
-            options,
-            ..
-        } = self;
-        drop(call);
-        if let Some(stopping) = leading {
+    pub(super) async fn release(mut self) {
+        self.call = Call::At(Instant::now());
+        let (metrics, options) = (&self.metrics, &self.options);
+        if let Some(stopping) = self.leading.take() {
             stopping.stop().await;
             metrics.set_leading(false);
             metrics.record_transition("released");
         }
-        let Some(lease) = held else {
+        let Some(lease) = &self.held else {
             return;
         };
         let patch = json!({
@@ -289,7 +281,7 @@ impl Election {
             ..PatchParams::default()
         };
         let patch = Patch::Merge(&patch);
-        let write = api.patch(&options.name, &params, &patch);
+        let write = self.api.patch(&options.name, &params, &patch);
         match tokio::time::timeout(RELEASE_TIMEOUT, write).await {
             Ok(Ok(_)) => tracing::info!("background controllers stopped; the Lease is released"),
             Ok(Err(e)) => {

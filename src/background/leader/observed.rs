@@ -86,18 +86,14 @@ impl Observed {
         }
     }
 
-    /// Whether the holder has not renewed for the Lease's duration, as
-    /// this replica's clock measures it at `now`.
-    pub fn expired(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.since) >= self.duration
-    }
-
-    /// What replica `identity` does about the Lease at `now`.
+    /// What replica `identity` does about the Lease at `now`: another's is
+    /// taken once it has not changed for its duration on this replica's
+    /// clock.
     pub fn decide(&self, identity: &str, now: Instant) -> Decision {
         match &self.version.holder {
             None => Decision::Take,
             Some(holder) if holder == identity => Decision::Renew,
-            Some(_) if self.expired(now) => Decision::Take,
+            Some(_) if now.saturating_duration_since(self.since) >= self.duration => Decision::Take,
             Some(holder) => Decision::Follow {
                 holder: holder.clone(),
                 until: self.since + self.duration,
@@ -113,11 +109,8 @@ impl Observed {
 pub enum StatedDuration {
     /// Positive and within the bound: counted as stated.
     Trusted(Duration),
-    /// Longer than the bound: the bound is counted.
-    Capped {
-        /// The seconds the Lease states.
-        stated: i32,
-    },
+    /// Longer than the bound (the seconds stated): the bound is counted.
+    Capped(i32),
     /// Absent, zero or negative: the bound is counted.
     Unusable(Option<i32>),
 }
@@ -130,9 +123,7 @@ impl StatedDuration {
             Some(Ok(s)) if s > 0 && Duration::from_secs(s) <= bound => {
                 Self::Trusted(Duration::from_secs(s))
             }
-            Some(Ok(s)) if s > 0 => Self::Capped {
-                stated: seconds.unwrap_or_default(),
-            },
+            Some(Ok(s)) if s > 0 => Self::Capped(seconds.unwrap_or_default()),
             _ => Self::Unusable(seconds),
         }
     }
@@ -141,7 +132,7 @@ impl StatedDuration {
     pub fn counted(self, bound: Duration) -> Duration {
         match self {
             Self::Trusted(d) => d,
-            Self::Capped { .. } | Self::Unusable(_) => bound,
+            Self::Capped(_) | Self::Unusable(_) => bound,
         }
     }
 
@@ -151,7 +142,7 @@ impl StatedDuration {
         let bound = bound.as_secs();
         match self {
             Self::Trusted(_) => None,
-            Self::Capped { stated } => Some(format!(
+            Self::Capped(stated) => Some(format!(
                 "the Lease states leaseDurationSeconds {stated}, longer than this replica's own {bound}: its holder is trusted for {bound} s without renewing, no longer"
             )),
             Self::Unusable(None) => Some(format!(
