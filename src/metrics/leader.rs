@@ -1,21 +1,15 @@
 //! The metrics of leader election (`background::leader`).
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TransitionLabels {
-    pub transition: &'static str,
-}
-
 /// The metrics of leader election, each described where it is registered.
 #[derive(Debug, Clone)]
 pub struct LeaderMetrics {
     pub leader: Gauge,
-    pub transitions: Family<TransitionLabels, Counter>,
+    pub transitions: Family<[(&'static str, &'static str); 1], Counter>,
     pub lease_errors: Counter,
     pub lease_followed: Gauge,
 }
@@ -69,7 +63,7 @@ impl LeaderMetrics {
     /// (on shutdown).
     pub fn record_transition(&self, transition: &'static str) {
         self.transitions
-            .get_or_create(&TransitionLabels { transition })
+            .get_or_create(&[("transition", transition)])
             .inc();
     }
 }

@@ -59,13 +59,6 @@ impl Call {
     }
 }
 
-pub(super) async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The wall-clock time written into the Lease (`acquireTime`,
 /// `renewTime`): for people reading it, never for the election. `offset`
 /// shifts it, so that tests can run a replica whose clock is wrong.

@@ -49,6 +49,7 @@ mod election;
 pub mod observed;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -60,7 +61,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::args::{LeaseOptions, LeaseOptionsError};
 pub use self::controllers::Worker;
-use self::election::{Call, Election, sleep_until};
+use self::election::{Call, Election};
 use crate::metrics::leader::LeaderMetrics;
 
 /// Runs `controllers` from now until `shutdown` is cancelled, then stops
@@ -159,7 +160,7 @@ pub async fn run_elected(
         observed: None,
         held: None,
         renewed: None,
-        call: Call::At(std::time::Instant::now()),
+        call: Call::At(Instant::now()),
         leading: None,
         following_since: None,
         follow_logged: false,
@@ -169,11 +170,12 @@ pub async fn run_elected(
         let check = election
             .valid_until()
             .filter(|_| election.leading.is_some());
+        let deadline = tokio::time::sleep_until(check.unwrap_or_else(Instant::now).into());
         let holds = election.holds();
         tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
-            () = sleep_until(check) => {}
+            () = deadline, if check.is_some() => {}
             () = deleted.notified() => election.deleted(),
             () = released.notified(), if !holds => election.released(),
             done = election.call.done() => match done {
