@@ -4,17 +4,15 @@
 //! forced re-apply's `allow-data-loss: "true"` can outlive its pause with no
 //! request for `/mutate` to reset. The sweeper is a kube-runtime
 //! `Controller` of the PipelineRollouts whose force is on, on the leader's
-//! shared reader ([`super::rollouts`]): it resets the annotation to "false" once the pause
-//! has been over for the grace period (the reconciler requeues the object
-//! for the rest of the grace), with a JSON Patch whose first operation
-//! tests the `resourceVersion` it saw: a concurrent change wins and is
-//! looked at again when it arrives. A reset that fails otherwise is retried
-//! by the error policy. It runs under the elected leader
-//! ([`super::leader`]), so one replica patches; were two ever to run at
-//! once, the second reset would simply fail its test. It reads the policy
-//! in force from a `watch` channel, and the objects it tracks are looked
-//! at again when the policy changes; what it does is counted in its own block of
-//! metrics ([`SweeperMetrics`]).
+//! shared reader ([`super::rollout_watch`]): it resets the annotation to
+//! "false" once the pause has been over for the grace period (the
+//! reconciler requeues the object for the rest of the grace), with a JSON
+//! Patch whose first operation tests the `resourceVersion` it saw: a
+//! concurrent change wins and is looked at again when it arrives. A reset
+//! that fails otherwise is retried by the error policy. It runs under the
+//! elected leader ([`super::leader`]), so one replica patches; were two
+//! ever to run at once, the second reset would simply fail its test. The
+//! objects it tracks are looked at again when the policy changes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -80,19 +78,12 @@ impl SweeperArgs {
 /// An object by namespace and name.
 pub type Key = (String, String);
 
-/// What the sweeper knows of one object whose force is on and whose pause
-/// is over.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Tracked {
-    resource_version: String,
-    over_since: Instant,
-}
-
-/// The objects whose force outlives its pause, and since when. Pure: the
-/// reconciler feeds it and asks it how long is left.
+/// The objects whose force outlives its pause: the resourceVersion seen,
+/// and since when the pause is over. Pure: the reconciler feeds it and asks
+/// it how long is left.
 #[derive(Debug, Default)]
 pub struct StaleForces {
-    tracked: HashMap<Key, Tracked>,
+    tracked: HashMap<Key, (String, Instant)>,
 }
 
 impl StaleForces {
@@ -104,18 +95,12 @@ impl StaleForces {
         object: &GuardedObject,
         now: Instant,
     ) {
-        let stale = stale_force_reset::force_is_stale(object);
-        match (stale, resource_version) {
-            (true, Some(rv)) => {
-                let entry = self.tracked.entry(key).or_insert_with(|| Tracked {
-                    resource_version: rv.to_owned(),
-                    over_since: now,
-                });
-                rv.clone_into(&mut entry.resource_version);
+        match resource_version.filter(|_| stale_force_reset::force_is_stale(object)) {
+            Some(rv) => {
+                let since = self.tracked.get(&key).map_or(now, |(_, since)| *since);
+                self.tracked.insert(key, (rv.to_owned(), since));
             }
-            _ => {
-                self.tracked.remove(&key);
-            }
+            None => self.forget(&key),
         }
     }
 
@@ -132,12 +117,9 @@ impl StaleForces {
     /// is due), with the resourceVersion seen; `None` when it is not
     /// tracked.
     pub fn wait(&self, key: &Key, now: Instant, grace: Duration) -> Option<(Duration, &str)> {
-        let tracked = self.tracked.get(key)?;
-        let over_for = now.saturating_duration_since(tracked.over_since);
-        Some((
-            grace.saturating_sub(over_for),
-            tracked.resource_version.as_str(),
-        ))
+        let (rv, since) = self.tracked.get(key)?;
+        let over_for = now.saturating_duration_since(*since);
+        Some((grace.saturating_sub(over_for), rv.as_str()))
     }
 
     pub fn refs(&self) -> Vec<ObjectRef<Rollout>> {

@@ -12,10 +12,6 @@ use tokio_util::sync::CancellationToken;
 /// aborting them (they are asked to return within a second).
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Starting a controller gives a future that runs until its token is
-/// cancelled.
-type Start = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
-
 /// A background controller: a name for the logs, whether it needs the
 /// Lease, and how to start it. One that needs the Lease may be started and
 /// stopped many times (each time this replica leads); one that does not
@@ -23,7 +19,7 @@ type Start = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sy
 pub struct Worker {
     name: &'static str,
     needs_lease: bool,
-    start: Start,
+    start: Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>,
 }
 
 impl Worker {

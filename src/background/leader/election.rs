@@ -131,15 +131,9 @@ impl Election {
     }
 
     pub(super) fn call_now(&mut self) {
-        let (api, options, observed) = (
-            self.api.clone(),
-            self.options.clone(),
-            self.observed.clone(),
-        );
-        let offset = self.clock_offset;
-        self.call = Call::Calling(Box::pin(async move {
-            attempt(&api, &options, offset, observed).await
-        }));
+        let (api, options) = (self.api.clone(), self.options.clone());
+        let call = attempt(api, options, self.clock_offset, self.observed.clone());
+        self.call = Call::Calling(Box::pin(call));
     }
 
     /// Takes in what a call came to, and schedules the next one.
@@ -298,14 +292,14 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 /// One call: reads the Lease (making it, held by this replica, when it is
 /// missing), then renews it, takes it or follows its holder.
 async fn attempt(
-    api: &Api<Lease>,
-    options: &LeaseOptions,
+    api: Api<Lease>,
+    options: LeaseOptions,
     offset: SignedDuration,
     observed: Option<Observed>,
 ) -> (Option<Observed>, Outcome) {
     let lease = match api.get_opt(&options.name).await {
         Ok(Some(lease)) => lease,
-        Ok(None) => return (None, create(api, options, offset).await),
+        Ok(None) => return (None, create(&api, &options, offset).await),
         Err(e) => return (observed, Outcome::Failed(e)),
     };
     let stated = StatedDuration::of(&lease, options.duration);
