@@ -24,19 +24,16 @@ use super::sweeper::{self, Rollout, SweeperContext};
 /// watch waits for it.
 const CHANGES_BUFFER: usize = 256;
 
-/// Whether the sweeper has anything to look at in `object`.
-fn forced(object: &Rollout) -> bool {
-    object.view.forces_reapply()
-}
-
 /// What the sweeper's store takes from one watch event: only objects
 /// whose force is on; one whose force is off is removed. `None`: nothing.
 fn for_sweeper(event: &Event<Rollout>) -> Option<Event<Rollout>> {
     match event {
         Event::Init => Some(Event::Init),
         Event::InitDone => Some(Event::InitDone),
-        Event::InitApply(object) => forced(object).then(|| Event::InitApply(object.clone())),
-        Event::Apply(object) if forced(object) => Some(Event::Apply(object.clone())),
+        Event::InitApply(object) => {
+            (object.view.forces_reapply()).then(|| Event::InitApply(object.clone()))
+        }
+        Event::Apply(object) if object.view.forces_reapply() => Some(Event::Apply(object.clone())),
         Event::Apply(object) | Event::Delete(object) => Some(Event::Delete(object.clone())),
     }
 }
