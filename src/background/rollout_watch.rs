@@ -59,29 +59,24 @@ pub async fn run(
         events = events
             .then(move |event| {
                 let mut wake = Vec::new();
-                match &event {
-                    Err(_) => {
-                        metrics.watch_restarts.inc();
-                    }
-                    Ok(event) => {
-                        if matches!(event, Event::Init) {
-                            if started {
-                                metrics.watch_restarts.inc();
-                            }
-                            started = true;
+                let restarted = match &event {
+                    Err(_) => true,
+                    Ok(Event::Init) => std::mem::replace(&mut started, true),
+                    Ok(_) => false,
+                };
+                if restarted {
+                    metrics.watch_restarts.inc();
+                }
+                if let Some(kept) = event.as_ref().ok().and_then(for_sweeper) {
+                    writer.apply_watcher_event(&kept);
+                    match kept {
+                        Event::Apply(object) => wake.push(object),
+                        // The list is in the store now: every object in
+                        // it is looked at.
+                        Event::InitDone => {
+                            wake.extend(writer.as_reader().state().iter().map(|o| (**o).clone()));
                         }
-                        if let Some(kept) = for_sweeper(event) {
-                            writer.apply_watcher_event(&kept);
-                            match kept {
-                                Event::Apply(object) => wake.push(object),
-                                // The list is in the store now: every
-                                // object in it is looked at.
-                                Event::InitDone => wake.extend(
-                                    writer.as_reader().state().iter().map(|o| (**o).clone()),
-                                ),
-                                _ => {}
-                            }
-                        }
+                        _ => {}
                     }
                 }
                 let changes = changes.clone();

@@ -177,19 +177,11 @@ fn field_manager(identity: &str) -> String {
 /// This replica's identity: the pod's name (`POD_NAME`, which the
 /// Deployment sets), else the host name and the process id.
 pub fn identity(pod_name: Option<String>, hostname: Option<String>, pid: u32) -> String {
-    match pod_name
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty())
-    {
-        Some(name) => name,
-        None => {
-            let host = hostname
-                .map(|h| h.trim().to_owned())
-                .filter(|h| !h.is_empty())
-                .unwrap_or_else(|| "unknown-host".to_owned());
-            format!("{host}_{pid}")
-        }
-    }
+    let given = |s: Option<String>| s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    given(pod_name).unwrap_or_else(|| {
+        let host = given(hostname).unwrap_or_else(|| "unknown-host".to_owned());
+        format!("{host}_{pid}")
+    })
 }
 
 /// [`identity`] from this process's environment.
