@@ -1,10 +1,9 @@
-//! One replica's part in the election, call by call: read the Lease, then
-//! renew it, take it or follow its holder ([`Observed::decide`]), each
-//! write a merge patch carrying the `resourceVersion` just read.
-//! [`super::run_elected`] loops over it.
+//! One replica's part in the election ([`super`] describes it), call by
+//! call; [`super::run_elected`] loops over it.
 
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -39,24 +38,13 @@ pub(super) enum Outcome {
     Failed(kube::Error),
 }
 
-/// The call about the Lease in flight, or the wait before the next one.
-pub(super) enum Call {
-    At(Instant),
-    Calling(BoxFuture<'static, (Option<Observed>, Outcome)>),
-}
+/// The call about the Lease in flight, or the wait before the next one
+/// (which completes with `None`).
+pub(super) type Call = BoxFuture<'static, Option<(Option<Observed>, Outcome)>>;
 
-impl Call {
-    /// Completes when the call answers, or when the wait is over (with
-    /// `None`).
-    pub(super) async fn done(&mut self) -> Option<(Option<Observed>, Outcome)> {
-        match self {
-            Call::At(at) => {
-                tokio::time::sleep_until((*at).into()).await;
-                None
-            }
-            Call::Calling(f) => Some(f.await),
-        }
-    }
+/// The wait until the next call, at `at`.
+pub(super) fn call_at(at: Instant) -> Call {
+    Box::pin(tokio::time::sleep_until(at.into()).map(|()| None))
 }
 
 /// The wall-clock time written into the Lease (`acquireTime`,
@@ -133,7 +121,7 @@ impl Election {
     pub(super) fn call_now(&mut self) {
         let (api, options) = (self.api.clone(), self.options.clone());
         let call = attempt(api, options, self.clock_offset, self.observed.clone());
-        self.call = Call::Calling(Box::pin(call));
+        self.call = Box::pin(call.map(Some));
     }
 
     /// Takes in what a call came to, and schedules the next one.
@@ -190,7 +178,7 @@ impl Election {
             .following_since
             .map_or(Duration::ZERO, |since| since.elapsed());
         self.metrics.set_followed(followed);
-        self.call = Call::At(next);
+        self.call = call_at(next);
     }
 
     /// Logs what is wrong with the Lease's stated duration, once for each
@@ -233,7 +221,7 @@ impl Election {
 
     pub(super) fn released(&mut self) {
         tracing::debug!("the Lease was released: trying to take it");
-        self.call = Call::At(Instant::now());
+        self.call = call_at(Instant::now());
     }
 
     /// The watch says the Lease was deleted: whoever makes it anew may take
@@ -242,14 +230,14 @@ impl Election {
         tracing::warn!("the Lease was deleted: making it anew and trying to take it");
         self.held = None;
         self.observed = None;
-        self.call = Call::At(Instant::now());
+        self.call = call_at(Instant::now());
     }
 
     /// Shutdown: the call in flight is dropped, the controllers stopped,
     /// then the Lease released (a write of the version this replica last
     /// wrote, so a Lease taken since is left alone).
     pub(super) async fn release(mut self) {
-        self.call = Call::At(Instant::now());
+        self.call = call_at(Instant::now());
         let (metrics, options) = (&self.metrics, &self.options);
         if let Some(stopping) = self.leading.take() {
             stopping.stop().await;

@@ -61,7 +61,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::args::{LeaseOptions, LeaseOptionsError};
 pub use self::controllers::Worker;
-use self::election::{Call, Election};
+use self::election::{Election, call_at};
 use crate::metrics::leader::LeaderMetrics;
 
 /// Runs `controllers` from now until `shutdown` is cancelled, then stops
@@ -95,11 +95,9 @@ fn clock_offset() -> k8s_openapi::jiff::SignedDuration {
     k8s_openapi::jiff::SignedDuration::from_secs(seconds)
 }
 
-/// The Lease client: each request must be answered within the retry
-/// period (so a hung API server fails a renewal instead of stalling it).
-/// The timeout is per request, not a read timeout on the connection, which
-/// would also close idle pooled connections and fail the request handed
-/// one just then.
+/// The Lease client: each request times out after the retry period (per
+/// request: a read timeout on the connection would also close idle pooled
+/// connections and fail the request handed one just then).
 fn lease_client(
     mut config: kube::Config,
     options: &LeaseOptions,
@@ -160,7 +158,7 @@ pub async fn run_elected(
         observed: None,
         held: None,
         renewed: None,
-        call: Call::At(Instant::now()),
+        call: call_at(Instant::now()),
         leading: None,
         following_since: None,
         follow_logged: false,
@@ -178,7 +176,7 @@ pub async fn run_elected(
             () = deadline, if check.is_some() => {}
             () = deleted.notified() => election.deleted(),
             () = released.notified(), if !holds => election.released(),
-            done = election.call.done() => match done {
+            done = &mut election.call => match done {
                 None => election.call_now(),
                 Some((observed, outcome)) => election.answered(observed, outcome),
             },

@@ -1,10 +1,7 @@
 //! Whether the Lease may be taken, judged by this replica's own monotonic
-//! clock, never by the holder's `renewTime` ([`super`] says why). Pure: the
-//! election passes in what it read and when. This replica remembers the
-//! version of the Lease it last saw (holder, `renewTime`,
-//! `resourceVersion`) and when it saw it change: a holder that keeps
-//! renewing changes the Lease every retry period, so it is never judged
-//! expired, whatever its clock says.
+//! clock from when it saw the Lease change, never by the holder's
+//! `renewTime` ([`super`] says why). Pure: the election passes in what it
+//! read and when.
 
 use std::time::{Duration, Instant};
 
