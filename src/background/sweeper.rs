@@ -155,13 +155,6 @@ pub fn reset_patch(resource_version: &str) -> json_patch::Patch {
     ])
 }
 
-fn key_of(object: &Rollout) -> Option<Key> {
-    Some((
-        object.metadata.namespace.clone()?,
-        object.metadata.name.clone()?,
-    ))
-}
-
 struct Sweep {
     client: kube::Client,
     context: SweeperContext,
@@ -232,9 +225,10 @@ pub async fn run(
 /// Looks at one PipelineRollout: tracks a force outliving its pause, and
 /// resets it once the grace is over.
 async fn reconcile(object: Arc<Rollout>, sweep: Arc<Sweep>) -> Result<Action, NotReset> {
-    let Some(key) = key_of(&object) else {
+    let (Some(namespace), Some(name)) = (&object.metadata.namespace, &object.metadata.name) else {
         return Ok(Action::await_change());
     };
+    let key = (namespace.clone(), name.clone());
     let due = {
         let mut stale = sweep.stale();
         let known = stale.wait(&key, Instant::now(), sweep.grace).is_some();

@@ -6,7 +6,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// The metrics of leader election, each described where it is registered.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct LeaderMetrics {
     pub leader: Gauge,
     pub transitions: Family<[(&'static str, &'static str); 1], Counter>,
@@ -17,12 +17,7 @@ pub struct LeaderMetrics {
 impl LeaderMetrics {
     /// Creates the block and registers it in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            leader: Gauge::default(),
-            transitions: Family::default(),
-            lease_errors: Counter::default(),
-            lease_followed: Gauge::default(),
-        };
+        let metrics = Self::default();
         registry.register(
             "leader",
             "1 while this replica runs the background controllers (the stale-force sweeper): as the holder of the Lease, or always with --leader-elect=false; else 0",

@@ -69,7 +69,7 @@ impl Worker {
 #[derive(Debug)]
 pub struct Started {
     stop: CancellationToken,
-    tasks: JoinSet<&'static str>,
+    tasks: JoinSet<()>,
 }
 
 /// Starts every controller with one token.
@@ -77,12 +77,7 @@ pub fn start(controllers: &[Worker]) -> Started {
     let stop = CancellationToken::new();
     let mut tasks = JoinSet::new();
     for controller in controllers {
-        let run = (controller.start)(stop.child_token());
-        let name = controller.name;
-        tasks.spawn(async move {
-            run.await;
-            name
-        });
+        tasks.spawn((controller.start)(stop.child_token()));
     }
     Started { stop, tasks }
 }
@@ -108,8 +103,7 @@ impl Started {
             return 0;
         }
         let left = self.tasks.len();
-        self.tasks.abort_all();
-        while self.tasks.join_next().await.is_some() {}
+        self.tasks.shutdown().await;
         tracing::error!(
             left,
             timeout = ?STOP_TIMEOUT,
