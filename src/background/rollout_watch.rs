@@ -9,6 +9,7 @@
 //! of every object beside the audit's took `audit_bench`'s leader from 45.6
 //! to 60.4 MiB at 10,000 rollouts (docs/performance.md).
 
+use futures_util::future::OptionFuture;
 use futures_util::{FutureExt as _, StreamExt as _};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
@@ -102,11 +103,8 @@ pub async fn run(
             .map(drop)
             .boxed(),
     };
-    let sweeper = match sweeper_parts {
-        Some((context, grace, store, triggers)) => {
-            sweeper::run(client, context, grace, store, triggers, stop).boxed()
-        }
-        None => std::future::ready(()).boxed(),
-    };
+    let sweeper = OptionFuture::from(sweeper_parts.map(|(context, grace, store, triggers)| {
+        sweeper::run(client, context, grace, store, triggers, stop)
+    }));
     tokio::join!(audit, sweeper);
 }
