@@ -15,16 +15,7 @@ pub struct Backoff {
     max: Duration,
 }
 
-impl std::fmt::Debug for Backoff {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backoff")
-            .field("max", &self.max)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Backoff {
-    /// From `first` up to `max`.
     pub fn new(first: Duration, max: Duration) -> Self {
         let builder = backon::ExponentialBuilder::default()
             .with_min_delay(first)
@@ -37,12 +28,10 @@ impl Backoff {
         }
     }
 
-    /// The wait before the next attempt.
     pub fn next_wait(&mut self) -> Duration {
         self.waits.next().unwrap_or(self.max)
     }
 
-    /// Back to the first wait.
     pub fn reset(&mut self) {
         self.waits.reset();
     }

@@ -24,5 +24,4 @@ pub mod list;
 pub mod numaplane_default;
 pub mod rollout_watch;
 pub mod sweeper;
-pub mod sweeper_args;
 pub mod watched;

@@ -14,7 +14,7 @@ use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::WatchStreamExt as _;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::logtext::Escaped;
@@ -44,39 +44,26 @@ pub async fn run(
 /// Watches the ConfigMap in `namespace` for as long as the watch yields.
 async fn follow(client: kube::Client, namespace: &str, into: &ArcSwap<ClusterDefault>) {
     let api: Api<ConfigMap> = Api::namespaced(client, namespace);
-    let config = watcher::Config::default().fields(&format!("metadata.name={CONTROLLER_CONFIG}"));
     // kube-runtime's backoff spaces the retries after an error.
-    let mut events = watcher::watcher(api, config).default_backoff().boxed();
-    let mut seen = false;
-    while let Some(event) = events.next().await {
-        let read = match event {
-            Ok(Event::Init) => {
-                seen = false;
-                continue;
-            }
-            Ok(Event::InitApply(map) | Event::Apply(map)) => {
-                seen = true;
-                ClusterDefault::from_config_map(map.data.as_ref())
-            }
-            Ok(Event::InitDone) if seen => continue,
-            Ok(Event::InitDone) | Ok(Event::Delete(_)) => ClusterDefault::Unknown(format!(
+    let mut maps = watcher::watch_object(api, CONTROLLER_CONFIG)
+        .default_backoff()
+        .boxed();
+    while let Some(map) = maps.next().await {
+        let read = match map {
+            Ok(Some(map)) => ClusterDefault::from_config_map(map.data.as_ref()),
+            Ok(None) => ClusterDefault::Unknown(format!(
                 "no ConfigMap {CONTROLLER_CONFIG} in namespace \"{namespace}\""
             )),
             Err(e) => ClusterDefault::Unknown(format!(
                 "cannot watch {namespace}/{CONTROLLER_CONFIG}: {e}"
             )),
         };
-        store(into, read);
-    }
-}
-
-/// Stores `read`, logging when it changes.
-fn store(into: &ArcSwap<ClusterDefault>, read: ClusterDefault) {
-    if **into.load() != read {
-        tracing::info!(
-            default = %Escaped(&read.described()),
-            "Numaplane's cluster default upgrade strategy, for namespaces without their own"
-        );
-        into.store(Arc::new(read));
+        if **into.load() != read {
+            tracing::info!(
+                default = %Escaped(&read.described()),
+                "Numaplane's cluster default upgrade strategy, for namespaces without their own"
+            );
+            into.store(Arc::new(read));
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! of every object beside the audit's took `audit_bench`'s leader from 45.6
 //! to 60.4 MiB at 10,000 rollouts (docs/performance.md).
 
+use futures_util::future::OptionFuture;
 use futures_util::{FutureExt as _, StreamExt as _};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
@@ -19,16 +20,10 @@ use super::audit::audited::PIPELINE_ROLLOUTS;
 use super::audit::watch;
 use super::audit::{self, AuditContext, AuditOptions};
 use super::sweeper::{self, Rollout, SweeperContext};
-use crate::metrics::sweeper::SweepOutcome;
 
 /// How many objects the sweeper may lag behind the watch before the
 /// watch waits for it.
 const CHANGES_BUFFER: usize = 256;
-
-/// Whether the sweeper has anything to look at in `object`.
-fn forced(object: &Rollout) -> bool {
-    object.view.forces_reapply()
-}
 
 /// What the sweeper's store takes from one watch event: only objects
 /// whose force is on; one whose force is off is removed. `None`: nothing.
@@ -36,8 +31,10 @@ fn for_sweeper(event: &Event<Rollout>) -> Option<Event<Rollout>> {
     match event {
         Event::Init => Some(Event::Init),
         Event::InitDone => Some(Event::InitDone),
-        Event::InitApply(object) => forced(object).then(|| Event::InitApply(object.clone())),
-        Event::Apply(object) if forced(object) => Some(Event::Apply(object.clone())),
+        Event::InitApply(object) => {
+            (object.view.forces_reapply()).then(|| Event::InitApply(object.clone()))
+        }
+        Event::Apply(object) if object.view.forces_reapply() => Some(Event::Apply(object.clone())),
         Event::Apply(object) | Event::Delete(object) => Some(Event::Delete(object.clone())),
     }
 }
@@ -63,27 +60,24 @@ pub async fn run(
         events = events
             .then(move |event| {
                 let mut wake = Vec::new();
-                match &event {
-                    Err(_) => metrics.record_sweep(SweepOutcome::WatchRestart),
-                    Ok(event) => {
-                        if matches!(event, Event::Init) {
-                            if started {
-                                metrics.record_sweep(SweepOutcome::WatchRestart);
-                            }
-                            started = true;
+                let restarted = match &event {
+                    Err(_) => true,
+                    Ok(Event::Init) => std::mem::replace(&mut started, true),
+                    Ok(_) => false,
+                };
+                if restarted {
+                    metrics.watch_restarts.inc();
+                }
+                if let Some(kept) = event.as_ref().ok().and_then(for_sweeper) {
+                    writer.apply_watcher_event(&kept);
+                    match kept {
+                        Event::Apply(object) => wake.push(object),
+                        // The list is in the store now: every object in
+                        // it is looked at.
+                        Event::InitDone => {
+                            wake.extend(writer.as_reader().state().iter().map(|o| (**o).clone()));
                         }
-                        if let Some(kept) = for_sweeper(event) {
-                            writer.apply_watcher_event(&kept);
-                            match kept {
-                                Event::Apply(object) => wake.push(object),
-                                // The list is in the store now: every
-                                // object in it is looked at.
-                                Event::InitDone => wake.extend(
-                                    writer.as_reader().state().iter().map(|o| (**o).clone()),
-                                ),
-                                _ => {}
-                            }
-                        }
+                        _ => {}
                     }
                 }
                 let changes = changes.clone();
@@ -103,22 +97,14 @@ pub async fn run(
             audit::run(client.clone(), context, options, events, stop.clone()).boxed()
         }
         // Nobody else takes the events: they are polled here, for the sweeper.
-        None => {
-            let stop = stop.clone();
-            async move {
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = events.for_each(|_| std::future::ready(())) => {}
-                }
-            }
-            .boxed()
-        }
+        None => stop
+            .clone()
+            .run_until_cancelled_owned(events.for_each(|_| std::future::ready(())))
+            .map(drop)
+            .boxed(),
     };
-    let sweeper = match sweeper_parts {
-        Some((context, grace, store, triggers)) => {
-            sweeper::run(client, context, grace, store, triggers, stop).boxed()
-        }
-        None => std::future::ready(()).boxed(),
-    };
+    let sweeper = OptionFuture::from(sweeper_parts.map(|(context, grace, store, triggers)| {
+        sweeper::run(client, context, grace, store, triggers, stop)
+    }));
     tokio::join!(audit, sweeper);
 }

@@ -4,17 +4,15 @@
 //! forced re-apply's `allow-data-loss: "true"` can outlive its pause with no
 //! request for `/mutate` to reset. The sweeper is a kube-runtime
 //! `Controller` of the PipelineRollouts whose force is on, on the leader's
-//! shared reader ([`super::rollouts`]): it resets the annotation to "false" once the pause
-//! has been over for the grace period (the reconciler requeues the object
-//! for the rest of the grace), with a JSON Patch whose first operation
-//! tests the `resourceVersion` it saw: a concurrent change wins and is
-//! looked at again when it arrives. A reset that fails otherwise is retried
-//! by the error policy. It runs under the elected leader
-//! ([`super::leader`]), so one replica patches; were two ever to run at
-//! once, the second reset would simply fail its test. It reads the policy
-//! in force from a `watch` channel, and the objects it tracks are looked
-//! at again when the policy changes; what it does is counted in its own block of
-//! metrics ([`SweeperMetrics`]).
+//! shared reader ([`super::rollout_watch`]): it resets the annotation to
+//! "false" once the pause has been over for the grace period (the
+//! reconciler requeues the object for the rest of the grace), with a JSON
+//! Patch whose first operation tests the `resourceVersion` it saw: a
+//! concurrent change wins and is looked at again when it arrives. A reset
+//! that fails otherwise is retried by the error policy. It runs under the
+//! elected leader ([`super::leader`]), so one replica patches; were two
+//! ever to run at once, the second reset would simply fail its test. The
+//! objects it tracks are looked at again when the policy changes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::audit::audited::{Audited, PIPELINE_ROLLOUTS};
 use crate::events::{EventQueue, PendingEvent};
-use crate::metrics::sweeper::{SweepOutcome, SweeperMetrics};
+use crate::metrics::sweeper::SweeperMetrics;
 use crate::policy::Policy;
 use crate::policy::rules::{EventReason, stale_force_reset};
 use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject};
@@ -42,10 +40,8 @@ use crate::rollout::{ALLOW_DATA_LOSS, GuardedObject};
 /// view of what it stores (the audit's table, kind 0).
 pub type Rollout = Audited<PIPELINE_ROLLOUTS>;
 
-/// The field manager of the sweeper's patches.
 const FIELD_MANAGER: &str = "pipelinerollout-webhook";
 
-/// How many objects are looked at at once.
 const CONCURRENCY: u16 = 4;
 
 /// How long after a failed reset (other than a lost race) it is tried
@@ -57,28 +53,37 @@ const RETRY: Duration = Duration::from_secs(5);
 pub struct SweeperContext {
     /// The policy in force (it may be reloaded while the sweeper runs).
     pub policy: watch::Receiver<Arc<Policy>>,
-    /// Where the sweeper's Events go.
     pub events: EventQueue,
-    /// Where what it does is counted.
     pub metrics: SweeperMetrics,
+}
+
+/// The stale-force sweeper's flags of `serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SweeperArgs {
+    /// Watch PipelineRollouts and reset allow-data-loss to "false" once a forced re-apply's pause is over (needs get, list, watch and patch on pipelinerollouts).
+    #[arg(long, env = "WEBHOOK_RESET_STALE_FORCE")]
+    pub reset_stale_force: bool,
+    /// How long the pause must have been over before the sweeper resets a force.
+    #[arg(long, env = "WEBHOOK_STALE_FORCE_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub stale_force_grace: Duration,
+}
+
+impl SweeperArgs {
+    /// The grace the sweeper runs with; `None`: no sweeper.
+    pub fn grace(&self) -> Option<Duration> {
+        self.reset_stale_force.then_some(self.stale_force_grace)
+    }
 }
 
 /// An object by namespace and name.
 pub type Key = (String, String);
 
-/// What the sweeper knows of one object whose force is on and whose pause
-/// is over.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Tracked {
-    resource_version: String,
-    over_since: Instant,
-}
-
-/// The objects whose force outlives its pause, and since when. Pure: the
-/// reconciler feeds it and asks it how long is left.
+/// The objects whose force outlives its pause: the resourceVersion seen,
+/// and since when the pause is over. Pure: the reconciler feeds it and asks
+/// it how long is left.
 #[derive(Debug, Default)]
 pub struct StaleForces {
-    tracked: HashMap<Key, Tracked>,
+    tracked: HashMap<Key, (String, Instant)>,
 }
 
 impl StaleForces {
@@ -90,22 +95,15 @@ impl StaleForces {
         object: &GuardedObject,
         now: Instant,
     ) {
-        let stale = stale_force_reset::force_is_stale(object);
-        match (stale, resource_version) {
-            (true, Some(rv)) => {
-                let entry = self.tracked.entry(key).or_insert_with(|| Tracked {
-                    resource_version: rv.to_owned(),
-                    over_since: now,
-                });
-                rv.clone_into(&mut entry.resource_version);
+        match resource_version.filter(|_| stale_force_reset::force_is_stale(object)) {
+            Some(rv) => {
+                let since = self.tracked.get(&key).map_or(now, |(_, since)| *since);
+                self.tracked.insert(key, (rv.to_owned(), since));
             }
-            _ => {
-                self.tracked.remove(&key);
-            }
+            None => self.forget(&key),
         }
     }
 
-    /// Forgets an object (reset, or lost a race).
     pub fn forget(&mut self, key: &Key) {
         self.tracked.remove(key);
     }
@@ -119,15 +117,11 @@ impl StaleForces {
     /// is due), with the resourceVersion seen; `None` when it is not
     /// tracked.
     pub fn wait(&self, key: &Key, now: Instant, grace: Duration) -> Option<(Duration, &str)> {
-        let tracked = self.tracked.get(key)?;
-        let over_for = now.saturating_duration_since(tracked.over_since);
-        Some((
-            grace.saturating_sub(over_for),
-            tracked.resource_version.as_str(),
-        ))
+        let (rv, since) = self.tracked.get(key)?;
+        let over_for = now.saturating_duration_since(*since);
+        Some((grace.saturating_sub(over_for), rv.as_str()))
     }
 
-    /// The objects tracked, as the store names them.
     pub fn refs(&self) -> Vec<ObjectRef<Rollout>> {
         self.tracked
             .keys()
@@ -135,13 +129,11 @@ impl StaleForces {
             .collect()
     }
 
-    /// How many objects are tracked.
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.tracked.len()
     }
 
-    /// Whether none are.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.tracked.is_empty()
@@ -163,14 +155,6 @@ pub fn reset_patch(resource_version: &str) -> json_patch::Patch {
     ])
 }
 
-fn key_of(object: &Rollout) -> Option<Key> {
-    Some((
-        object.metadata.namespace.clone()?,
-        object.metadata.name.clone()?,
-    ))
-}
-
-/// What the reconciler works with.
 struct Sweep {
     client: kube::Client,
     context: SweeperContext,
@@ -190,10 +174,10 @@ impl Sweep {
 #[error("stale force not reset: {0}")]
 struct NotReset(kube::Error);
 
-/// Resets, with `context`, the stale forces of the PipelineRollouts in
-/// `store` (those whose force is on) as `triggers` brings them, until `stop` is cancelled; a reset in
-/// flight then finishes (it carries its precondition), within the
-/// leader's stop timeout.
+/// Resets the stale forces of the PipelineRollouts in `store` as
+/// `triggers` brings them, until `stop` is cancelled; a reset in flight
+/// then finishes (it carries its precondition), within the leader's stop
+/// timeout.
 pub async fn run(
     client: kube::Client,
     context: SweeperContext,
@@ -241,9 +225,10 @@ pub async fn run(
 /// Looks at one PipelineRollout: tracks a force outliving its pause, and
 /// resets it once the grace is over.
 async fn reconcile(object: Arc<Rollout>, sweep: Arc<Sweep>) -> Result<Action, NotReset> {
-    let Some(key) = key_of(&object) else {
+    let (Some(namespace), Some(name)) = (&object.metadata.namespace, &object.metadata.name) else {
         return Ok(Action::await_change());
     };
+    let key = (namespace.clone(), name.clone());
     let due = {
         let mut stale = sweep.stale();
         let known = stale.wait(&key, Instant::now(), sweep.grace).is_some();
@@ -315,7 +300,7 @@ async fn reset(
         .await
     {
         Ok(_) => {
-            context.metrics.record_sweep(SweepOutcome::Reset);
+            context.metrics.record_reset();
             tracing::info!(%namespace, %name, "stale force reset by the sweeper");
             let note = format!(
                 "allow-data-loss reset to \"false\" by the stale-force sweeper: the pause the forced re-apply was set for has been over for at least {}, so later changes drain as usual",
@@ -331,12 +316,12 @@ async fn reset(
             Ok(())
         }
         Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
-            context.metrics.record_sweep(SweepOutcome::Conflict);
+            context.metrics.conflicts.inc();
             tracing::debug!(%namespace, %name, code = status.code, "the object changed since it was seen; looking again");
             Ok(())
         }
         Err(e) => {
-            context.metrics.record_sweep(SweepOutcome::Error);
+            context.metrics.errors.inc();
             tracing::warn!(%namespace, %name, error = %e, "stale force not reset; trying again in {RETRY:?}");
             Err(e)
         }

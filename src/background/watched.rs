@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use futures_util::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
@@ -78,18 +78,6 @@ where
     store.wait_until_ready().now_or_never().is_some()
 }
 
-/// The API resource of a child kind.
-fn api_resource(kind: Kind) -> ApiResource {
-    let api_version = format!("{}/{}", kind.group(), kinds::VERSION);
-    ApiResource {
-        group: kind.group().to_owned(),
-        version: kinds::VERSION.to_owned(),
-        api_version,
-        kind: kind.kind().to_owned(),
-        plural: kind.resource().to_owned(),
-    }
-}
-
 /// The rollout that owns a child, by its ownerReference to a Numaplane
 /// rollout or its parent-rollout-name label (rule 26's test).
 fn owning_rollout(meta: &Meta) -> Option<String> {
@@ -113,7 +101,8 @@ impl Watched {
     pub fn start(client: &kube::Client) -> Self {
         let mut stores = Vec::new();
         for kind in Kind::ALL.into_iter().filter(|k| k.is_child()) {
-            let resource = api_resource(kind);
+            let gvk = GroupVersionKind::gvk(kind.group(), kinds::VERSION, kind.kind());
+            let resource = ApiResource::from_gvk_with_plural(&gvk, kind.resource());
             let writer = reflector::store::Writer::new(resource.clone());
             let store = writer.as_reader();
             // An Api of PartialObjectMeta asks for metadata only.
@@ -196,29 +185,21 @@ impl DefinitionLookup for Watched {
                     .to_owned(),
             );
         }
-        let mut found = Definitions::Found {
-            own: false,
-            numaplane: false,
-            elsewhere: None,
-        };
+        let (mut own, mut numaplane, mut elsewhere) = (false, false, None);
         for map in self.definitions.state() {
             let defines = map.data.as_ref().is_some_and(|d| d.contains_key(version));
-            let Definitions::Found {
-                own,
-                numaplane,
-                elsewhere,
-            } = &mut found
-            else {
-                break;
-            };
             match map.metadata.namespace.as_deref() {
-                Some(ns) if defines && ns == numaplane_namespace => *numaplane = true,
-                Some(ns) if defines && ns == namespace => *own = true,
-                Some(ns) if defines => *elsewhere = Some(ns.to_owned()),
+                Some(ns) if defines && ns == numaplane_namespace => numaplane = true,
+                Some(ns) if defines && ns == namespace => own = true,
+                Some(ns) if defines => elsewhere = Some(ns.to_owned()),
                 _ => {}
             }
         }
-        found
+        Definitions::Found {
+            own,
+            numaplane,
+            elsewhere,
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use crate::apiserver::args::ApiServerArgs;
 use crate::background::audit::args::AuditArgs;
 use crate::background::certs::args::CertArgs;
 use crate::background::leader::args::LeaseArgs;
-use crate::background::sweeper_args::SweeperArgs;
+use crate::background::sweeper::SweeperArgs;
 use crate::events::args::EventArgs;
 use crate::server::args::ServerArgs;
 

@@ -1,47 +1,15 @@
-//! The metrics of leader election (`background::leader`), and the
-//! changes of who leads it counts ([`Transition`]).
+//! The metrics of leader election (`background::leader`).
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// A change of who runs the controllers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transition {
-    /// This replica took the Lease and started the controllers.
-    Acquired,
-    /// This replica stopped them: the Lease went to another replica, or it
-    /// could not renew within the renew deadline.
-    Lost,
-    /// This replica stopped them on shutdown and released the Lease.
-    Released,
-}
-
-impl Transition {
-    /// The metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transition::Acquired => "acquired",
-            Transition::Lost => "lost",
-            Transition::Released => "released",
-        }
-    }
-}
-
-/// Labels of a change of who runs the background controllers.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TransitionLabels {
-    /// acquired, lost or released.
-    pub transition: &'static str,
-}
-
 /// The metrics of leader election, each described where it is registered.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct LeaderMetrics {
     pub leader: Gauge,
-    pub transitions: Family<TransitionLabels, Counter>,
+    pub transitions: Family<[(&'static str, &'static str); 1], Counter>,
     pub lease_errors: Counter,
     pub lease_followed: Gauge,
 }
@@ -49,12 +17,7 @@ pub struct LeaderMetrics {
 impl LeaderMetrics {
     /// Creates the block and registers it in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            leader: Gauge::default(),
-            transitions: Family::default(),
-            lease_errors: Counter::default(),
-            lease_followed: Gauge::default(),
-        };
+        let metrics = Self::default();
         registry.register(
             "leader",
             "1 while this replica runs the background controllers (the stale-force sweeper): as the holder of the Lease, or always with --leader-elect=false; else 0",
@@ -89,18 +52,13 @@ impl LeaderMetrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Counts one change of who runs the controllers.
-    pub fn record_transition(&self, transition: Transition) {
+    /// Counts one change of who runs the controllers: `transition` is
+    /// "acquired" (this replica took the Lease), "lost" (it went to another
+    /// replica, or was not renewed within the renew deadline) or "released"
+    /// (on shutdown).
+    pub fn record_transition(&self, transition: &'static str) {
         self.transitions
-            .get_or_create(&TransitionLabels {
-                transition: transition.as_str(),
-            })
+            .get_or_create(&[("transition", transition)])
             .inc();
-    }
-
-    /// Counts one failed call about the Lease (read, create, renew,
-    /// release).
-    pub fn record_lease_error(&self) {
-        self.lease_errors.inc();
     }
 }

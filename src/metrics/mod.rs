@@ -4,11 +4,12 @@
 //! One file per block, each owned by the component it counts: it
 //! registers itself in the registry, creates the series whose labels are
 //! known in advance at zero, and is fed through domain methods
-//! (`record_sweep(outcome)`, `record_audit(event)`). A series that appears
-//! only with its first increment hides that increment from `increase()`
-//! and `rate()` (Prometheus sees its first sample, 1, as the start), so an
-//! alert on the first policy reload failure or the first force after a
-//! restart would never fire; hence the zeroed series.
+//! (`record_transition(transition)`, `record_audit(event)`) or, for a plain
+//! counter, its `inc()`. A series that appears only with its first
+//! increment hides that increment from `increase()` and `rate()`
+//! (Prometheus sees its first sample, 1, as the start), so an alert on the
+//! first policy reload failure or the first force after a restart would
+//! never fire; hence the zeroed series.
 //!
 //! The blocks import only [`labels`] and what they count, never this file
 //! or each other (the reset counter aside, which two blocks share).

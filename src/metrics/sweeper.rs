@@ -1,27 +1,13 @@
-//! The metrics of the stale-force sweeper (`background::sweeper`), and
-//! what it reports into them ([`SweepOutcome`]).
+//! The metrics of the stale-force sweeper (`background::sweeper`).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 
 use super::force_resets::{ForceResets, ResetBy};
 
-/// What the sweeper did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepOutcome {
-    /// A stale force was reset.
-    Reset,
-    /// A reset lost to a concurrent change (the object is looked at again).
-    Conflict,
-    /// A reset failed for another reason.
-    Error,
-    /// The watch failed and was restarted.
-    WatchRestart,
-}
-
+/// The metrics of the sweeper, each described where it is registered.
 #[derive(Debug, Clone)]
 pub struct SweeperMetrics {
-    /// Stale forces reset (here: by the sweeper).
     resets: ForceResets,
     pub conflicts: Counter,
     pub errors: Counter,
@@ -29,7 +15,8 @@ pub struct SweeperMetrics {
 }
 
 impl SweeperMetrics {
-    /// Registers the block; its resets count in `resets`.
+    /// Creates the block and registers it in `registry`; its resets are
+    /// counted in `resets`.
     pub fn register(registry: &mut Registry, resets: ForceResets) -> Self {
         let metrics = Self {
             resets,
@@ -55,18 +42,8 @@ impl SweeperMetrics {
         metrics
     }
 
-    pub fn record_sweep(&self, outcome: SweepOutcome) {
-        match outcome {
-            SweepOutcome::Reset => self.resets.record_reset(ResetBy::Sweeper),
-            SweepOutcome::Conflict => {
-                self.conflicts.inc();
-            }
-            SweepOutcome::Error => {
-                self.errors.inc();
-            }
-            SweepOutcome::WatchRestart => {
-                self.watch_restarts.inc();
-            }
-        }
+    /// Counts a stale force the sweeper reset.
+    pub fn record_reset(&self) {
+        self.resets.record_reset(ResetBy::Sweeper);
     }
 }

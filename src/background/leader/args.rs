@@ -11,7 +11,6 @@ pub const DEFAULT_LEASE_NAME: &str = "pipelinerollout-webhook";
 
 /// The longest field manager the API server accepts.
 const FIELD_MANAGER_MAX: usize = 128;
-/// The prefix of this webhook's field managers on the Lease.
 const FIELD_MANAGER_PREFIX: &str = "pipelinerollout-webhook-";
 
 /// Leader election's flags of `serve`.
@@ -54,14 +53,9 @@ pub struct LeaseOptions {
     pub name: String,
     /// This replica's `holderIdentity`.
     pub identity: String,
-    /// How long a renewal keeps the Lease: others may take it over only
-    /// this long after the last one.
+    /// The flags' durations, as [`LeaseArgs`] describes them.
     pub duration: Duration,
-    /// How long the leader goes on without a successful renewal before it
-    /// stops its controllers (shorter than `duration`).
     pub renew_deadline: Duration,
-    /// How often the leader renews, and how long it waits after a failed
-    /// call before the next one (shorter than `renew_deadline`).
     pub retry_period: Duration,
 }
 
@@ -150,7 +144,6 @@ impl LeaseArgs {
 }
 
 impl LeaseOptions {
-    /// `leaseDurationSeconds`.
     pub fn duration_seconds(&self) -> u64 {
         self.duration.as_secs()
     }
@@ -184,19 +177,11 @@ fn field_manager(identity: &str) -> String {
 /// This replica's identity: the pod's name (`POD_NAME`, which the
 /// Deployment sets), else the host name and the process id.
 pub fn identity(pod_name: Option<String>, hostname: Option<String>, pid: u32) -> String {
-    match pod_name
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty())
-    {
-        Some(name) => name,
-        None => {
-            let host = hostname
-                .map(|h| h.trim().to_owned())
-                .filter(|h| !h.is_empty())
-                .unwrap_or_else(|| "unknown-host".to_owned());
-            format!("{host}_{pid}")
-        }
-    }
+    let given = |s: Option<String>| s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    given(pod_name).unwrap_or_else(|| {
+        let host = given(hostname).unwrap_or_else(|| "unknown-host".to_owned());
+        format!("{host}_{pid}")
+    })
 }
 
 /// [`identity`] from this process's environment.

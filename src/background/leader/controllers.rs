@@ -12,10 +12,6 @@ use tokio_util::sync::CancellationToken;
 /// aborting them (they are asked to return within a second).
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Starting a controller gives a future that runs until its token is
-/// cancelled.
-type Start = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
-
 /// A background controller: a name for the logs, whether it needs the
 /// Lease, and how to start it. One that needs the Lease may be started and
 /// stopped many times (each time this replica leads); one that does not
@@ -23,16 +19,7 @@ type Start = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sy
 pub struct Worker {
     name: &'static str,
     needs_lease: bool,
-    start: Start,
-}
-
-impl std::fmt::Debug for Worker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker")
-            .field("name", &self.name)
-            .field("needs_lease", &self.needs_lease)
-            .finish_non_exhaustive()
-    }
+    start: Box<dyn Fn(CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>,
 }
 
 impl Worker {
@@ -82,7 +69,7 @@ impl Worker {
 #[derive(Debug)]
 pub struct Started {
     stop: CancellationToken,
-    tasks: JoinSet<&'static str>,
+    tasks: JoinSet<()>,
 }
 
 /// Starts every controller with one token.
@@ -90,12 +77,7 @@ pub fn start(controllers: &[Worker]) -> Started {
     let stop = CancellationToken::new();
     let mut tasks = JoinSet::new();
     for controller in controllers {
-        let run = (controller.start)(stop.child_token());
-        let name = controller.name;
-        tasks.spawn(async move {
-            run.await;
-            name
-        });
+        tasks.spawn((controller.start)(stop.child_token()));
     }
     Started { stop, tasks }
 }
@@ -121,8 +103,7 @@ impl Started {
             return 0;
         }
         let left = self.tasks.len();
-        self.tasks.abort_all();
-        while self.tasks.join_next().await.is_some() {}
+        self.tasks.shutdown().await;
         tracing::error!(
             left,
             timeout = ?STOP_TIMEOUT,

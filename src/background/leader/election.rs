@@ -1,10 +1,9 @@
-//! One replica's part in the election, call by call: read the Lease, then
-//! renew it, take it or follow its holder ([`Observed::decide`]), each
-//! write a merge patch carrying the `resourceVersion` just read.
-//! [`super::run_elected`] loops over it.
+//! One replica's part in the election ([`super`] describes it), call by
+//! call; [`super::run_elected`] loops over it.
 
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -15,7 +14,7 @@ use serde_json::json;
 use super::args::LeaseOptions;
 use super::controllers::{self, Started, Worker};
 use super::observed::{Decision, Observed, StatedDuration, Version, looks_like_a_sibling};
-use crate::metrics::leader::{LeaderMetrics, Transition};
+use crate::metrics::leader::LeaderMetrics;
 
 /// How long releasing the Lease on shutdown may take.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -30,42 +29,22 @@ pub(super) enum Outcome {
         took: bool,
         lease: Box<Lease>,
     },
-    /// Another replica holds it.
-    Following { holder: String },
+    Following {
+        holder: String,
+    },
     /// Another replica wrote the Lease (or made it) between the read and
     /// the write: read it again.
     Lost,
-    /// A read or a write failed.
     Failed(kube::Error),
 }
 
-/// The call about the Lease in flight, or the wait before the next one.
-pub(super) enum Call {
-    /// Waiting until the next call.
-    At(Instant),
-    /// A call in flight.
-    Calling(BoxFuture<'static, (Option<Observed>, Outcome)>),
-}
+/// The call about the Lease in flight, or the wait before the next one
+/// (which completes with `None`).
+pub(super) type Call = BoxFuture<'static, Option<(Option<Observed>, Outcome)>>;
 
-impl Call {
-    /// Completes when the call answers, or when the wait is over (with
-    /// `None`).
-    pub(super) async fn done(&mut self) -> Option<(Option<Observed>, Outcome)> {
-        match self {
-            Call::At(at) => {
-                tokio::time::sleep_until((*at).into()).await;
-                None
-            }
-            Call::Calling(f) => Some(f.await),
-        }
-    }
-}
-
-pub(super) async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
+/// The wait until the next call, at `at`.
+pub(super) fn call_at(at: Instant) -> Call {
+    Box::pin(tokio::time::sleep_until(at.into()).map(|()| None))
 }
 
 /// The wall-clock time written into the Lease (`acquireTime`,
@@ -79,12 +58,11 @@ fn wall_now(offset: SignedDuration) -> MicroTime {
     )
 }
 
-/// One replica's part in the election.
 pub(super) struct Election {
     pub(super) options: LeaseOptions,
     pub(super) api: Api<Lease>,
     pub(super) metrics: LeaderMetrics,
-    /// The wall clock's offset in what this replica writes (tests only).
+    /// The offset of [`wall_now`] (tests only).
     pub(super) clock_offset: SignedDuration,
     /// The Lease as this replica last read it, and since when.
     pub(super) observed: Option<Observed>,
@@ -98,7 +76,6 @@ pub(super) struct Election {
     /// Since when this replica has seen the Lease held by others without
     /// holding it or seeing it free; `None` while it holds it.
     pub(super) following_since: Option<Instant>,
-    /// Whether the long follow of `following_since` has been logged.
     pub(super) follow_logged: bool,
 }
 
@@ -108,7 +85,6 @@ pub(super) struct Election {
 pub const FOLLOW_LOG_DURATIONS: u32 = 3;
 
 impl Election {
-    /// Whether this replica holds the Lease by its last call.
     pub(super) fn holds(&self) -> bool {
         self.held.is_some()
     }
@@ -127,12 +103,12 @@ impl Election {
         if leads && self.leading.is_none() {
             self.leading = Some(controllers::start(controllers));
             self.metrics.set_leading(true);
-            self.metrics.record_transition(Transition::Acquired);
+            self.metrics.record_transition("acquired");
             tracing::info!(identity = %self.options.identity, "this replica leads: background controllers started");
         } else if !leads && let Some(stopping) = self.leading.take() {
             stopping.stop().await;
             self.metrics.set_leading(false);
-            self.metrics.record_transition(Transition::Lost);
+            self.metrics.record_transition("lost");
             let why = if self.holds() {
                 "no renewal of the Lease succeeded within the renew deadline"
             } else {
@@ -142,17 +118,10 @@ impl Election {
         }
     }
 
-    /// Starts the next call when its time has come.
     pub(super) fn call_now(&mut self) {
-        let (api, options, observed) = (
-            self.api.clone(),
-            self.options.clone(),
-            self.observed.clone(),
-        );
-        let offset = self.clock_offset;
-        self.call = Call::Calling(Box::pin(async move {
-            attempt(&api, &options, offset, observed).await
-        }));
+        let (api, options) = (self.api.clone(), self.options.clone());
+        let call = attempt(api, options, self.clock_offset, self.observed.clone());
+        self.call = Box::pin(call.map(Some));
     }
 
     /// Takes in what a call came to, and schedules the next one.
@@ -189,7 +158,7 @@ impl Election {
             }
             Outcome::Lost => {
                 if self.holds() {
-                    self.metrics.record_lease_error();
+                    self.metrics.lease_errors.inc();
                     tracing::warn!(
                         "the Lease changed between reading and renewing it; reading it again"
                     );
@@ -197,7 +166,7 @@ impl Election {
                 Instant::now() + retry
             }
             Outcome::Failed(e) => {
-                self.metrics.record_lease_error();
+                self.metrics.lease_errors.inc();
                 tracing::warn!(error = %e, holder = self.holds(), "a call about the Lease failed; trying again");
                 if is_status(&e, 404) {
                     self.held = None;
@@ -209,7 +178,7 @@ impl Election {
             .following_since
             .map_or(Duration::ZERO, |since| since.elapsed());
         self.metrics.set_followed(followed);
-        self.call = Call::At(next);
+        self.call = call_at(next);
     }
 
     /// Logs what is wrong with the Lease's stated duration, once for each
@@ -250,10 +219,9 @@ impl Election {
         );
     }
 
-    /// The watch says the Lease was released: call at once.
     pub(super) fn released(&mut self) {
         tracing::debug!("the Lease was released: trying to take it");
-        self.call = Call::At(Instant::now());
+        self.call = call_at(Instant::now());
     }
 
     /// The watch says the Lease was deleted: whoever makes it anew may take
@@ -262,29 +230,21 @@ impl Election {
         tracing::warn!("the Lease was deleted: making it anew and trying to take it");
         self.held = None;
         self.observed = None;
-        self.call = Call::At(Instant::now());
+        self.call = call_at(Instant::now());
     }
 
     /// Shutdown: the call in flight is dropped, the controllers stopped,
     /// then the Lease released (a write of the version this replica last
     /// wrote, so a Lease taken since is left alone).
-    pub(super) async fn release(self) {
-        let Election {
-            call,
-            leading,
-            held,
-            metrics,
-            api,
-            options,
-            ..
-        } = self;
-        drop(call);
-        if let Some(stopping) = leading {
+    pub(super) async fn release(mut self) {
+        self.call = call_at(Instant::now());
+        let (metrics, options) = (&self.metrics, &self.options);
+        if let Some(stopping) = self.leading.take() {
             stopping.stop().await;
             metrics.set_leading(false);
-            metrics.record_transition(Transition::Released);
+            metrics.record_transition("released");
         }
-        let Some(lease) = held else {
+        let Some(lease) = &self.held else {
             return;
         };
         let patch = json!({
@@ -296,15 +256,15 @@ impl Election {
             ..PatchParams::default()
         };
         let patch = Patch::Merge(&patch);
-        let write = api.patch(&options.name, &params, &patch);
+        let write = self.api.patch(&options.name, &params, &patch);
         match tokio::time::timeout(RELEASE_TIMEOUT, write).await {
             Ok(Ok(_)) => tracing::info!("background controllers stopped; the Lease is released"),
             Ok(Err(e)) => {
-                metrics.record_lease_error();
+                metrics.lease_errors.inc();
                 tracing::warn!(error = %e, "cannot release the Lease: another replica takes over once it expires");
             }
             Err(_) => {
-                metrics.record_lease_error();
+                metrics.lease_errors.inc();
                 tracing::warn!(
                     "releasing the Lease timed out: another replica takes over once it expires"
                 );
@@ -320,14 +280,14 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 /// One call: reads the Lease (making it, held by this replica, when it is
 /// missing), then renews it, takes it or follows its holder.
 async fn attempt(
-    api: &Api<Lease>,
-    options: &LeaseOptions,
+    api: Api<Lease>,
+    options: LeaseOptions,
     offset: SignedDuration,
     observed: Option<Observed>,
 ) -> (Option<Observed>, Outcome) {
     let lease = match api.get_opt(&options.name).await {
         Ok(Some(lease)) => lease,
-        Ok(None) => return (None, create(api, options, offset).await),
+        Ok(None) => return (None, create(&api, &options, offset).await),
         Err(e) => return (observed, Outcome::Failed(e)),
     };
     let stated = StatedDuration::of(&lease, options.duration);
@@ -380,7 +340,6 @@ async fn attempt(
     }
 }
 
-/// Makes the Lease, held by this replica.
 async fn create(api: &Api<Lease>, options: &LeaseOptions, offset: SignedDuration) -> Outcome {
     let now = wall_now(offset);
     let lease = Lease {

@@ -42,10 +42,6 @@
 //!
 //! With election off ([`run_unelected`]) the controllers run from start to
 //! shutdown, in every replica.
-//!
-//! Tests run a replica whose wall clock is off with the environment
-//! variable [`CLOCK_OFFSET_ENV`] (seconds, signed): it shifts only the
-//! times this replica writes into the Lease. `serve` has no flag for it.
 
 pub mod args;
 pub mod controllers;
@@ -53,6 +49,7 @@ mod election;
 pub mod observed;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -64,7 +61,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::args::{LeaseOptions, LeaseOptionsError};
 pub use self::controllers::Worker;
-use self::election::{Call, Election, sleep_until};
+use self::election::{Election, call_at};
 use crate::metrics::leader::LeaderMetrics;
 
 /// Runs `controllers` from now until `shutdown` is cancelled, then stops
@@ -98,11 +95,9 @@ fn clock_offset() -> k8s_openapi::jiff::SignedDuration {
     k8s_openapi::jiff::SignedDuration::from_secs(seconds)
 }
 
-/// The Lease client: each request must be answered within the retry
-/// period (so a hung API server fails a renewal instead of stalling it).
-/// The timeout is per request, not a read timeout on the connection, which
-/// would also close idle pooled connections and fail the request handed
-/// one just then.
+/// The Lease client: each request times out after the retry period (per
+/// request: a read timeout on the connection would also close idle pooled
+/// connections and fail the request handed one just then).
 fn lease_client(
     mut config: kube::Config,
     options: &LeaseOptions,
@@ -163,7 +158,7 @@ pub async fn run_elected(
         observed: None,
         held: None,
         renewed: None,
-        call: Call::At(std::time::Instant::now()),
+        call: call_at(Instant::now()),
         leading: None,
         following_since: None,
         follow_logged: false,
@@ -173,14 +168,15 @@ pub async fn run_elected(
         let check = election
             .valid_until()
             .filter(|_| election.leading.is_some());
+        let deadline = tokio::time::sleep_until(check.unwrap_or_else(Instant::now).into());
         let holds = election.holds();
         tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
-            () = sleep_until(check) => {}
+            () = deadline, if check.is_some() => {}
             () = deleted.notified() => election.deleted(),
             () = released.notified(), if !holds => election.released(),
-            done = election.call.done() => match done {
+            done = &mut election.call => match done {
                 None => election.call_now(),
                 Some((observed, outcome)) => election.answered(observed, outcome),
             },
@@ -200,15 +196,9 @@ async fn watch_released(
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher::watcher(api, config).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let event = tokio::select! {
-            () = stop.cancelled() => return,
-            event = stream.next() => event,
-        };
+    let follow = stream.for_each(|event| {
         match event {
-            None => return,
-            Some(Ok(Event::Apply(lease) | Event::InitApply(lease))) => {
+            Ok(Event::Apply(lease) | Event::InitApply(lease)) => {
                 let free = lease
                     .spec
                     .as_ref()
@@ -218,11 +208,13 @@ async fn watch_released(
                     released.notify_one();
                 }
             }
-            Some(Ok(Event::Delete(_))) => deleted.notify_one(),
-            Some(Ok(Event::Init | Event::InitDone)) => {}
-            Some(Err(e)) => {
+            Ok(Event::Delete(_)) => deleted.notify_one(),
+            Ok(Event::Init | Event::InitDone) => {}
+            Err(e) => {
                 tracing::debug!(error = %e, "the watch of the Lease failed; restarting with backoff");
             }
         }
-    }
+        std::future::ready(())
+    });
+    stop.run_until_cancelled(follow).await;
 }

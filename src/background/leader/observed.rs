@@ -1,10 +1,7 @@
 //! Whether the Lease may be taken, judged by this replica's own monotonic
-//! clock, never by the holder's `renewTime` ([`super`] says why). Pure: the
-//! election passes in what it read and when. This replica remembers the
-//! version of the Lease it last saw (holder, `renewTime`,
-//! `resourceVersion`) and when it saw it change: a holder that keeps
-//! renewing changes the Lease every retry period, so it is never judged
-//! expired, whatever its clock says.
+//! clock from when it saw the Lease change, never by the holder's
+//! `renewTime` ([`super`] says why). Pure: the election passes in what it
+//! read and when.
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +19,6 @@ pub struct Version {
 }
 
 impl Version {
-    /// The version of `lease`.
     pub fn of(lease: &Lease) -> Self {
         let spec = lease.spec.as_ref();
         Self {
@@ -40,7 +36,6 @@ impl Version {
 /// The version of the Lease this replica last saw, and when it first saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
-    /// The version seen.
     pub version: Version,
     /// How long the holder may go without renewing: the Lease's
     /// `leaseDurationSeconds`, or this replica's own duration without one.
@@ -61,7 +56,6 @@ pub enum Decision {
     Take,
     /// Another replica holds it; it cannot be taken before `until`.
     Follow {
-        /// The holder.
         holder: String,
         /// When it expires unless it changes before.
         until: Instant,
@@ -89,18 +83,14 @@ impl Observed {
         }
     }
 
-    /// Whether the holder has not renewed for the Lease's duration, as
-    /// this replica's clock measures it at `now`.
-    pub fn expired(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.since) >= self.duration
-    }
-
-    /// What replica `identity` does about the Lease at `now`.
+    /// What replica `identity` does about the Lease at `now`: another's is
+    /// taken once it has not changed for its duration on this replica's
+    /// clock.
     pub fn decide(&self, identity: &str, now: Instant) -> Decision {
         match &self.version.holder {
             None => Decision::Take,
             Some(holder) if holder == identity => Decision::Renew,
-            Some(_) if self.expired(now) => Decision::Take,
+            Some(_) if now.saturating_duration_since(self.since) >= self.duration => Decision::Take,
             Some(holder) => Decision::Follow {
                 holder: holder.clone(),
                 until: self.since + self.duration,
@@ -116,11 +106,8 @@ impl Observed {
 pub enum StatedDuration {
     /// Positive and within the bound: counted as stated.
     Trusted(Duration),
-    /// Longer than the bound: the bound is counted.
-    Capped {
-        /// The seconds the Lease states.
-        stated: i32,
-    },
+    /// Longer than the bound (the seconds stated): the bound is counted.
+    Capped(i32),
     /// Absent, zero or negative: the bound is counted.
     Unusable(Option<i32>),
 }
@@ -133,9 +120,7 @@ impl StatedDuration {
             Some(Ok(s)) if s > 0 && Duration::from_secs(s) <= bound => {
                 Self::Trusted(Duration::from_secs(s))
             }
-            Some(Ok(s)) if s > 0 => Self::Capped {
-                stated: seconds.unwrap_or_default(),
-            },
+            Some(Ok(s)) if s > 0 => Self::Capped(seconds.unwrap_or_default()),
             _ => Self::Unusable(seconds),
         }
     }
@@ -144,7 +129,7 @@ impl StatedDuration {
     pub fn counted(self, bound: Duration) -> Duration {
         match self {
             Self::Trusted(d) => d,
-            Self::Capped { .. } | Self::Unusable(_) => bound,
+            Self::Capped(_) | Self::Unusable(_) => bound,
         }
     }
 
@@ -154,7 +139,7 @@ impl StatedDuration {
         let bound = bound.as_secs();
         match self {
             Self::Trusted(_) => None,
-            Self::Capped { stated } => Some(format!(
+            Self::Capped(stated) => Some(format!(
                 "the Lease states leaseDurationSeconds {stated}, longer than this replica's own {bound}: its holder is trusted for {bound} s without renewing, no longer"
             )),
             Self::Unusable(None) => Some(format!(
