@@ -88,14 +88,6 @@ struct Metadata {
     finalizers: Option<Value>,
     #[serde(default)]
     uid: Text,
-    /// `name`, `namespace` and `resourceVersion`: for the stores of stored
-    /// objects, which take them out ([`GuardedObject::stored_with_meta`]).
-    #[serde(default)]
-    name: Text,
-    #[serde(default)]
-    namespace: Text,
-    #[serde(default)]
-    resource_version: Text,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

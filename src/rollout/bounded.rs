@@ -10,7 +10,6 @@
 //! records them (the JSON type found), so the rules still say what was
 //! found where.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::keys::{Keys, TemplateMeta};
@@ -154,26 +153,11 @@ impl Budget {
 }
 
 impl GuardedObject {
-    #[cfg(test)]
-    pub(crate) fn from_stored(json: &[u8]) -> Result<Self, serde_json::Error> {
-        Ok(Self::stored_with_meta(json)?.1)
-    }
-
     /// Reads a stored object as the audit and the sweeper keep it:
-    /// admission's reader, then [`bounded`](Self::bounded), in the same read
-    /// as the object's name, namespace, uid and resourceVersion. All but the
-    /// uid are taken out of the view, so that a write that changes nothing
-    /// the rules read leaves the view as it was. Only invalid JSON fails.
-    pub(crate) fn stored_with_meta(json: &[u8]) -> Result<(ObjectMeta, Self), serde_json::Error> {
-        let mut view = crate::skim::from_slice::<Self>(json)?;
-        let mut meta = ObjectMeta::default();
-        if let Obj::Present(found) = &mut view.metadata {
-            meta.name = found.name.0.take();
-            meta.namespace = found.namespace.0.take();
-            meta.resource_version = found.resource_version.0.take();
-            meta.uid.clone_from(&found.uid.0);
-        }
-        Ok((meta, view.bounded()))
+    /// admission's reader, then [`bounded`](Self::bounded). Only invalid
+    /// JSON fails.
+    pub(crate) fn from_stored(json: &[u8]) -> Result<Self, serde_json::Error> {
+        crate::skim::from_slice::<Self>(json).map(Self::bounded)
     }
 
     /// This view, bounded as the module says.

@@ -10,9 +10,10 @@
 //! text: rule 26 compares an old and a new text first, and builds the two
 //! JSON trees only when the texts differ.
 
+use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::keys::Key;
@@ -21,7 +22,7 @@ use crate::kinds::{
     ControllerKind, Kind, Made, NUMAFLOW_GROUP, NUMAFLOW_PARENT_LABELS, NUMAPLANE_GROUP,
     PARENT_ROLLOUT,
 };
-use crate::lenient::{JsonKind, Obj, Text};
+use crate::lenient::{JsonKind, Obj};
 use crate::skim::RawText;
 
 /// A child's `spec` and `status` as found, as JSON text (`None`: absent
@@ -99,6 +100,52 @@ impl<'de> Deserialize<'de> for GuardedObject {
 
 struct ViewVisitor;
 
+/// A string value, borrowed from the input when it can be; anything else
+/// reads as `None` (skipped, never built).
+struct MaybeStr<'de>(Option<Cow<'de, str>>);
+
+impl<'de> Deserialize<'de> for MaybeStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = MaybeStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(MaybeStr(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(MaybeStr(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(MaybeStr(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(MaybeStr(None))
+            }
+        }
+        deserializer.deserialize_any(StrVisitor)
+    }
+}
+
 /// Reads a kept text into the lenient view of the same part, and the text
 /// to keep (`None` for `null`).
 fn kept<T, E>(text: &RawText<'_>) -> Result<(Obj<T>, Option<String>), E>
@@ -131,7 +178,7 @@ impl<'de> Visitor<'de> for ViewVisitor {
                 // A rollout's (or a ConfigMap's) apiVersion: no child,
                 // unless its `kind` says otherwise.
                 "apiVersion" if child.is_none() => {
-                    let version: Text = map.next_value()?;
+                    let MaybeStr(version) = map.next_value()?;
                     let version = version.as_deref();
                     let group = version.and_then(|v| v.split_once('/'));
                     if group.is_some_and(|(g, _)| g != NUMAFLOW_GROUP) || version == Some("v1") {
@@ -139,7 +186,7 @@ impl<'de> Visitor<'de> for ViewVisitor {
                     }
                 }
                 "kind" => {
-                    let kind: Text = map.next_value()?;
+                    let MaybeStr(kind) = map.next_value()?;
                     child = Some(kind.as_deref().is_some_and(names_a_child));
                 }
                 "metadata" => out.metadata = map.next_value::<Obj<Metadata>>()?,
