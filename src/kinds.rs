@@ -313,12 +313,21 @@ impl Resource {
             .chain([Self::ConfigMap])
     }
 
+    /// The resource a request's `resource` names: the guarded kinds first,
+    /// by their own table (every request's look-up: the chain of all costs
+    /// it some 80 instructions more, bench/instructions.sh).
     pub(crate) fn from_resource(group: &str, resource: &str) -> Option<Self> {
-        Self::all().find(|r| r.group() == group && r.resource() == resource)
+        Kind::from_resource(group, resource)
+            .map(Self::Guarded)
+            .or_else(|| Self::all().find(|r| r.group() == group && r.resource() == resource))
     }
 
+    /// The resource an object's `apiVersion` group and `kind` name, the
+    /// guarded kinds first as in [`from_resource`](Self::from_resource).
     pub(crate) fn from_kind(group: &str, kind: &str) -> Option<Self> {
-        Self::all().find(|r| r.group() == group && r.kind() == kind)
+        Kind::from_kind(group, kind)
+            .map(Self::Guarded)
+            .or_else(|| Self::all().find(|r| r.group() == group && r.kind() == kind))
     }
 
     #[cfg(test)]
