@@ -9,9 +9,70 @@ use prometheus_client::registry::Registry;
 /// `N` labels, each a name and a value.
 type Labels<const N: usize> = [(&'static str, &'static str); N];
 
+/// One label's values as an enum, so that only a value started at zero
+/// (and named in the help) can be recorded.
+macro_rules! label_values {
+    ($(#[$doc:meta])* $name:ident { $($variant:ident = $value:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $(#[doc = $value] $variant),+
+        }
+
+        impl $name {
+            const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The label value.
+            pub const fn label(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $value),+
+                }
+            }
+        }
+    };
+}
+
+label_values!(
+    /// What was issued (`kind`).
+    Issued { Ca = "ca", Serving = "serving" }
+);
+label_values!(
+    /// Why it was issued (`reason`).
+    IssueReason {
+        Initial = "initial",
+        Rotation = "rotation",
+        Names = "names",
+        Invalid = "invalid",
+        Deleted = "deleted",
+        CaSwitch = "ca-switch",
+    }
+);
+label_values!(
+    /// A CA rotation step (`step`).
+    RotationStep { Started = "started", Switched = "switched", Completed = "completed" }
+);
+label_values!(
+    /// A webhook configuration (`configuration`).
+    Configuration { Validating = "validating", Mutating = "mutating" }
+);
+label_values!(
+    /// An operation that failed, or was held back (`operation`).
+    Operation {
+        Secret = "secret",
+        Bundle = "bundle",
+        Watch = "watch",
+        Issue = "issue",
+        Rate = "rate",
+    }
+);
+
 /// Creates the series of `family` whose `key` is each of `values`, at zero.
-fn at_zero(family: &Family<Labels<1>, Counter>, key: &'static str, values: &[&'static str]) {
-    for &value in values {
+fn at_zero(
+    family: &Family<Labels<1>, Counter>,
+    key: &'static str,
+    values: impl Iterator<Item = &'static str>,
+) {
+    for value in values {
         family.get_or_create(&[(key, value)]).inc_by(0);
     }
 }
@@ -62,55 +123,52 @@ impl CertMetrics {
             "1 when the webhook configurations' caBundle trusts the certificate this replica serves (--manage-certs; /readyz waits for it)",
             metrics.trusted.clone(),
         );
-        for kind in ["ca", "serving"] {
-            for reason in [
-                "initial",
-                "rotation",
-                "names",
-                "invalid",
-                "deleted",
-                "ca-switch",
-            ] {
+        for kind in Issued::ALL {
+            for reason in IssueReason::ALL {
                 metrics
                     .issued
-                    .get_or_create(&[("kind", kind), ("reason", reason)])
+                    .get_or_create(&[("kind", kind.label()), ("reason", reason.label())])
                     .inc_by(0);
             }
         }
-        let steps = ["started", "switched", "completed"];
-        at_zero(&metrics.ca_rotations, "step", &steps);
-        let configurations = ["validating", "mutating"];
-        at_zero(&metrics.bundle_updates, "configuration", &configurations);
-        let operations = ["secret", "bundle", "watch", "issue", "rate"];
-        at_zero(&metrics.errors, "operation", &operations);
+        let steps = RotationStep::ALL.iter().map(|s| s.label());
+        at_zero(&metrics.ca_rotations, "step", steps);
+        let configurations = Configuration::ALL.iter().map(|c| c.label());
+        at_zero(&metrics.bundle_updates, "configuration", configurations);
+        let operations = Operation::ALL.iter().map(|o| o.label());
+        at_zero(&metrics.errors, "operation", operations);
         metrics
     }
 
     /// Counts a certificate issued: `kind` ca or serving, for `reason`
     /// (the label of the plan's reason).
-    pub fn issued(&self, kind: &'static str, reason: &'static str) {
+    pub fn issued(&self, kind: Issued, reason: IssueReason) {
         self.issued
-            .get_or_create(&[("kind", kind), ("reason", reason)])
+            .get_or_create(&[("kind", kind.label()), ("reason", reason.label())])
             .inc();
     }
 
     /// Counts a CA rotation step: started, switched or completed.
-    pub fn rotation(&self, step: &'static str) {
-        self.ca_rotations.get_or_create(&[("step", step)]).inc();
+    pub fn rotation(&self, step: RotationStep) {
+        self.ca_rotations
+            .get_or_create(&[("step", step.label())])
+            .inc();
     }
 
     /// Counts a caBundle written into `configuration` (validating or
     /// mutating).
-    pub fn bundle_updated(&self, configuration: &'static str) {
+    pub fn bundle_updated(&self, configuration: Configuration) {
         self.bundle_updates
-            .get_or_create(&[("configuration", configuration)])
+            .get_or_create(&[("configuration", configuration.label())])
             .inc();
     }
 
     /// Counts an `operation` that failed, or was held back, and is
     /// retried: secret, bundle, watch, issue or rate.
-    pub fn error(&self, operation: &'static str) {
-        self.errors.get_or_create(&[("operation", operation)]).inc();
+    pub fn error(&self, operation: Operation) {
+        self.errors
+            .get_or_create(&[("operation", operation.label())])
+            .inc();
     }
 
     /// Whether the caBundle trusts the served certificate.

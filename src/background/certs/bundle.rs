@@ -12,6 +12,7 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{CertOptions, ServiceRef, trust};
+use crate::metrics::certificates::Configuration;
 
 /// A webhook that calls the Service: `webhooks[].name` and its
 /// `clientConfig.caBundle` (empty when unset).
@@ -78,8 +79,8 @@ pub fn patch(ours: &[OurWebhook], bundle: &str) -> Option<Value> {
 /// One of the two webhook configurations, read and patched by name.
 #[derive(Clone)]
 pub struct WebhookConfiguration {
-    /// validating or mutating: the metric label.
-    pub label: &'static str,
+    /// Which of the two: the metric label.
+    pub label: Configuration,
     pub name: String,
     pub api: Api<DynamicObject>,
 }
@@ -96,12 +97,12 @@ pub fn configurations(client: &kube::Client, options: &CertOptions) -> [WebhookC
     [
         of(
             ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
-            "validating",
+            Configuration::Validating,
             &options.validating,
         ),
         of(
             ApiResource::erase::<MutatingWebhookConfiguration>(&()),
-            "mutating",
+            Configuration::Mutating,
             &options.mutating,
         ),
     ]

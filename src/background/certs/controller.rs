@@ -25,7 +25,7 @@ use super::material::{self, Material};
 use super::plan::{self, Change, Reason};
 use super::secrets::{self, WRITE_BURST, WRITE_WINDOW, WriteLimit};
 use crate::background::backoff::Backoff;
-use crate::metrics::certificates::CertMetrics;
+use crate::metrics::certificates::{CertMetrics, Issued, Operation, RotationStep};
 
 /// Why one pass failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -43,11 +43,11 @@ pub enum PassError {
 
 impl PassError {
     /// The `operation` label of the error metric.
-    fn operation(&self) -> &'static str {
+    fn operation(&self) -> Operation {
         match self {
-            Self::Secret { .. } | Self::WrongType(_) => "secret",
-            Self::Bundle { .. } => "bundle",
-            Self::Certs(_) => "issue",
+            Self::Secret { .. } | Self::WrongType(_) => Operation::Secret,
+            Self::Bundle { .. } => Operation::Bundle,
+            Self::Certs(_) => Operation::Issue,
         }
     }
 }
@@ -135,7 +135,7 @@ where
                     let _ = tx.try_send(());
                 }
                 Err(e) => {
-                    metrics.error("watch");
+                    metrics.error(Operation::Watch);
                     tracing::warn!(%name, error = %e, "watch failed; restarting with backoff");
                 }
             }
@@ -196,7 +196,7 @@ async fn pass(
     if plan.write_ca || plan.write_serving {
         let wait = limit.wait(Instant::now());
         if !wait.is_zero() {
-            metrics.error("rate");
+            metrics.error(Operation::Rate);
             tracing::warn!(
                 writes = WRITE_BURST, window = ?WRITE_WINDOW, retry_in = ?wait,
                 "certificate Secrets written too often: the next write waits (is something rewriting them?)"
@@ -274,11 +274,11 @@ async fn pass(
 
 fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &Material) {
     match change {
-        Change::CaIssued(reason) => metrics.issued("ca", reason.label()),
-        Change::ServingIssued(reason) => metrics.issued("serving", reason.label()),
-        Change::RotationStarted => metrics.rotation("started"),
-        Change::RotationSwitched => metrics.rotation("switched"),
-        Change::RotationCompleted => metrics.rotation("completed"),
+        Change::CaIssued(reason) => metrics.issued(Issued::Ca, reason.label()),
+        Change::ServingIssued(reason) => metrics.issued(Issued::Serving, reason.label()),
+        Change::RotationStarted => metrics.rotation(RotationStep::Started),
+        Change::RotationSwitched => metrics.rotation(RotationStep::Switched),
+        Change::RotationCompleted => metrics.rotation(RotationStep::Completed),
         Change::RetireCapped(_) | Change::Dropped(_) => {}
     }
     let not_after = |pem: &str| material::validity(pem).map(|v| v.not_after.to_string());
@@ -289,7 +289,7 @@ fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &Material) 
         ),
         Change::CaIssued(reason) => {
             let not_after = not_after(&now.ca.cert_pem);
-            tracing::info!(%secret, reason = reason.label(), not_after = ?not_after, "CA issued")
+            tracing::info!(%secret, reason = reason.label().label(), not_after = ?not_after, "CA issued")
         }
         Change::ServingIssued(Reason::Invalid(why)) => tracing::warn!(
             %secret, %why,
@@ -298,7 +298,7 @@ fn report(change: &Change, metrics: &CertMetrics, secret: &str, now: &Material) 
         Change::ServingIssued(reason) => {
             let serving = now.serving.as_ref();
             let not_after = serving.and_then(|s| not_after(&s.pair.cert_pem));
-            tracing::info!(%secret, reason = reason.label(), not_after = ?not_after, "serving certificate issued")
+            tracing::info!(%secret, reason = reason.label().label(), not_after = ?not_after, "serving certificate issued")
         }
         Change::RotationStarted => {
             tracing::info!(%secret, "CA rotation: a new CA joins the caBundle beside the current one")

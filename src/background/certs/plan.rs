@@ -31,6 +31,7 @@ use super::material::{
     self, CA_CERT, CA_KEY, CheckError, Material, Previous, SecretError, Served, Serving, Stored,
 };
 use super::schedule::{self, BACKDATE, signed};
+use crate::metrics::certificates::IssueReason;
 use crate::pki::{self, CertError, PemPair, Validity};
 
 /// Why no plan could be made.
@@ -59,15 +60,15 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// The metric label.
-    pub fn label(&self) -> &'static str {
+    /// The metric label (also the logs').
+    pub fn label(&self) -> IssueReason {
         match self {
-            Self::Initial => "initial",
-            Self::Due => "rotation",
-            Self::Names => "names",
-            Self::Invalid(_) => "invalid",
-            Self::Deleted => "deleted",
-            Self::CaSwitch => "ca-switch",
+            Self::Initial => IssueReason::Initial,
+            Self::Due => IssueReason::Rotation,
+            Self::Names => IssueReason::Names,
+            Self::Invalid(_) => IssueReason::Invalid,
+            Self::Deleted => IssueReason::Deleted,
+            Self::CaSwitch => IssueReason::CaSwitch,
         }
     }
 }
