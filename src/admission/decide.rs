@@ -90,6 +90,20 @@ enum State<'a> {
     Open(Settled<'a>, Open<'a>),
 }
 
+impl<'a> State<'a> {
+    /// `/validate` short of what `pending` needs, asked of `user` on
+    /// `target`; `open` names which judgement it is.
+    fn open<P: Pending>(
+        pending: P,
+        policy: &'a Policy,
+        user: &'a UserInfo,
+        target: Target<'a>,
+        open: fn(P) -> Open<'a>,
+    ) -> Self {
+        Self::Open(Settled::of(&pending, policy, user, target), open(pending))
+    }
+}
+
 /// An open judgement's permissions as far as they are settled without
 /// asking, and whom the others are asked of, on what.
 #[derive(Debug)]
@@ -219,10 +233,7 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
                 };
                 let user = write.user;
                 let validation = controller_version::validate(policy, write);
-                State::Open(
-                    Settled::of(&validation, policy, user, target),
-                    Open::Version(validation),
-                )
+                State::open(validation, policy, user, target, Open::Version)
             }
             (Subject::Made { write, .. }, Webhook::Validate) => {
                 let (namespace, user) = (write.namespace, write.user);
@@ -239,10 +250,7 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
                     namespace,
                     name: "",
                 };
-                State::Open(
-                    Settled::of(&validation, policy, user, target),
-                    Open::Made(validation),
-                )
+                State::open(validation, policy, user, target, Open::Made)
             }
             (Subject::NamespaceConfig { write, name }, Webhook::Validate) => {
                 let target = Target {
@@ -253,10 +261,7 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
                 };
                 let user = write.user;
                 let validation = namespace_strategy::validate(policy, write);
-                State::Open(
-                    Settled::of(&validation, policy, user, target),
-                    Open::NamespaceConfig(validation),
-                )
+                State::open(validation, policy, user, target, Open::NamespaceConfig)
             }
             (Subject::Write { write, name }, Webhook::Validate) => {
                 let target = Target {
@@ -267,10 +272,7 @@ pub fn decide<'a>(policy: &'a Policy, input: Input<'a>) -> Judgement<'a> {
                 };
                 let user = write.user;
                 let validation = rules::validate(policy, write);
-                State::Open(
-                    Settled::of(&validation, policy, user, target),
-                    Open::Write(validation),
-                )
+                State::open(validation, policy, user, target, Open::Write)
             }
         },
     }
